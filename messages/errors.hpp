@@ -1,0 +1,57 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <caf/error.hpp>
+#include <caf/fwd.hpp>
+#include <caf/make_message.hpp>
+#include <caf/message.hpp>
+
+namespace opforge {
+
+/// Every error opforge produces at a module edge. Rendered by `to_string`, and by CAF through the
+/// renderer registered in `register_error_category`.
+enum class errc : uint8_t {
+  unspecified = 1,
+  // configuration
+  config_unreadable,
+  config_invalid,
+  // persistence
+  store_open_failed,
+  store_io_failed,
+  store_corrupt,
+  store_schema_mismatch,
+  // wire
+  frame_malformed,
+  frame_oversized,
+  frame_unknown_type,
+  frame_version_mismatch,
+  // devices
+  worker_lost,
+  job_quarantined,
+  no_such_worker,
+  no_such_job,
+  // control
+  daemon_unreachable,
+  request_invalid,
+  // llm
+  endpoint_fault,
+  context_exhausted,
+  // sessions
+  budget_exhausted,
+  cancelled,
+};
+
+/// Human-readable name of an error code, e.g. "config_invalid".
+const char* to_string(errc code);
+
+/// Registers the `opforge` error category with CAF so errors print with their names.
+void register_error_category(caf::actor_system_config& cfg);
+
+/// Renders any CAF error, including opforge's, as one line.
+std::string render(const caf::error& err);
+
+} // namespace opforge
+
+CAF_ERROR_CODE_ENUM(opforge::errc, "opforge")

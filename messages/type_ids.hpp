@@ -1,0 +1,28 @@
+#pragma once
+
+// The one CAF type-id block of opforge: every atom and every message type that crosses an actor
+// boundary is registered here, grouped by the part of the daemon that owns it. Register the block
+// with `cfg.add_message_types<caf::id_block::opforge>()` (see `messages/register.hpp`).
+
+#include <caf/type_id.hpp>
+
+#include "messages/fwd.hpp"
+
+CAF_BEGIN_TYPE_ID_BLOCK(opforge, caf::first_custom_type_id)
+
+  // -- common atoms --------------------------------------------------------------------------------
+  CAF_ADD_ATOM(opforge, opforge::atom, status, "status")
+  CAF_ADD_ATOM(opforge, opforge::atom, shutdown, "shutdown")
+  CAF_ADD_ATOM(opforge, opforge::atom, ok, "ok")
+
+  // -- persistence ---------------------------------------------------------------------------------
+
+  // -- devices -------------------------------------------------------------------------------------
+
+  // -- control and metrics -------------------------------------------------------------------------
+
+  // -- llm endpoints and summarizer ----------------------------------------------------------------
+
+  // -- sessions and campaigns ----------------------------------------------------------------------
+
+CAF_END_TYPE_ID_BLOCK(opforge)
