@@ -4,25 +4,25 @@
 // boundary is registered here, grouped by the part of the daemon that owns it. Register the block
 // with `cfg.add_message_types<caf::id_block::opforge>()` (see `messages/register.hpp`).
 
-#include <caf/type_id.hpp>
-
 #include "messages/fwd.hpp"
+
+#include <caf/type_id.hpp>
 
 CAF_BEGIN_TYPE_ID_BLOCK(opforge, caf::first_custom_type_id)
 
-  // -- common atoms --------------------------------------------------------------------------------
-  CAF_ADD_ATOM(opforge, opforge::atom, status, "status")
-  CAF_ADD_ATOM(opforge, opforge::atom, shutdown, "shutdown")
-  CAF_ADD_ATOM(opforge, opforge::atom, ok, "ok")
+// -- common atoms --------------------------------------------------------------------------------
+CAF_ADD_ATOM(opforge, opforge::atom, status, "status")
+CAF_ADD_ATOM(opforge, opforge::atom, shutdown, "shutdown")
+CAF_ADD_ATOM(opforge, opforge::atom, ok, "ok")
 
-  // -- persistence ---------------------------------------------------------------------------------
+// -- persistence ---------------------------------------------------------------------------------
 
-  // -- devices -------------------------------------------------------------------------------------
+// -- devices -------------------------------------------------------------------------------------
 
-  // -- control and metrics -------------------------------------------------------------------------
+// -- control and metrics -------------------------------------------------------------------------
 
-  // -- llm endpoints and summarizer ----------------------------------------------------------------
+// -- llm endpoints and summarizer ----------------------------------------------------------------
 
-  // -- sessions and campaigns ----------------------------------------------------------------------
+// -- sessions and campaigns ----------------------------------------------------------------------
 
 CAF_END_TYPE_ID_BLOCK(opforge)

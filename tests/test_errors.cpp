@@ -1,9 +1,9 @@
-#include <gtest/gtest.h>
+#include "messages/errors.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 
-#include "messages/errors.hpp"
+#include <gtest/gtest.h>
 
 using namespace opforge;
 

@@ -1,0 +1,62 @@
+#pragma once
+
+// The one place that creates opforge's Prometheus families. Actors and threads receive a
+// `std::shared_ptr<metrics>` at spawn and keep references to the children they update; children
+// are thread-safe, and asking twice for the same labels returns the same child.
+
+#include <memory>
+#include <string>
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+namespace opforge {
+
+class metrics {
+public:
+  explicit metrics(std::string version);
+
+  /// The registry an exposer serves.
+  std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+
+  // -- devices ---------------------------------------------------------------------------------
+
+  /// opforge_workers{kind,state}: connected workers by device kind and state (idle, busy, dead).
+  prometheus::Gauge& workers(const std::string& kind, const std::string& state);
+  /// opforge_jobs_total{kind,outcome}: finished device jobs by job kind and outcome.
+  prometheus::Counter& jobs(const std::string& kind, const std::string& outcome);
+  /// opforge_job_latency_seconds{kind}: dispatch-to-result time of device jobs.
+  prometheus::Histogram& job_latency(const std::string& kind);
+  /// opforge_queue_depth: device jobs waiting for a free slot.
+  prometheus::Gauge& queue_depth() { return queue_depth_; }
+  /// opforge_malformed_frames_total{reason}: frames dropped by a decoder.
+  prometheus::Counter& malformed_frames(const std::string& reason);
+  /// opforge_job_requeues_total{reason}: jobs requeued after their worker died or left.
+  prometheus::Counter& job_requeues(const std::string& reason);
+
+  // -- persistence -----------------------------------------------------------------------------
+
+  /// opforge_store_write_latency_seconds: time to apply one write batch.
+  prometheus::Histogram& store_write_latency() { return store_write_latency_; }
+
+  // -- build -----------------------------------------------------------------------------------
+
+  /// opforge_uptime_seconds: seconds since the daemon started.
+  prometheus::Gauge& uptime() { return uptime_; }
+
+private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Gauge>& workers_;
+  prometheus::Family<prometheus::Counter>& jobs_;
+  prometheus::Family<prometheus::Histogram>& job_latency_;
+  prometheus::Gauge& queue_depth_;
+  prometheus::Family<prometheus::Counter>& malformed_frames_;
+  prometheus::Family<prometheus::Counter>& job_requeues_;
+  prometheus::Histogram& store_write_latency_;
+  prometheus::Gauge& uptime_;
+};
+
+} // namespace opforge
