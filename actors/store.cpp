@@ -148,13 +148,20 @@ struct store_state {
 
   // Also reached when the actor ends without a shutdown request (an exit message, or no
   // references left): the thread still applies what is queued and closes the database before
-  // `io` joins it. Closing twice does nothing.
+  // `io` joins it (closing twice does nothing), and whoever waits for an answer learns that it
+  // will not come, though the request may have been applied.
   ~store_state() {
     if (backend)
       io.post([db = backend.get()] { db->close(); });
+    for (auto& [id, promise] : pending)
+      promise.deliver(caf::make_error(errc::store_io_failed, path,
+                                      "the store terminated before answering; the request may "
+                                      "have been applied"));
   }
 
   std::unique_ptr<store_backend> backend;
+  /// The database directory, for errors the actor answers itself.
+  std::string path;
   /// Requests handed to the thread, by id, until it reports their outcome.
   std::unordered_map<uint64_t, caf::response_promise> pending;
   uint64_t next_request = 0;
@@ -172,7 +179,7 @@ caf::typed_response_promise<Reply> submit(store_pointer self, Work work) {
   auto promise = self->make_response_promise<Reply>();
   auto& st = self->state;
   if (st.closing) {
-    promise.deliver(caf::make_error(errc::store_io_failed, "the store is shutting down"));
+    promise.deliver(caf::make_error(errc::store_io_failed, st.path, "the store is shutting down"));
     return promise;
   }
   auto id = st.next_request++;
@@ -188,6 +195,7 @@ caf::typed_response_promise<Reply> submit(store_pointer self, Work work) {
 
 store_actor::behavior_type store_behavior(store_pointer self, std::shared_ptr<store> db,
                                           std::shared_ptr<metrics> telemetry) {
+  self->state.path = db->path().string();
   self->state.backend = std::make_unique<store_backend>(std::move(db), std::move(telemetry));
   return {
       [self](atom::write, write_batch& batch) {
@@ -232,6 +240,8 @@ store_actor::behavior_type store_behavior(store_pointer self, std::shared_ptr<st
 
 caf::expected<store_actor> spawn_store(caf::actor_system& sys, const std::filesystem::path& dir,
                                        std::shared_ptr<metrics> telemetry) {
+  if (!telemetry)
+    return caf::make_error(errc::request_invalid, dir.string(), "spawn_store needs metrics");
   auto db = open_rocksdb_store(dir);
   if (!db)
     return std::move(db.error());

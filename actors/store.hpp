@@ -63,7 +63,7 @@ typename Inspector::result_type inspect(Inspector& f, store_status& x) {
 
 /// Opens the database in `dir` (see `open_rocksdb_store`) and spawns the actor that serves it.
 /// Opening errors surface here, before the daemon commits to starting. Blocks while opening: call
-/// it from main, not from an actor. `telemetry` receives the latency of every batch.
+/// it from main, not from an actor. `telemetry` (required) receives the latency of every batch.
 caf::expected<store_actor> spawn_store(caf::actor_system& sys, const std::filesystem::path& dir,
                                        std::shared_ptr<metrics> telemetry);
 

@@ -73,6 +73,19 @@ protected:
     ASSERT_TRUE(db->Close().ok());
   }
 
+  /// Stores `version` as the schema version of a new database and returns the error of opening
+  /// it again (none if it opens).
+  caf::error reopen_with_schema_version(const std::string& version) {
+    auto db = open();
+    if (!db)
+      return caf::make_error(errc::store_open_failed, "the first open failed");
+    auto err = db->write({{{family::meta, std::string{schema_version_key}, version}}, true});
+    EXPECT_FALSE(err) << render(err);
+    db.reset();
+    auto reopened = open_rocksdb_store(dir_.db());
+    return reopened ? caf::error{} : reopened.error();
+  }
+
   static std::vector<std::string> names_of_all_families() {
     std::vector<std::string> names;
     for (auto f : all_families)
@@ -330,30 +343,18 @@ TEST_F(StoreTest, OpensADatabaseThatLacksNewerFamilies) {
 }
 
 TEST_F(StoreTest, RefusesANewerSchemaNamingBothVersions) {
-  {
-    auto db = open();
-    ASSERT_TRUE(db);
-    ASSERT_FALSE(db->write({{{family::meta, std::string{schema_version_key}, "7"}}, true}));
-  }
-  auto refused = open_rocksdb_store(dir_.db());
-  ASSERT_FALSE(refused);
-  EXPECT_EQ(opforge_code(refused.error()), errc::store_schema_mismatch);
-  EXPECT_EQ(render(refused.error()),
+  auto refused = reopen_with_schema_version("7");
+  EXPECT_EQ(opforge_code(refused), errc::store_schema_mismatch);
+  EXPECT_EQ(render(refused),
             "store_schema_mismatch: " + dir_.db().string() +
                 ": the database has schema version 7, newer than version 1 of this opforge "
                 "build: run a newer opforge");
 }
 
 TEST_F(StoreTest, RefusesAnUnreadableSchemaVersion) {
-  {
-    auto db = open();
-    ASSERT_TRUE(db);
-    ASSERT_FALSE(db->write({{{family::meta, std::string{schema_version_key}, "v1"}}, true}));
-  }
-  auto refused = open_rocksdb_store(dir_.db());
-  ASSERT_FALSE(refused);
-  EXPECT_EQ(opforge_code(refused.error()), errc::store_corrupt);
-  EXPECT_THAT(render(refused.error()), HasSubstr("got 'v1'"));
+  auto refused = reopen_with_schema_version("v1");
+  EXPECT_EQ(opforge_code(refused), errc::store_corrupt);
+  EXPECT_THAT(render(refused), HasSubstr("got 'v1'"));
 }
 
 TEST_F(StoreTest, RefusesAnUnknownColumnFamilyByName) {

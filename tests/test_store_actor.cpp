@@ -193,7 +193,7 @@ TEST_F(StoreActorTest, RequestsAfterShutdownAreRefused) {
   });
   auto err = refusal.get();
   EXPECT_EQ(opforge_code(err), errc::store_io_failed);
-  EXPECT_THAT(render(err), HasSubstr("shutting down"));
+  EXPECT_THAT(render(err), HasSubstr(dir_.db().string() + ": the store is shutting down"));
 }
 
 TEST_F(StoreActorTest, TerminatingWithoutShutdownStillClosesTheDatabase) {
@@ -203,6 +203,26 @@ TEST_F(StoreActorTest, TerminatingWithoutShutdownStillClosesTheDatabase) {
   store_ = nullptr;
   auto reopened = open_rocksdb_store(dir_.db());
   EXPECT_TRUE(reopened) << render(reopened.error());
+}
+
+// Requests still queued when the store is killed get an answer, an error if they were not served.
+TEST_F(StoreActorTest, EveryRequestIsAnsweredWhenTheStoreIsKilled) {
+  constexpr int writes = 100;
+  auto answers = std::make_shared<int>(0);
+  auto all_answered = std::make_shared<std::promise<void>>();
+  auto done = all_answered->get_future();
+  sys_.spawn([=, store = store_](caf::event_based_actor* requester) {
+    auto count = [=] {
+      if (++*answers == writes)
+        all_answered->set_value();
+    };
+    for (int i = 0; i < writes; ++i)
+      requester->request(store, caf::infinite, atom::write_v, put(family::jobs, "j", "v"))
+          .then([=](atom::ok) { count(); }, [=](const caf::error&) { count(); });
+    caf::anon_send_exit(store, caf::exit_reason::kill);
+  });
+  done.wait();
+  EXPECT_EQ(*answers, writes);
 }
 
 TEST_F(StoreActorTest, SpawnReportsOpenErrors) {
