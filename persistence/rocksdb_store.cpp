@@ -36,10 +36,6 @@ std::string describe(const write_batch& batch) {
   return text;
 }
 
-// Column family handles in the order of the descriptors passed to DB::Open: RocksDB's "default"
-// first, then `all_families`.
-constexpr size_t default_handle = 0;
-
 class rocksdb_store final : public store {
 public:
   rocksdb_store(std::filesystem::path dir, rocksdb::DB* db,
@@ -142,9 +138,7 @@ public:
   }
 
 private:
-  rocksdb::ColumnFamilyHandle* handle(family f) const {
-    return handles_[default_handle + 1 + index_of(f)];
-  }
+  rocksdb::ColumnFamilyHandle* handle(family f) const { return handles_[1 + index_of(f)]; }
 
   caf::error check_open() const {
     if (!db_)
@@ -168,6 +162,8 @@ private:
 
   std::filesystem::path path_;
   std::unique_ptr<rocksdb::DB> db_;
+  /// In the order of the descriptors passed to DB::Open: RocksDB's "default", then
+  /// `all_families`.
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;
   uint32_t schema_version_ = 0;
 };

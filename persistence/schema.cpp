@@ -5,10 +5,21 @@
 
 #include <charconv>
 #include <iterator>
+#include <optional>
 
 namespace opforge {
 
 namespace {
+
+/// `text` as a decimal number, if all of it is one.
+template <class Number>
+std::optional<Number> parse_decimal(std::string_view text) {
+  Number number = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), number);
+  if (text.empty() || ec != std::errc{} || end != text.data() + text.size())
+    return std::nullopt;
+  return number;
+}
 
 // v0 is the layout before the schema carried a version: events were keyed
 // "<session id>/<decimal seq>", which scans event 10 before event 9. v1 keys them by `event_key`.
@@ -17,16 +28,16 @@ caf::expected<write_batch> rekey_events(store& db) {
   caf::error malformed;
   auto err = db.scan(family::events, "", [&](std::string_view key, std::string_view value) {
     auto slash = key.rfind('/');
-    uint64_t seq = 0;
-    auto digits = slash == std::string_view::npos ? std::string_view{} : key.substr(slash + 1);
-    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), seq);
-    if (digits.empty() || ec != std::errc{} || end != digits.data() + digits.size()) {
+    auto seq = slash == std::string_view::npos ? std::nullopt
+                                               : parse_decimal<uint64_t>(key.substr(slash + 1));
+    if (!seq) {
       malformed = caf::make_error(errc::store_corrupt, db.path().string(), "family events",
                                   "key '" + printable(key) + "'",
                                   "a v0 event key is <session id>/<decimal sequence number>");
       return false;
     }
-    batch.ops.push_back({family::events, event_key(key.substr(0, slash), seq), std::string{value}});
+    batch.ops.push_back(
+        {family::events, event_key(key.substr(0, slash), *seq), std::string{value}});
     batch.ops.push_back({family::events, std::string{key}, std::nullopt});
     return true;
   });
@@ -43,10 +54,6 @@ constexpr migration registry[] = {
 static_assert(std::size(registry) == current_schema_version,
               "every schema version below the current one needs a migration");
 
-std::string encode_version(uint32_t version) {
-  return std::to_string(version);
-}
-
 caf::expected<uint32_t> stored_version(store& db) {
   auto stored = db.get(family::meta, schema_version_key);
   if (!stored)
@@ -54,17 +61,16 @@ caf::expected<uint32_t> stored_version(store& db) {
   if (!*stored)
     return uint32_t{0};
   const auto& text = **stored;
-  uint32_t version = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), version);
-  if (text.empty() || ec != std::errc{} || end != text.data() + text.size())
+  auto version = parse_decimal<uint32_t>(text);
+  if (!version)
     return caf::make_error(errc::store_corrupt, db.path().string(), "family meta",
                            "key '" + std::string{schema_version_key} + "'",
                            "expected a decimal number, got '" + printable(text) + "'");
-  return version;
+  return *version;
 }
 
 caf::error write_version(store& db, write_batch batch, uint32_t version) {
-  batch.ops.push_back({family::meta, std::string{schema_version_key}, encode_version(version)});
+  batch.ops.push_back({family::meta, std::string{schema_version_key}, std::to_string(version)});
   batch.sync = true;
   return db.write(batch);
 }
