@@ -33,7 +33,7 @@ from opforge_worker.checks import (
     CallPolicy,
     DispatchRecorder,
     Findings,
-    HostEscapes,
+    EscapeHatches,
     Integrity,
     LaunchCounter,
     ThreadWatch,
@@ -88,7 +88,7 @@ class CandidateServer:
         self.owners = CodeOwners(scratch / "jobs")
         self.audit = AuditGuard(scratch, self.owners)
         self.launches = LaunchCounter(self.owners, self._notify_compile, device_kind)
-        self.escapes = HostEscapes(self.owners, self.launches)
+        self.escapes = EscapeHatches(self.owners, self.launches)
         self.threads = ThreadWatch()
         self.namespace: dict = {}
 
@@ -206,7 +206,8 @@ class CandidateServer:
         return reply
 
     def _classify(self, error: BaseException) -> dict:
-        backtrace = _clip("".join(traceback.format_exception(error)))
+        backtrace = _clip("".join(traceback.format_exception(type(error), error,
+                                                             self._from_candidate(error))))
         message = _clip(f"{type(error).__name__}: {error}")
         if isinstance(error, SyntaxError | CompilationError):
             return {"status": "compile_error", "message": message, "compile_log": backtrace}
@@ -214,6 +215,14 @@ class CandidateServer:
             return {"status": "crash", "message": message, "cuda_error": _clip(str(error)),
                     "backtrace": backtrace, "recycle": True}
         return {"status": "runtime_error", "message": message, "backtrace": backtrace}
+
+    def _from_candidate(self, error: BaseException):
+        """The traceback from the candidate's first frame on: harness frames are noise there."""
+        first = error.__traceback__
+        while first is not None and not first.tb_frame.f_code.co_filename.startswith(
+                self.owners.candidate_root):
+            first = first.tb_next
+        return first or error.__traceback__
 
     def _limit_cpu(self, timeout_s: float) -> None:
         """Bound CPU time for one request, beyond what the process has used so far."""

@@ -6,8 +6,9 @@
 - ``DispatchRecorder`` is a TorchDispatchMode: every ATen op the wrapper runs is classified; only
   allocation, views, copies and metadata are allowed, and never the operator under test itself or
   an op of its own kind (a ``clone`` wrapper may not copy with torch).
-- ``HostEscapes`` records reads of tensor data on the host that bypass ATen dispatch
-  (``Tensor.numpy``, ``tolist``, ``__array__``, DLPack, storages).
+- ``EscapeHatches`` records candidate calls that bypass ATen dispatch to read tensor data on the
+  host (``Tensor.numpy``, ``tolist``, ``__array__``, DLPack, storages) or that take the recorder
+  off the dispatch-mode stack.
 - ``ThreadWatch`` records threads started by the wrapper: their work escapes the recorder.
 - ``output_structure`` flattens the wrapper's result and checks types, devices and aliasing.
 
@@ -195,48 +196,66 @@ class DispatchRecorder(TorchDispatchMode):
 
 _TORCH_DIR = str(Path(torch.__file__).resolve().parent) + os.sep
 
-# Tensor methods that hand tensor data to the host without ATen dispatch.
-_ESCAPE_METHODS = ("numpy", "tolist", "__array__", "__dlpack__", "untyped_storage", "storage",
-                   "_typed_storage")
+def _escape_hatches() -> list[tuple[object, str, str, str]]:
+    """(owner, attribute, check, label) for every callable that gets around the checks.
+
+    Host reads hand tensor data to the host without ATen dispatch; dispatch escapes take the
+    recorder off the mode stack or hide ops from Python dispatch.
+    """
+    from torch.utils import _python_dispatch
+
+    hatches = [(torch.Tensor, name, "host_read", f"Tensor.{name}")
+               for name in ("numpy", "tolist", "__array__", "__dlpack__", "untyped_storage",
+                            "storage", "_typed_storage")]
+    hatches += [(torch, "to_dlpack", "host_read", "torch.to_dlpack")]
+    hatches += [(_python_dispatch, name, "dispatch_escape", f"_python_dispatch.{name}")
+                for name in ("_pop_mode", "_pop_mode_temporarily", "_disable_current_modes")]
+    hatches += [(torch._C, name, "dispatch_escape", f"torch._C.{name}")
+                for name in ("_pop_torch_dispatch_stack", "_unset_dispatch_mode",
+                             "_DisableTorchDispatch", "_ExcludeDispatchKeyGuard")
+                if hasattr(torch._C, name)]
+    return hatches
 
 
-class HostEscapes:
-    """Records host reads of tensor data by candidate code (outside triton's launch machinery)."""
+class EscapeHatches:
+    """Records calls, from candidate code, of callables that get around the checks.
+
+    Triton's interpreter reads storages while it launches a kernel, and torch pops modes for its
+    own purposes: only calls whose nearest non-torch caller is candidate code count.
+    """
 
     def __init__(self, owners: CodeOwners, launches: LaunchCounter):
         self.owners = owners
         self.launches = launches
         self.findings: Findings | None = None
-        self.installed: dict[tuple[type, str], Callable] = {}
+        self.installed: dict[tuple[object, str], Callable] = {}
 
     def install(self) -> None:
-        for name in _ESCAPE_METHODS:
-            wrapper = self._guarded(getattr(torch.Tensor, name), f"Tensor.{name}")
-            setattr(torch.Tensor, name, wrapper)
-            self.installed[(torch.Tensor, name)] = wrapper
+        for owner, name, check, label in _escape_hatches():
+            wrapper = self._guarded(getattr(owner, name), check, label)
+            setattr(owner, name, wrapper)
+            self.installed[(owner, name)] = wrapper
 
-    def _guarded(self, original, label: str):
-        guard = self
+    def _guarded(self, original, check: str, label: str):
+        hatches = self
 
         def guarded(*args, **kwargs):
-            guard.check(label)
+            hatches.check(check, label)
             return original(*args, **kwargs)
 
         guarded.__name__ = getattr(original, "__name__", label)
         return guarded
 
-    def check(self, label: str) -> None:
+    def check(self, check: str, label: str) -> None:
         if self.findings is None:
             return
-        if self.launches.depth > 0 and not self.owners.nearest_is_candidate(
-            sys._getframe(2), skip=(_TORCH_DIR,)
-        ):
+        if not self.owners.nearest_is_candidate(sys._getframe(2), skip=(_TORCH_DIR,)):
             return
-        self.findings.add("host_read", f"wrapper read tensor data on the host via {label}")
+        self.findings.add(check, f"wrapper called {label}")
 
 
 class ThreadWatch:
-    """Records threads started while the wrapper runs."""
+    """Records and refuses threads started while the wrapper runs."""
 
     def __init__(self):
         self.findings: Findings | None = None
@@ -257,6 +276,7 @@ class ThreadWatch:
         def start(*args, **kwargs):
             if watch.findings is not None:
                 watch.findings.add("thread", "wrapper started a thread; its work escapes checks")
+                raise PermissionError("opforge sandbox: candidates may not start threads")
             return original(*args, **kwargs)
 
         return start

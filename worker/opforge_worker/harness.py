@@ -33,7 +33,6 @@ from opforge_worker.sandbox import (
     CandidateTimedOut,
     SandboxOptions,
     SandboxStartError,
-    default_read_paths,
 )
 from opforge_worker.settings import load_settings
 
@@ -103,7 +102,7 @@ class Harness:
             output_cap_bytes=settings.output_cap_bytes,
             startup_timeout_s=settings.startup_timeout_s,
             compile_grace_s=settings.compile_grace_s,
-            read_paths=default_read_paths(settings.extra_read_paths),
+            extra_read_paths=list(settings.extra_read_paths),
         )
         process = CandidateProcess(scratch, options)
         process.start()

@@ -107,8 +107,11 @@ class Judge:
         names = {opinfo.name, aten_name}
         self.launch_exempt = bool(names & settings.launch_exempt_ops)
         self.host_read_allowed = bool(names & settings.host_read_ops)
+        # A view's schema returns Tensor(a); out= and in-place overloads return Tensor(a!), which
+        # says nothing about the functional form tested here.
         self.schema_aliases = any(
-            any(ret.alias_info is not None for ret in schema.returns)
+            any(ret.alias_info is not None and not ret.alias_info.is_write
+                for ret in schema.returns)
             for schema in torch._C._jit_get_schemas_for_operator(f"aten::{aten_name}")
         )
 

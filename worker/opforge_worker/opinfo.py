@@ -50,7 +50,8 @@ def find_opinfo(name: str, variant: str = ""):
 
 
 def samples_for(opinfo, device: str, dtype: torch.dtype, seed: int) -> list:
-    """The OpInfo's sample inputs for ``dtype`` on ``device``, the same for the same seed.
+    """The OpInfo's sample inputs for ``dtype`` on ``device``: the same for the same seed,
+    other values (same shapes) for another seed.
 
     Sample generators draw from torch's, Python's and numpy's generators; all three are seeded
     inside a forked RNG state so that the caller's random streams are left untouched.
@@ -62,7 +63,9 @@ def samples_for(opinfo, device: str, dtype: torch.dtype, seed: int) -> list:
             torch.manual_seed(seed)
             random.seed(seed)
             np.random.seed(seed % 2**32)
-            return list(opinfo.sample_inputs(device, dtype, requires_grad=False))
+            # set_seed=False: OpInfo would otherwise reseed every sample from a fixed seed,
+            # making the request's seed meaningless.
+            return list(opinfo.sample_inputs(device, dtype, requires_grad=False, set_seed=False))
     finally:
         random.setstate(python_state)
         np.random.set_state(numpy_state)

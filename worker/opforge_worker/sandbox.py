@@ -91,7 +91,7 @@ def recv_message(conn: Connection) -> tuple[dict, bytes]:
     try:
         header = json.loads(conn.recv_bytes(_MAX_HEADER_BYTES))
         blob = conn.recv_bytes(_MAX_BLOB_BYTES)
-    except (OSError, ValueError, UnicodeDecodeError) as error:
+    except (EOFError, OSError, ValueError, UnicodeDecodeError) as error:
         raise CandidateProtocolError(f"malformed message from the candidate process: {error}") from None
     if not isinstance(header, dict):
         raise CandidateProtocolError("candidate process sent a header that is not a JSON object")
@@ -109,7 +109,7 @@ class SandboxOptions:
     output_cap_bytes: int
     startup_timeout_s: float
     compile_grace_s: float
-    read_paths: list[str] = field(default_factory=list)
+    extra_read_paths: list[str] = field(default_factory=list)
 
 
 class CandidateProcess:
@@ -491,7 +491,11 @@ def _landlock(libc, scratch: Path, read_paths: list[str]) -> dict:
 
 
 def default_read_paths(extra: tuple[str, ...] = ()) -> list[str]:
-    """Directories the candidate process must read: system, Python, installed packages."""
+    """Directories the candidate process must read: system, Python, installed packages.
+
+    Called in the candidate process itself, whose sys.path holds only the installation, the
+    worker package (PYTHONPATH) and its scratch directory, not the judge's script directories.
+    """
     paths = {"/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/proc", "/sys", *extra}
     paths |= {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
     paths |= {os.path.dirname(os.path.realpath(sys.executable))}
@@ -647,7 +651,8 @@ def main(argv: list[str] | None = None) -> None:
     if report["namespaces"] == "user+net+pid":
         _relay_pid_namespace()
     report.update(_set_limits(options))
-    report.update(_landlock(libc, args.scratch.resolve(), options["read_paths"]))
+    read_paths = default_read_paths(tuple(options["extra_read_paths"]))
+    report.update(_landlock(libc, args.scratch.resolve(), read_paths))
     report["environment"] = "scrubbed: " + ", ".join(sorted(os.environ))
 
     from opforge_worker.candidate import serve

