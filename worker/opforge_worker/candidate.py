@@ -44,6 +44,7 @@ from opforge_worker.checks import (
 from opforge_worker.sandbox import AuditGuard, CodeOwners, recv_message, send_message
 
 _MAX_TEXT = 20_000
+_UNTRUSTING_CHECKS = frozenset({"integrity", "sandbox", "thread", "dispatch_escape"})
 
 
 def load_candidate(path: Path) -> dict:
@@ -197,9 +198,11 @@ class CandidateServer:
             findings.add("thread", "a thread started by the candidate is still running")
         for broken in self.integrity.broken():
             findings.add("integrity", broken)
-            reply["recycle"] = True
         for violation in self.audit.violations[violations_mark:]:
             findings.add("sandbox", violation)
+        # After tampering or an attempt at harm this process is no longer trusted.
+        if any(check in _UNTRUSTING_CHECKS for check, _ in findings.items):
+            reply["recycle"] = True
         reply.update(findings=findings.items, launches=self.launches.launches,
                      compile_s=self.launches.compile_s,
                      run_s=max(elapsed - self.launches.compile_s, 0.0))

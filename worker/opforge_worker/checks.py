@@ -13,8 +13,8 @@
 - ``output_structure`` flattens the wrapper's result and checks types, devices and aliasing.
 
 Each of these runs in the candidate's own process, so a candidate that sets out to tamper with
-them could; ``Integrity`` verifies after every call that the hooks are still the ones installed
-(and the audit hook refuses monkeypatching torch/triton classes from candidate code).
+them could; ``Integrity`` verifies after every call that the hooks are still the ones installed,
+and the audit hook (sandbox.py) refuses frame and gc introspection from candidate code.
 """
 
 from __future__ import annotations

