@@ -32,8 +32,8 @@ from triton.compiler.errors import CompilationError
 from opforge_worker.checks import (
     CallPolicy,
     DispatchRecorder,
-    Findings,
     EscapeHatches,
+    Findings,
     Integrity,
     LaunchCounter,
     ThreadWatch,
@@ -54,8 +54,13 @@ def load_candidate(path: Path) -> dict:
     and tracebacks show the candidate's lines.
     """
     source = path.read_text()
-    namespace = {"__name__": "opforge_candidate", "__builtins__": builtins,
-                 "torch": torch, "triton": triton, "tl": tl}
+    namespace = {
+        "__name__": "opforge_candidate",
+        "__builtins__": builtins,
+        "torch": torch,
+        "triton": triton,
+        "tl": tl,
+    }
     exec(compile(source, str(path), "exec"), namespace)
     return namespace
 
@@ -117,7 +122,8 @@ class CandidateServer:
             elif header.get("cmd") == "call":
                 reply, blob = self._call(header, blob)
             else:
-                reply, blob = {"status": "protocol_error", "message": f"bad request {header!r}"}, b""
+                reply = {"status": "protocol_error", "message": f"bad request {header!r}"}
+                blob = b""
             send_message(self.conn, {"kind": "reply", **reply}, blob)
 
     # -- requests ---------------------------------------------------------------------------
@@ -130,8 +136,10 @@ class CandidateServer:
 
         reply = self._guarded(load, header["timeout_s"], policy=None)
         if reply["status"] == "ok" and not callable(self.namespace.get(header["wrapper"])):
-            reply.update(status="runtime_error",
-                         message=f"the source defines no function named {header['wrapper']!r}")
+            reply.update(
+                status="runtime_error",
+                message=f"the source defines no function named {header['wrapper']!r}",
+            )
         return reply
 
     def _call(self, header: dict, blob: bytes) -> tuple[dict, bytes]:
@@ -139,11 +147,14 @@ class CandidateServer:
         args = _to_device(sample["args"], self.device)
         kwargs = _to_device(sample["kwargs"], self.device)
         inputs = tensor_leaves((args, kwargs))
-        input_storages = {tensor.untyped_storage().data_ptr(): index
-                          for index, tensor in enumerate(inputs)
-                          if tensor.untyped_storage().nbytes()}
-        policy = CallPolicy(frozenset(header["op_names"]), header["launch_exempt"],
-                            header["host_read_allowed"])
+        input_storages = {
+            tensor.untyped_storage().data_ptr(): index
+            for index, tensor in enumerate(inputs)
+            if tensor.untyped_storage().nbytes()
+        }
+        policy = CallPolicy(
+            frozenset(header["op_names"]), header["launch_exempt"], header["host_read_allowed"]
+        )
         wrapper = self.namespace[header["wrapper"]]
         box = {}
 
@@ -155,19 +166,24 @@ class CandidateServer:
         leaves: list[torch.Tensor] = []
         if reply["status"] == "ok":
             reply["structure"] = output_structure(
-                box["result"], leaves, findings, self.device, input_storages,
-                header["alias_allowed"])
+                box["result"],
+                leaves,
+                findings,
+                self.device,
+                input_storages,
+                header["alias_allowed"],
+            )
             produced = [leaf for leaf in leaves if leaf.numel()]
             if reply["launches"] == 0 and not policy.launch_exempt and produced:
                 findings.add("no_launch", "no Triton kernel was launched")
         reply["findings"] = findings.items
         buffer = io.BytesIO()
-        torch.save({"outputs": leaves, "inputs_after": [t.detach().cpu() for t in inputs]},
-                   buffer)
+        torch.save({"outputs": leaves, "inputs_after": [t.detach().cpu() for t in inputs]}, buffer)
         return reply, buffer.getvalue()
 
-    def _guarded(self, body: Callable[[], None], timeout_s: float,
-                 policy: CallPolicy | None) -> dict:
+    def _guarded(
+        self, body: Callable[[], None], timeout_s: float, policy: CallPolicy | None
+    ) -> dict:
         """Run ``body`` with every check armed; classify how it ended."""
         findings = Findings()
         violations_mark = len(self.audit.violations)
@@ -203,27 +219,37 @@ class CandidateServer:
         # After tampering or an attempt at harm this process is no longer trusted.
         if any(check in _UNTRUSTING_CHECKS for check, _ in findings.items):
             reply["recycle"] = True
-        reply.update(findings=findings.items, launches=self.launches.launches,
-                     compile_s=self.launches.compile_s,
-                     run_s=max(elapsed - self.launches.compile_s, 0.0))
+        reply.update(
+            findings=findings.items,
+            launches=self.launches.launches,
+            compile_s=self.launches.compile_s,
+            run_s=max(elapsed - self.launches.compile_s, 0.0),
+        )
         return reply
 
     def _classify(self, error: BaseException) -> dict:
-        backtrace = _clip("".join(traceback.format_exception(type(error), error,
-                                                             self._from_candidate(error))))
+        backtrace = _clip(
+            "".join(traceback.format_exception(type(error), error, self._from_candidate(error)))
+        )
         message = _clip(f"{type(error).__name__}: {error}")
         if isinstance(error, SyntaxError | CompilationError):
             return {"status": "compile_error", "message": message, "compile_log": backtrace}
         if _is_device_fault(error):
-            return {"status": "crash", "message": message, "cuda_error": _clip(str(error)),
-                    "backtrace": backtrace, "recycle": True}
+            return {
+                "status": "crash",
+                "message": message,
+                "cuda_error": _clip(str(error)),
+                "backtrace": backtrace,
+                "recycle": True,
+            }
         return {"status": "runtime_error", "message": message, "backtrace": backtrace}
 
     def _from_candidate(self, error: BaseException):
         """The traceback from the candidate's first frame on: harness frames are noise there."""
         first = error.__traceback__
         while first is not None and not first.tb_frame.f_code.co_filename.startswith(
-                self.owners.candidate_root):
+            self.owners.candidate_root
+        ):
             first = first.tb_next
         return first or error.__traceback__
 
@@ -235,10 +261,10 @@ class CandidateServer:
         resource.setrlimit(resource.RLIMIT_CPU, (soft, resource.RLIM_INFINITY))
 
 
-def serve(conn: Connection, device_kind: str, scratch: Path, report: dict,
-          options: dict | None = None) -> None:
+def serve(
+    conn: Connection, device_kind: str, scratch: Path, report: dict, options: dict | None = None
+) -> None:
     """Entry point of the candidate process once it is confined (sandbox.main)."""
     server = CandidateServer(conn, device_kind, scratch, options or {})
     server.install()
     server.serve_forever(report)
-

@@ -34,21 +34,106 @@ from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatc
 from opforge_worker.sandbox import CodeOwners
 
 # ATen op kinds, by overload-packet name with any trailing underscore removed.
-_EMPTY = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
-                    "lift_fresh", "resize", "empty_permuted"})
-_FILL = frozenset({"zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "new_zeros",
-                   "new_ones", "new_full", "fill", "zero", "scalar_tensor"})
-_VIEW = frozenset({"view", "_unsafe_view", "_reshape_alias", "reshape", "expand", "permute",
-                   "transpose", "t", "squeeze", "unsqueeze", "select", "slice", "narrow",
-                   "as_strided", "diagonal", "split", "split_with_sizes", "chunk", "unbind",
-                   "unfold", "view_as_real", "view_as_complex", "real", "imag", "alias", "detach",
-                   "movedim", "flatten", "unflatten", "view_as", "_conj", "conj", "_neg_view",
-                   "swapaxes", "swapdims", "tensor_split", "numpy_T", "T", "mT", "expand_as"})
-_COPY = frozenset({"copy", "_to_copy", "clone", "_copy_from", "_copy_from_and_resize",
-                   "lift_fresh_copy", "contiguous", "to"})
-_METADATA = frozenset({"sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "size",
-                       "stride", "numel", "dim", "is_contiguous", "is_same_size",
-                       "record_stream", "_has_compatible_shallow_copy_type"})
+_EMPTY = frozenset(
+    {
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "new_empty",
+        "new_empty_strided",
+        "lift_fresh",
+        "resize",
+        "empty_permuted",
+    }
+)
+_FILL = frozenset(
+    {
+        "zeros",
+        "zeros_like",
+        "ones",
+        "ones_like",
+        "full",
+        "full_like",
+        "new_zeros",
+        "new_ones",
+        "new_full",
+        "fill",
+        "zero",
+        "scalar_tensor",
+    }
+)
+_VIEW = frozenset(
+    {
+        "view",
+        "_unsafe_view",
+        "_reshape_alias",
+        "reshape",
+        "expand",
+        "permute",
+        "transpose",
+        "t",
+        "squeeze",
+        "unsqueeze",
+        "select",
+        "slice",
+        "narrow",
+        "as_strided",
+        "diagonal",
+        "split",
+        "split_with_sizes",
+        "chunk",
+        "unbind",
+        "unfold",
+        "view_as_real",
+        "view_as_complex",
+        "real",
+        "imag",
+        "alias",
+        "detach",
+        "movedim",
+        "flatten",
+        "unflatten",
+        "view_as",
+        "_conj",
+        "conj",
+        "_neg_view",
+        "swapaxes",
+        "swapdims",
+        "tensor_split",
+        "numpy_T",
+        "T",
+        "mT",
+        "expand_as",
+    }
+)
+_COPY = frozenset(
+    {
+        "copy",
+        "_to_copy",
+        "clone",
+        "_copy_from",
+        "_copy_from_and_resize",
+        "lift_fresh_copy",
+        "contiguous",
+        "to",
+    }
+)
+_METADATA = frozenset(
+    {
+        "sym_size",
+        "sym_stride",
+        "sym_numel",
+        "sym_storage_offset",
+        "size",
+        "stride",
+        "numel",
+        "dim",
+        "is_contiguous",
+        "is_same_size",
+        "record_stream",
+        "_has_compatible_shallow_copy_type",
+    }
+)
 _HOST_READ = frozenset({"_local_scalar_dense", "item"})
 
 
@@ -56,8 +141,14 @@ def aten_kind(name: str) -> str:
     """``empty``, ``fill``, ``view``, ``copy``, ``metadata``, ``host_read`` or ``compute``."""
     if name.endswith("_") and not name.endswith("__"):
         name = name[:-1]
-    for kind, names in (("empty", _EMPTY), ("fill", _FILL), ("view", _VIEW), ("copy", _COPY),
-                        ("metadata", _METADATA), ("host_read", _HOST_READ)):
+    for kind, names in (
+        ("empty", _EMPTY),
+        ("fill", _FILL),
+        ("view", _VIEW),
+        ("copy", _COPY),
+        ("metadata", _METADATA),
+        ("host_read", _HOST_READ),
+    ):
         if name in names:
             return kind
     return "compute"
@@ -172,8 +263,9 @@ class LaunchCounter:
 class DispatchRecorder(TorchDispatchMode):
     """Classifies every ATen op run while the wrapper runs."""
 
-    def __init__(self, policy: CallPolicy, findings: Findings, launches: LaunchCounter,
-                 owners: CodeOwners):
+    def __init__(
+        self, policy: CallPolicy, findings: Findings, launches: LaunchCounter, owners: CodeOwners
+    ):
         super().__init__()
         self.policy = policy
         self.findings = findings
@@ -196,6 +288,7 @@ class DispatchRecorder(TorchDispatchMode):
 
 _TORCH_DIR = str(Path(torch.__file__).resolve().parent) + os.sep
 
+
 def _escape_hatches() -> list[tuple[object, str, str, str]]:
     """(owner, attribute, check, label) for every callable that gets around the checks.
 
@@ -204,16 +297,33 @@ def _escape_hatches() -> list[tuple[object, str, str, str]]:
     """
     from torch.utils import _python_dispatch
 
-    hatches = [(torch.Tensor, name, "host_read", f"Tensor.{name}")
-               for name in ("numpy", "tolist", "__array__", "__dlpack__", "untyped_storage",
-                            "storage", "_typed_storage")]
+    hatches = [
+        (torch.Tensor, name, "host_read", f"Tensor.{name}")
+        for name in (
+            "numpy",
+            "tolist",
+            "__array__",
+            "__dlpack__",
+            "untyped_storage",
+            "storage",
+            "_typed_storage",
+        )
+    ]
     hatches += [(torch, "to_dlpack", "host_read", "torch.to_dlpack")]
-    hatches += [(_python_dispatch, name, "dispatch_escape", f"_python_dispatch.{name}")
-                for name in ("_pop_mode", "_pop_mode_temporarily", "_disable_current_modes")]
-    hatches += [(torch._C, name, "dispatch_escape", f"torch._C.{name}")
-                for name in ("_pop_torch_dispatch_stack", "_unset_dispatch_mode",
-                             "_DisableTorchDispatch", "_ExcludeDispatchKeyGuard")
-                if hasattr(torch._C, name)]
+    hatches += [
+        (_python_dispatch, name, "dispatch_escape", f"_python_dispatch.{name}")
+        for name in ("_pop_mode", "_pop_mode_temporarily", "_disable_current_modes")
+    ]
+    hatches += [
+        (torch._C, name, "dispatch_escape", f"torch._C.{name}")
+        for name in (
+            "_pop_torch_dispatch_stack",
+            "_unset_dispatch_mode",
+            "_DisableTorchDispatch",
+            "_ExcludeDispatchKeyGuard",
+        )
+        if hasattr(torch._C, name)
+    ]
     return hatches
 
 
@@ -263,8 +373,12 @@ class ThreadWatch:
 
     def install(self) -> None:
         for module in (_thread, threading):
-            for name in ("start_new_thread", "_start_new_thread", "start_joinable_thread",
-                         "_start_joinable_thread"):
+            for name in (
+                "start_new_thread",
+                "_start_new_thread",
+                "start_joinable_thread",
+                "_start_joinable_thread",
+            ):
                 if hasattr(module, name):
                     wrapper = self._watched(getattr(module, name))
                     setattr(module, name, wrapper)
@@ -316,25 +430,35 @@ def tensor_leaves(value) -> list[torch.Tensor]:
     return []
 
 
-def output_structure(value, leaves: list, findings: Findings, device: torch.device,
-                     input_storages: dict[int, int], alias_allowed: bool):
+def output_structure(
+    value,
+    leaves: list,
+    findings: Findings,
+    device: torch.device,
+    input_storages: dict[int, int],
+    alias_allowed: bool,
+):
     """Describe ``value`` as JSON, moving its tensors (as CPU copies) into ``leaves``."""
     if isinstance(value, torch.Tensor):
         if type(value) is not torch.Tensor:
-            findings.add("output_type", f"output is a {type(value).__name__}, not a plain "
-                         "torch.Tensor")
+            findings.add(
+                "output_type", f"output is a {type(value).__name__}, not a plain torch.Tensor"
+            )
             return {"type": "other", "name": type(value).__name__}
         if value.device.type != device.type:
             findings.add("output_device", f"output is on {value.device}, expected {device.type}")
         storage = value.untyped_storage()
         if storage.nbytes() and storage.data_ptr() in input_storages and not alias_allowed:
-            findings.add("aliasing", f"output shares memory with input "
-                         f"{input_storages[storage.data_ptr()]}")
+            findings.add(
+                "aliasing", f"output shares memory with input {input_storages[storage.data_ptr()]}"
+            )
         leaves.append(value.detach().to("cpu", copy=True))
         return {"type": "tensor", "index": len(leaves) - 1}
     if isinstance(value, tuple | list):
-        items = [output_structure(item, leaves, findings, device, input_storages, alias_allowed)
-                 for item in value]
+        items = [
+            output_structure(item, leaves, findings, device, input_storages, alias_allowed)
+            for item in value
+        ]
         return {"type": "tuple" if isinstance(value, tuple) else "list", "items": items}
     if value is None or type(value) in (bool, int, float):
         return {"type": "scalar", "value": value}

@@ -27,8 +27,9 @@ def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
         return False
     if a.dtype == torch.bool:
         return torch.equal(a, b)
-    return torch.equal(a.contiguous().reshape(-1).view(torch.uint8),
-                       b.contiguous().reshape(-1).view(torch.uint8))
+    return torch.equal(
+        a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8)
+    )
 
 
 def _scalar(value: torch.Tensor):
@@ -50,8 +51,11 @@ def tensor_diff(actual: torch.Tensor, expected: torch.Tensor, tolerance: Toleran
         return {**summary, "reason": "dtype differs"}
     if expected.is_floating_point() and tolerance is not None:
         a, e = actual.double(), expected.double()
-        special = (a.isnan() != e.isnan()) | (a.isposinf() != e.isposinf()) | (
-            a.isneginf() != e.isneginf())
+        special = (
+            (a.isnan() != e.isnan())
+            | (a.isposinf() != e.isposinf())
+            | (a.isneginf() != e.isneginf())
+        )
         finite = a.isfinite() & e.isfinite()
         error = (a - e).abs().where(finite, torch.zeros_like(a))
         mismatch = special | (error > tolerance.atol + tolerance.rtol * e.abs())
@@ -61,7 +65,8 @@ def tensor_diff(actual: torch.Tensor, expected: torch.Tensor, tolerance: Toleran
             rtol=tolerance.rtol,
             max_abs_error=float(error.max()) if error.numel() else 0.0,
             max_rel_error=float(relative.where(finite, torch.zeros_like(a)).max())
-            if error.numel() else 0.0,
+            if error.numel()
+            else 0.0,
             nan_inf_mismatches=int(special.sum()),
         )
     else:
@@ -75,16 +80,24 @@ def tensor_diff(actual: torch.Tensor, expected: torch.Tensor, tolerance: Toleran
         mismatched=count,
         total=expected.numel(),
         first_mismatches=[
-            {"index": position.tolist(), "actual": _scalar(actual[tuple(position)]),
-             "expected": _scalar(expected[tuple(position)])}
+            {
+                "index": position.tolist(),
+                "actual": _scalar(actual[tuple(position)]),
+                "expected": _scalar(expected[tuple(position)]),
+            }
             for position in positions
         ],
     )
     return summary
 
 
-def compare_structure(structure: dict, leaves: list[torch.Tensor], expected,
-                      tolerance_for: Callable[[torch.dtype], Tolerance | None], where: str = "output"):
+def compare_structure(
+    structure: dict,
+    leaves: list[torch.Tensor],
+    expected,
+    tolerance_for: Callable[[torch.dtype], Tolerance | None],
+    where: str = "output",
+):
     """The first difference between the candidate's result and the reference, or None.
 
     Returns ``(message, diff)``: ``diff`` is a tensor-diff summary or None for a structural
@@ -112,8 +125,9 @@ def compare_structure(structure: dict, leaves: list[torch.Tensor], expected,
     if isinstance(expected, float) and isinstance(actual, int | float):
         tolerance = tolerance_for(torch.float64)
         close = actual == expected or (
-            tolerance is not None and abs(actual - expected) <= tolerance.atol +
-            tolerance.rtol * abs(expected))
+            tolerance is not None
+            and abs(actual - expected) <= tolerance.atol + tolerance.rtol * abs(expected)
+        )
         if close or (actual != actual and expected != expected):
             return None
     elif type(actual) is type(expected) and actual == expected:

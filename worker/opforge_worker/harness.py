@@ -18,6 +18,7 @@ samples of ``seed + 1``), so that answers cached across calls fail.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 import threading
@@ -26,7 +27,7 @@ from pathlib import Path
 from opforge_worker import opinfo as opinfo_db
 from opforge_worker.checks import tensor_leaves
 from opforge_worker.judge import Judge, ReferenceError, ReplyError, describe_sample, report_verdict
-from opforge_worker.results import Failure, TestResult
+from opforge_worker.results import Failure, ResultBuilder
 from opforge_worker.sandbox import (
     CallCancelled,
     CandidateDied,
@@ -125,15 +126,13 @@ class _TestRun:
         self.harness = harness
         self.request = request
         self.cancel = cancel
-        self.result = TestResult(dtypes=[str(d) for d in request.get("dtypes") or []])
+        self.result = ResultBuilder(dtypes=[str(d) for d in request.get("dtypes") or []])
         self.loaded_in: CandidateProcess | None = None
         self.deaths = 0
 
     def run(self) -> dict:
-        try:
+        with contextlib.suppress(_StopTest):
             self._run()
-        except _StopTest:
-            pass
         return self.result.payload()
 
     def _run(self) -> None:
@@ -143,9 +142,14 @@ class _TestRun:
             self._stop(Failure("harness_error", "harness", f"bad test request: {problem}"))
         opinfo = opinfo_db.find_opinfo(request["op"], request.get("variant", ""))
         if opinfo is None:
-            self._stop(Failure("harness_error", "harness",
-                               f"no OpInfo named {request['op']!r} with variant "
-                               f"{request.get('variant', '')!r} in this torch"))
+            self._stop(
+                Failure(
+                    "harness_error",
+                    "harness",
+                    f"no OpInfo named {request['op']!r} with variant "
+                    f"{request.get('variant', '')!r} in this torch",
+                )
+            )
         self.judge = Judge(opinfo, self.harness.settings)
         self.mode = request.get("mode", "first_failure")
         self.seed = int(request.get("seed", 0))
@@ -156,17 +160,35 @@ class _TestRun:
     def _run_dtype(self, opinfo, dtype: str) -> None:
         torch_dtype = opinfo_db.dtype_from_name(dtype)
         if torch_dtype not in opinfo.supported_dtypes("cpu"):
-            self._stop(Failure("harness_error", "harness", f"{opinfo.name} has no CPU reference "
-                               f"for {dtype} (OpInfo dtypes)", dtype=dtype))
+            self._stop(
+                Failure(
+                    "harness_error",
+                    "harness",
+                    f"{opinfo.name} has no CPU reference for {dtype} (OpInfo dtypes)",
+                    dtype=dtype,
+                )
+            )
         try:
             samples = opinfo_db.samples_for(opinfo, "cpu", torch_dtype, self.seed)
             fresh = opinfo_db.samples_for(opinfo, "cpu", torch_dtype, self.seed + 1)
         except Exception as error:
-            self._stop(Failure("harness_error", "harness", f"sample generation failed: "
-                               f"{type(error).__name__}: {error}", dtype=dtype))
+            self._stop(
+                Failure(
+                    "harness_error",
+                    "harness",
+                    f"sample generation failed: {type(error).__name__}: {error}",
+                    dtype=dtype,
+                )
+            )
         if not samples:
-            self._stop(Failure("harness_error", "harness", f"the OpInfo yields no samples for "
-                               f"{dtype}", dtype=dtype))
+            self._stop(
+                Failure(
+                    "harness_error",
+                    "harness",
+                    f"the OpInfo yields no samples for {dtype}",
+                    dtype=dtype,
+                )
+            )
         for index, sample in enumerate(samples):
             replay = fresh[index] if index < len(fresh) else None
             failure = self._run_sample(sample, replay)
@@ -186,9 +208,10 @@ class _TestRun:
         failure = self._call(replay)
         if failure is not None and failure.outcome == "accuracy_error":
             failure.outcome, failure.check = "cheat_detected", "fresh_inputs"
-            failure.message = ("fresh_inputs: wrong result for fresh values of a sample that "
-                               "passed; results must not depend on earlier calls: "
-                               + failure.message)
+            failure.message = (
+                "fresh_inputs: wrong result for fresh values of a sample that "
+                "passed; results must not depend on earlier calls: " + failure.message
+            )
         if failure is not None:
             failure.sample = "fresh values of " + describe_sample(replay)
         return failure
@@ -201,8 +224,9 @@ class _TestRun:
         except ReferenceError as error:
             return Failure("harness_error", "harness", str(error))
         process = self._loaded_process()
-        header, blob = self.judge.request(sample, reference, self.request["wrapper"],
-                                          self.timeout_s)
+        header, blob = self.judge.request(
+            sample, reference, self.request["wrapper"], self.timeout_s
+        )
         reply, reply_blob = self._exchange(process, header, blob)
         if isinstance(reply, Failure):
             return reply
@@ -229,8 +253,12 @@ class _TestRun:
         job_dir = process.new_job_dir()
         path = job_dir / "candidate.py"
         path.write_text(self.request["source"])
-        header = {"cmd": "load", "path": str(path), "wrapper": self.request["wrapper"],
-                  "timeout_s": self.timeout_s}
+        header = {
+            "cmd": "load",
+            "path": str(path),
+            "wrapper": self.request["wrapper"],
+            "timeout_s": self.timeout_s,
+        }
         reply, _ = self._exchange(process, header, b"")
         if isinstance(reply, Failure):
             self._stop(reply)
@@ -257,8 +285,16 @@ class _TestRun:
         except CandidateTimedOut as error:
             return self._died(Failure("timeout", "timeout", str(error)), process), b""
         except CandidateDied as error:
-            return self._died(Failure("crash", "crash", str(error), signal=error.signal_name or "",
-                                      exit_code=error.exit_code), process), b""
+            return self._died(
+                Failure(
+                    "crash",
+                    "crash",
+                    str(error),
+                    signal=error.signal_name or "",
+                    exit_code=error.exit_code,
+                ),
+                process,
+            ), b""
         except CandidateProtocolError as error:
             self.harness._discard_process()
             return Failure("harness_error", "harness", str(error)), b""
@@ -287,8 +323,13 @@ class _TestRun:
 
 def _request_problem(request: dict) -> str | None:
     """What is wrong with a test request, or None."""
-    for key, kind in (("op", str), ("source", str), ("wrapper", str), ("dtypes", list),
-                      ("timeout_s", int | float)):
+    for key, kind in (
+        ("op", str),
+        ("source", str),
+        ("wrapper", str),
+        ("dtypes", list),
+        ("timeout_s", int | float),
+    ):
         if not isinstance(request.get(key), kind):
             return f"{key!r} is missing or not a {getattr(kind, '__name__', 'number')}"
     if not request["dtypes"]:

@@ -68,8 +68,9 @@ def describe_sample(sample) -> str:
 
 
 def _storages(value) -> set[int]:
-    return {t.untyped_storage().data_ptr() for t in tensor_leaves(value)
-            if t.untyped_storage().nbytes()}
+    return {
+        t.untyped_storage().data_ptr() for t in tensor_leaves(value) if t.untyped_storage().nbytes()
+    }
 
 
 def report_verdict(reply: dict) -> Failure | None:
@@ -81,16 +82,30 @@ def report_verdict(reply: dict) -> Failure | None:
     findings = [f"{check}: {message}" for check, message in reply.get("findings", ())]
     status = reply.get("status")
     if status == "crash":
-        return Failure("crash", "crash", reply.get("message", ""), findings=findings,
-                       backtrace=reply.get("backtrace", ""), cuda_error=reply.get("cuda_error", ""))
+        return Failure(
+            "crash",
+            "crash",
+            reply.get("message", ""),
+            findings=findings,
+            backtrace=reply.get("backtrace", ""),
+            cuda_error=reply.get("cuda_error", ""),
+        )
     if findings:
         return Failure("cheat_detected", reply["findings"][0][0], findings[0], findings=findings)
     if status == "compile_error":
-        return Failure("compile_error", "compile", reply.get("message", ""),
-                       compile_log=reply.get("compile_log", ""))
+        return Failure(
+            "compile_error",
+            "compile",
+            reply.get("message", ""),
+            compile_log=reply.get("compile_log", ""),
+        )
     if status == "runtime_error":
-        return Failure("runtime_error", "runtime", reply.get("message", ""),
-                       backtrace=reply.get("backtrace", ""))
+        return Failure(
+            "runtime_error",
+            "runtime",
+            reply.get("message", ""),
+            backtrace=reply.get("backtrace", ""),
+        )
     if status != "ok":
         raise ReplyError(f"unknown reply status {status!r}")
     return None
@@ -110,8 +125,9 @@ class Judge:
         # A view's schema returns Tensor(a); out= and in-place overloads return Tensor(a!), which
         # says nothing about the functional form tested here.
         self.schema_aliases = any(
-            any(ret.alias_info is not None and not ret.alias_info.is_write
-                for ret in schema.returns)
+            any(
+                ret.alias_info is not None and not ret.alias_info.is_write for ret in schema.returns
+            )
             for schema in torch._C._jit_get_schemas_for_operator(f"aten::{aten_name}")
         )
 
@@ -121,14 +137,17 @@ class Judge:
         try:
             expected = self.opinfo.op(*args, **kwargs)
         except Exception as error:
-            raise ReferenceError(f"the CPU reference failed on this sample: "
-                                 f"{type(error).__name__}: {error}") from None
+            raise ReferenceError(
+                f"the CPU reference failed on this sample: {type(error).__name__}: {error}"
+            ) from None
         aliases = bool(_storages(expected) & _storages((args, kwargs)))
         expected = _clone(expected)  # detach from the reference's inputs before comparing
-        return Reference(expected=expected,
-                         inputs_before=tensor_leaves(([sample.input, *sample.args],
-                                                      dict(sample.kwargs))),
-                         inputs_after=tensor_leaves((args, kwargs)), aliases_input=aliases)
+        return Reference(
+            expected=expected,
+            inputs_before=tensor_leaves(([sample.input, *sample.args], dict(sample.kwargs))),
+            inputs_after=tensor_leaves((args, kwargs)),
+            aliases_input=aliases,
+        )
 
     def request(self, sample, reference: Reference, wrapper: str, timeout_s: float):
         header = {
@@ -156,8 +175,9 @@ class Judge:
         failure = self._input_state(inputs_after, reference)
         if failure:
             return failure
-        found = compare_structure(reply.get("structure", {}), outputs, reference.expected,
-                                  self.tolerance_for)
+        found = compare_structure(
+            reply.get("structure", {}), outputs, reference.expected, self.tolerance_for
+        )
         if found:
             message, diff = found
             return Failure("accuracy_error", "accuracy", message, diff=diff)
@@ -171,23 +191,31 @@ class Judge:
             raise ReplyError(f"cannot decode the candidate process's reply: {error}") from None
         tensors = list(outputs) + list(inputs_after)
         if not all(type(t) is torch.Tensor for t in tensors) or len(inputs_after) != len(
-                reference.inputs_before):
+            reference.inputs_before
+        ):
             raise ReplyError("the candidate process's reply has the wrong layout")
         return outputs, inputs_after
 
     def _input_state(self, inputs_after, reference: Reference) -> Failure | None:
         for index, (before, expected_after, actual_after) in enumerate(
-                zip(reference.inputs_before, reference.inputs_after, inputs_after, strict=True)):
+            zip(reference.inputs_before, reference.inputs_after, inputs_after, strict=True)
+        ):
             if bitwise_equal(expected_after, before):
                 if not bitwise_equal(actual_after, before):
-                    return Failure("cheat_detected", "mutation",
-                                   f"mutation: wrapper modified input {index} "
-                                   f"({_describe_value(before)}); {self.opinfo.name} does not "
-                                   "write its inputs")
+                    return Failure(
+                        "cheat_detected",
+                        "mutation",
+                        f"mutation: wrapper modified input {index} "
+                        f"({_describe_value(before)}); {self.opinfo.name} does not "
+                        "write its inputs",
+                    )
                 continue
             diff = tensor_diff(actual_after, expected_after, self.tolerance_for(before.dtype))
             if diff:
-                return Failure("accuracy_error", "accuracy",
-                               f"input {index} after the call (the operator writes it): "
-                               f"{diff['reason']}", diff=diff)
+                return Failure(
+                    "accuracy_error",
+                    "accuracy",
+                    f"input {index} after the call (the operator writes it): {diff['reason']}",
+                    diff=diff,
+                )
         return None

@@ -43,8 +43,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-OUTCOMES = ("pass", "compile_error", "runtime_error", "crash", "timeout", "accuracy_error",
-            "cheat_detected", "harness_error")
+OUTCOMES = (
+    "pass",
+    "compile_error",
+    "runtime_error",
+    "crash",
+    "timeout",
+    "accuracy_error",
+    "cheat_detected",
+    "harness_error",
+)
 SKIPPED = "skipped"
 
 
@@ -73,7 +81,7 @@ class Failure:
 
 
 @dataclass
-class TestResult:
+class ResultBuilder:
     """Accumulates verdicts while a test runs; ``payload()`` gives the documented map."""
 
     dtypes: list[str]
@@ -102,8 +110,9 @@ class TestResult:
         per_dtype = {}
         for dtype in self.dtypes:
             run, passed = self.run.get(dtype, 0), self.passed.get(dtype, 0)
-            outcome = self.dtype_outcome.get(dtype) or ("pass" if run and run == passed
-                                                        else SKIPPED)
+            outcome = self.dtype_outcome.get(dtype) or (
+                "pass" if run and run == passed else SKIPPED
+            )
             per_dtype[dtype] = {"run": run, "passed": passed, "outcome": outcome}
         return {
             "outcome": self.failure.outcome if self.failure else "pass",

@@ -13,8 +13,9 @@ Containment layers, strongest first (each is reported in the ready message, ``sa
 - resource limits: address space (interpreter only: CUDA reserves huge virtual ranges, so there
   the judge polls resident memory), processes, file size, core dumps; CPU time per call;
 - an audit hook that refuses, and records, what candidate code may not do (processes, signals,
-  sockets, ctypes, writes outside scratch, frame and gc introspection). It is best-effort: Python code in the same process can reach around it, which is
-  why the kernel-level layers above exist;
+  sockets, ctypes, writes outside scratch, frame and gc introspection). It is best-effort:
+  Python code in the same process can reach around it, which is why the kernel-level layers
+  above exist;
 - a scrubbed environment (no API keys), stdout/stderr captured to files and read back capped.
 """
 
@@ -97,7 +98,9 @@ def recv_message(conn: Connection) -> tuple[dict, bytes]:
         header = json.loads(conn.recv_bytes(_MAX_HEADER_BYTES))
         blob = conn.recv_bytes(_MAX_BLOB_BYTES)
     except (EOFError, OSError, ValueError, UnicodeDecodeError) as error:
-        raise CandidateProtocolError(f"malformed message from the candidate process: {error}") from None
+        raise CandidateProtocolError(
+            f"malformed message from the candidate process: {error}"
+        ) from None
     if not isinstance(header, dict):
         raise CandidateProtocolError("candidate process sent a header that is not a JSON object")
     return header, blob
@@ -206,16 +209,18 @@ class CandidateProcess:
         job_dir.mkdir(parents=True)
         return job_dir
 
-    def call(self, header: dict, blob: bytes, timeout_s: float,
-             cancel: threading.Event | None = None) -> tuple[dict, bytes]:
+    def call(
+        self, header: dict, blob: bytes, timeout_s: float, cancel: threading.Event | None = None
+    ) -> tuple[dict, bytes]:
         """Send one request and wait for its reply, killing the process on death or timeout."""
         self._mark_output()
         with contextlib.suppress(OSError):  # the process died; receive() reports how
             send_message(self._conn, header, blob)
         return self.receive(timeout_s, extend_for_compile=True, cancel=cancel)
 
-    def receive(self, timeout_s: float, extend_for_compile: bool,
-                cancel: threading.Event | None = None) -> tuple[dict, bytes]:
+    def receive(
+        self, timeout_s: float, extend_for_compile: bool, cancel: threading.Event | None = None
+    ) -> tuple[dict, bytes]:
         """Wait for a reply. A ``compile_begin`` notice extends the limit once by the grace."""
         deadline = time.monotonic() + timeout_s
         extended = not extend_for_compile
@@ -372,8 +377,18 @@ _FILE_RIGHTS = _FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE | _FS_TRUNCATE
 _NET_BIND_TCP, _NET_CONNECT_TCP = 1 << 0, 1 << 1
 _SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1 << 0, 1 << 1
 #: Files under /etc that the dynamic loader and libc read; the rest of /etc stays unreadable.
-_ETC_READABLE = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "passwd", "group",
-                 "nsswitch.conf", "host.conf", "hosts", "alternatives")
+_ETC_READABLE = (
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "passwd",
+    "group",
+    "nsswitch.conf",
+    "host.conf",
+    "hosts",
+    "alternatives",
+)
 
 
 class _LandlockRulesetAttr(ctypes.Structure):
@@ -453,8 +468,10 @@ def _landlock(libc, scratch: Path, read_paths: list[str]) -> dict:
     libc.syscall.restype = ctypes.c_long
     abi = libc.syscall(_SYS_LANDLOCK_CREATE_RULESET, None, 0, _LANDLOCK_CREATE_RULESET_VERSION)
     if abi < 1:
-        return {"landlock": f"unavailable ({os.strerror(ctypes.get_errno())}); writes are "
-                "confined only by the audit hook"}
+        return {
+            "landlock": f"unavailable ({os.strerror(ctypes.get_errno())}); writes are "
+            "confined only by the audit hook"
+        }
     handled_fs = _FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE | _FS_READ_DIR | _FS_WRITE_TREE
     handled_fs |= (_FS_REFER if abi >= 2 else 0) | (_FS_TRUNCATE if abi >= 3 else 0)
     attr = _LandlockRulesetAttr(
@@ -480,15 +497,17 @@ def _landlock(libc, scratch: Path, read_paths: list[str]) -> dict:
         if not os.path.isdir(path):
             allowed &= _FILE_RIGHTS
         rule = _LandlockPathBeneathAttr(allowed=allowed, parent_fd=fd)
-        added = libc.syscall(_SYS_LANDLOCK_ADD_RULE, ruleset, _LANDLOCK_RULE_PATH_BENEATH,
-                             ctypes.byref(rule), 0)
+        added = libc.syscall(
+            _SYS_LANDLOCK_ADD_RULE, ruleset, _LANDLOCK_RULE_PATH_BENEATH, ctypes.byref(rule), 0
+        )
         os.close(fd)
         if added != 0:
             os.close(ruleset)
             return {"landlock": f"rule for {path} refused ({os.strerror(ctypes.get_errno())})"}
-    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or libc.syscall(
-        _SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0
-    ) != 0:
+    if (
+        libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+        or libc.syscall(_SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0) != 0
+    ):
         os.close(ruleset)
         return {"landlock": f"restrict_self failed ({os.strerror(ctypes.get_errno())})"}
     os.close(ruleset)
@@ -534,7 +553,7 @@ class CodeOwners:
         return filename.startswith(self._stdlib) and not filename.startswith(self._site)
 
     def nearest_is_candidate(self, frame, skip: tuple[str, ...] = ()) -> bool:
-        """Whether the nearest non-stdlib frame (ignoring files under ``skip``) is candidate code."""
+        """Whether the nearest non-stdlib frame, files under ``skip`` aside, is candidate code."""
         while frame is not None:
             filename = frame.f_code.co_filename
             if not self._transparent(filename) and not filename.startswith(skip):
@@ -555,19 +574,47 @@ class CodeOwners:
 _ALWAYS_REFUSED_PREFIXES = ("socket.",)
 #: Audit events refused when the nearest non-stdlib caller is candidate code. Library code keeps
 #: them: triton starts the C compiler and ptxas, torch loads libraries through ctypes.
-_CANDIDATE_REFUSED = frozenset({
-    "subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork",
-    "os.forkpty", "pty.spawn", "os.kill", "os.killpg", "signal.pthread_kill",
-    "resource.setrlimit", "resource.prlimit", "sys._getframe", "sys._current_frames",
-    "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys.settrace", "sys.setprofile",
-    "os.setsid", "os.setpgid",
-})
+_CANDIDATE_REFUSED = frozenset(
+    {
+        "subprocess.Popen",
+        "os.system",
+        "os.exec",
+        "os.posix_spawn",
+        "os.spawn",
+        "os.fork",
+        "os.forkpty",
+        "pty.spawn",
+        "os.kill",
+        "os.killpg",
+        "signal.pthread_kill",
+        "resource.setrlimit",
+        "resource.prlimit",
+        "sys._getframe",
+        "sys._current_frames",
+        "gc.get_objects",
+        "gc.get_referrers",
+        "gc.get_referents",
+        "sys.settrace",
+        "sys.setprofile",
+        "os.setsid",
+        "os.setpgid",
+    }
+)
 _CANDIDATE_REFUSED_PREFIXES = ("ctypes.",)
 #: Path-changing audit events and the positions of their path arguments.
 _PATH_EVENTS = {
-    "os.remove": (0,), "os.rmdir": (0,), "os.mkdir": (0,), "os.rename": (0, 1),
-    "os.symlink": (1,), "os.link": (1,), "os.truncate": (0,), "os.chmod": (0,),
-    "os.chown": (0,), "os.utime": (0,), "shutil.rmtree": (0,), "os.mkfifo": (0,),
+    "os.remove": (0,),
+    "os.rmdir": (0,),
+    "os.mkdir": (0,),
+    "os.rename": (0, 1),
+    "os.symlink": (1,),
+    "os.link": (1,),
+    "os.truncate": (0,),
+    "os.chmod": (0,),
+    "os.chown": (0,),
+    "os.utime": (0,),
+    "shutil.rmtree": (0,),
+    "os.mkfifo": (0,),
     "os.mknod": (0,),
 }
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND

@@ -1,8 +1,12 @@
 """Shared by the test_harness*.py suites: the candidate corpus and requests built from it."""
 
+import os
 from pathlib import Path
 
 CORPUS = Path(__file__).parent / "corpus"
+#: The device the harness suites run on: the interpreter in CI; on a GPU host,
+#: ``OPFORGE_HARNESS_DEVICE=cuda pytest tests/test_harness_*.py`` runs the same corpus on CUDA.
+DEVICE = os.environ.get("OPFORGE_HARNESS_DEVICE", "interpreter")
 
 
 def source(name: str) -> str:

@@ -2,14 +2,14 @@
 twin passes in the same harness (a false positive is a failure too)."""
 
 import pytest
-from harness_helpers import request
+from harness_helpers import DEVICE, request
 
 from opforge_worker.harness import Harness
 
 
 @pytest.fixture(scope="module")
 def harness():
-    with Harness("interpreter") as harness:
+    with Harness(DEVICE) as harness:
         yield harness
 
 
@@ -74,6 +74,10 @@ def test_tampering_recycles_the_candidate_process(harness):
     assert harness._processes_started == started + 1
 
 
-@pytest.mark.skip(reason="CUDA only: ops/gpu-harness-check.sh runs it on a GPU host")
-def test_side_stream_is_caught_on_cuda():
-    pass
+@pytest.mark.skipif(DEVICE != "cuda", reason="streams exist only on CUDA")
+def test_side_stream_is_caught_on_cuda(harness):
+    caught = harness.run_test(request("cheats/stream", "exp"))
+
+    assert caught["outcome"] == "cheat_detected"
+    assert caught["failure"]["check"] == "stream"
+    assert harness.run_test(request("honest/exp", "exp"))["outcome"] == "pass"

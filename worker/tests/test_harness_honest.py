@@ -1,14 +1,14 @@
 """Honest kernels pass on every dtype they claim, through the real sandboxed candidate process."""
 
 import pytest
-from harness_helpers import request
+from harness_helpers import DEVICE, request
 
 from opforge_worker.harness import Harness
 
 
 @pytest.fixture(scope="module")
 def harness():
-    with Harness("interpreter") as harness:
+    with Harness(DEVICE) as harness:
         yield harness
 
 
@@ -35,8 +35,11 @@ def test_honest_kernel_passes_every_claimed_dtype(harness, name, op, dtypes):
         entry = result["per_dtype"][dtype]
         assert entry["outcome"] == "pass"
         assert entry["run"] == entry["passed"] > 0
-    assert result["tests_run"] == result["tests_passed"] == sum(
-        result["per_dtype"][d]["run"] for d in dtypes)
+    assert (
+        result["tests_run"]
+        == result["tests_passed"]
+        == sum(result["per_dtype"][d]["run"] for d in dtypes)
+    )
 
 
 def test_candidate_process_stays_warm_between_candidates(harness):

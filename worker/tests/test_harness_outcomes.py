@@ -3,7 +3,7 @@
 import threading
 
 import pytest
-from harness_helpers import request
+from harness_helpers import DEVICE, request, source
 
 from opforge_worker.harness import Harness, JobCancelled
 from opforge_worker.results import OUTCOMES
@@ -11,7 +11,7 @@ from opforge_worker.results import OUTCOMES
 
 @pytest.fixture(scope="module")
 def harness():
-    with Harness("interpreter") as harness:
+    with Harness(DEVICE) as harness:
         yield harness
 
 
@@ -22,21 +22,24 @@ def failure_of(result, outcome):
 
 
 def test_compile_error_carries_the_compile_log(harness):
-    failure = failure_of(harness.run_test(request("outcomes/compile_error", "exp")),
-                         "compile_error")
+    broken = source("honest/exp").replace("):\n", ")\n", 1)  # the kernel's def loses its colon
+    failure = failure_of(
+        harness.run_test({**request("honest/exp", "exp"), "source": broken}), "compile_error"
+    )
 
     assert "SyntaxError" in failure["compile_log"]
-    assert "line 3" in failure["message"]
+    assert "line 4" in failure["message"]
     assert failure["sample_index"] == -1  # the source never loaded: no sample ran
     assert harness.run_test(request("honest/exp", "exp"))["outcome"] == "pass"
 
 
 def test_runtime_error_carries_the_candidates_traceback(harness):
-    failure = failure_of(harness.run_test(request("outcomes/runtime_error", "exp")),
-                         "runtime_error")
+    failure = failure_of(
+        harness.run_test(request("outcomes/runtime_error", "exp")), "runtime_error"
+    )
 
     assert failure["message"] == "ValueError: unsupported layout in exp wrapper"
-    assert "candidate.py\", line 3, in exp" in failure["backtrace"]
+    assert 'candidate.py", line 4, in exp' in failure["backtrace"]
     assert "opforge_worker" not in failure["backtrace"]
     assert failure["dtype"] == "float32" and failure["sample_index"] == 0
     assert failure["sample"].startswith("(Tensor[float32](20,)")
@@ -45,22 +48,27 @@ def test_runtime_error_carries_the_candidates_traceback(harness):
 def test_crash_reports_the_signal_and_the_next_candidate_runs(harness):
     failure = failure_of(harness.run_test(request("outcomes/crash", "exp")), "crash")
 
-    assert failure["signal"] == "SIGSEGV"
-    assert "SIGSEGV" in failure["message"]
+    if DEVICE == "cuda":
+        assert "illegal memory access" in failure["cuda_error"] or failure["signal"]
+    else:
+        assert failure["signal"] == "SIGSEGV"
+        assert "SIGSEGV" in failure["message"]
     assert harness.run_test(request("honest/exp", "exp"))["outcome"] == "pass"
 
 
 def test_timeout_kills_the_process_group_and_the_next_candidate_runs(harness):
-    failure = failure_of(harness.run_test(request("outcomes/timeout", "exp", timeout_s=3)),
-                         "timeout")
+    failure = failure_of(
+        harness.run_test(request("outcomes/timeout", "exp", timeout_s=3)), "timeout"
+    )
 
     assert "3 s" in failure["message"]
     assert harness.run_test(request("honest/exp", "exp"))["outcome"] == "pass"
 
 
 def test_accuracy_error_carries_a_tensor_diff(harness):
-    failure = failure_of(harness.run_test(request("outcomes/accuracy_error", "exp")),
-                         "accuracy_error")
+    failure = failure_of(
+        harness.run_test(request("outcomes/accuracy_error", "exp")), "accuracy_error"
+    )
     diff = failure["diff"]
 
     assert diff["actual_shape"] == diff["expected_shape"] == [20]
@@ -71,8 +79,9 @@ def test_accuracy_error_carries_a_tensor_diff(harness):
 
 
 def test_cheat_detected_names_the_aten_op(harness):
-    failure = failure_of(harness.run_test(request("cheats/torch_fallback", "exp")),
-                         "cheat_detected")
+    failure = failure_of(
+        harness.run_test(request("cheats/torch_fallback", "exp")), "cheat_detected"
+    )
 
     assert failure["check"] == "fallback"
     assert "aten::exp" in failure["message"]
@@ -96,8 +105,9 @@ def test_harness_error_is_never_the_candidates(harness, overrides, message):
 
 
 def test_mode_all_runs_every_sample_for_pass_counts(harness):
-    result = harness.run_test(request("honest/index_select", "index_select",
-                                      ["float32", "int64"], mode="all"))
+    result = harness.run_test(
+        request("honest/index_select", "index_select", ["float32", "int64"], mode="all")
+    )
 
     assert result["per_dtype"] == {
         "float32": {"run": 3, "passed": 3, "outcome": "pass"},
@@ -117,8 +127,7 @@ def test_mode_all_keeps_counting_after_failures(harness):
 
     assert result["outcome"] == "accuracy_error"
     # Sample 1 is empty and sample 2 is a 0-dim tensor: nothing to get wrong in the first.
-    assert result["per_dtype"]["float32"] == {"run": 3, "passed": 1,
-                                              "outcome": "accuracy_error"}
+    assert result["per_dtype"]["float32"] == {"run": 3, "passed": 1, "outcome": "accuracy_error"}
 
 
 def test_cancel_stops_a_running_test(harness):
@@ -131,5 +140,13 @@ def test_cancel_stops_a_running_test(harness):
 
 
 def test_every_outcome_is_documented():
-    assert set(OUTCOMES) == {"pass", "compile_error", "runtime_error", "crash", "timeout",
-                             "accuracy_error", "cheat_detected", "harness_error"}
+    assert set(OUTCOMES) == {
+        "pass",
+        "compile_error",
+        "runtime_error",
+        "crash",
+        "timeout",
+        "accuracy_error",
+        "cheat_detected",
+        "harness_error",
+    }

@@ -1,3 +1,4 @@
+# ruff: noqa: F821 (a candidate: the harness provides torch, triton and tl)
 # Answers are cached by shape and dtype across calls; a kernel launches on every call.
 ANSWERS = {}
 

@@ -1,3 +1,4 @@
+# ruff: noqa: F821 (a candidate: the harness provides torch, triton and tl)
 # Computes on the host with numpy and copies back; a trivial kernel launches.
 @triton.jit
 def noop_kernel(x_ptr):

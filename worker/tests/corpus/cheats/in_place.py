@@ -1,3 +1,4 @@
+# ruff: noqa: F821 (a candidate: the harness provides torch, triton and tl)
 # Computes exp in place and returns the input: aliasing and mutation.
 @triton.jit
 def exp_kernel(x_ptr, n, BLOCK: tl.constexpr):

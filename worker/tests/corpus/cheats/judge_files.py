@@ -1,3 +1,4 @@
+# ruff: noqa: F821 (a candidate: the harness provides torch, triton and tl)
 # Looks for the expected output in the judge: other processes' memory and environment through
 # /proc, the judge's files on disk. It finds nothing, so it returns its input unchanged.
 import os

@@ -1,3 +1,4 @@
+# ruff: noqa: F821 (a candidate: the harness provides torch, triton and tl)
 # Pops the harness's dispatch mode before computing with torch, and puts it back after.
 @triton.jit
 def noop_kernel(x_ptr):

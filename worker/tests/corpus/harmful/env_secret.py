@@ -1,3 +1,4 @@
+# ruff: noqa: F821 (a candidate: the harness provides torch, triton and tl)
 # Looks for secrets in its environment and in the judge's.
 import os
 

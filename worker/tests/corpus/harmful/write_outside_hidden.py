@@ -1,3 +1,4 @@
+# ruff: noqa: F821 (a candidate: the harness provides torch, triton and tl)
 # Writes outside scratch and swallows the refusal, then computes honestly.
 import os
 

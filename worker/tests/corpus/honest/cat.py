@@ -1,8 +1,8 @@
+# ruff: noqa: F821 (a candidate: the harness provides torch, triton and tl)
 # Honest shape op: cat. Each input is copied into its slice of the output, seen as
 # (outer, size_along_dim * inner) rows of the output's (outer, total * inner).
 @triton.jit
-def copy_block_kernel(src_ptr, dst_ptr, numel, src_row, dst_row, dst_offset,
-                      BLOCK: tl.constexpr):
+def copy_block_kernel(src_ptr, dst_ptr, numel, src_row, dst_row, dst_offset, BLOCK: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < numel
     row = offsets // src_row
@@ -22,14 +22,20 @@ def cat(tensors, dim=0):
     shape[dim] = sum(t.shape[dim] for t in parts)
     out = torch.empty(shape, dtype=reference.dtype, device=reference.device)
     inner = 1
-    for s in shape[dim + 1:]:
+    for s in shape[dim + 1 :]:
         inner *= s
     offset = 0
     for part in parts:
         source = part.contiguous()
         if source.numel():
             copy_block_kernel[(triton.cdiv(source.numel(), 256),)](
-                source, out, source.numel(), part.shape[dim] * inner, shape[dim] * inner,
-                offset * inner, BLOCK=256)
+                source,
+                out,
+                source.numel(),
+                part.shape[dim] * inner,
+                shape[dim] * inner,
+                offset * inner,
+                BLOCK=256,
+            )
         offset += part.shape[dim]
     return out

@@ -1,3 +1,4 @@
+# ruff: noqa: F821 (a candidate: the harness provides torch, triton and tl)
 # Honest elementwise kernel: exp, floating dtypes.
 @triton.jit
 def exp_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):

@@ -1,3 +1,4 @@
+# ruff: noqa: F821 (a candidate: the harness provides torch, triton and tl)
 # Honest exp that computes in a float32 buffer and casts with torch: a copy, which is allowed.
 @triton.jit
 def exp_f32_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):

@@ -1,8 +1,8 @@
+# ruff: noqa: F821 (a candidate: the harness provides torch, triton and tl)
 # Honest indexing op: index_select. The input is seen as (outer, size, inner); every output
 # element gathers input[o, index[k], i].
 @triton.jit
-def index_select_kernel(x_ptr, index_ptr, out_ptr, total, size, count, inner,
-                        BLOCK: tl.constexpr):
+def index_select_kernel(x_ptr, index_ptr, out_ptr, total, size, count, inner, BLOCK: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < total
     i = offsets % inner
@@ -22,13 +22,14 @@ def index_select(input, dim, index):
     for s in shape[:dim]:
         outer *= s
     inner = 1
-    for s in shape[dim + 1:]:
+    for s in shape[dim + 1 :]:
         inner *= s
     index = index.reshape(-1).contiguous()
-    out_shape = shape[:dim] + [index.numel()] + shape[dim + 1:]
+    out_shape = shape[:dim] + [index.numel()] + shape[dim + 1 :]
     out = torch.empty(out_shape, dtype=x.dtype, device=x.device)
     total = out.numel()
     if total:
         index_select_kernel[(triton.cdiv(total, 256),)](
-            x, index, out, total, shape[dim], index.numel(), inner, BLOCK=256)
+            x, index, out, total, shape[dim], index.numel(), inner, BLOCK=256
+        )
     return out.view(input.shape) if input.dim() == 0 else out
