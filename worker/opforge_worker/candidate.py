@@ -17,7 +17,6 @@ import builtins
 import io
 import os
 import resource
-import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -95,7 +94,7 @@ class CandidateServer:
         self.audit = AuditGuard(scratch, self.owners)
         self.launches = LaunchCounter(self.owners, self._notify_compile, device_kind)
         self.escapes = EscapeHatches(self.owners, self.launches)
-        self.threads = ThreadWatch()
+        self.threads = ThreadWatch(self.owners)
         self.namespace: dict = {}
 
     def install(self) -> None:
@@ -187,7 +186,6 @@ class CandidateServer:
         """Run ``body`` with every check armed; classify how it ended."""
         findings = Findings()
         violations_mark = len(self.audit.violations)
-        threads_before = threading.active_count()
         self._limit_cpu(timeout_s)
         self.launches.begin(findings)
         self.escapes.findings = self.threads.findings = findings
@@ -210,8 +208,6 @@ class CandidateServer:
             self.launches.end()
             self.escapes.findings = self.threads.findings = None
         elapsed = time.perf_counter() - start
-        if threading.active_count() > threads_before:
-            findings.add("thread", "a thread started by the candidate is still running")
         for broken in self.integrity.broken():
             findings.add("integrity", broken)
         for violation in self.audit.violations[violations_mark:]:

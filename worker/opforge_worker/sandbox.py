@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import importlib.util
 import json
 import os
 import resource
@@ -205,6 +206,11 @@ class CandidateProcess:
     def new_job_dir(self) -> Path:
         """A fresh directory under scratch for one candidate source; candidate code lives there."""
         self._jobs += 1
+        # The process writes its output with O_APPEND: truncating starts each candidate afresh
+        # and keeps a warm process clear of the file-size limit.
+        for name in ("stdout.log", "stderr.log"):
+            with contextlib.suppress(OSError):
+                os.truncate(self.scratch / name, 0)
         job_dir = self.scratch / "jobs" / str(self._jobs)
         job_dir.mkdir(parents=True)
         return job_dir
@@ -539,6 +545,8 @@ class CodeOwners:
 
     def __init__(self, candidate_root: Path):
         self.candidate_root = str(candidate_root) + os.sep
+        triton_spec = importlib.util.find_spec("triton")
+        self.triton_root = os.path.dirname(os.path.realpath(triton_spec.origin)) + os.sep
         stdlib = {sysconfig.get_path("stdlib"), sysconfig.get_path("platstdlib")}
         self._stdlib = tuple(os.path.realpath(path) + os.sep for path in stdlib if path)
         self._site = tuple(
@@ -552,29 +560,28 @@ class CodeOwners:
             return True
         return filename.startswith(self._stdlib) and not filename.startswith(self._site)
 
-    def nearest_is_candidate(self, frame, skip: tuple[str, ...] = ()) -> bool:
-        """Whether the nearest non-stdlib frame, files under ``skip`` aside, is candidate code."""
+    def nearest_file(self, frame, skip: tuple[str, ...] = ()) -> str:
+        """The file of the nearest frame outside the stdlib (and outside ``skip``), or ""."""
         while frame is not None:
             filename = frame.f_code.co_filename
             if not self._transparent(filename) and not filename.startswith(skip):
-                return filename.startswith(self.candidate_root)
+                return filename
             frame = frame.f_back
-        return False
+        return ""
 
-    def any_candidate(self, frame) -> bool:
-        """Whether candidate code is anywhere on the stack."""
-        while frame is not None:
-            if frame.f_code.co_filename.startswith(self.candidate_root):
-                return True
-            frame = frame.f_back
-        return False
+    def nearest_is_candidate(self, frame, skip: tuple[str, ...] = ()) -> bool:
+        return self.nearest_file(frame, skip).startswith(self.candidate_root)
+
+    def nearest_is_triton(self, frame) -> bool:
+        """Whether triton's own code (its compiler starting ptxas, say) is acting."""
+        return self.nearest_file(frame).startswith(self.triton_root)
 
 
 #: Audit events candidate code may never raise, whoever it calls through.
 _ALWAYS_REFUSED_PREFIXES = ("socket.",)
-#: Audit events refused when the nearest non-stdlib caller is candidate code. Library code keeps
-#: them: triton starts the C compiler and ptxas, torch loads libraries through ctypes.
-_CANDIDATE_REFUSED = frozenset(
+#: Starting processes: only triton may (the C compiler for launchers, ptxas); torch never needs
+#: to during a call, and a process started on the candidate's behalf escapes every check.
+_PROCESS_EVENTS = frozenset(
     {
         "subprocess.Popen",
         "os.system",
@@ -584,6 +591,12 @@ _CANDIDATE_REFUSED = frozenset(
         "os.fork",
         "os.forkpty",
         "pty.spawn",
+    }
+)
+#: Audit events refused when the nearest non-stdlib caller is candidate code (library code keeps
+#: them: torch loads libraries through ctypes, inspects frames).
+_CANDIDATE_REFUSED = frozenset(
+    {
         "os.kill",
         "os.killpg",
         "signal.pthread_kill",
@@ -658,6 +671,8 @@ class AuditGuard:
                 if index < len(args) and not self._inside_scratch(args[index]):
                     return f"{event} outside the scratch directory refused ({args[index]!r})"
             return None
+        if event in _PROCESS_EVENTS and not self.owners.nearest_is_triton(sys._getframe(2)):
+            return f"{event} refused (only triton's compiler may start processes)"
         refused = event in _CANDIDATE_REFUSED or event.startswith(_CANDIDATE_REFUSED_PREFIXES)
         if refused and self._from_candidate():
             return f"{event} from candidate code refused"

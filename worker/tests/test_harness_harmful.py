@@ -56,7 +56,7 @@ def test_fork_bomb_is_refused(harness):
     result = run_then_honest(harness, "harmful/fork_bomb")
 
     assert result["outcome"] == "cheat_detected"
-    assert "os.fork from candidate code refused" in result["failure"]["message"]
+    assert "os.fork refused" in result["failure"]["message"]
 
 
 def test_thread_bomb_is_refused(harness):
