@@ -233,12 +233,12 @@ class _TestRun:
         try:
             failure = self.judge.verdict(reply, reply_blob, reference)
         except ReplyError as error:
-            self.harness._discard_process()
-            return Failure("harness_error", "harness", str(error))
-        if reply.get("recycle"):
-            self.harness._discard_process()
+            failure = Failure("harness_error", "harness", str(error))
+            reply["recycle"] = True
         if failure:
             failure.stdout, failure.stderr = self._output(process)
+        if reply.get("recycle"):
+            self.harness._discard_process()
         return failure
 
     def _loaded_process(self) -> CandidateProcess:

@@ -73,6 +73,13 @@ def _storages(value) -> set[int]:
     }
 
 
+#: Failing statuses of a candidate call, with the check name and the detail each carries.
+_DETAIL_OF_STATUS = {
+    "compile_error": ("compile", "compile_log"),
+    "runtime_error": ("runtime", "backtrace"),
+}
+
+
 def report_verdict(reply: dict) -> Failure | None:
     """The verdict the candidate process's own report implies (load or call), or None for ok.
 
@@ -92,20 +99,9 @@ def report_verdict(reply: dict) -> Failure | None:
         )
     if findings:
         return Failure("cheat_detected", reply["findings"][0][0], findings[0], findings=findings)
-    if status == "compile_error":
-        return Failure(
-            "compile_error",
-            "compile",
-            reply.get("message", ""),
-            compile_log=reply.get("compile_log", ""),
-        )
-    if status == "runtime_error":
-        return Failure(
-            "runtime_error",
-            "runtime",
-            reply.get("message", ""),
-            backtrace=reply.get("backtrace", ""),
-        )
+    if status in _DETAIL_OF_STATUS:
+        check, detail = _DETAIL_OF_STATUS[status]
+        return Failure(status, check, reply.get("message", ""), **{detail: reply.get(detail, "")})
     if status != "ok":
         raise ReplyError(f"unknown reply status {status!r}")
     return None

@@ -324,6 +324,7 @@ def candidate_environment(scratch: Path, device_kind: str, package_root: str) ->
         TRITON_HOME=str(scratch / "home"),
         PYTHONPATH=package_root,
         PYTHONDONTWRITEBYTECODE="1",
+        PYTHONUNBUFFERED="1",  # output lands in the log of the call that printed it
         PYTHONNOUSERSITE="1",
         OMP_NUM_THREADS="1",
     )

@@ -39,10 +39,18 @@ def test_runtime_error_carries_the_candidates_traceback(harness):
     )
 
     assert failure["message"] == "ValueError: unsupported layout in exp wrapper"
-    assert 'candidate.py", line 4, in exp' in failure["backtrace"]
+    assert 'candidate.py", line 5, in exp' in failure["backtrace"]
     assert "opforge_worker" not in failure["backtrace"]
     assert failure["dtype"] == "float32" and failure["sample_index"] == 0
     assert failure["sample"].startswith("(Tensor[float32](20,)")
+
+
+def test_candidate_output_is_captured_and_capped(harness):
+    failure = harness.run_test(request("outcomes/runtime_error", "exp"))["failure"]
+
+    assert failure["stdout"].startswith("checking layout xxx")
+    assert failure["stdout"].endswith("[... output capped]")
+    assert len(failure["stdout"]) < 70_000
 
 
 def test_crash_reports_the_signal_and_the_next_candidate_runs(harness):
