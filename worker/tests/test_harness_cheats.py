@@ -31,6 +31,8 @@ CHEATS = [
     ("cheats/tamper_launcher", "exp", "integrity", "honest/exp"),
     ("cheats/tamper_recorder", "exp", "dispatch_escape", "honest/exp"),
 ]
+if DEVICE == "interpreter":  # on a GPU this kernel does not compile
+    CHEATS.append(("cheats/kernel_torch", "exp", "fallback", "honest/exp"))
 
 
 @pytest.mark.parametrize(("cheat", "op", "check", "twin"), CHEATS, ids=[c[0] for c in CHEATS])

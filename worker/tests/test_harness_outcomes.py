@@ -1,6 +1,7 @@
 """Each outcome class, produced by a purpose-built candidate, reported with its detail."""
 
 import threading
+from pathlib import Path
 
 import pytest
 from harness_helpers import DEVICE, request, source
@@ -145,6 +146,21 @@ def test_cancel_stops_a_running_test(harness):
     with pytest.raises(JobCancelled):
         harness.run_test(request("outcomes/timeout", "exp", timeout_s=60), cancel)
     assert harness.run_test(request("honest/exp", "exp"))["outcome"] == "pass"
+
+
+def test_tolerances_come_from_the_settings_file(tmp_path):
+    settings = Path(__file__).parents[2] / "config" / "tolerances.yaml"
+    loose = tmp_path / "tolerances.yaml"
+    loose.write_text(
+        settings.read_text().replace(
+            "op_tolerances: {}", "op_tolerances: {exp: {float32: {atol: 0, rtol: 0.02}}}"
+        )
+    )
+
+    with Harness(DEVICE, tolerances_path=loose) as harness:
+        result = harness.run_test(request("outcomes/accuracy_error", "exp"))
+
+    assert result["outcome"] == "pass", result["failure"]
 
 
 def test_every_outcome_is_documented():
