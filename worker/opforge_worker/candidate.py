@@ -116,14 +116,26 @@ class CandidateServer:
                 header, blob = recv_message(self.conn)
             except Exception:  # the judge went away: nothing left to serve
                 return
-            if header.get("cmd") == "load":
-                reply, blob = self._load(header), b""
-            elif header.get("cmd") == "call":
-                reply, blob = self._call(header, blob)
-            else:
-                reply = {"status": "protocol_error", "message": f"bad request {header!r}"}
+            try:
+                reply, blob = self._handle(header, blob)
+            except Exception as error:  # noqa: BLE001 (the harness's own failure, reported)
+                # The candidate's code runs inside _guarded, which catches what it raises: what
+                # arrives here is the harness's fault, and must not look like a crash.
+                reply = {
+                    "status": "harness_error",
+                    "message": f"candidate process: {error!r}",
+                    "backtrace": _clip(traceback.format_exc()),
+                    "recycle": True,
+                }
                 blob = b""
             send_message(self.conn, {"kind": "reply", **reply}, blob)
+
+    def _handle(self, header: dict, blob: bytes) -> tuple[dict, bytes]:
+        if header.get("cmd") == "load":
+            return self._load(header), b""
+        if header.get("cmd") == "call":
+            return self._call(header, blob)
+        raise ValueError(f"bad request {header!r}")
 
     # -- requests ---------------------------------------------------------------------------
 

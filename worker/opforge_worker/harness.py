@@ -18,10 +18,10 @@ samples of ``seed + 1``), so that answers cached across calls fail.
 
 from __future__ import annotations
 
-import contextlib
 import shutil
 import tempfile
 import threading
+import traceback
 from pathlib import Path
 
 from opforge_worker import opinfo as opinfo_db
@@ -131,8 +131,22 @@ class _TestRun:
         self.deaths = 0
 
     def run(self) -> dict:
-        with contextlib.suppress(_StopTest):
+        try:
             self._run()
+        except _StopTest:
+            pass
+        except JobCancelled:
+            raise
+        except Exception as error:  # noqa: BLE001 (a harness bug must not read as a verdict)
+            self.harness._discard_process()
+            self.result.record_failure(
+                Failure(
+                    "harness_error",
+                    "harness",
+                    f"harness failure: {error!r}",
+                    backtrace=traceback.format_exc(),
+                )
+            )
         return self.result.payload()
 
     def _run(self) -> None:

@@ -99,6 +99,13 @@ def report_verdict(reply: dict) -> Failure | None:
         )
     if findings:
         return Failure("cheat_detected", reply["findings"][0][0], findings[0], findings=findings)
+    if status == "harness_error":
+        return Failure(
+            "harness_error",
+            "harness",
+            reply.get("message", ""),
+            backtrace=reply.get("backtrace", ""),
+        )
     if status in _DETAIL_OF_STATUS:
         check, detail = _DETAIL_OF_STATUS[status]
         return Failure(status, check, reply.get("message", ""), **{detail: reply.get(detail, "")})
