@@ -649,6 +649,25 @@ class AuditGuard:
 
     def install(self) -> None:
         sys.addaudithook(self._hook)
+        self._guard_fork_exec()
+
+    def _guard_fork_exec(self) -> None:
+        """``_posixsubprocess.fork_exec`` starts processes without an audit event of its own
+        (subprocess.Popen raises one before calling it, and keeps its own reference as
+        ``subprocess._fork_exec``); guard the direct routes too."""
+        import _posixsubprocess
+
+        original = _posixsubprocess.fork_exec
+        guard = self
+
+        def fork_exec(*args, **kwargs):
+            if not guard.owners.nearest_is_triton(sys._getframe(1)):
+                reason = "_posixsubprocess.fork_exec refused (only triton may start processes)"
+                guard.violations.append(reason)
+                raise PermissionError(f"opforge sandbox: {reason}")
+            return original(*args, **kwargs)
+
+        _posixsubprocess.fork_exec = subprocess._fork_exec = fork_exec
 
     def _hook(self, event: str, args: tuple) -> None:
         if self._busy:

@@ -59,6 +59,13 @@ def test_fork_bomb_is_refused(harness):
     assert "os.fork refused" in result["failure"]["message"]
 
 
+def test_process_start_below_subprocess_is_refused(harness):
+    result = run_then_honest(harness, "harmful/fork_exec")
+
+    assert result["outcome"] == "cheat_detected"
+    assert "fork_exec refused" in result["failure"]["message"]
+
+
 def test_thread_bomb_is_refused(harness):
     result = run_then_honest(harness, "harmful/thread_bomb")
 
