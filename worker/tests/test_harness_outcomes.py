@@ -163,6 +163,20 @@ def test_tolerances_come_from_the_settings_file(tmp_path):
     assert result["outcome"] == "pass", result["failure"]
 
 
+def test_a_candidate_process_that_cannot_start_is_a_harness_error(tmp_path):
+    settings = Path(__file__).parents[2] / "config" / "tolerances.yaml"
+    impatient = tmp_path / "tolerances.yaml"
+    impatient.write_text(
+        settings.read_text().replace("startup_timeout_s: 180", "startup_timeout_s: 0.001")
+    )
+
+    with Harness(DEVICE, tolerances_path=impatient) as harness:
+        result = harness.run_test(request("honest/exp", "exp"))
+
+    assert result["outcome"] == "harness_error"
+    assert "candidate process failed to start" in result["failure"]["message"]
+
+
 def test_every_outcome_is_documented():
     assert set(OUTCOMES) == {
         "pass",
