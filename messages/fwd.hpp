@@ -11,6 +11,19 @@ namespace opforge {
 // -- devices
 // ---------------------------------------------------------------------------------------
 
+struct device_job;
+struct device_job_result;
+struct device_manager_status;
+struct worker_info;
+
+namespace wire {
+struct goodbye;
+struct hello;
+struct job;
+struct result;
+struct worker_heartbeat;
+} // namespace wire
+
 // -- control and metrics
 // ---------------------------------------------------------------------------
 

@@ -3,6 +3,7 @@
 #include "messages/errors.hpp"
 #include "messages/msgpack_codec.hpp"
 
+#include <algorithm>
 #include <array>
 #include <utility>
 
@@ -407,6 +408,20 @@ std::string malformed_reason(const caf::error& err) {
   if (context.size() == 2 && context.match_element<std::string>(0))
     return context.get_as<std::string>(0);
   return err == errc::frame_oversized ? "oversized" : "not_msgpack";
+}
+
+std::string printable_identity(std::string_view identity) {
+  auto printable =
+      std::all_of(identity.begin(), identity.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
+  if (printable && !identity.empty())
+    return std::string{identity};
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string hex = "0x";
+  for (unsigned char c : identity) {
+    hex += digits[c >> 4];
+    hex += digits[c & 0xf];
+  }
+  return hex;
 }
 
 caf::error check_payload(std::string_view payload, size_t max_bytes) {

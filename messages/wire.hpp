@@ -25,15 +25,15 @@ inline constexpr size_t default_max_frame_bytes = size_t{16} << 20;
 // -- worker -> daemon ----------------------------------------------------------------------------
 
 struct hello {
-  std::string worker_id;   // also the worker's ZeroMQ routing identity
-  std::string role;        // device or lint
-  std::string device_kind; // cuda, interpreter, none
-  std::string device_name;
+  std::string worker_id{};   // also the worker's ZeroMQ routing identity
+  std::string role{};        // device or lint
+  std::string device_kind{}; // cuda, interpreter, none
+  std::string device_name{};
   int64_t slots = 1;
-  std::vector<std::string> jobs; // job kinds served: test, lint, catalog, benchmark
-  std::map<std::string, std::string> toolchain;
-  std::string fingerprint;
-  std::string host;
+  std::vector<std::string> jobs{}; // job kinds served: test, lint, catalog, benchmark
+  std::map<std::string, std::string> toolchain{};
+  std::string fingerprint{};
+  std::string host{};
   int64_t pid = 0;
 
   bool operator==(const hello&) const = default;
@@ -46,10 +46,10 @@ struct worker_heartbeat {
 };
 
 struct result {
-  std::string job_id;
-  std::string status;  // done, failed, cancelled
-  std::string payload; // one msgpack map
-  std::string error;
+  std::string job_id{};
+  std::string status{};  // done, failed, cancelled
+  std::string payload{}; // one msgpack map
+  std::string error{};
   int64_t elapsed_ms = 0;
 
   bool operator==(const result&) const = default;
@@ -57,7 +57,7 @@ struct result {
 
 // Sent both ways: a worker that leaves, or a daemon that shuts down.
 struct goodbye {
-  std::string reason;
+  std::string reason{};
 
   bool operator==(const goodbye&) const = default;
 };
@@ -76,17 +76,17 @@ struct daemon_heartbeat {
 };
 
 struct job {
-  std::string job_id;
-  std::string kind;
+  std::string job_id{};
+  std::string kind{};
   int64_t attempt = 1;
   int64_t deadline_ms = 0;
-  std::string payload; // one msgpack map
+  std::string payload{}; // one msgpack map
 
   bool operator==(const job&) const = default;
 };
 
 struct cancel {
-  std::string job_id;
+  std::string job_id{};
 
   bool operator==(const cancel&) const = default;
 };
@@ -127,6 +127,9 @@ caf::error malformed_frame(std::string reason, std::string what);
 /// not_map, version_mismatch, unknown_type, missing_key, bad_key (and the I/O thread's multipart,
 /// identity_mismatch).
 std::string malformed_reason(const caf::error& err);
+
+/// A routing identity for logs: as it is when printable, else hex (ZeroMQ identities are binary).
+std::string printable_identity(std::string_view identity);
 
 /// Checks that `payload` is one msgpack map within `max_bytes` (an empty string counts as `{}`).
 caf::error check_payload(std::string_view payload, size_t max_bytes);
