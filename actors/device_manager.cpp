@@ -77,7 +77,6 @@ void device_manager_state::init(device_manager_config config, std::shared_ptr<me
   config_ = std::move(config);
   metrics_ = std::move(metrics);
   outbox_ = std::move(outbox);
-  totals_.endpoint = outbox_->endpoint();
 }
 
 caf::actor_clock::time_point device_manager_state::now() const {
@@ -137,6 +136,7 @@ void device_manager_state::cancel(const std::string& job_id) {
 
 device_manager_status device_manager_state::status() const {
   auto status = totals_;
+  status.endpoint = outbox_->endpoint();
   for (auto& [identity, worker] : workers_)
     ++status.workers[worker.hello.device_kind][worker.jobs.empty() ? "idle" : "busy"];
   for (auto& dead : departed_)
