@@ -143,8 +143,13 @@ void worker_io::run(device_manager_actor receiver) {
       uint64_t wakes = 0;
       [[maybe_unused]] auto read = ::read(wake_fd_, &wakes, sizeof wakes);
     }
-    if (items[0].revents & ZMQ_POLLIN)
-      receive(receiver);
+    if (items[0].revents & ZMQ_POLLIN) {
+      try {
+        receive(receiver);
+      } catch (const zmq::error_t& e) {
+        spdlog::error("workers socket: receiving failed: {}", e.what());
+      }
+    }
     if (!flush(receiver))
       break;
   }

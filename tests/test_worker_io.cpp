@@ -212,6 +212,33 @@ TEST_F(WorkerSocket, AJobOfAWorkerThatDiesIsCompletedOnceByAnother) {
   EXPECT_EQ(stats->job_requeues("worker_lost").Value(), 1);
 }
 
+// Connected but silent (hung): only the application heartbeats can tell.
+TEST_F(WorkerSocket, AJobOfAHungWorkerGoesToAnotherAfterThreeMissedHeartbeats) {
+  scripted_worker w1{context, endpoint, "w1"};
+  scripted_worker w2{context, endpoint, "w2"};
+  w1.hello();
+  ASSERT_TRUE(w1.await<wire::welcome>());
+  w2.hello();
+  ASSERT_TRUE(w2.await<wire::welcome>());
+  auto pending = self->request(manager, patience, atom::submit_v, job("t-5"));
+  ASSERT_TRUE(w1.await<wire::job>());
+  w1.beating = false;
+  auto second = w2.await<wire::job>();
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->attempt, 2);
+  w2.answer(*second);
+  auto result = reply(pending);
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->worker_id, "w2");
+  std::vector<worker_info> workers;
+  self->request(manager, patience, atom::workers_v)
+      .receive([&](std::vector<worker_info>& x) { workers = std::move(x); },
+               [&](caf::error& err) { ADD_FAILURE() << render(err); });
+  ASSERT_EQ(workers.size(), 2u);
+  EXPECT_EQ(workers[1].worker_id, "w1");
+  EXPECT_EQ(workers[1].dead_reason, "missed 3 heartbeats");
+}
+
 TEST_F(WorkerSocket, MalformedFramesAreCountedAndDroppedWhileAGoodWorkerWorks) {
   scripted_worker good{context, endpoint, "good"};
   good.hello();
