@@ -137,10 +137,7 @@ void device_manager_state::cancel(const std::string& job_id) {
 device_manager_status device_manager_state::status() const {
   auto status = totals_;
   status.endpoint = outbox_->endpoint();
-  for (auto& [identity, worker] : workers_)
-    ++status.workers[worker.hello.device_kind][worker.jobs.empty() ? "idle" : "busy"];
-  for (auto& dead : departed_)
-    ++status.workers[dead.info.device_kind]["dead"];
+  status.workers = worker_counts();
   status.queued = static_cast<int64_t>(queue_.size());
   status.running = static_cast<int64_t>(jobs_.size() - queue_.size());
   return status;
@@ -372,7 +369,13 @@ void device_manager_state::finish(job_map::iterator job, caf::error err, const c
 }
 
 void device_manager_state::dispatch() {
-  for (auto it = queue_.begin(); it != queue_.end();) {
+  // Once every slot is taken the rest of the queue cannot move: stopping there keeps a result's
+  // cost independent of the queue's length.
+  int64_t free_slots = 0;
+  for (auto& [identity, worker] : workers_)
+    free_slots +=
+        std::max<int64_t>(0, worker.hello.slots - static_cast<int64_t>(worker.jobs.size()));
+  for (auto it = queue_.begin(); it != queue_.end() && free_slots > 0;) {
     auto& job = jobs_.at(it->second);
     auto worker = pick_worker(job.job);
     if (worker == workers_.end()) {
@@ -380,6 +383,7 @@ void device_manager_state::dispatch() {
       continue;
     }
     start(job, worker);
+    --free_slots;
     it = queue_.erase(it);
   }
   update_gauges();
@@ -443,8 +447,17 @@ worker_info device_manager_state::describe(const worker_entry& worker) const {
       .state = busy > 0 ? "busy" : "idle"};
 }
 
+std::map<std::string, std::map<std::string, int64_t>> device_manager_state::worker_counts() const {
+  std::map<std::string, std::map<std::string, int64_t>> counts;
+  for (auto& [identity, worker] : workers_)
+    ++counts[worker.hello.device_kind][worker.jobs.empty() ? "idle" : "busy"];
+  for (auto& dead : departed_)
+    ++counts[dead.info.device_kind]["dead"];
+  return counts;
+}
+
 void device_manager_state::update_gauges() {
-  auto current = status().workers;
+  auto current = worker_counts();
   for (auto& [kind, states] : current)
     for (auto& [state, count] : states)
       gauge_labels_.emplace(kind, state);

@@ -110,6 +110,7 @@ private:
   worker_map::iterator pick_worker(const device_job& job);
   void start(job_entry& job, worker_map::iterator worker);
   worker_info describe(const worker_entry& worker) const;
+  std::map<std::string, std::map<std::string, int64_t>> worker_counts() const; // kind -> state
   void update_gauges();
 
   self_pointer self_;
