@@ -83,8 +83,7 @@ caf::actor_clock::time_point device_manager_state::now() const {
   return self_->clock().now();
 }
 
-// -- requests from actors
-// --------------------------------------------------------------------------
+// -- requests from actors -------------------------------------------------------------------------
 
 caf::result<device_job_result> device_manager_state::submit(device_job job) {
   auto invalid = [&](const std::string& what) {
@@ -174,8 +173,7 @@ void device_manager_state::shutdown() {
   outbox_->close();
 }
 
-// -- frames from workers
-// ---------------------------------------------------------------------------
+// -- frames from workers --------------------------------------------------------------------------
 
 device_manager_state::worker_map::iterator
 device_manager_state::known(const std::string& identity) {
@@ -288,8 +286,7 @@ void device_manager_state::on_down(const caf::down_msg& msg) {
     retire(it->first, departure::death, reason_text(msg.reason));
 }
 
-// -- registry and queue
-// ----------------------------------------------------------------------------
+// -- registry and queue ---------------------------------------------------------------------------
 
 void device_manager_state::retire(const std::string& identity, departure why,
                                   const std::string& reason) {
@@ -335,7 +332,7 @@ void device_manager_state::orphan(const std::string& job_id, departure why,
     auto deaths = std::count_if(job.losses.begin(), job.losses.end(),
                                 [](const loss& loss) { return loss.died; });
     if (why == departure::death && deaths >= config_.quarantine_after) {
-      // Every worker it ran on died: the candidate is the likeliest killer.
+      // Workers keep dying under this job: its candidate is a likelier killer than the hosts.
       finish(it,
              caf::make_error(errc::job_quarantined,
                              "job " + job.label + " was running on " + std::to_string(deaths) +
@@ -472,8 +469,7 @@ void device_manager_state::update_gauges() {
   metrics_->queue_depth().Set(static_cast<double>(queue_.size()));
 }
 
-// -- behavior
-// --------------------------------------------------------------------------------------
+// -- behavior -------------------------------------------------------------------------------------
 
 device_manager_actor::behavior_type
 device_manager(device_manager_actor::stateful_pointer<device_manager_state> self,
