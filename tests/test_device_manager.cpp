@@ -4,6 +4,7 @@
 
 #include "actors/device_manager.hpp"
 #include "messages/errors.hpp"
+#include "tests/test_device_manager_config.hpp"
 
 #include <mutex>
 #include <optional>
@@ -22,15 +23,6 @@ using namespace opforge;
 using namespace std::chrono_literals;
 
 namespace {
-
-struct test_cfg : caf::actor_system_config {
-  test_cfg() {
-    add_message_types<caf::id_block::opforge>();
-    register_error_category(*this);
-    set("scheduler.policy", caf::atom("testing"));
-    set("logger.file-verbosity", caf::atom("quiet"));
-  }
-};
 
 // Keeps every frame the manager sends, decoded, in order.
 class recording_outbox : public worker_outbox {
@@ -209,7 +201,7 @@ protected:
     return prometheus::TextSerializer{}.Serialize(stats->registry()->Collect());
   }
 
-  test_cfg cfg;
+  device_test_config cfg{true};
   caf::actor_system sys{cfg};
   caf::scheduler::test_coordinator& sched =
       dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());

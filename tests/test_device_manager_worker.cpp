@@ -6,6 +6,7 @@
 #include "devices/supervisor.hpp"
 #include "messages/errors.hpp"
 #include "messages/msgpack_codec.hpp"
+#include "tests/test_device_manager_config.hpp"
 
 #include <cstdlib>
 
@@ -20,14 +21,6 @@ using namespace opforge;
 using namespace std::chrono_literals;
 
 namespace {
-
-struct real_cfg : caf::actor_system_config {
-  real_cfg() {
-    add_message_types<caf::id_block::opforge>();
-    register_error_category(*this);
-    set("logger.file-verbosity", caf::atom("quiet"));
-  }
-};
 
 // Where opforge_worker is imported from: the source tree, or OPFORGE_WORKER_SRC.
 std::string worker_source() {
@@ -69,7 +62,7 @@ TEST(RealWorker, ALintWorkerStartedByTheSupervisorServesALintJob) {
                 "' -c 'import opforge_worker.connection, opforge_worker.linter' 2>/dev/null";
   if (std::system(import.c_str()) != 0)
     GTEST_SKIP() << "opforge_worker in " << worker_source() << " cannot lint yet";
-  real_cfg cfg;
+  device_test_config cfg;
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   device_manager_config config;

@@ -3,6 +3,7 @@
 
 #include "devices/spawn_device_manager.hpp"
 #include "messages/errors.hpp"
+#include "tests/test_device_manager_config.hpp"
 
 #include <optional>
 #include <thread>
@@ -23,14 +24,6 @@ using testing::HasSubstr;
 namespace {
 
 constexpr auto patience = 20s; // bound on any single wait; never reached when things work
-
-struct io_cfg : caf::actor_system_config {
-  io_cfg() {
-    add_message_types<caf::id_block::opforge>();
-    register_error_category(*this);
-    set("logger.file-verbosity", caf::atom("quiet"));
-  }
-};
 
 std::string op_payload(const std::string& op) {
   msgpack::sbuffer buffer;
@@ -151,7 +144,7 @@ protected:
 
   double malformed(const std::string& reason) { return stats->malformed_frames(reason).Value(); }
 
-  io_cfg cfg;
+  device_test_config cfg;
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   std::shared_ptr<metrics> stats = std::make_shared<metrics>("test");
