@@ -5,6 +5,7 @@
 #include "messages/errors.hpp"
 #include "tests/test_device_manager_config.hpp"
 
+#include <functional>
 #include <optional>
 #include <thread>
 
@@ -142,6 +143,32 @@ protected:
     return out;
   }
 
+  // w1 takes job `id` and then fails as `fail` makes it; the job must go to w2 as attempt 2,
+  // and w2's answer must reach the submitter.
+  void take_over_from_failing_worker(const std::string& id,
+                                     const std::function<void(scripted_worker&)>& fail) {
+    scripted_worker w1{context, endpoint, "w1"};
+    scripted_worker w2{context, endpoint, "w2"};
+    w1.hello();
+    ASSERT_TRUE(w1.await<wire::welcome>());
+    w2.hello();
+    ASSERT_TRUE(w2.await<wire::welcome>());
+    auto pending = self->request(manager, patience, atom::submit_v, job(id));
+    auto first = w1.await<wire::job>();
+    ASSERT_TRUE(first);
+    EXPECT_EQ(first->attempt, 1);
+    fail(w1);
+    auto second = w2.await<wire::job>();
+    ASSERT_TRUE(second);
+    EXPECT_EQ(second->job_id, id);
+    EXPECT_EQ(second->attempt, 2);
+    w2.answer(*second);
+    auto result = reply(pending);
+    ASSERT_TRUE(result);
+    EXPECT_EQ(result->worker_id, "w2");
+    EXPECT_EQ(result->attempt, 2);
+  }
+
   double malformed(const std::string& reason) { return stats->malformed_frames(reason).Value(); }
 
   device_test_config cfg;
@@ -178,26 +205,9 @@ TEST_F(WorkerSocket, AWorkerRegistersBeatsTakesAJobAndAnswers) {
 }
 
 TEST_F(WorkerSocket, AJobOfAWorkerThatDiesIsCompletedOnceByAnother) {
-  scripted_worker w1{context, endpoint, "w1"};
-  scripted_worker w2{context, endpoint, "w2"};
-  w1.hello();
-  ASSERT_TRUE(w1.await<wire::welcome>());
-  w2.hello();
-  ASSERT_TRUE(w2.await<wire::welcome>());
-  auto pending = self->request(manager, patience, atom::submit_v, job("t-2"));
-  auto first = w1.await<wire::job>();
-  ASSERT_TRUE(first);
-  EXPECT_EQ(first->attempt, 1);
-  w1.close(); // dies mid-job: no more heartbeats, connection gone
-  auto second = w2.await<wire::job>();
-  ASSERT_TRUE(second);
-  EXPECT_EQ(second->job_id, "t-2");
-  EXPECT_EQ(second->attempt, 2);
-  w2.answer(*second);
-  auto result = reply(pending);
-  ASSERT_TRUE(result);
-  EXPECT_EQ(result->worker_id, "w2");
-  EXPECT_EQ(result->attempt, 2);
+  // Dies mid-job: no more heartbeats, and the connection is gone.
+  ASSERT_NO_FATAL_FAILURE(
+      take_over_from_failing_worker("t-2", [](scripted_worker& w1) { w1.close(); }));
   auto totals = status();
   EXPECT_EQ(totals.requeued, 1);
   EXPECT_EQ(totals.done, 1);
@@ -207,22 +217,8 @@ TEST_F(WorkerSocket, AJobOfAWorkerThatDiesIsCompletedOnceByAnother) {
 
 // Connected but silent (hung): only the application heartbeats can tell.
 TEST_F(WorkerSocket, AJobOfAHungWorkerGoesToAnotherAfterThreeMissedHeartbeats) {
-  scripted_worker w1{context, endpoint, "w1"};
-  scripted_worker w2{context, endpoint, "w2"};
-  w1.hello();
-  ASSERT_TRUE(w1.await<wire::welcome>());
-  w2.hello();
-  ASSERT_TRUE(w2.await<wire::welcome>());
-  auto pending = self->request(manager, patience, atom::submit_v, job("t-5"));
-  ASSERT_TRUE(w1.await<wire::job>());
-  w1.beating = false;
-  auto second = w2.await<wire::job>();
-  ASSERT_TRUE(second);
-  EXPECT_EQ(second->attempt, 2);
-  w2.answer(*second);
-  auto result = reply(pending);
-  ASSERT_TRUE(result);
-  EXPECT_EQ(result->worker_id, "w2");
+  ASSERT_NO_FATAL_FAILURE(
+      take_over_from_failing_worker("t-5", [](scripted_worker& w1) { w1.beating = false; }));
   std::vector<worker_info> workers;
   self->request(manager, patience, atom::workers_v)
       .receive([&](std::vector<worker_info>& x) { workers = std::move(x); },
