@@ -502,9 +502,9 @@ def _landlock(libc, scratch: Path, read_paths: list[str], device_kind: str) -> d
     rules += [(f"/etc/{name}", read) for name in _ETC_READABLE]
     rules += [("/dev", device_files), (str(scratch), handled_fs)]
     if device_kind == "cuda":
-        # The CUDA driver names its threads through /proc/self/task/<tid>/comm; refusing that
-        # write makes cuInit fail with error 304.
-        rules.append(("/proc/self/task", read | _FS_WRITE_FILE))
+        # The CUDA driver names its threads by opening /proc/self/task/<tid>/comm with O_TRUNC;
+        # refusing that makes cuInit fail with error 304.
+        rules.append(("/proc/self/task", device_files))
     for path, rights in rules:
         try:
             fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
