@@ -16,6 +16,14 @@ namespace opforge {
 
 // -- llm endpoints and summarizer
 // ------------------------------------------------------------------
+struct chat_message;
+struct chat_request;
+struct chat_result;
+struct token_usage;
+struct endpoint_status;
+struct http_exchange;
+struct summary_request;
+struct summary_result;
 
 // -- sessions and campaigns
 // ------------------------------------------------------------------------

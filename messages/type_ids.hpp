@@ -22,6 +22,20 @@ CAF_ADD_ATOM(opforge, opforge::atom, ok, "ok")
 // -- control and metrics -------------------------------------------------------------------------
 
 // -- llm endpoints and summarizer ----------------------------------------------------------------
+CAF_ADD_ATOM(opforge, opforge::atom, complete, "complete")
+CAF_ADD_ATOM(opforge, opforge::atom, cancel, "cancel")
+CAF_ADD_ATOM(opforge, opforge::atom, http_done, "http_done")
+CAF_ADD_ATOM(opforge, opforge::atom, retry, "retry")
+CAF_ADD_ATOM(opforge, opforge::atom, wakeup, "wakeup")
+CAF_ADD_ATOM(opforge, opforge::atom, summarize, "summarize")
+CAF_ADD_TYPE_ID(opforge, (opforge::chat_message))
+CAF_ADD_TYPE_ID(opforge, (opforge::chat_request))
+CAF_ADD_TYPE_ID(opforge, (opforge::chat_result))
+CAF_ADD_TYPE_ID(opforge, (opforge::token_usage))
+CAF_ADD_TYPE_ID(opforge, (opforge::endpoint_status))
+CAF_ADD_TYPE_ID(opforge, (opforge::http_exchange))
+CAF_ADD_TYPE_ID(opforge, (opforge::summary_request))
+CAF_ADD_TYPE_ID(opforge, (opforge::summary_result))
 
 // -- sessions and campaigns ----------------------------------------------------------------------
 
