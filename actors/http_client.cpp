@@ -97,8 +97,8 @@ http_exchange finish(transfer& t, CURLcode code) {
     x.body = std::move(t.response);
     x.retry_after = std::move(t.retry_after);
   } else if (t.oversized) {
-    x.transport_error = "response larger than " +
-                        std::to_string(http_client::max_response_bytes >> 20) + " MiB";
+    x.transport_error =
+        "response larger than " + std::to_string(http_client::max_response_bytes >> 20) + " MiB";
   } else {
     x.transport_error = curl_easy_strerror(code);
     if (t.error[0] != '\0')

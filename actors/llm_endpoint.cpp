@@ -38,8 +38,8 @@ std::string excerpt(std::string_view body, size_t limit = 300) {
   return out;
 }
 
-// The server's own words for an error: OpenAI-style {"error": {"message": ...}} or
-// {"error": "..."} (llama.cpp, Ollama), else the start of the body.
+// The server's own words for an error: {"error": {"message": ...}} (OpenAI, llama.cpp),
+// {"error": "..."} (Ollama), {"message": ...} (vLLM), else the start of the body.
 std::string error_text(const std::string& body) {
   auto json = nlohmann::json::parse(body, nullptr, false);
   if (json.is_object() && json.contains("error")) {
@@ -49,8 +49,9 @@ std::string error_text(const std::string& body) {
     if (error.is_object() && error.contains("message") && error["message"].is_string())
       return error["message"].get<std::string>();
   }
-  if (json.is_object() && json.contains("detail") && json["detail"].is_string())
-    return json["detail"].get<std::string>(); // FastAPI-based servers
+  for (auto key : {"message", "detail"}) // vLLM and SGLang; FastAPI-based servers
+    if (json.is_object() && json.contains(key) && json[key].is_string())
+      return json[key].get<std::string>();
   return excerpt(body);
 }
 
@@ -98,7 +99,9 @@ double breaker_gauge(breaker_state state) {
 
 // -- pure pieces --------------------------------------------------------------------------------
 
-uint64_t estimate_tokens(std::string_view text) { return (text.size() + 3) / 4; }
+uint64_t estimate_tokens(std::string_view text) {
+  return (text.size() + 3) / 4;
+}
 
 uint64_t estimate_prompt_tokens(const std::vector<chat_message>& messages) {
   uint64_t total = 3; // the assistant turn's priming
@@ -298,8 +301,8 @@ void llm_endpoint_state::init(endpoint_config config, std::shared_ptr<opforge::m
                          std::move(x));
       },
       cfg_.record_to);
-  spdlog::info("llm {}: {} at {} (context {}, concurrency {}, recording {})", cfg_.name,
-               cfg_.model, cfg_.base_url, cfg_.context_window, cfg_.concurrency,
+  spdlog::info("llm {}: {} at {} (context {}, concurrency {}, recording {})", cfg_.name, cfg_.model,
+               cfg_.base_url, cfg_.context_window, cfg_.concurrency,
                cfg_.record_to.empty() ? "off" : cfg_.record_to);
 }
 
@@ -331,9 +334,9 @@ caf::result<chat_result> llm_endpoint_state::accept(chat_request request) {
   held.window_limited = room < wanted;
   auto max_tokens = std::min(wanted, room);
   held.reserved_tokens = static_cast<double>(held.prompt_estimate + max_tokens);
-  nlohmann::json body{{"model", cfg_.model},         {"max_tokens", max_tokens},
-                      {"temperature", cfg_.temperature}, {"top_p", cfg_.top_p},
-                      {"stream", false},             {"messages", nlohmann::json::array()}};
+  nlohmann::json body{
+      {"model", cfg_.model}, {"max_tokens", max_tokens}, {"temperature", cfg_.temperature},
+      {"top_p", cfg_.top_p}, {"stream", false},          {"messages", nlohmann::json::array()}};
   for (const auto& message : request.messages)
     body["messages"].push_back({{"role", message.role}, {"content", message.content}});
   body.update(cfg_.extra_body);
@@ -468,8 +471,8 @@ void llm_endpoint_state::on_exchange(http_exchange x) {
       if (verdict.retry_after) {
         delay = *verdict.retry_after;
       } else {
-        auto ceiling = std::min<int64_t>(cfg_.backoff_cap.count(),
-                                         cfg_.backoff_base.count() << (held.attempts - 1));
+        auto ceiling = std::min<int64_t>(cfg_.backoff_cap.count(), cfg_.backoff_base.count()
+                                                                       << (held.attempts - 1));
         delay = std::chrono::milliseconds{
             std::uniform_int_distribution<int64_t>{0, std::max<int64_t>(ceiling, 0)}(rng_)};
       }
@@ -520,8 +523,7 @@ void llm_endpoint_state::note_attempt(bool endpoint_ok) {
 
 void llm_endpoint_state::set_breaker(breaker_state next) {
   spdlog::log(next == breaker_state::open ? spdlog::level::warn : spdlog::level::info,
-              "llm {}: circuit breaker {} -> {}", cfg_.name, to_string(breaker_),
-              to_string(next));
+              "llm {}: circuit breaker {} -> {}", cfg_.name, to_string(breaker_), to_string(next));
   breaker_ = next;
   metrics_->llm_breaker_state(cfg_.name).Set(breaker_gauge(next));
 }
@@ -553,8 +555,7 @@ void llm_endpoint_state::finish(uint64_t ticket, chat_result result) {
   auto outcome = to_string(result.outcome);
   ++finished_[outcome];
   metrics_->llm_requests(cfg_.name, outcome).Increment();
-  metrics_->llm_latency(cfg_.name)
-      .Observe(std::chrono::duration<double>{result.latency}.count());
+  metrics_->llm_latency(cfg_.name).Observe(std::chrono::duration<double>{result.latency}.count());
   metrics_->llm_tokens(cfg_.name, "prompt").Increment(result.usage.prompt);
   metrics_->llm_tokens(cfg_.name, "completion").Increment(result.usage.completion);
   metrics_->llm_tokens(cfg_.name, "reasoning").Increment(result.usage.reasoning);
@@ -565,8 +566,8 @@ void llm_endpoint_state::finish(uint64_t ticket, chat_result result) {
     spdlog::debug("llm {}: request {} ({}) ok after {} attempts", cfg_.name, result.request_id,
                   held.request.op, result.attempts);
   else
-    spdlog::info("llm {}: request {} ({}) {} after {} attempts: {}", cfg_.name,
-                 result.request_id, held.request.op, outcome, result.attempts, result.error);
+    spdlog::info("llm {}: request {} ({}) {} after {} attempts: {}", cfg_.name, result.request_id,
+                 held.request.op, outcome, result.attempts, result.error);
   held.promise.deliver(std::move(result));
   tickets_.erase(held.request.request_id);
   held_.erase(found);

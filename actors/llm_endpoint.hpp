@@ -35,7 +35,8 @@ uint64_t estimate_prompt_tokens(const std::vector<chat_message>& messages);
 
 /// True when an error body says the prompt does not fit the model's context (OpenAI's
 /// context_length_exceeded, vLLM/SGLang "maximum context length", llama.cpp "exceeds the available
-/// context size", Ollama "input length exceeds the context length", Anthropic "prompt is too long").
+/// context size", Ollama "input length exceeds the context length", Anthropic "prompt is too
+/// long").
 bool says_context_exceeded(std::string_view body);
 
 /// Retry-After as a delay: delta-seconds or an HTTP date. Empty when absent or unreadable.
@@ -44,9 +45,9 @@ std::optional<std::chrono::milliseconds> parse_retry_after(const std::string& va
 /// What one HTTP attempt means for its request.
 struct attempt_verdict {
   chat_outcome outcome = chat_outcome::endpoint_fault;
-  bool retryable = false;  // worth another attempt (transport, 408, 409, 429, 5xx)
+  bool retryable = false;   // worth another attempt (transport, 408, 409, 429, 5xx)
   bool endpoint_ok = false; // the endpoint answered sensibly: a success for the breaker
-  std::string reason;      // short label for metrics: "ok", "transport", "http_429", "garbage", ...
+  std::string reason; // short label for metrics: "ok", "transport", "http_429", "garbage", ...
   std::string error;
   std::string content;
   std::string finish_reason;

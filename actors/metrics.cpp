@@ -13,8 +13,8 @@ const prometheus::Histogram::BucketBoundaries store_buckets{
     0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25};
 
 // A chat completion takes from a fraction of a second (replayed) to many minutes (reasoning).
-const prometheus::Histogram::BucketBoundaries llm_buckets{
-    0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600, 1200};
+const prometheus::Histogram::BucketBoundaries llm_buckets{0.05, 0.1, 0.25, 0.5, 1,   2.5, 5,   10,
+                                                          20,   30,  60,   120, 300, 600, 1200};
 
 template <class Builder>
 auto& family(Builder builder, prometheus::Registry& registry, const char* name, const char* help) {

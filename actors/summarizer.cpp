@@ -13,8 +13,12 @@ namespace opforge {
 
 namespace {
 
-bool is_hex(char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; }
-bool is_digit(char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }
+bool is_hex(char c) {
+  return std::isxdigit(static_cast<unsigned char>(c)) != 0;
+}
+bool is_digit(char c) {
+  return std::isdigit(static_cast<unsigned char>(c)) != 0;
+}
 
 // Drops ANSI escape sequences (colours, cursor movement, OSC titles) and other control bytes.
 std::string strip_ansi(std::string_view in) {
@@ -106,9 +110,10 @@ bool looks_like_error(std::string_view line) {
   std::string lower{line};
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  static constexpr std::string_view markers[] = {
-      "error", "traceback (most recent call last)", "exception", "failed", "fatal",
-      "assert", "abort", "segmentation fault"};
+  static constexpr std::string_view markers[] = {"error",     "traceback (most recent call last)",
+                                                 "exception", "failed",
+                                                 "fatal",     "assert",
+                                                 "abort",     "segmentation fault"};
   return std::any_of(std::begin(markers), std::end(markers), [&](std::string_view marker) {
     return lower.find(marker) != std::string::npos;
   });
@@ -312,8 +317,7 @@ summarizer(summarizer_actor::stateful_pointer<summarizer_state> self, summarizer
         chat.messages.push_back(
             {"user", render_summary_prompt(st.prompt_template, request.op, result.text)});
         auto promise = self->make_response_promise<summary_result>();
-        auto fallback = [promise, done, result](std::string why,
-                                                token_usage usage) mutable {
+        auto fallback = [promise, done, result](std::string why, token_usage usage) mutable {
           spdlog::info("summarizer: falling back to the deterministic summary: {}", why);
           result.method = summary_method::deterministic_fallback;
           result.error = std::move(why);
@@ -324,8 +328,7 @@ summarizer(summarizer_actor::stateful_pointer<summarizer_state> self, summarizer
             .then(
                 [promise, done, fallback, result](chat_result& answer) mutable {
                   if (answer.outcome != chat_outcome::ok)
-                    return fallback(std::string{to_string(answer.outcome)} + ": " +
-                                        answer.error,
+                    return fallback(std::string{to_string(answer.outcome)} + ": " + answer.error,
                                     answer.usage);
                   if (answer.content.empty())
                     return fallback("the endpoint answered with no text", answer.usage);

@@ -242,8 +242,8 @@ caf::expected<std::chrono::milliseconds> parse_duration(const std::string& text)
   try {
     value = std::stod(text, &used);
   } catch (const std::exception&) {
-    return caf::make_error(errc::config_invalid, "expected a duration like 500ms, 30s or 5m, got '" +
-                                                     text + "'");
+    return caf::make_error(errc::config_invalid,
+                           "expected a duration like 500ms, 30s or 5m, got '" + text + "'");
   }
   auto unit = text.substr(used);
   double factor = 0;
@@ -256,8 +256,8 @@ caf::expected<std::chrono::milliseconds> parse_duration(const std::string& text)
   else if (unit == "h")
     factor = 3'600'000;
   if (factor == 0 || value < 0 || !std::isfinite(value))
-    return caf::make_error(errc::config_invalid, "expected a duration like 500ms, 30s or 5m, got '" +
-                                                     text + "'");
+    return caf::make_error(errc::config_invalid,
+                           "expected a duration like 500ms, 30s or 5m, got '" + text + "'");
   return std::chrono::milliseconds{static_cast<int64_t>(std::llround(value * factor))};
 }
 

@@ -43,7 +43,7 @@ struct endpoint_config {
   double temperature = 0.6;
   double top_p = 0.95;
   nlohmann::json extra_body = nlohmann::json::object(); // merged into every request body
-  std::map<std::string, std::string> headers;            // extra HTTP headers, never logged
+  std::map<std::string, std::string> headers;           // extra HTTP headers, never logged
   uint32_t concurrency = 8;
   double requests_per_minute = 0; // 0: unlimited
   double tokens_per_minute = 0;   // 0: unlimited; counts prompt estimate plus max_tokens
@@ -69,7 +69,7 @@ enum class summarizer_mode { llm, deterministic, off };
 
 struct summarizer_config {
   summarizer_mode mode = summarizer_mode::deterministic;
-  std::string endpoint;          // name of the endpoint the LLM step uses (mode llm)
+  std::string endpoint;              // name of the endpoint the LLM step uses (mode llm)
   size_t llm_threshold_chars = 4000; // ask the LLM only when pre-processing left more than this
   size_t max_chars = 6000;           // the deterministic summary never exceeds this
   size_t context_lines = 12;         // lines kept around the first error

@@ -97,15 +97,15 @@ struct chat_result {
   std::string content; // the answer; also set for `truncated`
   std::string finish_reason;
   token_usage usage;
-  uint32_t attempts = 0;  // HTTP attempts made (0: answered without asking the server)
+  uint32_t attempts = 0;   // HTTP attempts made (0: answered without asking the server)
   caf::timespan latency{}; // from acceptance to reply, queueing and backoff included
   std::string error;       // what went wrong, for every outcome but `ok`
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, chat_result& x) {
-  return f(caf::meta::type_name("chat_result"), x.request_id, x.outcome, x.content,
-           x.finish_reason, x.usage, x.attempts, x.latency, x.error);
+  return f(caf::meta::type_name("chat_result"), x.request_id, x.outcome, x.content, x.finish_reason,
+           x.usage, x.attempts, x.latency, x.error);
 }
 
 /// What `atom::status` tells about an endpoint.
@@ -114,10 +114,10 @@ struct endpoint_status {
   std::string model;
   std::string breaker; // "closed", "open" or "half_open"
   uint32_t in_flight = 0;
-  uint32_t queued = 0;        // accepted, waiting for a slot, a rate token or the breaker probe
-  uint32_t backing_off = 0;   // waiting for a retry
-  double retry_budget = 0;    // retries the endpoint may still spend
-  uint64_t retries = 0;       // retries spent since start
+  uint32_t queued = 0;      // accepted, waiting for a slot, a rate token or the breaker probe
+  uint32_t backing_off = 0; // waiting for a retry
+  double retry_budget = 0;  // retries the endpoint may still spend
+  uint64_t retries = 0;     // retries spent since start
   std::map<std::string, uint64_t> requests; // finished requests by outcome
   token_usage total;
   std::map<std::string, token_usage> by_campaign;
@@ -144,8 +144,8 @@ struct http_exchange {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, http_exchange& x) {
-  return f(caf::meta::type_name("http_exchange"), x.ticket, x.attempt, x.status,
-           x.transport_error, x.body, x.retry_after, x.elapsed);
+  return f(caf::meta::type_name("http_exchange"), x.ticket, x.attempt, x.status, x.transport_error,
+           x.body, x.retry_after, x.elapsed);
 }
 
 /// A compiler log (or traceback) to condense for a feedback prompt.
