@@ -72,8 +72,8 @@ std::vector<std::string> split_lines(std::string_view text) {
   return lines;
 }
 
-// A line with numbers and addresses blanked out: lines of one shape say the same thing about
-// different samples, offsets or pointers.
+// A line with numbers, addresses and column padding blanked out: lines of one shape say the same
+// thing about different samples, offsets or pointers.
 std::string shape_of(std::string_view line) {
   std::string out;
   out.reserve(line.size());
@@ -87,6 +87,8 @@ std::string shape_of(std::string_view line) {
       out += '#';
       for (; i < line.size() && is_digit(line[i]); ++i) {
       }
+    } else if (line[i] == ' ' && !out.empty() && out.back() == ' ') {
+      ++i; // column padding ("sample   9", "sample  10") says nothing
     } else {
       out += line[i++];
     }
@@ -157,24 +159,46 @@ std::vector<std::string> dedupe_blocks(const std::vector<std::string>& lines) {
   return out;
 }
 
-// Runs of lines of one shape keep their first line and a count; runs of blank lines keep one.
+// A run of lines that repeats with a period of up to four lines (a warning and its source line,
+// say) keeps its first period and a count; runs of blank lines keep one.
 std::vector<std::string> collapse_repeats(const std::vector<std::string>& lines) {
+  constexpr size_t max_period = 4;
+  std::vector<std::string> shapes;
+  shapes.reserve(lines.size());
+  for (const auto& line : lines)
+    shapes.push_back(shape_of(line));
+  auto n = lines.size();
+  auto same_period = [&](size_t a, size_t b, size_t period) {
+    return std::equal(shapes.begin() + a, shapes.begin() + a + period, shapes.begin() + b);
+  };
   std::vector<std::string> out;
   size_t i = 0;
-  while (i < lines.size()) {
-    auto shape = shape_of(lines[i]);
-    auto end = i + 1;
-    bool identical = true;
-    while (end < lines.size() && shape_of(lines[end]) == shape) {
-      identical = identical && lines[end] == lines[i];
-      ++end;
+  while (i < n) {
+    size_t period = 1;
+    size_t reps = 1;
+    for (size_t p = 1; p <= max_period; ++p) {
+      size_t r = 1;
+      while (i + (r + 1) * p <= n && same_period(i, i + r * p, p))
+        ++r;
+      if (r >= 2 && r * p > reps * period) {
+        period = p;
+        reps = r;
+      }
     }
-    out.push_back(lines[i]);
-    auto more = end - i - 1;
-    if (more > 0 && !lines[i].empty())
-      out.push_back(identical ? "[previous line repeated " + std::to_string(more) + " more times]"
-                              : "[... " + std::to_string(more) + " more lines like the previous]");
-    i = end;
+    out.insert(out.end(), lines.begin() + i, lines.begin() + i + period);
+    bool identical = true;
+    for (size_t k = period; k < reps * period; ++k)
+      identical = identical && lines[i + k] == lines[i + k % period];
+    auto more = std::to_string(reps - 1);
+    if (reps > 1 && !(period == 1 && lines[i].empty())) {
+      if (period == 1)
+        out.push_back(identical ? "[previous line repeated " + more + " more times]"
+                                : "[... " + more + " more lines like the previous]");
+      else
+        out.push_back("[the previous " + std::to_string(period) + " lines repeat " + more +
+                      (identical ? " more times]" : " more times with other numbers]"));
+    }
+    i += reps * period;
   }
   return out;
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -66,9 +67,9 @@ public:
     auto value = lookup(key, required);
     if (!value)
       return;
-    if (!value.IsScalar())
+    if (!value->IsScalar())
       return fail(key_path(key), "expected a string");
-    out = value.Scalar();
+    out = value->Scalar();
     if (required && out.empty())
       fail(key_path(key), "must not be empty");
   }
@@ -79,15 +80,15 @@ public:
     if (!value)
       return;
     double parsed;
-    if (!value.IsScalar() || !YAML::convert<double>::decode(value, parsed) || std::isnan(parsed))
+    if (!value->IsScalar() || !YAML::convert<double>::decode(*value, parsed) || std::isnan(parsed))
       return fail(key_path(key), "expected a number");
     if (parsed < min || parsed > max) {
       std::ostringstream range;
-      range << "must lie in [" << min << ", " << max << "], got " << value.Scalar();
+      range << "must lie in [" << min << ", " << max << "], got " << value->Scalar();
       return fail(key_path(key), range.str());
     }
     if (std::is_integral_v<Number> && parsed != std::floor(parsed))
-      return fail(key_path(key), "expected a whole number, got " + value.Scalar());
+      return fail(key_path(key), "expected a whole number, got " + value->Scalar());
     out = static_cast<Number>(parsed);
   }
 
@@ -95,11 +96,12 @@ public:
     auto value = lookup(key, false);
     if (!value)
       return;
-    if (!value.IsScalar())
+    if (!value->IsScalar())
       return fail(key_path(key), "expected a duration like 500ms, 30s or 5m");
-    auto parsed = parse_duration(value.Scalar());
+    auto parsed = parse_duration(value->Scalar());
     if (!parsed)
-      return fail(key_path(key), render(parsed.error()));
+      return fail(key_path(key),
+                  "expected a duration like 500ms, 30s or 5m, got '" + value->Scalar() + "'");
     out = *parsed;
   }
 
@@ -107,26 +109,26 @@ public:
     auto value = lookup(key, false);
     if (!value)
       return;
-    if (!value.IsMap())
+    if (!value->IsMap())
       return fail(key_path(key), "expected a map");
-    out = yaml_to_json(value);
+    out = yaml_to_json(*value);
   }
 
   void string_map(const char* key, std::map<std::string, std::string>& out) {
     auto value = lookup(key, false);
     if (!value)
       return;
-    if (!value.IsMap())
+    if (!value->IsMap())
       return fail(key_path(key), "expected a map of strings");
-    for (const auto& item : value) {
+    for (const auto& item : *value) {
       if (!item.second.IsScalar())
         return fail(key_path(key) + "." + item.first.Scalar(), "expected a string");
       out[item.first.Scalar()] = item.second.Scalar();
     }
   }
 
-  /// The node under `key` for a nested reader; a null node when absent.
-  YAML::Node child(const char* key) { return lookup(key, false); }
+  /// The node under `key` for a nested reader; empty when absent.
+  std::optional<YAML::Node> child(const char* key) { return lookup(key, false); }
 
   std::string key_path(const char* key) const { return path_ + "." + key; }
 
@@ -145,15 +147,16 @@ public:
   }
 
 private:
-  YAML::Node lookup(const char* key, bool required) {
+  // The value under `key`; empty when absent or null (a default YAML::Node is a defined null).
+  std::optional<YAML::Node> lookup(const char* key, bool required) {
     known_.insert(key);
     if (!node_.IsMap())
-      return {};
+      return std::nullopt;
     auto value = node_[key];
     if (!value || value.IsNull()) {
       if (required)
         fail(key_path(key), "required");
-      return {};
+      return std::nullopt;
     }
     return value;
   }
@@ -266,15 +269,15 @@ caf::expected<llm_config> parse_llm_section(const YAML::Node& node, std::string 
   field_reader in{node, path};
   auto endpoints = in.child("endpoints");
   auto summarizer = in.child("summarizer");
-  if (endpoints && !endpoints.IsSequence())
+  if (endpoints && !endpoints->IsSequence())
     in.fail(in.key_path("endpoints"), "expected a list");
   if (auto err = in.finish(); err) // report map-level problems before descending
     return err;
   if (endpoints) {
     std::set<std::string> names;
-    for (size_t i = 0; i < endpoints.size(); ++i) {
+    for (size_t i = 0; i < endpoints->size(); ++i) {
       auto item_path = path + ".endpoints[" + std::to_string(i) + "]";
-      auto endpoint = parse_endpoint(endpoints[i], item_path);
+      auto endpoint = parse_endpoint((*endpoints)[i], item_path);
       if (!endpoint)
         return endpoint.error();
       if (!names.insert(endpoint->name).second)
@@ -283,7 +286,7 @@ caf::expected<llm_config> parse_llm_section(const YAML::Node& node, std::string 
     }
   }
   if (summarizer) {
-    auto parsed = parse_summarizer(summarizer, path + ".summarizer");
+    auto parsed = parse_summarizer(*summarizer, path + ".summarizer");
     if (!parsed)
       return parsed.error();
     cfg.summarizer = std::move(*parsed);
