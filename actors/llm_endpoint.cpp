@@ -291,8 +291,14 @@ void llm_endpoint_state::init(endpoint_config config, std::shared_ptr<opforge::m
   requests_bucket_.emplace(cfg_.requests_per_minute, now);
   tokens_bucket_.emplace(cfg_.tokens_per_minute, now);
   retry_budget_ = cfg_.retry_budget_max;
-  metrics_->llm_breaker_state(cfg_.name).Set(0);
-  metrics_->llm_in_flight(cfg_.name).Set(0);
+  in_flight_gauge_ = &metrics_->llm_in_flight(cfg_.name);
+  breaker_gauge_ = &metrics_->llm_breaker_state(cfg_.name);
+  latency_histogram_ = &metrics_->llm_latency(cfg_.name);
+  prompt_tokens_ = &metrics_->llm_tokens(cfg_.name, "prompt");
+  completion_tokens_ = &metrics_->llm_tokens(cfg_.name, "completion");
+  reasoning_tokens_ = &metrics_->llm_tokens(cfg_.name, "reasoning");
+  in_flight_gauge_->Set(0);
+  breaker_gauge_->Set(0);
   auto weak = caf::actor_cast<caf::weak_actor_ptr>(self_);
   http_ = std::make_unique<http_client>(
       [weak](http_exchange x) {
@@ -356,7 +362,7 @@ void llm_endpoint_state::cancel(uint64_t request_id) {
   if (held.in_flight) {
     http_->cancel(ticket);
     --in_flight_;
-    metrics_->llm_in_flight(cfg_.name).Set(in_flight_);
+    in_flight_gauge_->Set(in_flight_);
     if (breaker_ == breaker_state::half_open)
       probe_in_flight_ = false; // the probe never finished: let the next request probe
   }
@@ -407,7 +413,7 @@ void llm_endpoint_state::start_attempt(uint64_t ticket, held_request& held) {
   held.backing_off = false;
   ++held.attempts;
   ++in_flight_;
-  metrics_->llm_in_flight(cfg_.name).Set(in_flight_);
+  in_flight_gauge_->Set(in_flight_);
   if (breaker_ == breaker_state::half_open)
     probe_in_flight_ = true;
   http_post post;
@@ -440,7 +446,7 @@ void llm_endpoint_state::on_exchange(http_exchange x) {
   auto& held = found->second;
   held.in_flight = false;
   --in_flight_;
-  metrics_->llm_in_flight(cfg_.name).Set(in_flight_);
+  in_flight_gauge_->Set(in_flight_);
   auto verdict =
       classify_exchange(x, cfg_.context_window, held.prompt_estimate, held.window_limited);
   verdict.error = redact(std::move(verdict.error));
@@ -525,7 +531,7 @@ void llm_endpoint_state::set_breaker(breaker_state next) {
   spdlog::log(next == breaker_state::open ? spdlog::level::warn : spdlog::level::info,
               "llm {}: circuit breaker {} -> {}", cfg_.name, to_string(breaker_), to_string(next));
   breaker_ = next;
-  metrics_->llm_breaker_state(cfg_.name).Set(breaker_gauge(next));
+  breaker_gauge_->Set(breaker_gauge(next));
 }
 
 void llm_endpoint_state::fail_queued(const std::string& why) {
@@ -555,10 +561,10 @@ void llm_endpoint_state::finish(uint64_t ticket, chat_result result) {
   auto outcome = to_string(result.outcome);
   ++finished_[outcome];
   metrics_->llm_requests(cfg_.name, outcome).Increment();
-  metrics_->llm_latency(cfg_.name).Observe(std::chrono::duration<double>{result.latency}.count());
-  metrics_->llm_tokens(cfg_.name, "prompt").Increment(result.usage.prompt);
-  metrics_->llm_tokens(cfg_.name, "completion").Increment(result.usage.completion);
-  metrics_->llm_tokens(cfg_.name, "reasoning").Increment(result.usage.reasoning);
+  latency_histogram_->Observe(std::chrono::duration<double>{result.latency}.count());
+  prompt_tokens_->Increment(result.usage.prompt);
+  completion_tokens_->Increment(result.usage.completion);
+  reasoning_tokens_->Increment(result.usage.reasoning);
   total_ += result.usage;
   by_campaign_[held.request.campaign_id] += result.usage;
   by_session_[held.request.session_id] += result.usage;

@@ -132,6 +132,13 @@ private:
   endpoint_config cfg_;
   std::string api_key_; // from the environment; never logged, recorded or put in a message
   std::shared_ptr<opforge::metrics> metrics_;
+  // This endpoint's children of the metric families, looked up once.
+  prometheus::Gauge* in_flight_gauge_ = nullptr;
+  prometheus::Gauge* breaker_gauge_ = nullptr;
+  prometheus::Histogram* latency_histogram_ = nullptr;
+  prometheus::Counter* prompt_tokens_ = nullptr;
+  prometheus::Counter* completion_tokens_ = nullptr;
+  prometheus::Counter* reasoning_tokens_ = nullptr;
   std::unordered_map<uint64_t, held_request> held_; // by ticket
   std::unordered_map<uint64_t, uint64_t> tickets_;  // request_id -> ticket
   std::deque<uint64_t> queue_;                      // tickets waiting to start an attempt

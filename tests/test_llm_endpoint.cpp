@@ -177,6 +177,24 @@ TEST_F(LlmEndpoint, LengthFinishIsTruncatedOrContextExhaustedWhenTheWindowIsFull
   EXPECT_EQ(full.outcome, chat_outcome::context_exhausted);
 }
 
+TEST_F(LlmEndpoint, RequestRateLimitSpacesRequestsOnceTheBurstIsSpent) {
+  start_server({answer("add", "fine")}, 0, true);
+  auto cfg = config();
+  cfg.requests_per_minute = 60; // a burst of 60, then one a second
+  auto endpoint = spawn_endpoint(cfg);
+  std::vector<decltype(self->request(endpoint, caf::infinite, atom::complete_v, chat_request{}))>
+      pending;
+  for (int i = 0; i < 62; ++i)
+    pending.push_back(self->request(endpoint, caf::infinite, atom::complete_v, request("add")));
+  for (auto& handle : pending)
+    handle.receive([](chat_result& r) { EXPECT_EQ(r.outcome, chat_outcome::ok) << r.error; },
+                   [](caf::error& err) { FAIL() << render(err); });
+  auto seen = hits();
+  ASSERT_EQ(seen.size(), 62u);
+  // The 61st and 62nd had to wait for the bucket to refill, one second each.
+  EXPECT_GE(seen[61]["t"].get<double>() - seen[0]["t"].get<double>(), 1.5);
+}
+
 TEST_F(LlmEndpoint, BreakerOpensAfterConsecutiveFailuresAndRecoversThroughHalfOpen) {
   start_server({fault("add", "500"), fault("add", "500"), fault("add", "500"), fault("add", "500"),
                 answer("add", "recovered")});
