@@ -240,28 +240,20 @@ caf::expected<summarizer_config> parse_summarizer(const YAML::Node& node, const 
 } // namespace
 
 caf::expected<std::chrono::milliseconds> parse_duration(const std::string& text) {
-  double value = 0;
+  double value = -1;
   size_t used = 0;
   try {
     value = std::stod(text, &used);
   } catch (const std::exception&) {
-    return caf::make_error(errc::config_invalid,
-                           "expected a duration like 500ms, 30s or 5m, got '" + text + "'");
+    used = text.size(); // no number: fall through to the error below
   }
-  auto unit = text.substr(used);
-  double factor = 0;
-  if (unit == "ms")
-    factor = 1;
-  else if (unit == "s" || unit.empty())
-    factor = 1000;
-  else if (unit == "m")
-    factor = 60'000;
-  else if (unit == "h")
-    factor = 3'600'000;
-  if (factor == 0 || value < 0 || !std::isfinite(value))
+  static const std::map<std::string, double, std::less<>> millis_per_unit{
+      {"ms", 1}, {"s", 1000}, {"", 1000}, {"m", 60'000}, {"h", 3'600'000}};
+  auto unit = millis_per_unit.find(std::string_view{text}.substr(used));
+  if (unit == millis_per_unit.end() || value < 0 || !std::isfinite(value))
     return caf::make_error(errc::config_invalid,
                            "expected a duration like 500ms, 30s or 5m, got '" + text + "'");
-  return std::chrono::milliseconds{static_cast<int64_t>(std::llround(value * factor))};
+  return std::chrono::milliseconds{std::llround(value * unit->second)};
 }
 
 caf::expected<llm_config> parse_llm_section(const YAML::Node& node, std::string path) {

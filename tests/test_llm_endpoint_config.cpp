@@ -86,41 +86,36 @@ TEST(LlmConfig, DefaultsNeedNoSection) {
 }
 
 TEST(LlmConfig, ErrorsNameTheKeyPath) {
-  auto endpoints = [](const std::string& second) {
-    return "llm:\n  endpoints:\n    - {name: a, base_url: 'http://h/v1', model: m}\n    - " +
-           second + "\n";
+  // The second endpoint of a list whose first is fine, then whole sections.
+  const std::string second = "llm:\n  endpoints:\n    - {name: a, base_url: 'http://h/v1', "
+                             "model: m}\n    - ";
+  const std::string ok = "name: b, base_url: 'http://h', model: m";
+  const std::pair<std::string, std::string> cases[] = {
+      {second + "{name: b, model: m}", "llm.endpoints[1].base_url: required"},
+      {second + "{name: b, base_url: 'gpu7:8000', model: m}",
+       "llm.endpoints[1].base_url: expected an http:// or https:// URL, got gpu7:8000"},
+      {second + "{" + ok + ", temprature: 1}", "llm.endpoints[1].temprature: unknown key"},
+      {second + "{" + ok + ", top_p: 3}", "llm.endpoints[1].top_p: must lie in [0, 1], got 3"},
+      {second + "{" + ok + ", concurrency: 2.5}",
+       "llm.endpoints[1].concurrency: expected a whole number, got 2.5"},
+      {second + "{" + ok + ", total_timeout: soon}",
+       "llm.endpoints[1].total_timeout: expected a duration like 500ms, 30s or 5m, got 'soon'"},
+      {second + "{" + ok + ", extra_body: {stream: true}}",
+       "llm.endpoints[1].extra_body: must not set messages or stream"},
+      {second + "{name: a, base_url: 'http://h', model: m}",
+       "llm.endpoints[1].name: duplicate endpoint name a"},
+      {second + "{name: b, kind: replay}", "llm.endpoints[1].cassette: required"},
+      {second + "{name: b, kind: grpc}",
+       "llm.endpoints[1].kind: expected openai or replay, got grpc"},
+      {"llm:\n  endpoints: {name: a}\n", "llm.endpoints: expected a list"},
+      {"llm:\n  summarizer: {mode: llm, endpoint: nowhere}\n",
+       "llm.summarizer.endpoint: no endpoint named nowhere"},
+      {"llm:\n  summarizer: {mode: sometimes}\n",
+       "llm.summarizer.mode: expected llm, deterministic or off, got sometimes"},
+      {"llm:\n  endpoint: []\n", "llm.endpoint: unknown key"},
   };
-  EXPECT_EQ(error_of(endpoints("{name: b, model: m}")),
-            "config_invalid: llm.endpoints[1].base_url: required");
-  EXPECT_EQ(error_of(endpoints("{name: b, base_url: 'gpu7:8000', model: m}")),
-            "config_invalid: llm.endpoints[1].base_url: expected an http:// or https:// URL, "
-            "got gpu7:8000");
-  EXPECT_EQ(error_of(endpoints("{name: b, base_url: 'http://h', model: m, temprature: 1}")),
-            "config_invalid: llm.endpoints[1].temprature: unknown key");
-  EXPECT_EQ(error_of(endpoints("{name: b, base_url: 'http://h', model: m, top_p: 3}")),
-            "config_invalid: llm.endpoints[1].top_p: must lie in [0, 1], got 3");
-  EXPECT_EQ(error_of(endpoints("{name: b, base_url: 'http://h', model: m, concurrency: 2.5}")),
-            "config_invalid: llm.endpoints[1].concurrency: expected a whole number, got 2.5");
-  EXPECT_EQ(error_of(endpoints("{name: b, base_url: 'http://h', model: m, total_timeout: soon}")),
-            "config_invalid: llm.endpoints[1].total_timeout: expected a duration like 500ms, 30s "
-            "or 5m, got 'soon'");
-  EXPECT_EQ(error_of(endpoints("{name: a, base_url: 'http://h', model: m}")),
-            "config_invalid: llm.endpoints[1].name: duplicate endpoint name a");
-  EXPECT_EQ(error_of(endpoints("{name: b, kind: replay}")),
-            "config_invalid: llm.endpoints[1].cassette: required");
-  EXPECT_EQ(error_of(endpoints("{name: b, kind: grpc}")),
-            "config_invalid: llm.endpoints[1].kind: expected openai or replay, got grpc");
-  EXPECT_EQ(error_of(endpoints("{name: b, base_url: 'http://h', model: m, "
-                               "extra_body: {stream: true}}")),
-            "config_invalid: llm.endpoints[1].extra_body: must not set messages or stream");
-  EXPECT_EQ(error_of("llm:\n  endpoints: {name: a}\n"),
-            "config_invalid: llm.endpoints: expected a list");
-  EXPECT_EQ(error_of("llm:\n  summarizer: {mode: llm, endpoint: nowhere}\n"),
-            "config_invalid: llm.summarizer.endpoint: no endpoint named nowhere");
-  EXPECT_EQ(error_of("llm:\n  summarizer: {mode: sometimes}\n"),
-            "config_invalid: llm.summarizer.mode: expected llm, deterministic or off, got "
-            "sometimes");
-  EXPECT_EQ(error_of("llm:\n  endpoint: []\n"), "config_invalid: llm.endpoint: unknown key");
+  for (const auto& [yaml, expected] : cases)
+    EXPECT_EQ(error_of(yaml), "config_invalid: " + expected) << yaml;
 }
 
 TEST(LlmConfig, DurationsReadTheirUnits) {
