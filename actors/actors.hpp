@@ -25,7 +25,7 @@ namespace opforge {
 using llm_endpoint_actor = caf::typed_actor<
     // Completes a chat; every accepted request gets exactly one reply, never a candidate failure.
     caf::replies_to<atom::complete, chat_request>::with<chat_result>,
-    // Cancels the request with this id: its reply becomes `cancelled`; unknown ids are ignored.
+    // Cancels the sender's request with this id: its reply becomes `cancelled`; else a no-op.
     caf::reacts_to<atom::cancel, uint64_t>,
     // Reports breaker state, queue, in-flight requests, retries and token totals.
     caf::replies_to<atom::status>::with<endpoint_status>,

@@ -313,7 +313,8 @@ void llm_endpoint_state::init(endpoint_config config, std::shared_ptr<opforge::m
 }
 
 caf::result<chat_result> llm_endpoint_state::accept(chat_request request) {
-  if (tickets_.count(request.request_id))
+  auto owner = caf::actor_cast<caf::actor_addr>(self_->current_sender());
+  if (tickets_.count({owner, request.request_id}))
     return caf::make_error(errc::request_invalid, "llm " + cfg_.name + ": request id " +
                                                       std::to_string(request.request_id) +
                                                       " is already held");
@@ -323,7 +324,8 @@ caf::result<chat_result> llm_endpoint_state::accept(chat_request request) {
   held.promise = self_->make_response_promise<chat_result>();
   held.prompt_estimate = estimate_prompt_tokens(request.messages);
   retry_budget_ = std::min(cfg_.retry_budget_max, retry_budget_ + cfg_.retry_budget_ratio);
-  tickets_[request.request_id] = ticket;
+  held.owner = owner;
+  tickets_[{owner, request.request_id}] = ticket;
   auto promise = held.promise;
   if (held.prompt_estimate >= cfg_.context_window) {
     held.request = std::move(request);
@@ -354,7 +356,8 @@ caf::result<chat_result> llm_endpoint_state::accept(chat_request request) {
 }
 
 void llm_endpoint_state::cancel(uint64_t request_id) {
-  auto found = tickets_.find(request_id);
+  auto owner = caf::actor_cast<caf::actor_addr>(self_->current_sender());
+  auto found = tickets_.find({owner, request_id});
   if (found == tickets_.end())
     return;
   auto ticket = found->second;
@@ -575,7 +578,7 @@ void llm_endpoint_state::finish(uint64_t ticket, chat_result result) {
     spdlog::info("llm {}: request {} ({}) {} after {} attempts: {}", cfg_.name, result.request_id,
                  held.request.op, outcome, result.attempts, result.error);
   held.promise.deliver(std::move(result));
-  tickets_.erase(held.request.request_id);
+  tickets_.erase({held.owner, held.request.request_id});
   held_.erase(found);
 }
 

@@ -20,6 +20,7 @@
 #include <string>
 #include <unordered_map>
 
+#include <caf/actor_addr.hpp>
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
@@ -91,6 +92,7 @@ struct llm_endpoint_state {
 
   struct held_request {
     chat_request request;
+    caf::actor_addr owner; // who sent it; only they can cancel it
     caf::typed_response_promise<chat_result> promise;
     std::string body;
     uint64_t prompt_estimate = 0;
@@ -140,8 +142,9 @@ private:
   prometheus::Counter* completion_tokens_ = nullptr;
   prometheus::Counter* reasoning_tokens_ = nullptr;
   std::unordered_map<uint64_t, held_request> held_; // by ticket
-  std::unordered_map<uint64_t, uint64_t> tickets_;  // request_id -> ticket
-  std::deque<uint64_t> queue_;                      // tickets waiting to start an attempt
+  // (sender, request_id) -> ticket: ids need only be unique per sender.
+  std::map<std::pair<caf::actor_addr, uint64_t>, uint64_t> tickets_;
+  std::deque<uint64_t> queue_; // tickets waiting to start an attempt
   uint64_t next_ticket_ = 1;
   uint32_t in_flight_ = 0;
   breaker_state breaker_ = breaker_state::closed;

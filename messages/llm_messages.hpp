@@ -51,8 +51,8 @@ typename Inspector::result_type inspect(Inspector& f, chat_message& x) {
   return f(caf::meta::type_name("chat_message"), x.role, x.content);
 }
 
-/// One completion asked of an endpoint. `request_id` must be unique among the requests an endpoint
-/// currently holds; it is what `atom::cancel` names.
+/// One completion asked of an endpoint. `request_id` must be unique among the requests its sender
+/// has open at that endpoint; `atom::cancel` from the same sender names it.
 struct chat_request {
   uint64_t request_id = 0;
   std::string campaign_id;

@@ -241,8 +241,7 @@ TEST_F(LlmEndpoint, CancelRepliesCancelledAndAbortsTheTransfer) {
   auto req = request("add");
   auto id = req.request_id;
   auto pending = self->request(endpoint, caf::infinite, atom::complete_v, std::move(req));
-  while (status(endpoint).in_flight == 0)
-    std::this_thread::sleep_for(10ms);
+  wait_for_hits(1); // the server holds it: the cancel aborts a transfer under way
   self->send(endpoint, atom::cancel_v, id);
   chat_result result;
   pending.receive([&](chat_result& r) { result = std::move(r); },
@@ -267,6 +266,23 @@ TEST_F(LlmEndpoint, DuplicateRequestIdIsRefused) {
       .receive([&](chat_result&) { FAIL() << "a duplicate id was accepted"; },
                [&](caf::error& err) { EXPECT_EQ(err, errc::request_invalid) << render(err); });
   self->send(endpoint, atom::cancel_v, first.request_id);
+  pending.receive([](chat_result& r) { EXPECT_EQ(r.outcome, chat_outcome::cancelled); },
+                  [](caf::error& err) { FAIL() << render(err); });
+}
+
+TEST_F(LlmEndpoint, RequestIdsNeedOnlyBeUniquePerSender) {
+  start_server({fault("add", "hang"), answer("add", "from the other sender")});
+  auto endpoint = spawn_endpoint(config());
+  auto mine = request("add");
+  auto pending = self->request(endpoint, caf::infinite, atom::complete_v, mine);
+  wait_for_hits(1); // mine took the hanging answer
+  caf::scoped_actor other{sys};
+  other->send(endpoint, atom::cancel_v, mine.request_id); // not theirs: ignored
+  other->request(endpoint, caf::infinite, atom::complete_v, mine)
+      .receive([](chat_result& r) { EXPECT_EQ(r.content, "from the other sender"); },
+               [](caf::error& err) { FAIL() << render(err); });
+  EXPECT_EQ(status(endpoint).in_flight, 1u); // mine still hangs
+  self->send(endpoint, atom::cancel_v, mine.request_id);
   pending.receive([](chat_result& r) { EXPECT_EQ(r.outcome, chat_outcome::cancelled); },
                   [](caf::error& err) { FAIL() << render(err); });
 }
@@ -311,8 +327,7 @@ TEST_F(LlmEndpoint, StoppingTheEndpointRepliesToEveryHeldRequest) {
   auto endpoint = spawn_endpoint(cfg);
   auto first = self->request(endpoint, caf::infinite, atom::complete_v, request("add"));
   auto second = self->request(endpoint, caf::infinite, atom::complete_v, request("add"));
-  while (status(endpoint).in_flight == 0)
-    std::this_thread::sleep_for(10ms);
+  wait_for_hits(1);
   caf::anon_send_exit(endpoint, caf::exit_reason::user_shutdown);
   for (auto* handle : {&first, &second})
     handle->receive(

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -165,6 +166,13 @@ protected:
     for (std::string line; std::getline(in, line);)
       out.push_back(nlohmann::json::parse(line));
     return out;
+  }
+
+  /// Waits until the replay server has seen `n` requests: "in flight" at the endpoint only means
+  /// handed to the HTTP thread, not yet on the wire.
+  void wait_for_hits(size_t n) const {
+    while (hits().size() < n)
+      std::this_thread::sleep_for(std::chrono::milliseconds{10});
   }
 
   static std::string read_file(const std::filesystem::path& path) {
