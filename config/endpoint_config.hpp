@@ -50,7 +50,7 @@ struct endpoint_config {
   std::chrono::milliseconds connect_timeout{10'000};
   std::chrono::milliseconds total_timeout{600'000};
   // retries
-  uint32_t max_attempts = 3;
+  uint32_t max_attempts = 3; // at most 3: a dead endpoint must not be hammered
   std::chrono::milliseconds backoff_base{1'000};
   std::chrono::milliseconds backoff_cap{30'000};
   std::chrono::milliseconds max_retry_after{120'000}; // a longer Retry-After ends the request
