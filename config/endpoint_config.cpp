@@ -191,7 +191,7 @@ caf::expected<endpoint_config> parse_endpoint(const YAML::Node& node, const std:
   in.number("tokens_per_minute", cfg.tokens_per_minute, 0, 1e12);
   in.duration("connect_timeout", cfg.connect_timeout);
   in.duration("total_timeout", cfg.total_timeout);
-  in.number("max_attempts", cfg.max_attempts, 1, 3); // the issue caps attempts at 3
+  in.number("max_attempts", cfg.max_attempts, 1, 3);
   in.duration("backoff_base", cfg.backoff_base);
   in.duration("backoff_cap", cfg.backoff_cap);
   in.duration("max_retry_after", cfg.max_retry_after);
