@@ -12,6 +12,10 @@ const prometheus::Histogram::BucketBoundaries job_buckets{
 const prometheus::Histogram::BucketBoundaries store_buckets{
     0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25};
 
+// A chat completion takes from a fraction of a second (replayed) to many minutes (reasoning).
+const prometheus::Histogram::BucketBoundaries llm_buckets{0.05, 0.1, 0.25, 0.5, 1,   2.5, 5,   10,
+                                                          20,   30,  60,   120, 300, 600, 1200};
+
 template <class Builder>
 auto& family(Builder builder, prometheus::Registry& registry, const char* name, const char* help) {
   return builder.Name(name).Help(help).Register(registry);
@@ -42,6 +46,21 @@ metrics::metrics(std::string version)
                                   "opforge_store_write_latency_seconds",
                                   "Time to apply one write batch to the store")
                                .Add({}, store_buckets)},
+      llm_requests_{family(prometheus::BuildCounter(), *registry_, "opforge_llm_requests_total",
+                           "Finished chat requests by endpoint and outcome")},
+      llm_latency_{family(prometheus::BuildHistogram(), *registry_,
+                          "opforge_llm_request_latency_seconds",
+                          "Acceptance-to-reply time of chat requests, retries included")},
+      llm_tokens_{family(prometheus::BuildCounter(), *registry_, "opforge_llm_tokens_total",
+                         "Tokens by endpoint and kind (prompt, completion, reasoning)")},
+      llm_retries_{family(prometheus::BuildCounter(), *registry_, "opforge_llm_retries_total",
+                          "Retried chat attempts by endpoint and reason")},
+      llm_breaker_state_{family(prometheus::BuildGauge(), *registry_, "opforge_llm_breaker_state",
+                                "Circuit breaker per endpoint: 0 closed, 1 half-open, 2 open")},
+      llm_in_flight_{family(prometheus::BuildGauge(), *registry_, "opforge_llm_in_flight",
+                            "HTTP attempts under way per endpoint")},
+      summaries_{family(prometheus::BuildCounter(), *registry_, "opforge_summaries_total",
+                        "Compiler-log summaries by method (raw, deterministic, llm, fallback)")},
       uptime_{family(prometheus::BuildGauge(), *registry_, "opforge_uptime_seconds",
                      "Seconds since the daemon started")
                   .Add({})} {
@@ -69,6 +88,35 @@ prometheus::Counter& metrics::malformed_frames(const std::string& reason) {
 
 prometheus::Counter& metrics::job_requeues(const std::string& reason) {
   return job_requeues_.Add({{"reason", reason}});
+}
+
+prometheus::Counter& metrics::llm_requests(const std::string& endpoint,
+                                           const std::string& outcome) {
+  return llm_requests_.Add({{"endpoint", endpoint}, {"outcome", outcome}});
+}
+
+prometheus::Histogram& metrics::llm_latency(const std::string& endpoint) {
+  return llm_latency_.Add({{"endpoint", endpoint}}, llm_buckets);
+}
+
+prometheus::Counter& metrics::llm_tokens(const std::string& endpoint, const std::string& kind) {
+  return llm_tokens_.Add({{"endpoint", endpoint}, {"kind", kind}});
+}
+
+prometheus::Counter& metrics::llm_retries(const std::string& endpoint, const std::string& reason) {
+  return llm_retries_.Add({{"endpoint", endpoint}, {"reason", reason}});
+}
+
+prometheus::Gauge& metrics::llm_breaker_state(const std::string& endpoint) {
+  return llm_breaker_state_.Add({{"endpoint", endpoint}});
+}
+
+prometheus::Gauge& metrics::llm_in_flight(const std::string& endpoint) {
+  return llm_in_flight_.Add({{"endpoint", endpoint}});
+}
+
+prometheus::Counter& metrics::summaries(const std::string& method) {
+  return summaries_.Add({{"method", method}});
 }
 
 } // namespace opforge

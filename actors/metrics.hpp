@@ -45,6 +45,23 @@ public:
   /// opforge_store_write_latency_seconds: time to apply one write batch.
   prometheus::Histogram& store_write_latency() { return store_write_latency_; }
 
+  // -- llm endpoints and summarizer ------------------------------------------------------------
+
+  /// opforge_llm_requests_total{endpoint,outcome}: finished chat requests by outcome.
+  prometheus::Counter& llm_requests(const std::string& endpoint, const std::string& outcome);
+  /// opforge_llm_request_latency_seconds{endpoint}: acceptance-to-reply time of chat requests.
+  prometheus::Histogram& llm_latency(const std::string& endpoint);
+  /// opforge_llm_tokens_total{endpoint,kind}: tokens by kind (prompt, completion, reasoning).
+  prometheus::Counter& llm_tokens(const std::string& endpoint, const std::string& kind);
+  /// opforge_llm_retries_total{endpoint,reason}: retried attempts by what failed.
+  prometheus::Counter& llm_retries(const std::string& endpoint, const std::string& reason);
+  /// opforge_llm_breaker_state{endpoint}: 0 closed, 1 half-open, 2 open.
+  prometheus::Gauge& llm_breaker_state(const std::string& endpoint);
+  /// opforge_llm_in_flight{endpoint}: HTTP attempts under way.
+  prometheus::Gauge& llm_in_flight(const std::string& endpoint);
+  /// opforge_summaries_total{method}: compiler-log summaries by how they were made.
+  prometheus::Counter& summaries(const std::string& method);
+
   // -- build -----------------------------------------------------------------------------------
 
   /// opforge_uptime_seconds: seconds since the daemon started.
@@ -60,6 +77,13 @@ private:
   prometheus::Family<prometheus::Counter>& job_requeues_;
   prometheus::Counter& late_results_;
   prometheus::Histogram& store_write_latency_;
+  prometheus::Family<prometheus::Counter>& llm_requests_;
+  prometheus::Family<prometheus::Histogram>& llm_latency_;
+  prometheus::Family<prometheus::Counter>& llm_tokens_;
+  prometheus::Family<prometheus::Counter>& llm_retries_;
+  prometheus::Family<prometheus::Gauge>& llm_breaker_state_;
+  prometheus::Family<prometheus::Gauge>& llm_in_flight_;
+  prometheus::Family<prometheus::Counter>& summaries_;
   prometheus::Gauge& uptime_;
 };
 

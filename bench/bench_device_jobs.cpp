@@ -2,6 +2,7 @@
 // worker that answers at once, so that only the device layer is measured.
 //   bench_device_jobs [jobs] [slots]
 
+#include "actors/system_config.hpp"
 #include "devices/spawn_device_manager.hpp"
 #include "messages/errors.hpp"
 
@@ -24,14 +25,6 @@ using namespace std::chrono_literals;
 using bench_clock = std::chrono::steady_clock;
 
 namespace {
-
-struct bench_cfg : caf::actor_system_config {
-  bench_cfg() {
-    add_message_types<caf::id_block::opforge>();
-    register_error_category(*this);
-    set("logger.file-verbosity", caf::atom("quiet"));
-  }
-};
 
 // A worker that answers every job at once and beats while it waits.
 void answering_worker(const std::string& endpoint, int64_t slots, std::atomic<bool>& stop) {
@@ -80,7 +73,7 @@ int main(int argc, char** argv) {
   int jobs = argc > 1 ? std::stoi(argv[1]) : 20000;
   int64_t slots = argc > 2 ? std::stoi(argv[2]) : 8;
   spdlog::set_level(spdlog::level::warn);
-  bench_cfg cfg;
+  system_config cfg;
   caf::actor_system sys{cfg};
   device_manager_config config;
   config.listen = "tcp://127.0.0.1:*";

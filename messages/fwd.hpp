@@ -39,6 +39,14 @@ struct worker_heartbeat;
 
 // -- llm endpoints and summarizer
 // ------------------------------------------------------------------
+struct chat_message;
+struct chat_request;
+struct chat_result;
+struct token_usage;
+struct endpoint_status;
+struct http_exchange;
+struct summary_request;
+struct summary_result;
 
 // -- sessions and campaigns
 // ------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 // The one CAF type-id block of opforge: every atom and every message type that crosses an actor
 // boundary is registered here, grouped by the part of the daemon that owns it. Register the block
-// with `cfg.add_message_types<caf::id_block::opforge>()` (see `messages/register.hpp`).
+// with `cfg.add_message_types<caf::id_block::opforge>()` (`actors/system_config.hpp` does, for every process).
 
 #include "messages/fwd.hpp"
 
@@ -14,6 +14,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(opforge, caf::first_custom_type_id)
 CAF_ADD_ATOM(opforge, opforge::atom, status, "status")
 CAF_ADD_ATOM(opforge, opforge::atom, shutdown, "shutdown")
 CAF_ADD_ATOM(opforge, opforge::atom, ok, "ok")
+CAF_ADD_ATOM(opforge, opforge::atom, cancel, "cancel")
 
 // -- persistence ---------------------------------------------------------------------------------
 CAF_ADD_ATOM(opforge, opforge::atom, write, "write")
@@ -28,7 +29,6 @@ CAF_ADD_TYPE_ID(opforge, (std::vector<opforge::key_value>))
 
 // -- devices -------------------------------------------------------------------------------------
 CAF_ADD_ATOM(opforge, opforge::atom, submit, "submit")
-CAF_ADD_ATOM(opforge, opforge::atom, cancel, "cancel")
 CAF_ADD_ATOM(opforge, opforge::atom, workers, "workers")
 CAF_ADD_ATOM(opforge, opforge::atom, heartbeat, "heartbeat")
 CAF_ADD_ATOM(opforge, opforge::atom, dispatch, "dispatch")
@@ -49,6 +49,19 @@ CAF_ADD_TYPE_ID(opforge, (opforge::wire::worker_heartbeat))
 // -- control and metrics -------------------------------------------------------------------------
 
 // -- llm endpoints and summarizer ----------------------------------------------------------------
+CAF_ADD_ATOM(opforge, opforge::atom, complete, "complete")
+CAF_ADD_ATOM(opforge, opforge::atom, http_done, "http_done")
+CAF_ADD_ATOM(opforge, opforge::atom, retry, "retry")
+CAF_ADD_ATOM(opforge, opforge::atom, wakeup, "wakeup")
+CAF_ADD_ATOM(opforge, opforge::atom, summarize, "summarize")
+CAF_ADD_TYPE_ID(opforge, (opforge::chat_message))
+CAF_ADD_TYPE_ID(opforge, (opforge::chat_request))
+CAF_ADD_TYPE_ID(opforge, (opforge::chat_result))
+CAF_ADD_TYPE_ID(opforge, (opforge::token_usage))
+CAF_ADD_TYPE_ID(opforge, (opforge::endpoint_status))
+CAF_ADD_TYPE_ID(opforge, (opforge::http_exchange))
+CAF_ADD_TYPE_ID(opforge, (opforge::summary_request))
+CAF_ADD_TYPE_ID(opforge, (opforge::summary_result))
 
 // -- sessions and campaigns ----------------------------------------------------------------------
 

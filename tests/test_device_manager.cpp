@@ -3,8 +3,8 @@
 // moves only when the test advances it.
 
 #include "actors/device_manager.hpp"
+#include "actors/system_config.hpp"
 #include "messages/errors.hpp"
-#include "tests/test_device_manager_config.hpp"
 
 #include <mutex>
 #include <optional>
@@ -201,7 +201,7 @@ protected:
     return prometheus::TextSerializer{}.Serialize(stats->registry()->Collect());
   }
 
-  device_test_config cfg{true};
+  system_config cfg{system_config::scheduling::deterministic};
   caf::actor_system sys{cfg};
   caf::scheduler::test_coordinator& sched =
       dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());

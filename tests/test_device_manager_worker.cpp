@@ -2,11 +2,11 @@
 // (opforge_worker), which connects to the device manager's ZeroMQ socket, registers, and
 // answers a lint job. Skipped, saying why, where the worker package cannot lint yet.
 
+#include "actors/system_config.hpp"
 #include "devices/spawn_device_manager.hpp"
 #include "devices/supervisor.hpp"
 #include "messages/errors.hpp"
 #include "messages/msgpack_codec.hpp"
-#include "tests/test_device_manager_config.hpp"
 
 #include <cstdlib>
 
@@ -62,7 +62,7 @@ TEST(RealWorker, ALintWorkerStartedByTheSupervisorServesALintJob) {
                 "' -c 'import opforge_worker.connection, opforge_worker.linter' 2>/dev/null";
   if (std::system(import.c_str()) != 0)
     GTEST_SKIP() << "opforge_worker in " << worker_source() << " cannot lint yet";
-  device_test_config cfg;
+  system_config cfg;
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   device_manager_config config;

@@ -1,4 +1,5 @@
 #include "actors/store.hpp"
+#include "actors/system_config.hpp"
 #include "persistence/keys.hpp"
 #include "persistence/rocksdb_store.hpp"
 #include "persistence/schema.hpp"
@@ -128,8 +129,7 @@ TEST(StoreKeys, PrintableEscapesBinaryBytes) {
 
 // What CAF does to a batch that crosses a node boundary.
 TEST(StoreMessages, WriteBatchSurvivesSerializationWithPutsAndDeletes) {
-  caf::actor_system_config cfg;
-  cfg.add_message_types<caf::id_block::opforge>();
+  system_config cfg;
   caf::actor_system sys{cfg};
   write_batch batch{{{family::events, event_key("s", 3), std::string{"\0\x01value", 7}},
                      {family::kernels, "gone", std::nullopt}},

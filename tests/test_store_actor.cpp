@@ -1,4 +1,5 @@
 #include "actors/store.hpp"
+#include "actors/system_config.hpp"
 #include "messages/errors.hpp"
 #include "persistence/keys.hpp"
 #include "persistence/rocksdb_store.hpp"
@@ -24,14 +25,6 @@ using opforge::test::opforge_code;
 using testing::HasSubstr;
 
 namespace {
-
-struct store_test_config : caf::actor_system_config {
-  store_test_config() {
-    add_message_types<caf::id_block::opforge>();
-    register_error_category(*this);
-    set("logger.file-verbosity", caf::atom("quiet"));
-  }
-};
 
 class StoreActorTest : public ::testing::Test {
 protected:
@@ -66,7 +59,7 @@ protected:
   }
 
   test::temp_dir dir_;
-  store_test_config cfg_;
+  system_config cfg_;
   caf::actor_system sys_{cfg_};
   caf::scoped_actor self_{sys_};
   std::shared_ptr<metrics> telemetry_ = std::make_shared<metrics>("test");

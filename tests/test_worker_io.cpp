@@ -1,9 +1,9 @@
 // The device manager behind a real ZeroMQ ROUTER socket, with scripted workers: C++ DEALER
 // sockets on loopback that speak the protocol step by step. Every wait is bounded.
 
+#include "actors/system_config.hpp"
 #include "devices/spawn_device_manager.hpp"
 #include "messages/errors.hpp"
-#include "tests/test_device_manager_config.hpp"
 
 #include <functional>
 #include <optional>
@@ -171,7 +171,7 @@ protected:
 
   double malformed(const std::string& reason) { return stats->malformed_frames(reason).Value(); }
 
-  device_test_config cfg;
+  system_config cfg;
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   std::shared_ptr<metrics> stats = std::make_shared<metrics>("test");

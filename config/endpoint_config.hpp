@@ -1,0 +1,95 @@
+#pragma once
+
+// The `llm:` section of the daemon configuration: OpenAI-compatible endpoints and the summarizer.
+//
+//   llm:
+//     endpoints:
+//       - name: local-vllm
+//         base_url: http://gpu7:8000/v1
+//         model: Qwen/Qwen3-32B
+//         api_key_env: VLLM_API_KEY        # the key itself is never in the file, logs or store
+//         context_window: 32768
+//         extra_body: {reasoning_effort: low}
+//         concurrency: 16
+//         requests_per_minute: 600
+//       - name: replayed
+//         kind: replay                     # the real client against the replay server
+//         cassette: var/cassettes/run1.jsonl
+//     summarizer:
+//       mode: llm                          # llm | deterministic | off (the "without" ablation)
+//       endpoint: local-vllm
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+namespace opforge {
+
+struct endpoint_config {
+  std::string name;
+  std::string kind = "openai"; // "openai", or "replay": base_url comes from a replay server
+  std::string base_url;        // up to and including /v1
+  std::string model;
+  std::string api_key_env; // name of the environment variable holding the key; empty: no key
+  uint32_t context_window = 32768;
+  uint32_t max_tokens = 8192;
+  double temperature = 0.6;
+  double top_p = 0.95;
+  nlohmann::json extra_body = nlohmann::json::object(); // merged into every request body
+  std::map<std::string, std::string> headers;           // extra HTTP headers, never logged
+  uint32_t concurrency = 8;
+  double requests_per_minute = 0; // 0: unlimited
+  double tokens_per_minute = 0;   // 0: unlimited; counts prompt estimate plus max_tokens
+  std::chrono::milliseconds connect_timeout{10'000};
+  std::chrono::milliseconds total_timeout{600'000};
+  // retries
+  uint32_t max_attempts = 3; // at most 3: a dead endpoint must not be hammered
+  std::chrono::milliseconds backoff_base{1'000};
+  std::chrono::milliseconds backoff_cap{30'000};
+  std::chrono::milliseconds max_retry_after{120'000}; // a longer Retry-After ends the request
+  double retry_budget_ratio = 0.2; // each new request earns this fraction of a retry
+  double retry_budget_max = 20;    // and the budget holds at most this many (it starts full)
+  // circuit breaker
+  uint32_t breaker_failures = 5; // consecutive failed attempts that open it
+  std::chrono::milliseconds breaker_open_for{30'000};
+  // record and replay
+  std::string record_to; // cassette file every exchange is appended to; empty: no recording
+  std::string cassette;  // kind replay: the cassette the replay server serves
+  uint32_t replay_latency_ms = 0;
+};
+
+enum class summarizer_mode { llm, deterministic, off };
+
+struct summarizer_config {
+  summarizer_mode mode = summarizer_mode::deterministic;
+  std::string endpoint;              // name of the endpoint the LLM step uses (mode llm)
+  size_t llm_threshold_chars = 4000; // ask the LLM only when pre-processing left more than this
+  size_t max_chars = 6000;           // the deterministic summary never exceeds this
+  size_t context_lines = 12;         // lines kept around the first error
+  std::string prompt_file = "config/prompts/summary.md";
+  uint32_t max_tokens = 1024;
+};
+
+struct llm_config {
+  std::vector<endpoint_config> endpoints;
+  summarizer_config summarizer;
+};
+
+/// Parses the `llm:` node. Errors are errc::config_invalid naming the key path, e.g.
+/// "llm.endpoints[1].base_url: required". `path` is the node's own path ("llm").
+caf::expected<llm_config> parse_llm_section(const YAML::Node& node, std::string path);
+
+/// Parses "250ms", "30s", "5m", "1h" or a bare number of seconds.
+caf::expected<std::chrono::milliseconds> parse_duration(const std::string& text);
+
+/// Reads a prompt template. Blocking: call it while loading the configuration, not from an actor.
+caf::expected<std::string> read_prompt_file(const std::string& path);
+
+} // namespace opforge

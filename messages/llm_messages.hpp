@@ -1,0 +1,200 @@
+#pragma once
+
+// Messages between sessions, the llm_endpoint actors and the summarizer. None of them ever holds an
+// API key: keys live only in the endpoint actor's state and in the HTTP thread's request headers.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <caf/meta/type_name.hpp>
+#include <caf/timespan.hpp>
+
+namespace opforge {
+
+/// What became of a chat request. None of these is a candidate failure: a session never blames
+/// the kernel under test for anything but `ok` and `truncated` answers.
+enum class chat_outcome : uint8_t {
+  ok,                // the model answered and stopped on its own
+  context_exhausted, // the prompt does not fit the window (configured, or the server said so)
+  truncated,         // the answer hit max_tokens (finish_reason "length")
+  endpoint_fault,    // transport errors, garbage, bad statuses, exhausted retries, open breaker
+  cancelled,         // cancelled by the caller or by the endpoint shutting down
+};
+
+/// "ok", "context_exhausted", ...
+inline const char* to_string(chat_outcome outcome) {
+  switch (outcome) {
+  case chat_outcome::ok:
+    return "ok";
+  case chat_outcome::context_exhausted:
+    return "context_exhausted";
+  case chat_outcome::truncated:
+    return "truncated";
+  case chat_outcome::endpoint_fault:
+    return "endpoint_fault";
+  case chat_outcome::cancelled:
+    return "cancelled";
+  }
+  return "unknown";
+}
+
+/// One message of an OpenAI-style chat.
+struct chat_message {
+  std::string role; // "system", "user" or "assistant"
+  std::string content;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, chat_message& x) {
+  return f(caf::meta::type_name("chat_message"), x.role, x.content);
+}
+
+/// One completion asked of an endpoint. `request_id` must be unique among the requests its sender
+/// has open at that endpoint; `atom::cancel` from the same sender names it.
+struct chat_request {
+  uint64_t request_id = 0;
+  std::string campaign_id;
+  std::string session_id;
+  std::string op; // the operator the session works on; the replay server matches answers by it
+  std::vector<chat_message> messages;
+  uint32_t max_tokens = 0; // 0: the endpoint's configured max_tokens
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, chat_request& x) {
+  return f(caf::meta::type_name("chat_request"), x.request_id, x.campaign_id, x.session_id, x.op,
+           x.messages, x.max_tokens);
+}
+
+/// Tokens of one answer, or summed over many. `estimated` is set when any part was estimated from
+/// the text because the server reported no usage.
+struct token_usage {
+  uint64_t prompt = 0;
+  uint64_t completion = 0;
+  uint64_t reasoning = 0; // part of `completion` when the server reports it
+  bool estimated = false;
+
+  token_usage& operator+=(const token_usage& other) {
+    prompt += other.prompt;
+    completion += other.completion;
+    reasoning += other.reasoning;
+    estimated = estimated || other.estimated;
+    return *this;
+  }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, token_usage& x) {
+  return f(caf::meta::type_name("token_usage"), x.prompt, x.completion, x.reasoning, x.estimated);
+}
+
+/// The one reply to a chat_request.
+struct chat_result {
+  uint64_t request_id = 0;
+  chat_outcome outcome = chat_outcome::endpoint_fault;
+  std::string content; // the answer; also set for `truncated`
+  std::string finish_reason;
+  token_usage usage;
+  uint32_t attempts = 0;   // HTTP attempts made (0: answered without asking the server)
+  caf::timespan latency{}; // from acceptance to reply, queueing and backoff included
+  std::string error;       // what went wrong, for every outcome but `ok`
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, chat_result& x) {
+  return f(caf::meta::type_name("chat_result"), x.request_id, x.outcome, x.content, x.finish_reason,
+           x.usage, x.attempts, x.latency, x.error);
+}
+
+/// What `atom::status` tells about an endpoint.
+struct endpoint_status {
+  std::string name;
+  std::string model;
+  std::string breaker; // "closed", "open" or "half_open"
+  uint32_t in_flight = 0;
+  uint32_t queued = 0;      // accepted, waiting for a slot, a rate token or the breaker probe
+  uint32_t backing_off = 0; // waiting for a retry
+  double retry_budget = 0;  // retries the endpoint may still spend
+  uint64_t retries = 0;     // retries spent since start
+  std::map<std::string, uint64_t> requests; // finished requests by outcome
+  token_usage total;
+  std::map<std::string, token_usage> by_campaign;
+  std::map<std::string, token_usage> by_session;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, endpoint_status& x) {
+  return f(caf::meta::type_name("endpoint_status"), x.name, x.model, x.breaker, x.in_flight,
+           x.queued, x.backing_off, x.retry_budget, x.retries, x.requests, x.total, x.by_campaign,
+           x.by_session);
+}
+
+/// One finished HTTP attempt, sent by the endpoint's HTTP thread to the endpoint actor.
+struct http_exchange {
+  uint64_t ticket = 0; // the endpoint's own key for the request, never reused
+  uint32_t attempt = 0;
+  long status = 0;             // HTTP status; 0 when the transfer failed
+  std::string transport_error; // curl's words when the transfer failed
+  std::string body;
+  std::string retry_after; // the Retry-After header, verbatim
+  caf::timespan elapsed{};
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, http_exchange& x) {
+  return f(caf::meta::type_name("http_exchange"), x.ticket, x.attempt, x.status, x.transport_error,
+           x.body, x.retry_after, x.elapsed);
+}
+
+/// A compiler log (or traceback) to condense for a feedback prompt.
+struct summary_request {
+  std::string session_id;
+  std::string op;
+  std::string log;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, summary_request& x) {
+  return f(caf::meta::type_name("summary_request"), x.session_id, x.op, x.log);
+}
+
+/// How a summary was made.
+enum class summary_method : uint8_t {
+  raw,                    // summarization is off: the log as given
+  deterministic,          // short enough after pre-processing, or the LLM step is disabled
+  llm,                    // the summarizer's endpoint condensed the pre-processed log
+  deterministic_fallback, // the LLM step failed; `error` says why
+};
+
+/// "raw", "deterministic", ...
+inline const char* to_string(summary_method method) {
+  switch (method) {
+  case summary_method::raw:
+    return "raw";
+  case summary_method::deterministic:
+    return "deterministic";
+  case summary_method::llm:
+    return "llm";
+  case summary_method::deterministic_fallback:
+    return "deterministic_fallback";
+  }
+  return "unknown";
+}
+
+struct summary_result {
+  std::string text;
+  summary_method method = summary_method::deterministic;
+  uint64_t original_chars = 0;
+  token_usage usage; // spent by the LLM step
+  std::string error;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, summary_result& x) {
+  return f(caf::meta::type_name("summary_result"), x.text, x.method, x.original_chars, x.usage,
+           x.error);
+}
+
+} // namespace opforge
