@@ -48,7 +48,9 @@ def _load_example(op):
     import triton
     import triton.language as tl
 
-    spec = importlib.util.spec_from_file_location(f"opforge_example_{op}", EXAMPLES_DIR / f"{op}.py")
+    spec = importlib.util.spec_from_file_location(
+        f"opforge_example_{op}", EXAMPLES_DIR / f"{op}.py"
+    )
     module = importlib.util.module_from_spec(spec)
     # The names a candidate gets from the harness instead of imports.
     module.torch, module.triton, module.tl = torch, triton, tl
@@ -58,7 +60,6 @@ def _load_example(op):
 
 def _edge_samples(op, dtype):
     """Inputs the OpInfo samples miss: rows longer than one block, ties across blocks, NaNs."""
-    import torch
     from torch.testing import make_tensor
     from torch.testing._internal.opinfo.core import SampleInput
 
@@ -67,7 +68,11 @@ def _edge_samples(op, dtype):
         rows = make_tensor((3, 2500), dtype=dtype, device="cpu", low=-4, high=4)
         if dtype.is_floating_point:
             rows[1, 1500] = rows[1, 2000] = float("nan")
-        return [SampleInput(rows), SampleInput(rows, dim=-1), SampleInput(rows, dim=0, keepdim=True)]
+        return [
+            SampleInput(rows),
+            SampleInput(rows, dim=-1),
+            SampleInput(rows, dim=0, keepdim=True),
+        ]
     if op == "diag":
         vector = make_tensor((300,), dtype=dtype, device="cpu")
         matrix = make_tensor((300, 200), dtype=dtype, device="cpu")
@@ -94,7 +99,8 @@ def _check_on_interpreter(op):
                 if layout == "strided":
                     tensor = noncontiguous_like(sample.input)
                 expected = opinfo.op(tensor.clone(), *sample.args, **sample.kwargs)
-                where = f"{dtype_name} #{index} {layout} {tuple(tensor.shape)} {sample.args} {sample.kwargs}"
+                arguments = f"{tuple(tensor.shape)} {sample.args} {sample.kwargs}"
+                where = f"{dtype_name} #{index} {layout} {arguments}"
                 try:
                     actual = wrapper(tensor.clone(), *sample.args, **sample.kwargs)
                     assert type(actual) is torch.Tensor, type(actual)
