@@ -273,7 +273,8 @@ class _Checker:
             self.report("kernel_launch", node, hint)
 
     def visit_attribute(self, node: ast.Attribute, parent: ast.AST, where: _Where) -> None:
-        self.check_member(node, node.value, node.attr, where)
+        called = isinstance(parent, ast.Call) and parent.func is node
+        self.check_member(node, node.value, node.attr, where, called=called)
 
     def visit_call(self, node: ast.Call, parent: ast.AST, where: _Where) -> None:
         if isinstance(node.func, ast.Name) and node.func.id == "getattr":
@@ -281,11 +282,13 @@ class _Checker:
             if literal is None:
                 self.report("dynamic_getattr", node, self.hint("dynamic_getattr"))
             else:
-                self.check_member(node, *literal, where)
+                self.check_member(node, *literal, where, called=False)
         if where.scope == "host":
-            self.check_host_call(node, where)
+            self.check_host_transfer(node)
 
-    def check_member(self, node: ast.AST, owner: ast.AST, name: str, where: _Where) -> None:
+    def check_member(
+        self, node: ast.AST, owner: ast.AST, name: str, where: _Where, *, called: bool
+    ) -> None:
         """An attribute read, written `owner.name` or `getattr(owner, "name")`."""
         if id(node) in self.chain_inner:
             return
@@ -304,6 +307,10 @@ class _Checker:
         elif name in self.profile.forbidden_attributes:
             hint = self.profile.forbidden_attributes[name]
             self.report(FORBIDDEN_ATTRIBUTE_RULE, node, hint, at_member=True)
+        elif where.scope == "host" and not (
+            isinstance(owner, ast.Name) and owner.id in self.profile.forbidden_modules
+        ):
+            self.check_host_member(node, name, called)
 
     def module_chain(self, node: ast.AST) -> tuple[ast.Name, list[str], list[int]] | None:
         """For `torch.a.b` or nested literal getattrs on a module: root, path and inner nodes."""
@@ -341,24 +348,30 @@ class _Checker:
         )
         self.report("module_attribute", node, hint)
 
-    def check_host_call(self, node: ast.Call, where: _Where) -> None:
+    def check_host_member(self, node: ast.AST, name: str, called: bool) -> None:
+        """Host code reads metadata and calls view/allocation methods; anything else computes.
+        Reading a method without calling it is checked too, so `f = x.exp; f()` is caught."""
+        profile = self.profile
+        if called and name not in profile.host_methods:
+            suggestion = self.suggestion(name, profile.host_methods, ".")
+            hint = self.hint("host_method", name=name, suggestion=suggestion)
+            self.report("host_method", node, hint, at_member=True)
+        elif not called and name not in profile.host_attributes | profile.host_methods:
+            suggestion = self.suggestion(name, profile.host_attributes, ".")
+            hint = self.hint("host_attribute", name=name, suggestion=suggestion)
+            self.report("host_attribute", node, hint, at_member=True)
+
+    def check_host_transfer(self, node: ast.Call) -> None:
         for keyword in node.keywords:
             if keyword.arg == "device" and isinstance(keyword.value, ast.Constant):
                 self.report("host_transfer", keyword.value, self.hint("host_transfer"))
         method = node.func
-        if not isinstance(method, ast.Attribute) or self.module_chain(method) is not None:
-            return
-        if isinstance(method.value, ast.Name) and method.value.id in self.profile.forbidden_modules:
-            return  # the module is reported
-        name = method.attr
-        if name == "to" and any(isinstance(arg, ast.Constant) for arg in node.args):
+        if (
+            isinstance(method, ast.Attribute)
+            and method.attr == "to"
+            and any(isinstance(arg, ast.Constant) for arg in node.args)
+        ):
             self.report("host_transfer", node, self.hint("host_transfer"))
-        if name.startswith("_") or name in self.profile.forbidden_attributes:
-            return  # reported as an attribute
-        if name not in self.profile.host_methods:
-            suggestion = self.suggestion(name, self.profile.host_methods, ".")
-            hint = self.hint("host_method", name=name, suggestion=suggestion)
-            self.report("host_method", method, hint, at_member=True)
 
     visitors = {
         ast.FunctionDef: visit_function,

@@ -33,6 +33,7 @@ HINT_FIELDS: dict[str, frozenset[str]] = {
     "module_alias": frozenset({"module"}),
     "module_scope": frozenset({"module", "scope"}),
     "host_method": frozenset({"name", "suggestion"}),
+    "host_attribute": frozenset({"name", "suggestion"}),
     "host_transfer": frozenset(),
     "module_state": frozenset(),
     "decorator": frozenset({"allowed"}),
@@ -87,6 +88,7 @@ class Profile:
     forbidden_modules: MappingProxyType[str, str]
     forbidden_attributes: MappingProxyType[str, str]
     host_methods: frozenset[str]
+    host_attributes: frozenset[str]
     constructs: MappingProxyType[str, Construct]
     hints: MappingProxyType[str, str]
     max_source_chars: int
@@ -166,6 +168,7 @@ def _check_file(path: Path, data: dict) -> None:
         "forbidden_modules": _check_hint_map,
         "forbidden_attributes": _check_hint_map,
         "host_methods": _check_identifier_list,
+        "host_attributes": _check_identifier_list,
         "constructs": _check_constructs,
         "hints": _check_hints,
         "max_source_chars": _check_positive_int,
@@ -207,19 +210,20 @@ def _check_regex(path: Path, key: str, value: Any) -> None:
 
 
 def _check_names(path: Path, key: str, value: Any, pattern: re.Pattern[str], what: str) -> None:
-    _expect(path, key, value, list, f"a list of {what}s")
+    """`what` comes with its article: "an identifier"."""
+    _expect(path, key, value, list, f"a list of {what.split(' ', 1)[1]}s")
     for index, item in enumerate(value):
-        _expect(path, f"{key}[{index}]", item, str, f"a {what}")
+        _expect(path, f"{key}[{index}]", item, str, what)
         if not pattern.match(item):
-            raise ProfileError(path, f"{key}[{index}]", f"{item!r} is not a {what}")
+            raise ProfileError(path, f"{key}[{index}]", f"{item!r} is not {what}")
 
 
 def _check_identifier_list(path: Path, key: str, value: Any) -> None:
-    _check_names(path, key, value, _IDENTIFIER, "identifier")
+    _check_names(path, key, value, _IDENTIFIER, "an identifier")
 
 
 def _check_dotted_list(path: Path, key: str, value: Any) -> None:
-    _check_names(path, key, value, _DOTTED, "dotted name")
+    _check_names(path, key, value, _DOTTED, "a dotted name")
 
 
 def _check_hint_map(path: Path, key: str, value: Any) -> None:
@@ -301,6 +305,7 @@ _REQUIRED = (
     "forbidden_modules",
     "forbidden_attributes",
     "host_methods",
+    "host_attributes",
     "constructs",
     "hints",
     "max_source_chars",
@@ -331,6 +336,7 @@ def _build(name: str, data: dict, leaf: Path) -> Profile:
         forbidden_modules=MappingProxyType(dict(data["forbidden_modules"])),
         forbidden_attributes=MappingProxyType(dict(data["forbidden_attributes"])),
         host_methods=frozenset(data["host_methods"]),
+        host_attributes=frozenset(data["host_attributes"]),
         constructs=MappingProxyType(
             {
                 rule: Construct(tuple(getattr(ast, node) for node in spec["nodes"]), spec["hint"])
