@@ -13,6 +13,8 @@ from typing import NamedTuple
 from .profile import FORBIDDEN_ATTRIBUTE_RULE, Profile, load_profile
 
 _TEXT_LIMIT = 120
+# Operator and context nodes carry no names and no children: the walk does not visit them.
+_LEAVES = (ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop)
 
 
 class _Where(NamedTuple):
@@ -148,23 +150,27 @@ class _Checker:
 
     def run(self, tree: ast.Module) -> None:
         self.check_contract(tree)
-        construct_nodes = {
-            node: rule for rule, c in self.profile.constructs.items() for node in c.nodes
-        }
-        stack: list[tuple[ast.AST, ast.AST | None, _Where]] = []
-        for statement in reversed(tree.body):
-            stack.append((statement, tree, self.where_of_top_level(statement)))
+        constructs = self.profile.constructs
+        construct_of = {node: rule for rule, c in constructs.items() for node in c.nodes}
+        visitors = self.visitors
+        # Siblings may be visited in any order (the report is sorted); a parent always comes
+        # before its children, which the module-chain bookkeeping relies on.
+        stack = [(statement, tree, self.where_of_top_level(statement)) for statement in tree.body]
         while stack:
             node, parent, where = stack.pop()
-            rule = construct_nodes.get(type(node))
+            kind = type(node)
+            rule = construct_of.get(kind)
             if rule is not None:
-                self.report(rule, node, self.profile.constructs[rule].hint)
-            visit = self.visitors.get(type(node))
+                self.report(rule, node, constructs[rule].hint)
+            visit = visitors.get(kind)
             if visit is not None:
                 visit(self, node, parent, where)
-            stack.extend(
-                (child, node, where) for child in reversed(list(ast.iter_child_nodes(node)))
-            )
+            for field in kind._fields:
+                value = getattr(node, field, None)
+                if isinstance(value, list):
+                    stack.extend((item, node, where) for item in value if isinstance(item, ast.AST))
+                elif isinstance(value, ast.AST) and not isinstance(value, _LEAVES):
+                    stack.append((value, node, where))
 
     def where_of_top_level(self, statement: ast.stmt) -> _Where:
         if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):

@@ -94,12 +94,13 @@ class Profile:
     max_source_chars: int
 
 
+_REPO_CONFIG_DIR = Path(__file__).resolve().parents[3] / "config"
+
+
 def config_dir() -> Path:
     """The repository's config/ (OPFORGE_CONFIG_DIR overrides, e.g. for an installed worker)."""
     override = os.environ.get("OPFORGE_CONFIG_DIR")
-    if override:
-        return Path(override)
-    return Path(__file__).resolve().parents[3] / "config"
+    return Path(override) if override else _REPO_CONFIG_DIR
 
 
 def load_profile(name: str) -> Profile:
