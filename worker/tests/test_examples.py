@@ -1,7 +1,9 @@
 """The worked examples pass both lint profiles and match PyTorch on every OpInfo sample.
 
 Validation runs in a child process because TRITON_INTERPRET must be set before triton is imported.
-This file is also that child: `python test_examples.py OP` checks one example on the interpreter.
+This file is also that child: `TRITON_INTERPRET=1 python test_examples.py OP` checks one example
+on the interpreter; `python test_examples.py OP --device cuda` checks it on a GPU (the GPU script),
+exiting 1 on any failure.
 """
 
 import json
@@ -34,9 +36,10 @@ def test_example_matches_torch_on_every_sample(op):
     child = subprocess.run(
         [sys.executable, __file__, op], env=env, capture_output=True, text=True, timeout=900
     )
-    assert child.returncode == 0, child.stderr[-4000:]
+    assert child.stdout, child.stderr[-4000:]
     summary = json.loads(child.stdout.splitlines()[-1])
     assert summary["failures"] == [], summary["failures"][:5]
+    assert child.returncode == 0, child.stderr[-4000:]
     # Every opforge dtype the op supports was exercised, each with more than a token sample.
     assert sorted(summary["samples"]) == sorted(summary["dtypes"])
     assert all(count >= 3 for count in summary["samples"].values()), summary["samples"]
@@ -81,14 +84,14 @@ def _edge_samples(op, dtype):
     return []
 
 
-def _check_on_interpreter(op):
+def _check(op, device):
     import torch
     from torch.testing._internal.common_methods_invocations import op_db
     from torch.testing._internal.common_utils import noncontiguous_like
 
     wrapper = _load_example(op)
     opinfo = next(info for info in op_db if info.name == op and info.variant_test_name == "")
-    supported = opinfo.supported_dtypes("cpu")
+    supported = opinfo.supported_dtypes(device)
     dtypes = [name for name in OPFORGE_DTYPES if getattr(torch, name) in supported]
     failures, samples = [], {}
     for dtype_name in dtypes:
@@ -97,23 +100,33 @@ def _check_on_interpreter(op):
         all_samples = [*opinfo.reference_inputs("cpu", dtype), *edge_samples]
         for index, sample in enumerate(all_samples):
             layouts = ["dense", "strided"]
-            if sample.input.numel() > _STRIDED_COPY_LIMIT:
+            if device == "cpu" and sample.input.numel() > _STRIDED_COPY_LIMIT:
                 layouts.remove("strided")  # the interpreter is slow; smaller samples cover strides
             for layout in layouts:
-                tensor = sample.input if layout == "dense" else noncontiguous_like(sample.input)
-                expected = opinfo.op(tensor.clone(), *sample.args, **sample.kwargs)
+                tensor = sample.input.to(device)
+                tensor = tensor if layout == "dense" else noncontiguous_like(tensor)
+                # The reference is PyTorch on the CPU, as in the harness.
+                expected = opinfo.op(tensor.cpu(), *sample.args, **sample.kwargs)
                 arguments = f"{tuple(tensor.shape)} {sample.args} {sample.kwargs}"
                 where = f"{dtype_name} #{index} {layout} {arguments}"
                 try:
                     actual = wrapper(tensor.clone(), *sample.args, **sample.kwargs)
                     assert type(actual) is torch.Tensor, type(actual)
+                    assert actual.device == tensor.device, actual.device
                     assert actual.dtype == expected.dtype, (actual.dtype, expected.dtype)
-                    torch.testing.assert_close(actual, expected, equal_nan=True)
+                    torch.testing.assert_close(actual.cpu(), expected, equal_nan=True)
                 except Exception as error:  # noqa: BLE001 - every failure is reported, not raised
                     failures.append(f"{where}: {type(error).__name__}: {error}"[:500])
                 samples[dtype_name] = samples.get(dtype_name, 0) + 1
     print(json.dumps({"dtypes": dtypes, "samples": samples, "failures": failures}))
+    return not failures
 
 
 if __name__ == "__main__":
-    _check_on_interpreter(sys.argv[1])
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Check one worked example against PyTorch.")
+    parser.add_argument("op", choices=EXAMPLE_OPS)
+    parser.add_argument("--device", default="cpu", help="cpu (needs TRITON_INTERPRET=1) or cuda")
+    arguments = parser.parse_args()
+    sys.exit(0 if _check(arguments.op, arguments.device) else 1)

@@ -104,6 +104,10 @@ CASES = {
         candidate(host="y = torch.empty(3, device=input.device)"),
     ),
     "module_state": (candidate(module="CACHE = {}"), candidate(module="BLOCK_SIZE = 1024")),
+    "attribute_assignment": (
+        candidate(host="out.data = input"),
+        candidate(host="data = input"),
+    ),
     "decorator": (
         candidate(host="@triton.jit\ndef nested_kernel(x):\n    return x"),
         candidate(module="@triton.jit\ndef helper_kernel(x):\n    return x"),
@@ -237,7 +241,16 @@ OBFUSCATIONS = {
         candidate(host="try:\n    pass\nexcept Exception:\n    out = torch.exp(input)"),
         "try_except",
     ),
-    "patching a module": (candidate(host="torch.exp = lambda x: x"), "module_attribute"),
+    "patching a module": (candidate(host="torch.exp = lambda x: x"), "attribute_assignment"),
+    "patching an allowed name": (
+        candidate(module="def fake(*args):\n    return None", host="torch.empty_like = fake"),
+        "attribute_assignment",
+    ),
+    "deleting a module attribute": (candidate(host="del triton.cdiv"), "attribute_assignment"),
+    "format string reading attributes": (
+        candidate(host="s = '{0.__class__}'.format(input)"),
+        "host_method",
+    ),
     "setattr on a module": (candidate(host="setattr(triton, 'jit', None)"), "forbidden_builtin"),
     "rebinding tl": (candidate(module="tl = None"), "module_alias"),
     "shadowing torch by a parameter": (

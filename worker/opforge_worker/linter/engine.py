@@ -279,6 +279,12 @@ class _Checker:
             self.report("kernel_launch", node, hint)
 
     def visit_attribute(self, node: ast.Attribute, parent: ast.AST, where: _Where) -> None:
+        if not isinstance(node.ctx, ast.Load):
+            # Patching a module (torch.empty = ...) or a tensor's internals; the chain below it
+            # is only read, so it is still checked.
+            hint = self.hint("attribute_assignment", name=node.attr)
+            self.report("attribute_assignment", node, hint, at_member=True)
+            return
         called = isinstance(parent, ast.Call) and parent.func is node
         self.check_member(node, node.value, node.attr, where, called=called)
 

@@ -35,6 +35,7 @@ HINT_FIELDS: dict[str, frozenset[str]] = {
     "host_method": frozenset({"name", "suggestion"}),
     "host_attribute": frozenset({"name", "suggestion"}),
     "host_transfer": frozenset(),
+    "attribute_assignment": frozenset({"name"}),
     "module_state": frozenset(),
     "decorator": frozenset({"allowed"}),
     "kernel_launch": frozenset({"kernel", "wrapper"}),
