@@ -308,6 +308,20 @@ def test_columns_count_characters_not_bytes():
     assert (violation["line"], violation["col"]) == (12, 27)
 
 
+def test_lines_are_counted_like_python_counts_them():
+    # A form feed is whitespace to Python but a line break to str.splitlines.
+    report = lint(candidate(host="n = 1 \f + 1\ny = input.cpu()"))
+    (violation,) = report["violations"]
+    assert (violation["line"], violation["text"]) == (13, ".cpu")
+
+
+def test_many_violations_are_all_listed_quickly():
+    source = candidate(host="\n".join(f"v{i} = eval('{i}')" for i in range(3000)))
+    report = lint(source)
+    assert len(report["violations"]) == 3000
+    assert {violation["rule"] for violation in report["violations"]} == {"forbidden_builtin"}
+
+
 def test_report_lists_every_violation_in_order_and_is_deterministic():
     source = candidate(module="import os", host="y = input.cpu()\nz = eval('1')")
     first = lint(source)

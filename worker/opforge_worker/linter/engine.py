@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import ast
 import difflib
+import re
 from typing import NamedTuple
 
 from .profile import FORBIDDEN_ATTRIBUTE_RULE, Profile, load_profile
 
 _TEXT_LIMIT = 120
+# The line breaks of Python's tokenizer (str.splitlines also splits on \f, \v, \u2028, ...).
+_LINE_BREAK = re.compile(r"\r\n?|\n")
 # Operator and context nodes carry no names and no children: the walk does not visit them.
 _LEAVES = (ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop)
 
@@ -96,11 +99,12 @@ def _is_constant(node: ast.AST) -> bool:
 
 class _Checker:
     def __init__(self, source: str, op: str, wrapper: str, profile: Profile):
-        self.lines = source.splitlines()
+        self.lines = _LINE_BREAK.split(source)
         self.op = op
         self.wrapper = wrapper
         self.profile = profile
         self.violations: list[dict] = []
+        self.reported: set[tuple] = set()
         self.kernels: set[str] = set()
         # Nodes already judged as part of a module attribute chain, and the chains' root names.
         self.chain_inner: set[int] = set()
@@ -130,9 +134,12 @@ class _Checker:
         snippet = snippet.strip() if end is None else snippet
         if len(snippet) > _TEXT_LIMIT:
             snippet = snippet[: _TEXT_LIMIT - 3] + "..."
-        violation = {"rule": rule, "line": line, "col": col, "text": snippet, "hint": hint}
-        if violation not in self.violations:
-            self.violations.append(violation)
+        key = (rule, line, col, snippet)
+        if key not in self.reported:
+            self.reported.add(key)
+            self.violations.append(
+                {"rule": rule, "line": line, "col": col, "text": snippet, "hint": hint}
+            )
 
     def hint(self, rule: str, **fields: str) -> str:
         return self.profile.hints[rule].format(**fields)
