@@ -47,9 +47,13 @@ HINT_FIELDS: dict[str, frozenset[str]] = {
     "source_too_large": frozenset({"limit"}),
 }
 
-# Rule ids that profile data may not take for its own constructs.
-RESERVED_RULES = frozenset(HINT_FIELDS) | {"forbidden_builtin", "forbidden_module"}
 FORBIDDEN_ATTRIBUTE_RULE = "forbidden_attribute"
+# Rule ids that profile data may not take for its own constructs.
+RESERVED_RULES = frozenset(HINT_FIELDS) | {
+    "forbidden_builtin",
+    "forbidden_module",
+    FORBIDDEN_ATTRIBUTE_RULE,
+}
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -228,20 +232,23 @@ def _check_dotted_list(path: Path, key: str, value: Any) -> None:
     _check_names(path, key, value, _DOTTED, "a dotted name")
 
 
-def _check_hint_map(path: Path, key: str, value: Any) -> None:
-    _expect(path, key, value, dict, "a mapping of names to hints")
-    for name, hint in value.items():
+def _identifier_items(path: Path, key: str, value: Any, what: str):
+    """(name, key path, item) of a mapping keyed by identifiers, e.g. module names or rule ids."""
+    _expect(path, key, value, dict, f"a mapping of {what}s")
+    for name, item in value.items():
+        where = f"{key}.{name}"
         if not isinstance(name, str) or not _IDENTIFIER.match(name):
-            raise ProfileError(path, f"{key}.{name}", "names are identifiers")
-        _check_string(path, f"{key}.{name}", hint)
+            raise ProfileError(path, where, f"{what}s are identifiers")
+        yield name, where, item
+
+
+def _check_hint_map(path: Path, key: str, value: Any) -> None:
+    for _, where, hint in _identifier_items(path, key, value, "name"):
+        _check_string(path, where, hint)
 
 
 def _check_modules(path: Path, key: str, value: Any) -> None:
-    _expect(path, key, value, dict, "a mapping of module names to rules")
-    for module, rules in value.items():
-        where = f"{key}.{module}"
-        if not isinstance(module, str) or not _IDENTIFIER.match(module):
-            raise ProfileError(path, where, "module names are identifiers")
+    for _, where, rules in _identifier_items(path, key, value, "module name"):
         _expect(path, where, rules, dict, "a mapping with scope and allow")
         for field, field_value in rules.items():
             if field == "scope":
@@ -254,12 +261,8 @@ def _check_modules(path: Path, key: str, value: Any) -> None:
 
 
 def _check_constructs(path: Path, key: str, value: Any) -> None:
-    _expect(path, key, value, dict, "a mapping of rule ids to constructs")
-    for rule, construct in value.items():
-        where = f"{key}.{rule}"
-        if not isinstance(rule, str) or not _IDENTIFIER.match(rule):
-            raise ProfileError(path, where, "rule ids are identifiers")
-        if rule in RESERVED_RULES or rule == FORBIDDEN_ATTRIBUTE_RULE:
+    for rule, where, construct in _identifier_items(path, key, value, "rule id"):
+        if rule in RESERVED_RULES:
             raise ProfileError(path, where, "this rule id belongs to a built-in check")
         _expect(path, where, construct, dict, "a mapping with nodes and hint")
         unknown = set(construct) - {"nodes", "hint"}
@@ -277,9 +280,7 @@ def _check_constructs(path: Path, key: str, value: Any) -> None:
 
 
 def _check_hints(path: Path, key: str, value: Any) -> None:
-    _expect(path, key, value, dict, "a mapping of rule ids to hint templates")
-    for rule, template in value.items():
-        where = f"{key}.{rule}"
+    for rule, where, template in _identifier_items(path, key, value, "rule id"):
         if rule not in HINT_FIELDS:
             raise ProfileError(
                 path, where, f"no built-in rule has this id (known: {', '.join(HINT_FIELDS)})"
