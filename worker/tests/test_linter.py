@@ -156,6 +156,38 @@ def test_every_rule_of_the_profiles_has_cases():
     assert every_rule == set(CASES)
 
 
+def test_view_ops_need_no_kernel_and_may_call_view_methods():
+    view_only = "def diagonal_wrapper(input, offset=0):\n    return input.diagonal(offset)\n"
+    report = lint_source(view_only, op="diagonal", wrapper="diagonal_wrapper", profile="cuda")
+    assert report["ok"], report["violations"]
+    # The same wrapper for an operator that computes is refused twice over.
+    report = lint_source(view_only, op="diag", wrapper="diagonal_wrapper", profile="cuda")
+    assert rules_of(report) == {"kernel_missing", "host_method"}
+
+
+def test_value_dependent_ops_may_read_device_values_on_the_host():
+    source = candidate(host="count = int(input.sum().item())").replace("copy_", "nonzero_")
+    report = lint_source(source, op="nonzero", wrapper="nonzero_wrapper", profile="cuda")
+    assert rules_of(report) == {"host_method"}  # .sum() still computes on the host
+    report = lint_source(source, op="exp", wrapper="nonzero_wrapper", profile="cuda")
+    assert rules_of(report) == {"host_method", FORBIDDEN_ATTRIBUTE_RULE}
+
+
+def test_op_relaxations_match_the_harness():
+    """The harness's config/tolerances.yaml and the linter must agree on which ops are relaxed."""
+    import yaml
+
+    from opforge_worker.linter import config_dir
+
+    tolerances = config_dir() / "tolerances.yaml"
+    if not tolerances.exists():
+        pytest.skip("the harness's config/tolerances.yaml is not in this checkout")
+    harness = yaml.safe_load(tolerances.read_text())
+    profile = load_profile("cuda")
+    assert profile.launch_exempt_ops == frozenset(harness["launch_exempt_ops"])
+    assert profile.host_read_ops == frozenset(harness["host_read_ops"])
+
+
 def test_libdevice_is_cuda_only():
     source = candidate(kernel="y = tl.extra.cuda.libdevice.tanh(offsets.to(tl.float32))")
     assert lint(source, "cuda")["ok"]

@@ -105,6 +105,17 @@ class _Checker:
         self.profile = profile
         self.violations: list[dict] = []
         self.reported: set[tuple] = set()
+        # Per-operator relaxations: a pure view op needs no kernel and may call view methods; an
+        # op whose output size depends on values may read them on the host.
+        self.kernel_required = op not in profile.launch_exempt_ops
+        self.host_methods = profile.host_methods
+        if not self.kernel_required:
+            self.host_methods = self.host_methods | profile.launch_exempt_ops
+        self.host_readable = profile.host_attributes | self.host_methods
+        self.forbidden_attributes = dict(profile.forbidden_attributes)
+        if op in profile.host_read_ops:
+            for name in profile.host_read_attributes:
+                self.forbidden_attributes.pop(name, None)
         self.kernels: set[str] = set()
         # Nodes already judged as part of a module attribute chain, and the chains' root names.
         self.chain_inner: set[int] = set()
@@ -221,7 +232,7 @@ class _Checker:
             if self.wrapper in self.kernels or not takes_input:
                 hint = self.hint("wrapper_signature", wrapper=self.wrapper, op=self.op)
                 self.report("wrapper_signature", wrappers[0], hint)
-        if not self.kernels:
+        if not self.kernels and self.kernel_required:
             pattern = self.profile.kernel_name_pattern.pattern
             self.report("kernel_missing", tree, self.hint("kernel_missing", pattern=pattern))
 
@@ -323,8 +334,8 @@ class _Checker:
         elif name.startswith("_"):
             hint = self.hint("private_attribute", name=name)
             self.report("private_attribute", node, hint, at_member=True)
-        elif name in self.profile.forbidden_attributes:
-            hint = self.profile.forbidden_attributes[name]
+        elif name in self.forbidden_attributes:
+            hint = self.forbidden_attributes[name]
             self.report(FORBIDDEN_ATTRIBUTE_RULE, node, hint, at_member=True)
         elif where.scope == "host" and not (
             isinstance(owner, ast.Name) and owner.id in self.profile.forbidden_modules
@@ -370,13 +381,12 @@ class _Checker:
     def check_host_member(self, node: ast.AST, name: str, called: bool) -> None:
         """Host code reads metadata and calls view/allocation methods; anything else computes.
         Reading a method without calling it is checked too, so `f = x.exp; f()` is caught."""
-        profile = self.profile
-        if called and name not in profile.host_methods:
-            suggestion = self.suggestion(name, profile.host_methods, ".")
+        if called and name not in self.host_methods:
+            suggestion = self.suggestion(name, self.host_methods, ".")
             hint = self.hint("host_method", name=name, suggestion=suggestion)
             self.report("host_method", node, hint, at_member=True)
-        elif not called and name not in profile.host_attributes | profile.host_methods:
-            suggestion = self.suggestion(name, profile.host_attributes, ".")
+        elif not called and name not in self.host_readable:
+            suggestion = self.suggestion(name, self.profile.host_attributes, ".")
             hint = self.hint("host_attribute", name=name, suggestion=suggestion)
             self.report("host_attribute", node, hint, at_member=True)
 

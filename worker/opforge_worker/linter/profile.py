@@ -93,6 +93,9 @@ class Profile:
     forbidden_modules: MappingProxyType[str, str]
     forbidden_attributes: MappingProxyType[str, str]
     host_methods: frozenset[str]
+    launch_exempt_ops: frozenset[str]
+    host_read_ops: frozenset[str]
+    host_read_attributes: frozenset[str]
     host_attributes: frozenset[str]
     constructs: MappingProxyType[str, Construct]
     hints: MappingProxyType[str, str]
@@ -174,6 +177,9 @@ def _check_file(path: Path, data: dict) -> None:
         "forbidden_modules": _check_hint_map,
         "forbidden_attributes": _check_hint_map,
         "host_methods": _check_identifier_list,
+        "launch_exempt_ops": _check_dotted_list,
+        "host_read_ops": _check_dotted_list,
+        "host_read_attributes": _check_identifier_list,
         "host_attributes": _check_identifier_list,
         "constructs": _check_constructs,
         "hints": _check_hints,
@@ -308,6 +314,9 @@ _REQUIRED = (
     "forbidden_modules",
     "forbidden_attributes",
     "host_methods",
+    "launch_exempt_ops",
+    "host_read_ops",
+    "host_read_attributes",
     "host_attributes",
     "constructs",
     "hints",
@@ -339,6 +348,9 @@ def _build(name: str, data: dict, leaf: Path) -> Profile:
         forbidden_modules=MappingProxyType(dict(data["forbidden_modules"])),
         forbidden_attributes=MappingProxyType(dict(data["forbidden_attributes"])),
         host_methods=frozenset(data["host_methods"]),
+        launch_exempt_ops=frozenset(data["launch_exempt_ops"]),
+        host_read_ops=frozenset(data["host_read_ops"]),
+        host_read_attributes=frozenset(data["host_read_attributes"]),
         host_attributes=frozenset(data["host_attributes"]),
         constructs=MappingProxyType(
             {
