@@ -69,6 +69,10 @@ CASES = {
         candidate(module="async def helper():\n    pass"),
         candidate(module="def helper():\n    pass"),
     ),
+    "kernel_python": (
+        candidate(kernel="while True:\n    break"),
+        candidate(host="for size in input.shape:\n    break"),
+    ),
     "generator": (
         candidate(host="yield out"),
         candidate(host="sizes = [size for size in input.shape]"),
@@ -290,6 +294,8 @@ OBFUSCATIONS = {
         "module_alias",
     ),
     "triton internals": (candidate(host="r = triton.runtime.driver"), "module_attribute"),
+    "kernel with a dict": (candidate(kernel="table = {0: 1}"), "kernel_python"),
+    "kernel raising": (candidate(kernel="raise ValueError('n')"), "kernel_python"),
     "tl internals": (candidate(kernel="c = tl.core.tensor"), "module_attribute"),
     "torch in a kernel": (candidate(kernel="y = torch.float32"), "module_scope"),
     "kernel launched from a helper": (

@@ -80,6 +80,11 @@ MALFORMED = {
         "constructs.loops.nodes[0]",
         "not an ast node",
     ),
+    "bad construct scope": (
+        "extends: base\nconstructs: {loops: {nodes: [While], hint: h, scope: gpu}}\n",
+        "constructs.loops.scope",
+        "one of kernel",
+    ),
     "construct takes a built-in rule id": (
         "extends: base\nconstructs: {dunder: {nodes: [While], hint: h}}\n",
         "constructs.dunder",

@@ -169,7 +169,10 @@ class _Checker:
     def run(self, tree: ast.Module) -> None:
         self.check_contract(tree)
         constructs = self.profile.constructs
-        construct_of = {node: rule for rule, c in constructs.items() for node in c.nodes}
+        construct_of: dict[type, list[str]] = {}
+        for rule, construct in constructs.items():
+            for node in construct.nodes:
+                construct_of.setdefault(node, []).append(rule)
         visitors = self.visitors
         # Siblings may be visited in any order (the report is sorted); a parent always comes
         # before its children, which the module-chain bookkeeping relies on.
@@ -177,9 +180,9 @@ class _Checker:
         while stack:
             node, parent, where = stack.pop()
             kind = type(node)
-            rule = construct_of.get(kind)
-            if rule is not None:
-                self.report(rule, node, constructs[rule].hint)
+            for rule in construct_of.get(kind, ()):
+                if constructs[rule].scope in ("any", where.scope):
+                    self.report(rule, node, constructs[rule].hint)
             visit = visitors.get(kind)
             if visit is not None:
                 visit(self, node, parent, where)
@@ -237,7 +240,8 @@ class _Checker:
             self.report("kernel_missing", tree, self.hint("kernel_missing", pattern=pattern))
 
     def is_allowed_module_statement(self, statement: ast.stmt) -> bool:
-        if any(isinstance(statement, c.nodes) for c in self.profile.constructs.values()):
+        constructs = self.profile.constructs.values()
+        if any(isinstance(statement, c.nodes) and c.scope != "kernel" for c in constructs):
             return True  # reported by its construct rule
         if isinstance(statement, ast.Expr):
             return isinstance(statement.value, ast.Constant) and isinstance(

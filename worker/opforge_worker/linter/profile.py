@@ -79,6 +79,7 @@ class ModuleRules:
 class Construct:
     nodes: tuple[type, ...]
     hint: str
+    scope: str  # where the construct is refused: kernel, host or any
 
 
 @dataclass(frozen=True)
@@ -270,12 +271,14 @@ def _check_constructs(path: Path, key: str, value: Any) -> None:
     for rule, where, construct in _identifier_items(path, key, value, "rule id"):
         if rule in RESERVED_RULES:
             raise ProfileError(path, where, "this rule id belongs to a built-in check")
-        _expect(path, where, construct, dict, "a mapping with nodes and hint")
-        unknown = set(construct) - {"nodes", "hint"}
+        _expect(path, where, construct, dict, "a mapping with nodes, hint and scope")
+        unknown = set(construct) - {"nodes", "hint", "scope"}
         if unknown:
             raise ProfileError(
-                path, f"{where}.{sorted(unknown)[0]}", "unknown key (known: hint, nodes)"
+                path, f"{where}.{sorted(unknown)[0]}", "unknown key (known: hint, nodes, scope)"
             )
+        if construct.get("scope", "any") not in SCOPES:
+            raise ProfileError(path, f"{where}.scope", f"one of {', '.join(SCOPES)}")
         _check_identifier_list(path, f"{where}.nodes", construct.get("nodes"))
         for index, node in enumerate(construct["nodes"]):
             if not isinstance(getattr(ast, node, None), type) or not issubclass(
@@ -354,7 +357,11 @@ def _build(name: str, data: dict, leaf: Path) -> Profile:
         host_attributes=frozenset(data["host_attributes"]),
         constructs=MappingProxyType(
             {
-                rule: Construct(tuple(getattr(ast, node) for node in spec["nodes"]), spec["hint"])
+                rule: Construct(
+                    tuple(getattr(ast, node) for node in spec["nodes"]),
+                    spec["hint"],
+                    spec.get("scope", "any"),
+                )
                 for rule, spec in data["constructs"].items()
             }
         ),
