@@ -50,7 +50,7 @@ VARARGS = candidate(host="input = args[0]").replace(
 WITHOUT_KERNEL = "def copy_wrapper(input):\n    return torch.empty_like(input)\n"
 AT_LIMIT = load_profile("interpreter").max_source_chars
 
-# rule id -> (violating source, near-miss source that must be clean)
+# "rule id[ (variant)]" -> (violating source, near-miss source that must be clean)
 CASES = {
     "import": (candidate(module="import math"), candidate(module="important = 1")),
     "class_definition": (
@@ -108,6 +108,10 @@ CASES = {
         candidate(host="y = torch.empty(3, device=input.device)"),
     ),
     "module_state": (candidate(module="CACHE = {}"), candidate(module="BLOCK_SIZE = 1024")),
+    "module_state (kernel global)": (
+        candidate(module="SCALE = tl.constexpr(torch.float32)"),
+        candidate(module="SCALE = tl.constexpr(2.0)", kernel="y = SCALE * offsets"),
+    ),
     "attribute_assignment": (
         candidate(host="out.data = input"),
         candidate(host="data = input"),
@@ -138,17 +142,18 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("rule", sorted(CASES))
-def test_rule_catches_its_violation(rule):
-    violating, _ = CASES[rule]
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_rule_catches_its_violation(case):
+    violating, _ = CASES[case]
+    rule = case.split(" ")[0]
     report = lint(violating)
     assert not report["ok"]
     assert rule in rules_of(report), report["violations"]
 
 
-@pytest.mark.parametrize("rule", sorted(CASES))
-def test_rule_accepts_its_near_miss(rule):
-    _, near_miss = CASES[rule]
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_rule_accepts_its_near_miss(case):
+    _, near_miss = CASES[case]
     assert lint(near_miss) == {"ok": True, "violations": [], "syntax_error": None}
 
 
@@ -157,7 +162,7 @@ def test_every_rule_of_the_profiles_has_cases():
     every_rule |= set(HINT_FIELDS)
     for profile in ("cuda", "interpreter"):
         every_rule |= set(load_profile(profile).constructs)
-    assert every_rule == set(CASES)
+    assert every_rule == {case.split(" ")[0] for case in CASES}
 
 
 def test_view_ops_need_no_kernel_and_may_call_view_methods():

@@ -197,7 +197,20 @@ class _Checker:
         if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
             scope = "kernel" if statement.name in self.kernels else "host"
             return _Where(scope, statement.name)
+        if self.is_kernel_global(statement):
+            return _Where("kernel", None)
         return _Where("host", None)
+
+    def is_kernel_global(self, statement: ast.stmt) -> bool:
+        """NAME = tl.constexpr(1024): the one way a kernel may read a module-level constant."""
+        value = statement.value if isinstance(statement, ast.Assign) else None
+        return (
+            isinstance(value, ast.Call)
+            and _dotted(value.func) in self.profile.kernel_globals
+            and len(value.args) == 1
+            and not value.keywords
+            and _is_constant(value.args[0])
+        )
 
     def is_kernel_decorator(self, decorator: ast.expr) -> bool:
         target = decorator.func if isinstance(decorator, ast.Call) else decorator
@@ -249,7 +262,8 @@ class _Checker:
             )
         if isinstance(statement, ast.Assign):
             targets_are_names = all(isinstance(target, ast.Name) for target in statement.targets)
-            return targets_are_names and _is_constant(statement.value)
+            constant = _is_constant(statement.value) or self.is_kernel_global(statement)
+            return targets_are_names and constant
         if isinstance(statement, ast.AnnAssign):
             return isinstance(statement.target, ast.Name) and (
                 statement.value is None or _is_constant(statement.value)

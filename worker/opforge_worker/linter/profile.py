@@ -89,6 +89,7 @@ class Profile:
     name: str
     kernel_name_pattern: re.Pattern[str]
     kernel_decorators: frozenset[str]
+    kernel_globals: frozenset[str]
     modules: MappingProxyType[str, ModuleRules]
     forbidden_builtins: MappingProxyType[str, str]
     forbidden_modules: MappingProxyType[str, str]
@@ -173,6 +174,7 @@ def _check_file(path: Path, data: dict) -> None:
         "description": _check_string,
         "kernel_name_pattern": _check_regex,
         "kernel_decorators": _check_dotted_list,
+        "kernel_globals": _check_dotted_list,
         "modules": _check_modules,
         "forbidden_builtins": _check_hint_map,
         "forbidden_modules": _check_hint_map,
@@ -312,6 +314,7 @@ def _check_hints(path: Path, key: str, value: Any) -> None:
 _REQUIRED = (
     "kernel_name_pattern",
     "kernel_decorators",
+    "kernel_globals",
     "modules",
     "forbidden_builtins",
     "forbidden_modules",
@@ -341,6 +344,7 @@ def _build(name: str, data: dict, leaf: Path) -> Profile:
         name=name,
         kernel_name_pattern=re.compile(data["kernel_name_pattern"]),
         kernel_decorators=frozenset(data["kernel_decorators"]),
+        kernel_globals=frozenset(data["kernel_globals"]),
         modules=MappingProxyType(
             {
                 module: ModuleRules(rules["scope"], frozenset(rules.get("allow", ())))
