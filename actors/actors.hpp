@@ -12,8 +12,62 @@ namespace opforge {
 // -- persistence
 // -----------------------------------------------------------------------------------
 
+/// The daemon's one database (actors/store.hpp). Requests are served in arrival order by a plain
+/// thread that owns the RocksDB calls.
+using store_actor = caf::typed_actor<
+    // Applies a batch atomically; replies ok once it is applied (and on disk when `sync`).
+    caf::replies_to<atom::write, write_batch>::with<atom::ok>,
+    // Replies with the value of a key, if it exists.
+    caf::replies_to<atom::get, family, std::string>::with<stored_value>,
+    // Replies with at most `limit` entries whose keys start with `prefix`, in key order.
+    caf::replies_to<atom::scan, family, std::string, uint64_t>::with<std::vector<key_value>>,
+    // Replies with the path, schema version, per-family estimates, batches written, last error.
+    caf::replies_to<atom::status>::with<store_status>,
+    // Serves what is queued, syncs and closes the database, replies ok, then terminates.
+    caf::replies_to<atom::shutdown>::with<atom::ok>,
+    // Internal: the I/O thread reports the outcome of request `id`.
+    caf::reacts_to<atom::io_done, uint64_t, caf::message>>;
+
 // -- devices
 // ---------------------------------------------------------------------------------------
+
+/// One registered worker: owns its liveness and the frames the daemon sends it.
+using device_actor = caf::typed_actor<
+    // The worker sent a frame, so it is alive: resets the count of missed heartbeats.
+    caf::reacts_to<atom::heartbeat>,
+    // Sends a job to the worker.
+    caf::reacts_to<atom::dispatch, wire::job>,
+    // Asks the worker to stop a job.
+    caf::reacts_to<atom::cancel, std::string>,
+    // Private: one heartbeat interval passed; beats, and quits with errc::worker_lost when the
+    // worker missed `liveness` of them.
+    caf::reacts_to<atom::tick>>;
+
+/// The registry of workers and the queue of device jobs.
+using device_manager_actor = caf::typed_actor<
+    // Queues a job until a worker that serves it has a free slot; replies with its result, or
+    // with errc::cancelled, errc::job_quarantined, errc::worker_lost or errc::request_invalid.
+    caf::replies_to<atom::submit, device_job>::with<device_job_result>,
+    // Cancels a queued or running job by id; its submitter gets errc::cancelled.
+    caf::reacts_to<atom::cancel, std::string>,
+    // Describes workers, the queue and totals.
+    caf::replies_to<atom::status>::with<device_manager_status>,
+    // Lists registered workers and recently dead ones.
+    caf::replies_to<atom::workers>::with<std::vector<worker_info>>,
+    // Says goodbye to every worker, fails what is unfinished, stops the I/O thread, and quits.
+    caf::replies_to<atom::shutdown>::with<atom::ok>,
+    // From the I/O thread, each with the sender's routing identity: a worker registers...
+    caf::reacts_to<std::string, wire::hello>,
+    // ...is alive...
+    caf::reacts_to<std::string, wire::worker_heartbeat>,
+    // ...answers a job...
+    caf::reacts_to<std::string, wire::result>,
+    // ...or leaves.
+    caf::reacts_to<std::string, wire::goodbye>,
+    // From the I/O thread: frames to this identity cannot be delivered any more (the reason).
+    caf::reacts_to<atom::disconnected, std::string, std::string>,
+    // Private: the job's dispatch with this number ran past deadline + liveness.
+    caf::reacts_to<atom::deadline, std::string, uint64_t>>;
 
 // -- control and metrics
 // ---------------------------------------------------------------------------

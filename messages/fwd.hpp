@@ -3,13 +3,36 @@
 // Forward declarations of every message type, so that `type_ids.hpp` can register them without
 // pulling in their definitions.
 
+#include <cstdint>
+#include <string>
+#include <vector>
+
 namespace opforge {
 
 // -- persistence
 // -----------------------------------------------------------------------------------
 
+enum class family : uint8_t;
+struct write_batch;
+struct stored_value;
+struct key_value;
+struct store_status;
+
 // -- devices
 // ---------------------------------------------------------------------------------------
+
+struct device_job;
+struct device_job_result;
+struct device_manager_status;
+struct worker_info;
+
+namespace wire {
+struct goodbye;
+struct hello;
+struct job;
+struct result;
+struct worker_heartbeat;
+} // namespace wire
 
 // -- control and metrics
 // ---------------------------------------------------------------------------
