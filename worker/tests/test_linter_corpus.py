@@ -1,7 +1,7 @@
-"""The harness's candidate corpus through the linter: honest kernels pass, harmful ones are refused.
+"""The harness's candidate corpus through the linter: honest kernels pass, harmful ones and every
+cheat a static rule can see are refused (the two layers of ANTI-CHEAT.md overlap on purpose).
 
-The corpus (tests/corpus/, owned by the harness) names each wrapper after its operator. Cheats are
-not asserted here: several (aliasing, input mutation) are only visible to the dynamic checks.
+The corpus (tests/corpus/, owned by the harness) names each wrapper after its operator.
 """
 
 import ast
@@ -48,3 +48,26 @@ def test_honest_candidate_passes_lint(path, profile):
 def test_harmful_candidate_is_refused(path):
     for profile in ("cuda", "interpreter"):
         assert not lint_candidate(path, profile)["ok"]
+
+
+# Cheats that only show at run time: the values are right, the memory behaviour is not.
+DYNAMIC_ONLY_CHEATS = {"alias", "in_place", "mutate_input"}
+
+
+@pytest.mark.skipif(not corpus("cheats"), reason="the harness corpus is not in this checkout")
+@pytest.mark.parametrize(
+    "path",
+    [path for path in corpus("cheats") if path.stem not in DYNAMIC_ONLY_CHEATS],
+    ids=lambda path: path.stem,
+)
+def test_statically_visible_cheat_is_refused(path):
+    for profile in ("cuda", "interpreter"):
+        assert not lint_candidate(path, profile)["ok"]
+
+
+@pytest.mark.parametrize("name", sorted(DYNAMIC_ONLY_CHEATS))
+def test_dynamic_only_cheats_are_still_in_the_corpus(name):
+    """A renamed or removed corpus file must not silently shrink the list above."""
+    if not corpus("cheats"):
+        pytest.skip("the harness corpus is not in this checkout")
+    assert (CORPUS / "cheats" / f"{name}.py").is_file()
