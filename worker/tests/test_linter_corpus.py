@@ -19,14 +19,15 @@ def corpus(kind):
 
 
 def wrapper_of(source):
-    """The candidate's wrapper: its one top-level function that is not a kernel."""
+    """The candidate's wrapper: by the corpus's convention its last top-level non-kernel function
+    (helpers, where a candidate has any, come first)."""
     tree = ast.parse(source)
-    (wrapper,) = [
+    plain = [
         node.name
         for node in tree.body
         if isinstance(node, ast.FunctionDef) and not node.decorator_list
     ]
-    return wrapper
+    return plain[-1]
 
 
 def lint_candidate(path, profile):
