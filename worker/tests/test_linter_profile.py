@@ -1,0 +1,139 @@
+"""Profiles load once and merge by `extends`; a malformed one is refused with file, key, reason."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from opforge_worker.linter import Profile, ProfileError, config_dir, load_profile
+
+REAL_PROFILES = config_dir() / "linter"
+
+
+@pytest.fixture
+def profiles(tmp_path, monkeypatch):
+    """A config dir holding the real base profile; tests add a broken profile next to it."""
+    (tmp_path / "linter").mkdir()
+    shutil.copy(REAL_PROFILES / "base.yaml", tmp_path / "linter" / "base.yaml")
+    monkeypatch.setenv("OPFORGE_CONFIG_DIR", str(tmp_path))
+
+    def write(name, text):
+        path = tmp_path / "linter" / f"{name}.yaml"
+        path.write_text(text)
+        return path
+
+    return write
+
+
+def test_real_profiles_load_and_are_cached():
+    cuda, interpreter = load_profile("cuda"), load_profile("interpreter")
+    assert isinstance(cuda, Profile) and cuda.name == "cuda"
+    assert load_profile("cuda") is cuda
+    # cuda adds to the shared tl dialect; the interpreter runs exactly the shared part.
+    assert interpreter.modules["tl"].allow < cuda.modules["tl"].allow
+    assert "extra.cuda.libdevice.erfinv" in cuda.modules["tl"].allow
+    assert cuda.modules["torch"].allow == interpreter.modules["torch"].allow
+    assert cuda.kernel_name_pattern.pattern == "^[a-z0-9_]+_kernel$"
+
+
+def test_a_child_adds_to_its_parent(profiles):
+    profiles("extra", "extends: base\nhost_methods: [clone]\nmax_source_chars: 5000\n")
+    profile = load_profile("extra")
+    assert {"clone", "view"} <= profile.host_methods
+    assert profile.max_source_chars == 5000
+
+
+MALFORMED = {
+    "unknown key": ("extends: base\nfrobnicate: 1\n", "frobnicate", "unknown key"),
+    "wrong type": (
+        "extends: base\nmax_source_chars: many\n",
+        "max_source_chars",
+        "expected an integer",
+    ),
+    "bool for an integer": (
+        "extends: base\nmax_source_chars: yes\n",
+        "max_source_chars",
+        "got bool",
+    ),
+    "bad regex": (
+        "extends: base\nkernel_name_pattern: '^(['\n",
+        "kernel_name_pattern",
+        "bad regular",
+    ),
+    "list item type": (
+        "extends: base\nhost_methods: [view, 3]\n",
+        "host_methods[1]",
+        "expected an identifier",
+    ),
+    "bad scope": (
+        "extends: base\nmodules: {tl: {scope: gpu}}\n",
+        "modules.tl.scope",
+        "one of kernel",
+    ),
+    "unknown module key": (
+        "extends: base\nmodules: {tl: {allowed: [load]}}\n",
+        "modules.tl.allowed",
+        "unknown key",
+    ),
+    "unknown ast node": (
+        "extends: base\nconstructs: {loops: {nodes: [Loop], hint: no loops}}\n",
+        "constructs.loops.nodes[0]",
+        "not an ast node",
+    ),
+    "bad construct scope": (
+        "extends: base\nconstructs: {loops: {nodes: [While], hint: h, scope: gpu}}\n",
+        "constructs.loops.scope",
+        "one of kernel",
+    ),
+    "construct takes a built-in rule id": (
+        "extends: base\nconstructs: {dunder: {nodes: [While], hint: h}}\n",
+        "constructs.dunder",
+        "built-in check",
+    ),
+    "hint for no rule": (
+        "extends: base\nhints: {no_such_rule: text}\n",
+        "hints.no_such_rule",
+        "no built-in rule",
+    ),
+    "hint with an unknown field": (
+        "extends: base\nhints: {dunder: 'bad {attribute}'}\n",
+        "hints.dunder",
+        "unknown field {attribute}",
+    ),
+    "hint with a broken template": (
+        "extends: base\nhints: {dunder: 'bad {name'}\n",
+        "hints.dunder",
+        "bad template",
+    ),
+    "not a mapping": ("- a\n- b\n", "<file>", "a profile is a mapping"),
+    "not YAML": ("extends: [base\n", "<file>", "not valid YAML"),
+    "missing required key": ("description: alone\n", "kernel_name_pattern", "missing"),
+    "missing parent": ("extends: nowhere\n", "<file>", "cannot read"),
+    "bad parent name": ("extends: ../base\n", "extends", "not an identifier"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_malformed_profile_is_refused_with_file_key_and_reason(profiles, case):
+    text, key, reason = MALFORMED[case]
+    path = profiles("broken", text)
+    with pytest.raises(ProfileError) as raised:
+        load_profile("broken")
+    error = raised.value
+    assert error.key == key
+    assert reason in error.reason
+    expected_file = path.parent / "nowhere.yaml" if case == "missing parent" else path
+    assert Path(error.file) == expected_file
+    assert str(error) == f"{error.file}: {key}: {error.reason}"
+
+
+def test_extends_cycle_is_refused(profiles):
+    profiles("first", "extends: second\n")
+    profiles("second", "extends: first\n")
+    with pytest.raises(ProfileError, match="cycle through first -> second -> first"):
+        load_profile("first")
+
+
+def test_profile_names_cannot_leave_the_config_dir(profiles):
+    with pytest.raises(ProfileError, match="profile names are identifiers"):
+        load_profile("../linter/base")
