@@ -1,0 +1,322 @@
+"""The worker's DEALER loop against a real ZeroMQ ROUTER playing the daemon."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import msgpack
+import pytest
+import zmq
+
+from opforge_worker import protocol
+from opforge_worker.connection import JobCancelled, Worker, WorkerConfig
+
+TOOLCHAIN = {
+    "python": "3.12.3",
+    "torch": "2.11.0",
+    "triton": "3.6.0",
+    "cuda": "",
+    "driver": "",
+    "device": "cpu (triton interpreter)",
+}
+# Generous: a wait that runs out is a failure, never a timing assertion.
+WAIT_S = 20.0
+
+
+class FakeDaemon:
+    """A bound ROUTER that decodes what workers send with the daemon-side schema."""
+
+    def __init__(self):
+        self.context = zmq.Context()
+        self.router = self.context.socket(zmq.ROUTER)
+        self.router.setsockopt(zmq.LINGER, 0)
+        port = self.router.bind_to_random_port("tcp://127.0.0.1")
+        self.endpoint = f"tcp://127.0.0.1:{port}"
+
+    def receive(self, timeout_s: float = WAIT_S) -> tuple[bytes, protocol.Message]:
+        if not self.router.poll(timeout_s * 1000, zmq.POLLIN):
+            raise AssertionError(f"nothing from the worker within {timeout_s} s")
+        identity, frame = self.router.recv_multipart()
+        return identity, protocol.decode(frame, protocol.WORKER_TO_DAEMON)
+
+    def receive_type(self, type_: str, timeout_s: float = WAIT_S) -> tuple[bytes, protocol.Message]:
+        """The next message of `type_`, skipping others (heartbeats mostly)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            identity, message = self.receive(max(0.0, deadline - time.monotonic()))
+            if message.type == type_:
+                return identity, message
+
+    def send(self, identity: bytes, type_: str, **fields) -> None:
+        self.router.send_multipart([identity, protocol.encode(type_, **fields)])
+
+    def send_raw(self, identity: bytes, *parts: bytes) -> None:
+        self.router.send_multipart([identity, *parts])
+
+    def welcome(self, heartbeat_ms: int = 50, liveness: int = 1000) -> bytes:
+        identity, hello = self.receive_type("hello")
+        self.send(identity, "welcome", heartbeat_ms=heartbeat_ms, liveness=liveness)
+        return identity
+
+    def close(self) -> None:
+        self.router.close(linger=0)
+        self.context.term()
+
+
+@pytest.fixture
+def daemon():
+    fake = FakeDaemon()
+    yield fake
+    fake.close()
+
+
+class RunningWorker:
+    def __init__(self, endpoint: str, handlers, **overrides):
+        config = WorkerConfig(
+            endpoint=endpoint,
+            role="device",
+            device_kind="interpreter",
+            slots=2,
+            toolchain=TOOLCHAIN,
+            fingerprint="0123456789abcdef",
+            backoff_initial_s=0.05,
+            backoff_max_s=0.2,
+            shutdown_grace_s=5.0,
+            **overrides,
+        )
+        self.worker = Worker(config, handlers)
+        self.thread = threading.Thread(target=self.worker.run, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.worker.stop("test over")
+        self.thread.join(WAIT_S)
+        assert not self.thread.is_alive(), "the worker did not stop"
+
+
+def echo(payload, cancel):
+    return {"echo": payload}
+
+
+def test_hello_announces_the_worker(daemon):
+    running = RunningWorker(daemon.endpoint, {"test": echo, "catalog": echo})
+    try:
+        identity, hello = daemon.receive_type("hello")
+        assert identity.decode() == running.worker.config.worker_id
+        assert hello["worker_id"] == running.worker.config.worker_id
+        assert hello["role"] == "device"
+        assert hello["device_kind"] == "interpreter"
+        assert hello["device_name"] == "cpu (triton interpreter)"
+        assert hello["slots"] == 2
+        assert hello["jobs"] == ["catalog", "test"]
+        assert hello["toolchain"] == TOOLCHAIN
+        assert hello["fingerprint"] == "0123456789abcdef"
+        assert hello["pid"] > 0
+    finally:
+        running.stop()
+
+
+def test_heartbeats_continue_while_a_slow_job_runs_then_the_result_arrives(daemon):
+    release = threading.Event()
+
+    def slow(payload, cancel):
+        assert release.wait(WAIT_S)
+        return {"value": payload["x"] * 2}
+
+    running = RunningWorker(daemon.endpoint, {"test": slow})
+    try:
+        identity = daemon.welcome(heartbeat_ms=20)
+        daemon.send(
+            identity,
+            "job",
+            job_id="j1",
+            kind="test",
+            attempt=1,
+            deadline_ms=60000,
+            payload={"x": 21},
+        )
+        busy_beats = 0
+        while busy_beats < 3:
+            _, beat = daemon.receive_type("heartbeat")
+            busy_beats += beat["busy"] == 1
+        release.set()
+        _, result = daemon.receive_type("result")
+        assert result["job_id"] == "j1"
+        assert result["status"] == "done"
+        assert result["payload"] == {"value": 42}
+        assert result["elapsed_ms"] >= 0
+        _, beat = daemon.receive_type("heartbeat")
+        assert beat["busy"] == 0
+    finally:
+        release.set()
+        running.stop()
+
+
+def test_cancel_stops_the_job_and_answers_cancelled(daemon):
+    started = threading.Event()
+
+    def waits_for_cancel(payload, cancel):
+        started.set()
+        if cancel.wait(WAIT_S):
+            raise JobCancelled
+        return {"finished": True}
+
+    running = RunningWorker(daemon.endpoint, {"test": waits_for_cancel})
+    try:
+        identity = daemon.welcome()
+        daemon.send(
+            identity, "job", job_id="j2", kind="test", attempt=1, deadline_ms=60000, payload={}
+        )
+        assert started.wait(WAIT_S)
+        daemon.send(identity, "cancel", job_id="j2")
+        daemon.send(identity, "cancel", job_id="never-sent")  # a no-op
+        _, result = daemon.receive_type("result")
+        assert (result["job_id"], result["status"], result["payload"]) == ("j2", "cancelled", {})
+    finally:
+        running.stop()
+
+
+def test_unknown_kind_and_handler_fault_fail_with_a_clear_error(daemon):
+    def broken(payload, cancel):
+        raise RuntimeError("the harness lost its candidate process")
+
+    running = RunningWorker(daemon.endpoint, {"test": broken})
+    try:
+        identity = daemon.welcome()
+        daemon.send(
+            identity, "job", job_id="j3", kind="benchmark", attempt=1, deadline_ms=1000, payload={}
+        )
+        _, result = daemon.receive_type("result")
+        assert result["job_id"] == "j3"
+        assert result["status"] == "failed"
+        assert result["error"] == "job kind 'benchmark' is not served by this worker (test)"
+        daemon.send(
+            identity, "job", job_id="j4", kind="test", attempt=1, deadline_ms=1000, payload={}
+        )
+        _, result = daemon.receive_type("result")
+        assert result["status"] == "failed"
+        assert result["error"] == "RuntimeError: the harness lost its candidate process"
+    finally:
+        running.stop()
+
+
+def test_unencodable_result_is_reported_as_failed(daemon):
+    running = RunningWorker(daemon.endpoint, {"test": lambda payload, cancel: {"x": object()}})
+    try:
+        identity = daemon.welcome()
+        daemon.send(
+            identity, "job", job_id="j5", kind="test", attempt=1, deadline_ms=1000, payload={}
+        )
+        _, result = daemon.receive_type("result")
+        assert result["status"] == "failed"
+        assert "cannot be encoded as msgpack" in result["error"]
+    finally:
+        running.stop()
+
+
+def test_malformed_frames_are_dropped_and_the_worker_keeps_serving(daemon):
+    running = RunningWorker(daemon.endpoint, {"test": echo})
+    try:
+        identity = daemon.welcome()
+        daemon.send_raw(identity, b"\xc1 not msgpack")
+        daemon.send_raw(identity, msgpack.packb([1, 2, 3]))
+        daemon.send_raw(identity, msgpack.packb({"v": 2, "type": "job"}))
+        daemon.send_raw(identity, msgpack.packb({"v": 1, "type": "teleport"}))
+        daemon.send_raw(identity, msgpack.packb({"v": 1, "type": "job", "job_id": 7}))
+        daemon.send_raw(identity, protocol.encode("heartbeat"), protocol.encode("heartbeat"))
+        daemon.send_raw(identity, b"\xdd\xff\xff\xff\xff")  # a 4-billion-entry array header
+        daemon.send(
+            identity,
+            "job",
+            job_id="j6",
+            kind="test",
+            attempt=1,
+            deadline_ms=1000,
+            payload={"still": "alive"},
+        )
+        _, result = daemon.receive_type("result")
+        assert (result["job_id"], result["status"]) == ("j6", "done")
+        assert result["payload"] == {"echo": {"still": "alive"}}
+    finally:
+        running.stop()
+
+
+def test_reconnects_with_hello_after_the_daemon_goes_silent(daemon):
+    running = RunningWorker(daemon.endpoint, {"test": echo})
+    try:
+        first_identity = daemon.welcome(heartbeat_ms=20, liveness=3)
+        # Say nothing more: the worker must give up on us and say hello again.
+        identity, hello = daemon.receive_type("hello")
+        assert identity == first_identity
+        assert hello["worker_id"] == running.worker.config.worker_id
+        # And it serves on the new connection.
+        daemon.send(identity, "welcome", heartbeat_ms=50, liveness=1000)
+        daemon.send(
+            identity, "job", job_id="j7", kind="test", attempt=1, deadline_ms=1000, payload={}
+        )
+        _, result = daemon.receive_type("result")
+        assert (result["job_id"], result["status"]) == ("j7", "done")
+    finally:
+        running.stop()
+
+
+def test_hello_required_and_daemon_goodbye_bring_a_new_hello(daemon):
+    running = RunningWorker(daemon.endpoint, {"test": echo})
+    try:
+        identity = daemon.welcome()
+        daemon.send(identity, "hello_required")
+        daemon.receive_type("hello")
+        daemon.send(identity, "welcome", heartbeat_ms=50, liveness=1000)
+        daemon.send(identity, "goodbye", reason="daemon shutting down")
+        identity, hello = daemon.receive_type("hello")
+        assert hello["worker_id"] == running.worker.config.worker_id
+    finally:
+        running.stop()
+
+
+def test_results_wait_for_the_welcome_after_a_reconnect(daemon):
+    release = threading.Event()
+
+    def slow(payload, cancel):
+        assert release.wait(WAIT_S)
+        return {"ok": True}
+
+    running = RunningWorker(daemon.endpoint, {"test": slow})
+    try:
+        identity = daemon.welcome()
+        daemon.send(
+            identity, "job", job_id="j8", kind="test", attempt=1, deadline_ms=60000, payload={}
+        )
+        daemon.send(identity, "hello_required")
+        daemon.receive_type("hello")
+        release.set()
+        # Unwelcomed, the worker holds the result back; nothing but hello may arrive.
+        assert not daemon.router.poll(300, zmq.POLLIN)
+        daemon.send(identity, "welcome", heartbeat_ms=50, liveness=1000)
+        _, result = daemon.receive_type("result")
+        assert (result["job_id"], result["status"]) == ("j8", "done")
+    finally:
+        release.set()
+        running.stop()
+
+
+def test_stop_says_goodbye_and_cancels_running_jobs(daemon):
+    started = threading.Event()
+    saw_cancel = threading.Event()
+
+    def waits(payload, cancel):
+        started.set()
+        if cancel.wait(WAIT_S):
+            saw_cancel.set()
+            raise JobCancelled
+        return {}
+
+    running = RunningWorker(daemon.endpoint, {"test": waits})
+    identity = daemon.welcome()
+    daemon.send(identity, "job", job_id="j9", kind="test", attempt=1, deadline_ms=60000, payload={})
+    assert started.wait(WAIT_S)
+    running.stop()
+    _, goodbye = daemon.receive_type("goodbye")
+    assert goodbye["reason"] == "test over"
+    assert saw_cancel.is_set()
