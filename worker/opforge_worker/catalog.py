@@ -14,10 +14,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import multiprocessing
 import os
 import tempfile
 import threading
-from collections.abc import Iterable
+import warnings
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +45,9 @@ CATEGORIES = (
 # Bumped whenever survey() records something new or differently: old caches are then ignored.
 SURVEY_SCHEMA = 1
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "config" / "catalog.yaml"
+# Operators per task of a parallel survey: small enough to balance slow operators across processes.
+_SURVEY_CHUNK = 8
+_OPS_PER_PROCESS_AT_LEAST = 32
 
 
 def _op_db() -> list:
@@ -150,7 +156,9 @@ def survey(opinfo, config: CatalogConfig) -> dict[str, Any]:
         sample_counts[dtype_name] = len(samples)
         for sample in samples:
             try:
-                with recorder:
+                # Samples probe edge cases on purpose; their warnings are noise here.
+                with recorder, warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
                     opinfo(sample.input, *sample.args, **sample.kwargs)
             except Exception:  # e.g. a CPU kernel missing for float16: the overload still shows
                 run_errors += 1
@@ -172,6 +180,44 @@ def survey(opinfo, config: CatalogConfig) -> dict[str, Any]:
             max_nodes=config.docstring_max_nodes,
         ),
     }
+
+
+def _survey_chunk(keys: list[str], config: CatalogConfig) -> list[dict[str, Any]]:
+    """Surveys `keys` in a child process: one thread each, the processes share the cores."""
+    torch.set_num_threads(1)
+    by_key = {_key(op.name, op.variant_test_name): op for op in _op_db()}
+    return [survey(by_key[key], config) for key in keys]
+
+
+def survey_processes() -> int:
+    return int(os.environ.get("OPFORGE_CATALOG_PROCESSES") or min(os.cpu_count() or 1, 16))
+
+
+def _survey_missing(
+    keys: list[str], config: CatalogConfig, cancel: threading.Event | None
+) -> Iterator[dict[str, Any]]:
+    """Surveys `keys`, in parallel processes when there are many (a cold full catalog is
+    hundreds of operators times five dtypes of samples)."""
+    # A process costs seconds to start (torch and op_db imports): worth it for dozens of ops.
+    processes = min(survey_processes(), len(keys) // _OPS_PER_PROCESS_AT_LEAST)
+    if processes <= 1:
+        by_key = {_key(op.name, op.variant_test_name): op for op in _op_db()}
+        for key in keys:
+            if cancel is not None and cancel.is_set():
+                return
+            yield survey(by_key[key], config)
+        return
+    chunks = [keys[start : start + _SURVEY_CHUNK] for start in range(0, len(keys), _SURVEY_CHUNK)]
+    # Spawned, not forked: the parent may hold CUDA or threads that a fork would copy broken.
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(processes, mp_context=context) as pool:
+        futures = [pool.submit(_survey_chunk, chunk, config) for chunk in chunks]
+        for future in as_completed(futures):
+            if cancel is not None and cancel.is_set():
+                for pending in futures:
+                    pending.cancel()
+                return
+            yield from future.result()
 
 
 def _key(name: str, variant: str) -> str:
@@ -338,16 +384,18 @@ def build(
     fingerprint = toolchain.fingerprint(tools)
     path = cache_path(fingerprint, config, cache_directory)
     cached = _read_cache(path) if use_cache else {}
-    surveys: dict[str, dict] = {}
     computed = 0
-    for opinfo in select(_op_db(), ops):
-        if cancel is not None and cancel.is_set():
-            break
-        key = _key(opinfo.name, opinfo.variant_test_name)
-        if key not in cached:
-            cached[key] = survey(opinfo, config)
-            computed += 1
-        surveys[key] = cached[key]
+    chosen = select(_op_db(), ops)
+    missing = sum(_key(op.name, op.variant_test_name) not in cached for op in chosen)
+    if missing:
+        log.info("surveying %d of %d operators (not in %s)", missing, len(chosen), path)
+    keys = [_key(op.name, op.variant_test_name) for op in chosen]
+    for entry in _survey_missing([key for key in keys if key not in cached], config, cancel):
+        cached[_key(entry["name"], entry["variant"])] = entry
+        computed += 1
+        if computed % 100 == 0:
+            log.info("surveyed %d of %d operators", computed, missing)
+    surveys = {key: cached[key] for key in keys if key in cached}
     if computed and use_cache:
         _write_cache(path, cached)
     operators, excluded = [], []

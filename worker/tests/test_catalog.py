@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,8 @@ OPS = [
     "isnan",
 ]
 ALL_DTYPES = ["bfloat16", "float16", "float32", "int32", "int64"]
+# ops/gpu-check.sh sets cuda: the catalog is then built for the GPU (dtypesIfCUDA).
+DEVICE = os.environ.get("OPFORGE_TEST_DEVICE", "interpreter")
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +36,7 @@ def cache(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def built(cache):
-    return catalog.build("interpreter", ops=OPS, cache_directory=cache)
+    return catalog.build(DEVICE, ops=OPS, cache_directory=cache)
 
 
 def by_name(result, name, variant=""):
@@ -61,7 +64,7 @@ def test_dtypes_and_seeded_sample_counts(built):
     assert exp["dtypes"] == ALL_DTYPES
     assert set(exp["sample_counts"]) == set(ALL_DTYPES)
     assert all(count > 0 for count in exp["sample_counts"].values())
-    # The CPU supports svd in float32 and float64 only: the interpreter is offered float32.
+    # svd supports float32 and float64 (and complex) only, on the CPU and on CUDA.
     assert by_name(built, "linalg.svd")["dtypes"] == ["float32"]
 
 
@@ -85,6 +88,7 @@ def test_every_exclusion_has_its_reason(built):
     assert reasons["bernoulli"].startswith("random: dispatches to aten.bernoulli")
     assert reasons["fft.fft"] == "FFT operator"
     assert reasons["view_as_real"].startswith("complex-only: supports only complex")
+    assert reasons["view_as_real"].endswith(f"on {DEVICE}")
     listed = {op["name"] for op in built["operators"]}
     assert listed.isdisjoint(reasons)
     assert listed | set(reasons) == set(OPS)
@@ -105,7 +109,7 @@ def test_cuda_dtypes_come_from_dtypes_if_cuda(built, cache):
 
 
 def test_second_build_reads_the_cache(built, cache):
-    again = catalog.build("interpreter", ops=OPS, cache_directory=cache)
+    again = catalog.build(DEVICE, ops=OPS, cache_directory=cache)
     assert again["stats"] == {"computed": 0, "cached": built["stats"]["computed"]}
     assert again["operators"] == built["operators"]
     assert again["excluded"] == built["excluded"]
@@ -114,10 +118,10 @@ def test_second_build_reads_the_cache(built, cache):
 def test_unreadable_cache_is_rebuilt(tmp_path):
     config = catalog.CatalogConfig.load()
     path = catalog.cache_path(
-        catalog.toolchain.fingerprint(catalog.toolchain.collect("interpreter")), config, tmp_path
+        catalog.toolchain.fingerprint(catalog.toolchain.collect(DEVICE)), config, tmp_path
     )
     path.write_text("{not json")
-    rebuilt = catalog.build("interpreter", ops=["exp"], cache_directory=tmp_path)
+    rebuilt = catalog.build(DEVICE, ops=["exp"], cache_directory=tmp_path)
     assert rebuilt["stats"] == {"computed": 1, "cached": 0}
     assert "exp" in json.loads(path.read_text())
 
@@ -130,7 +134,7 @@ def test_config_overrides_categories_and_exclusions(tmp_path, cache):
     path = tmp_path / "catalog.yaml"
     path.write_text(yaml.safe_dump(raw))
     config = catalog.CatalogConfig.load(path)
-    result = catalog.build("interpreter", ops=OPS, config=config, cache_directory=cache)
+    result = catalog.build(DEVICE, ops=OPS, config=config, cache_directory=cache)
     assert by_name(result, "exp")["category"] == "other"
     assert {"name": "add", "variant": "", "reason": "not wanted in this campaign"} in result[
         "excluded"
@@ -151,3 +155,13 @@ def test_bad_config_and_unknown_ops_are_named(tmp_path):
         catalog.CatalogConfig.load(path)
     with pytest.raises(ValueError, match="no OpInfo named not_an_op"):
         catalog.build("interpreter", ops=["exp", "not_an_op"], cache_directory=tmp_path)
+
+
+def test_parallel_survey_matches_the_serial_one(built, tmp_path, monkeypatch):
+    monkeypatch.setattr(catalog, "_OPS_PER_PROCESS_AT_LEAST", 1)
+    monkeypatch.setattr(catalog, "_SURVEY_CHUNK", 4)
+    monkeypatch.setenv("OPFORGE_CATALOG_PROCESSES", "2")
+    parallel = catalog.build(DEVICE, ops=OPS, cache_directory=tmp_path)
+    assert parallel["stats"]["computed"] == built["stats"]["computed"]
+    assert parallel["operators"] == built["operators"]
+    assert parallel["excluded"] == built["excluded"]
