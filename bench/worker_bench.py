@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "worker"))
 
-from opforge_worker import toolchain, validate  # noqa: E402
+from opforge_worker import toolchain, validate
 
 DEFAULT_LIBRARY = [
     ROOT / "config" / "examples",
@@ -41,7 +41,7 @@ DEFAULT_LIBRARY = [
 
 def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
 def request_for(candidate: validate.Candidate, dtypes: list[str]) -> dict:
@@ -91,7 +91,6 @@ def aten_pass(
     candidates, device_kind: str, dtypes_by_file: dict[str, list[str]]
 ) -> dict:
     import torch
-
     from opforge_worker.opinfo import find_opinfo, samples_for
 
     device = "cuda" if device_kind == "cuda" else "cpu"
@@ -177,10 +176,13 @@ def catalog_build(device_kind: str, ops: str | None) -> dict:
 
 
 def markdown(report: dict) -> str:
+    tools = report["toolchain"]
     lines = [
-        f"Device: {report['device_kind']} ({report['toolchain']['device']}), torch "
-        f"{report['toolchain']['torch']}, triton {report['toolchain']['triton']}, python "
-        f"{report['toolchain']['python']}; fingerprint {report['fingerprint']}",
+        (
+            f"Device: {report['device_kind']} ({tools['device']}), torch {tools['torch']}, "
+            f"triton {tools['triton']}, python {tools['python']}; "
+            f"fingerprint {report['fingerprint']}"
+        ),
         "",
         "| measurement | value | goal |",
         "|---|---|---|",
