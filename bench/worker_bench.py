@@ -88,7 +88,7 @@ def warm_overhead(
 
 
 def aten_pass(
-    candidates, device_kind: str, dtypes_by_file: dict[str, list[str]]
+    candidates, device_kind: str, dtypes_by_file: dict[Path, list[str]]
 ) -> dict:
     import torch
     from opforge_worker.opinfo import find_opinfo, samples_for
@@ -98,7 +98,7 @@ def aten_pass(
     started = time.perf_counter()
     for candidate in candidates:
         opinfo = find_opinfo(candidate.op, candidate.variant)
-        for dtype in dtypes_by_file[candidate.path.name]:
+        for dtype in dtypes_by_file[candidate.path]:
             for sample in samples_for(opinfo, device, getattr(torch, dtype), seed=0):
                 opinfo(sample.input, *sample.args, **sample.kwargs)
                 samples_run += 1
@@ -117,7 +117,7 @@ def library_validation(harness, candidates, device_kind: str) -> dict:
         if opinfo is None:
             raise RuntimeError(f"{candidate.path}: no OpInfo named {candidate.op!r}")
         dtypes = validate.device_dtypes(opinfo, device_kind)
-        dtypes_by_file[candidate.path.name] = dtypes
+        dtypes_by_file[candidate.path] = dtypes
         payload = harness.run_test(request_for(candidate, dtypes), threading.Event())
         results.append(
             {

@@ -36,7 +36,8 @@ JobHandler = Callable[[dict[str, Any], threading.Event], dict[str, Any]]
 
 
 class JobCancelled(Exception):
-    """Raised by a handler that stopped because its cancel Event was set."""
+    """Raised by a handler that stopped because its cancel Event was set. Any exception raised
+    once the Event is set means the same."""
 
 
 @dataclass
@@ -360,9 +361,9 @@ class Worker:
             return "failed", {}, f"job kind {job.kind!r} is not served by this worker ({served})"
         try:
             payload = handler(job.payload, job.cancel)
-        except JobCancelled:
-            return "cancelled", {}, ""
         except Exception as error:  # a harness fault: reported, never fatal to the worker
+            if job.cancel.is_set():  # JobCancelled, or the handler's own way of stopping
+                return "cancelled", {}, ""
             log.error("job %s (%s) failed:\n%s", job.job_id, job.kind, traceback.format_exc())
             return "failed", {}, f"{type(error).__name__}: {error}"
         if job.cancel.is_set():

@@ -3,9 +3,12 @@
 One file per operator, named after it: `exp.py`, `nn.functional.relu.py`. The file holds what a
 `test` job's `source` holds (worker/CANDIDATE.md). Two optional comment markers:
 
-    # opforge: wrapper=my_exp      the wrapper's name (default: the op name, dots as underscores,
-                                   plus `_wrapper`: `exp_wrapper`, `nn_functional_relu_wrapper`)
+    # opforge: wrapper=my_exp      the wrapper's name
     # opforge: variant=with_dtype  the OpInfo variant (default: the operator's default variant)
+
+Without a wrapper marker, the wrapper is the first top-level function of these that the file
+defines: `<op>_wrapper`, then `<op>` (dots as underscores: `nn_functional_relu_wrapper`), then the
+only top-level function that is not a `@triton.jit` kernel. The file is parsed, never run, here.
 
 Every candidate runs every sample (`mode: all`) of each dtype: the requested ones, or else every
 dtype the operator supports on the device among bfloat16, float16, float32, int32, int64.
@@ -13,6 +16,7 @@ dtype the operator supports on the device among bfloat16, float16, float32, int3
 
 from __future__ import annotations
 
+import ast
 import re
 import threading
 import time
@@ -33,11 +37,33 @@ class Candidate:
     source: str
 
 
+def _is_kernel(function: ast.FunctionDef) -> bool:
+    return any("jit" in ast.unparse(decorator) for decorator in function.decorator_list)
+
+
+def default_wrapper(op: str, source: str) -> str:
+    """The wrapper by convention (see the module docstring); `<op>_wrapper` when the source
+    does not parse or nothing matches, so that the harness names the problem."""
+    base = op.replace(".", "_")
+    conventional = f"{base}_wrapper"
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return conventional
+    functions = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
+    names = {function.name for function in functions}
+    for name in (conventional, base):
+        if name in names:
+            return name
+    plain = [function.name for function in functions if not _is_kernel(function)]
+    return plain[0] if len(plain) == 1 else conventional
+
+
 def read_candidate(path: Path) -> Candidate:
     source = path.read_text()
     op = path.name.removesuffix(".py")
     markers = dict(match.groups() for match in _MARKER.finditer(source))
-    wrapper = markers.get("wrapper", op.replace(".", "_") + "_wrapper")
+    wrapper = markers.get("wrapper") or default_wrapper(op, source)
     return Candidate(path, op, markers.get("variant", ""), wrapper, source)
 
 

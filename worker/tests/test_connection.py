@@ -158,13 +158,15 @@ def test_heartbeats_continue_while_a_slow_job_runs_then_the_result_arrives(daemo
         running.stop()
 
 
-def test_cancel_stops_the_job_and_answers_cancelled(daemon):
+# A handler stops with JobCancelled, or with whatever its own machinery raises (the harness's).
+@pytest.mark.parametrize("stopping", [JobCancelled, RuntimeError])
+def test_cancel_stops_the_job_and_answers_cancelled(daemon, stopping):
     started = threading.Event()
 
     def waits_for_cancel(payload, cancel):
         started.set()
         if cancel.wait(WAIT_S):
-            raise JobCancelled
+            raise stopping("candidate process killed")
         return {"finished": True}
 
     running = RunningWorker(daemon.endpoint, {"test": waits_for_cancel})

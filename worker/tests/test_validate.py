@@ -36,3 +36,12 @@ def test_empty_or_missing_directories_are_named(tmp_path):
         validate.discover(tmp_path)
     with pytest.raises(ValueError, match="not a directory"):
         validate.discover(tmp_path / "absent")
+
+
+def test_wrapper_falls_back_to_the_op_name_then_the_only_plain_function(tmp_path):
+    kernel = "@triton.jit\ndef k(x_ptr):\n    pass\n\n\n"
+    (tmp_path / "cat.py").write_text(kernel + "def helper(): ...\n\n\ndef cat(tensors): ...\n")
+    (tmp_path / "clone.py").write_text(kernel + "def copy_everything(input): ...\n")
+    (tmp_path / "exp.py").write_text("def exp(:\n")  # unparsable: the harness will say so
+    found = {c.op: c.wrapper for c in validate.discover(tmp_path)}
+    assert found == {"cat": "cat", "clone": "copy_everything", "exp": "exp_wrapper"}
