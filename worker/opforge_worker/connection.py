@@ -155,7 +155,11 @@ class Worker:
         dealer.setsockopt(zmq.LINGER, 0)
         # The transport drops a larger frame before it is allocated in full.
         dealer.setsockopt(zmq.MAXMSGSIZE, self.config.max_frame_bytes)
-        dealer.connect(self.config.endpoint)
+        try:
+            dealer.connect(self.config.endpoint)
+        except zmq.ZMQError as error:
+            dealer.close(linger=0)
+            raise ValueError(f"endpoint {self.config.endpoint!r}: {error}") from None
         self._socket = dealer
         self._welcomed = False
         self._send_hello()

@@ -97,6 +97,14 @@ def test_serve_refuses_a_device_role_without_a_device():
     assert "role 'device' needs a device kind" in done.stderr
 
 
+def test_serve_names_a_bad_endpoint():
+    done = run_cli(
+        "serve", "--connect", "tcp://nowhere", "--device", "none", "--slots", "1", "--role", "lint"
+    )
+    assert done.returncode == 2
+    assert "endpoint 'tcp://nowhere'" in done.stderr
+
+
 def test_catalog_prints_by_category_and_writes_json(tmp_path):
     out = tmp_path / "catalog.json"
     done = run_cli(
