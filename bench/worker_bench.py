@@ -227,7 +227,7 @@ def main() -> int:
     )
     parser.add_argument(
         "--overhead-candidate",
-        default="nn.functional.relu.py",
+        default="exp.py",
         help="file name, in the library, of the candidate for (a)",
     )
     parser.add_argument("--overhead-dtype", default="float32")
@@ -254,6 +254,7 @@ def main() -> int:
     harness = Harness(device_kind=args.device)
     try:
         if "overhead" in parts:
+            # The first of that name: config/examples comes first in the default library.
             chosen = next(
                 c for c in candidates if c.path.name == args.overhead_candidate
             )
