@@ -85,6 +85,19 @@ def device_dtypes(opinfo, device_kind: str) -> list[str]:
     return [dtype for dtype in TARGET_DTYPES if dtype in supported]
 
 
+def _invalid(entry: dict[str, Any], error: str) -> dict[str, Any]:
+    """A candidate the harness never saw: the file names no operator or no dtype to test."""
+    return {
+        **entry,
+        "dtypes": [],
+        "outcome": "invalid",
+        "tests_run": 0,
+        "tests_passed": 0,
+        "elapsed_s": 0.0,
+        "error": error,
+    }
+
+
 def validate_one(
     harness,
     candidate: Candidate,
@@ -104,28 +117,15 @@ def validate_one(
     opinfo = find_opinfo(candidate.op, candidate.variant)
     if opinfo is None:
         variant = f" variant {candidate.variant!r}" if candidate.variant else ""
-        return {
-            **entry,
-            "dtypes": [],
-            "outcome": "invalid",
-            "tests_run": 0,
-            "tests_passed": 0,
-            "elapsed_s": 0.0,
-            "error": f"no OpInfo named {candidate.op!r}{variant}",
-        }
+        return _invalid(entry, f"no OpInfo named {candidate.op!r}{variant}")
     supported = device_dtypes(opinfo, device_kind)
     chosen = [dtype for dtype in (dtypes or supported) if dtype in supported]
     if not chosen:
-        return {
-            **entry,
-            "dtypes": [],
-            "outcome": "invalid",
-            "tests_run": 0,
-            "tests_passed": 0,
-            "elapsed_s": 0.0,
-            "error": f"none of {', '.join(dtypes or TARGET_DTYPES)} is supported on "
-            f"{device_kind} (supported: {', '.join(supported) or 'none'})",
-        }
+        return _invalid(
+            entry,
+            f"none of {', '.join(dtypes or TARGET_DTYPES)} is supported on {device_kind} "
+            f"(supported: {', '.join(supported) or 'none'})",
+        )
     request = {
         "op": candidate.op,
         "variant": candidate.variant,

@@ -55,6 +55,24 @@ class FakeDaemon:
     def send(self, identity: bytes, type_: str, **fields) -> None:
         self.router.send_multipart([identity, protocol.encode(type_, **fields)])
 
+    def send_job(
+        self,
+        identity: bytes,
+        job_id: str,
+        kind: str = "test",
+        payload=None,
+        deadline_ms: int = 600000,
+    ) -> None:
+        self.send(
+            identity,
+            "job",
+            job_id=job_id,
+            kind=kind,
+            attempt=1,
+            deadline_ms=deadline_ms,
+            payload=payload or {},
+        )
+
     def send_raw(self, identity: bytes, *parts: bytes) -> None:
         self.router.send_multipart([identity, *parts])
 
@@ -100,6 +118,16 @@ class RunningWorker:
         assert not self.thread.is_alive(), "the worker did not stop"
 
 
+def blocking(release: threading.Event, result: dict):
+    """A handler that holds its slot until `release` is set."""
+
+    def handler(payload, cancel):
+        assert release.wait(WAIT_S)
+        return result
+
+    return handler
+
+
 def echo(payload, cancel):
     return {"echo": payload}
 
@@ -124,23 +152,10 @@ def test_hello_announces_the_worker(daemon):
 
 def test_heartbeats_continue_while_a_slow_job_runs_then_the_result_arrives(daemon):
     release = threading.Event()
-
-    def slow(payload, cancel):
-        assert release.wait(WAIT_S)
-        return {"value": payload["x"] * 2}
-
-    running = RunningWorker(daemon.endpoint, {"test": slow})
+    running = RunningWorker(daemon.endpoint, {"test": blocking(release, {"value": 42})})
     try:
         identity = daemon.welcome(heartbeat_ms=20)
-        daemon.send(
-            identity,
-            "job",
-            job_id="j1",
-            kind="test",
-            attempt=1,
-            deadline_ms=60000,
-            payload={"x": 21},
-        )
+        daemon.send_job(identity, "j1", "test")
         busy_beats = 0
         while busy_beats < 3:
             _, beat = daemon.receive_type("heartbeat")
@@ -172,9 +187,7 @@ def test_cancel_stops_the_job_and_answers_cancelled(daemon, stopping):
     running = RunningWorker(daemon.endpoint, {"test": waits_for_cancel})
     try:
         identity = daemon.welcome()
-        daemon.send(
-            identity, "job", job_id="j2", kind="test", attempt=1, deadline_ms=60000, payload={}
-        )
+        daemon.send_job(identity, "j2", "test")
         assert started.wait(WAIT_S)
         daemon.send(identity, "cancel", job_id="j2")
         daemon.send(identity, "cancel", job_id="never-sent")  # a no-op
@@ -191,16 +204,12 @@ def test_unknown_kind_and_handler_fault_fail_with_a_clear_error(daemon):
     running = RunningWorker(daemon.endpoint, {"test": broken})
     try:
         identity = daemon.welcome()
-        daemon.send(
-            identity, "job", job_id="j3", kind="benchmark", attempt=1, deadline_ms=1000, payload={}
-        )
+        daemon.send_job(identity, "j3", "benchmark")
         _, result = daemon.receive_type("result")
         assert result["job_id"] == "j3"
         assert result["status"] == "failed"
         assert result["error"] == "job kind 'benchmark' is not served by this worker (test)"
-        daemon.send(
-            identity, "job", job_id="j4", kind="test", attempt=1, deadline_ms=1000, payload={}
-        )
+        daemon.send_job(identity, "j4", "test")
         _, result = daemon.receive_type("result")
         assert result["status"] == "failed"
         assert result["error"] == "RuntimeError: the harness lost its candidate process"
@@ -212,9 +221,7 @@ def test_unencodable_result_is_reported_as_failed(daemon):
     running = RunningWorker(daemon.endpoint, {"test": lambda payload, cancel: {"x": object()}})
     try:
         identity = daemon.welcome()
-        daemon.send(
-            identity, "job", job_id="j5", kind="test", attempt=1, deadline_ms=1000, payload={}
-        )
+        daemon.send_job(identity, "j5", "test")
         _, result = daemon.receive_type("result")
         assert result["status"] == "failed"
         assert "cannot be encoded as msgpack" in result["error"]
@@ -233,15 +240,7 @@ def test_malformed_frames_are_dropped_and_the_worker_keeps_serving(daemon):
         daemon.send_raw(identity, msgpack.packb({"v": 1, "type": "job", "job_id": 7}))
         daemon.send_raw(identity, protocol.encode("heartbeat"), protocol.encode("heartbeat"))
         daemon.send_raw(identity, b"\xdd\xff\xff\xff\xff")  # a 4-billion-entry array header
-        daemon.send(
-            identity,
-            "job",
-            job_id="j6",
-            kind="test",
-            attempt=1,
-            deadline_ms=1000,
-            payload={"still": "alive"},
-        )
+        daemon.send_job(identity, "j6", "test", {"still": "alive"})
         _, result = daemon.receive_type("result")
         assert (result["job_id"], result["status"]) == ("j6", "done")
         assert result["payload"] == {"echo": {"still": "alive"}}
@@ -260,9 +259,7 @@ def test_reconnects_with_hello_after_the_daemon_goes_silent(daemon):
         assert hello["worker_id"] == running.worker.config.worker_id
         # And it serves on the new connection.
         daemon.send(identity, "welcome", heartbeat_ms=50, liveness=1000)
-        daemon.send(
-            identity, "job", job_id="j7", kind="test", attempt=1, deadline_ms=1000, payload={}
-        )
+        daemon.send_job(identity, "j7", "test")
         _, result = daemon.receive_type("result")
         assert (result["job_id"], result["status"]) == ("j7", "done")
     finally:
@@ -286,17 +283,10 @@ def test_hello_required_and_daemon_goodbye_bring_a_new_hello(daemon):
 
 def test_results_wait_for_the_welcome_after_a_reconnect(daemon):
     release = threading.Event()
-
-    def slow(payload, cancel):
-        assert release.wait(WAIT_S)
-        return {"ok": True}
-
-    running = RunningWorker(daemon.endpoint, {"test": slow})
+    running = RunningWorker(daemon.endpoint, {"test": blocking(release, {"ok": True})})
     try:
         identity = daemon.welcome()
-        daemon.send(
-            identity, "job", job_id="j8", kind="test", attempt=1, deadline_ms=60000, payload={}
-        )
+        daemon.send_job(identity, "j8", "test")
         daemon.send(identity, "hello_required")
         daemon.receive_type("hello")
         release.set()
@@ -323,7 +313,7 @@ def test_stop_says_goodbye_and_cancels_running_jobs(daemon):
 
     running = RunningWorker(daemon.endpoint, {"test": waits})
     identity = daemon.welcome()
-    daemon.send(identity, "job", job_id="j9", kind="test", attempt=1, deadline_ms=60000, payload={})
+    daemon.send_job(identity, "j9", "test")
     assert started.wait(WAIT_S)
     running.stop()
     _, goodbye = daemon.receive_type("goodbye")

@@ -69,70 +69,30 @@ def test_device_worker_runs_test_and_catalog_jobs_and_cancels(daemon, tmp_path):
             "seed": 0,
             "timeout_s": 120.0,
         }
-        daemon.send(
-            identity,
-            "job",
-            job_id="t1",
-            kind="test",
-            attempt=1,
-            deadline_ms=600000,
-            payload=request,
-        )
+        daemon.send_job(identity, "t1", "test", request)
         _, result = daemon.receive_type("result", timeout_s=600)
         assert (result["job_id"], result["status"]) == ("t1", "done")
         assert result["payload"]["outcome"] == "pass"
         assert result["payload"]["tests_passed"] == result["payload"]["tests_run"] > 0
 
-        daemon.send(
-            identity,
-            "job",
-            job_id="c1",
-            kind="catalog",
-            attempt=1,
-            deadline_ms=600000,
-            payload={"filters": {"ops": ["exp", "fft.fft"]}},
-        )
+        daemon.send_job(identity, "c1", "catalog", {"filters": {"ops": ["exp", "fft.fft"]}})
         _, result = daemon.receive_type("result", timeout_s=600)
         assert (result["job_id"], result["status"]) == ("c1", "done")
         assert [op["name"] for op in result["payload"]["operators"]] == ["exp"]
         assert result["payload"]["excluded"][0]["reason"] == "FFT operator"
 
         # A candidate that never returns: cancelled, and the slot serves the next job.
-        daemon.send(
-            identity,
-            "job",
-            job_id="t2",
-            kind="test",
-            attempt=1,
-            deadline_ms=600000,
-            payload={**request, "source": SLOW_EXP, "timeout_s": 600.0},
-        )
+        daemon.send_job(identity, "t2", "test", {**request, "source": SLOW_EXP, "timeout_s": 600.0})
         daemon.receive_type("heartbeat")
         daemon.send(identity, "cancel", job_id="t2")
         _, result = daemon.receive_type("result", timeout_s=600)
         assert (result["job_id"], result["status"]) == ("t2", "cancelled")
-        daemon.send(
-            identity,
-            "job",
-            job_id="t3",
-            kind="test",
-            attempt=1,
-            deadline_ms=600000,
-            payload=request,
-        )
+        daemon.send_job(identity, "t3", "test", request)
         _, result = daemon.receive_type("result", timeout_s=600)
         assert (result["job_id"], result["status"]) == ("t3", "done")
         assert result["payload"]["outcome"] == "pass"
 
-        daemon.send(
-            identity,
-            "job",
-            job_id="bad",
-            kind="test",
-            attempt=1,
-            deadline_ms=1000,
-            payload={"op": "exp"},
-        )
+        daemon.send_job(identity, "bad", "test", {"op": "exp"})
         _, result = daemon.receive_type("result", timeout_s=600)
         assert (result["job_id"], result["status"]) == ("bad", "done")
         assert result["payload"]["outcome"] == "harness_error"
@@ -145,14 +105,11 @@ def test_lint_worker_runs_lint_jobs(daemon):
     process, identity, hello = serving(daemon, "--device", "none", "--slots", "1", "--role", "lint")
     try:
         assert (hello["role"], hello["jobs"]) == ("lint", ["lint"])
-        daemon.send(
+        daemon.send_job(
             identity,
-            "job",
-            job_id="l1",
-            kind="lint",
-            attempt=1,
-            deadline_ms=60000,
-            payload={
+            "l1",
+            "lint",
+            {
                 "source": "import os\n" + (EXAMPLES / "exp.py").read_text(),
                 "op": "exp",
                 "wrapper": "exp_wrapper",
@@ -163,15 +120,7 @@ def test_lint_worker_runs_lint_jobs(daemon):
         assert (result["job_id"], result["status"]) == ("l1", "done")
         assert result["payload"]["ok"] is False
         assert result["payload"]["violations"][0]["line"] == 1
-        daemon.send(
-            identity,
-            "job",
-            job_id="l2",
-            kind="lint",
-            attempt=1,
-            deadline_ms=60000,
-            payload={"source": "x = 1\n", "op": "exp"},
-        )
+        daemon.send_job(identity, "l2", "lint", {"source": "x = 1\n", "op": "exp"})
         _, result = daemon.receive_type("result", timeout_s=300)
         assert (result["status"], result["error"]) == (
             "failed",
