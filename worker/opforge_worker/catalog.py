@@ -144,24 +144,25 @@ def survey(opinfo, config: CatalogConfig) -> dict[str, Any]:
     sample_errors: dict[str, str] = {}
     run_errors = 0
     recorder = _DispatchRecorder()
-    for dtype_name in config.dtypes:
-        if dtype_name not in supported["cpu"] and dtype_name not in supported["cuda"]:
-            continue
-        torch.manual_seed(config.sample_seed)
-        try:
-            samples = list(opinfo.sample_inputs("cpu", getattr(torch, dtype_name)))
-        except Exception as error:  # OpInfo sample functions raise anything
-            sample_errors[dtype_name] = f"{type(error).__name__}: {error}"[:300]
-            continue
-        sample_counts[dtype_name] = len(samples)
-        for sample in samples:
+    # Samples probe edge cases on purpose (and sparse ones are "beta"): their warnings are noise.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for dtype_name in config.dtypes:
+            if dtype_name not in supported["cpu"] and dtype_name not in supported["cuda"]:
+                continue
+            torch.manual_seed(config.sample_seed)
             try:
-                # Samples probe edge cases on purpose; their warnings are noise here.
-                with recorder, warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    opinfo(sample.input, *sample.args, **sample.kwargs)
-            except Exception:  # e.g. a CPU kernel missing for float16: the overload still shows
-                run_errors += 1
+                samples = list(opinfo.sample_inputs("cpu", getattr(torch, dtype_name)))
+            except Exception as error:  # OpInfo sample functions raise anything
+                sample_errors[dtype_name] = f"{type(error).__name__}: {error}"[:300]
+                continue
+            sample_counts[dtype_name] = len(samples)
+            for sample in samples:
+                try:
+                    with recorder:
+                        opinfo(sample.input, *sample.args, **sample.kwargs)
+                except Exception:  # e.g. no CPU kernel for float16: the overload still shows
+                    run_errors += 1
     overloads = sorted(recorder.overloads)
     return {
         "name": opinfo.name,
