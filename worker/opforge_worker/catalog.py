@@ -43,7 +43,7 @@ CATEGORIES = (
     "other",
 )
 # Bumped whenever survey() records something new or differently: old caches are then ignored.
-SURVEY_SCHEMA = 1
+SURVEY_SCHEMA = 2
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "config" / "catalog.yaml"
 # Operators per task of a parallel survey: small enough to balance slow operators across processes.
 _SURVEY_CHUNK = 8
@@ -199,6 +199,8 @@ def _survey_missing(
 ) -> Iterator[dict[str, Any]]:
     """Surveys `keys`, in parallel processes when there are many (a cold full catalog is
     hundreds of operators times five dtypes of samples)."""
+    if not keys:
+        return
     # A process costs seconds to start (torch and op_db imports): worth it for dozens of ops.
     processes = min(survey_processes(), len(keys) // _OPS_PER_PROCESS_AT_LEAST)
     if processes <= 1:
@@ -247,22 +249,44 @@ def cache_path(fingerprint: str, config: CatalogConfig, directory: Path | None =
     return (directory or cache_dir()) / f"catalog-{fingerprint}-{settings_hash}.json"
 
 
-def _read_cache(path: Path) -> dict[str, dict]:
+@dataclass
+class _Cache:
+    """Surveys by key, and once a full build finished, every key of the torch: the op list is
+    fixed for a fingerprint, so a cached catalog needs no op_db import (seconds)."""
+
+    surveys: dict[str, dict]
+    all_keys: list[str] | None = None
+
+    def keys_for(self, names: Iterable[str] | None) -> list[str] | None:
+        """The keys of the named operators (all when None), or None if the cache can't tell."""
+        if self.all_keys is None:
+            return None
+        if names is None:
+            return self.all_keys
+        wanted = set(names)
+        keys = [key for key in self.all_keys if self.surveys[key]["name"] in wanted]
+        unknown = wanted - {self.surveys[key]["name"] for key in keys}
+        if unknown:
+            raise ValueError(f"no OpInfo named {', '.join(sorted(unknown))}")
+        return keys
+
+
+def _read_cache(path: Path) -> _Cache:
     try:
-        surveys = json.loads(path.read_text())
+        stored = json.loads(path.read_text())
+        return _Cache(dict(stored["surveys"]), stored["all_keys"])
     except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as error:
+        return _Cache({})
+    except (OSError, ValueError, KeyError, TypeError) as error:
         log.warning("ignoring unreadable catalog cache %s: %s", path, error)
-        return {}
-    return surveys if isinstance(surveys, dict) else {}
+        return _Cache({})
 
 
-def _write_cache(path: Path, surveys: dict[str, dict]) -> None:
+def _write_cache(path: Path, cache: _Cache) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     # Written whole then renamed: a reader never sees half a cache, a crash leaves the old one.
     with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False) as out:
-        json.dump(surveys, out)
+        json.dump({"surveys": cache.surveys, "all_keys": cache.all_keys}, out)
     os.replace(out.name, path)
 
 
@@ -384,21 +408,25 @@ def build(
     tools = toolchain.collect(device_kind)
     fingerprint = toolchain.fingerprint(tools)
     path = cache_path(fingerprint, config, cache_directory)
-    cached = _read_cache(path) if use_cache else {}
-    computed = 0
-    chosen = select(_op_db(), ops)
-    missing = sum(_key(op.name, op.variant_test_name) not in cached for op in chosen)
+    cache = _read_cache(path) if use_cache else _Cache({})
+    keys = cache.keys_for(ops)
+    if keys is None:
+        keys = [_key(op.name, op.variant_test_name) for op in select(_op_db(), ops)]
+    missing = [key for key in keys if key not in cache.surveys]
     if missing:
-        log.info("surveying %d of %d operators (not in %s)", missing, len(chosen), path)
-    keys = [_key(op.name, op.variant_test_name) for op in chosen]
-    for entry in _survey_missing([key for key in keys if key not in cached], config, cancel):
-        cached[_key(entry["name"], entry["variant"])] = entry
+        log.info("surveying %d of %d operators (not in %s)", len(missing), len(keys), path)
+    computed = 0
+    for entry in _survey_missing(missing, config, cancel):
+        cache.surveys[_key(entry["name"], entry["variant"])] = entry
         computed += 1
         if computed % 100 == 0:
-            log.info("surveyed %d of %d operators", computed, missing)
-    surveys = {key: cached[key] for key in keys if key in cached}
-    if computed and use_cache:
-        _write_cache(path, cached)
+            log.info("surveyed %d of %d operators", computed, len(missing))
+    completed = ops is None and cache.all_keys is None and computed == len(missing)
+    if completed:
+        cache.all_keys = keys
+    if use_cache and (computed or completed):
+        _write_cache(path, cache)
+    surveys = {key: cache.surveys[key] for key in keys if key in cache.surveys}
     operators, excluded = [], []
     for entry in surveys.values():
         reason = exclusion_reason(entry, device_kind, config)

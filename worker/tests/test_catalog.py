@@ -95,7 +95,7 @@ def test_every_exclusion_has_its_reason(built):
 
 
 def test_cuda_dtypes_come_from_dtypes_if_cuda(built, cache):
-    surveys = json.loads(next(cache.glob("catalog-*.json")).read_text())
+    surveys = json.loads(next(cache.glob("catalog-*.json")).read_text())["surveys"]
     config = catalog.CatalogConfig.load()
     svd = surveys["linalg.svd"]
     assert "float32" in svd["supported_dtypes"]["cuda"]
@@ -123,7 +123,7 @@ def test_unreadable_cache_is_rebuilt(tmp_path):
     path.write_text("{not json")
     rebuilt = catalog.build(DEVICE, ops=["exp"], cache_directory=tmp_path)
     assert rebuilt["stats"] == {"computed": 1, "cached": 0}
-    assert "exp" in json.loads(path.read_text())
+    assert "exp" in json.loads(path.read_text())["surveys"]
 
 
 def test_config_overrides_categories_and_exclusions(tmp_path, cache):
@@ -165,3 +165,25 @@ def test_parallel_survey_matches_the_serial_one(built, tmp_path, monkeypatch):
     assert parallel["stats"]["computed"] == built["stats"]["computed"]
     assert parallel["operators"] == built["operators"]
     assert parallel["excluded"] == built["excluded"]
+
+
+def test_a_complete_cache_answers_without_importing_op_db(built, cache, tmp_path, monkeypatch):
+    (path,) = cache.glob("catalog-*.json")
+    stored = json.loads(path.read_text())
+    assert stored["all_keys"] is None  # only some operators were surveyed
+    # As a full build leaves it (its op list is fixed for the fingerprint):
+    stored["all_keys"] = list(stored["surveys"])
+    copy = tmp_path / path.name
+    copy.write_text(json.dumps(stored))
+
+    def no_op_db():
+        raise AssertionError("op_db imported although the cache is complete")
+
+    monkeypatch.setattr(catalog, "_op_db", no_op_db)
+    again = catalog.build(DEVICE, ops=["exp", "bernoulli"], cache_directory=tmp_path)
+    assert [op["name"] for op in again["operators"]] == ["exp"]
+    assert [op["name"] for op in again["excluded"]] == ["bernoulli"]
+    everything = catalog.build(DEVICE, cache_directory=tmp_path)
+    assert everything["operators"] == built["operators"]
+    with pytest.raises(ValueError, match="no OpInfo named nope"):
+        catalog.build(DEVICE, ops=["nope"], cache_directory=tmp_path)
