@@ -270,8 +270,15 @@ class Worker:
 
     # -- frames out --------------------------------------------------------------------------
 
-    def _send(self, type_: str, **fields: Any) -> None:
-        self._socket.send(protocol.encode(type_, **fields))
+    def _send(self, type_: str, **fields: Any) -> bool:
+        """Sends without blocking: a daemon that stopped reading must not stall the I/O thread
+        (the liveness check then reconnects). False when the frame could not be queued."""
+        try:
+            self._socket.send(protocol.encode(type_, **fields), zmq.NOBLOCK)
+        except zmq.Again:
+            log.warning("the daemon is not taking frames; %s not sent", type_)
+            return False
+        return True
 
     def _send_hello(self) -> None:
         config = self.config
@@ -300,7 +307,11 @@ class Worker:
 
     def _flush_unsent(self) -> None:
         while self._unsent:
-            self._socket.send(self._encode_result(self._unsent.popleft()))
+            try:
+                self._socket.send(self._encode_result(self._unsent[0]), zmq.NOBLOCK)
+            except zmq.Again:
+                return  # kept for the next flush, or for the next connection's welcome
+            self._unsent.popleft()
 
     def _encode_result(self, outcome: _Outcome) -> bytes:
         fields = {
