@@ -121,7 +121,7 @@ def library_validation(harness, candidates, device_kind: str) -> dict:
         payload = harness.run_test(request_for(candidate, dtypes), threading.Event())
         results.append(
             {
-                "file": candidate.path.name,
+                "file": f"{candidate.path.parent.name}/{candidate.path.name}",
                 "outcome": payload["outcome"],
                 "tests_run": payload["tests_run"],
             }
