@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 
@@ -10,7 +11,7 @@ import pytest
 import zmq
 
 from opforge_worker import protocol
-from opforge_worker.connection import JobCancelled, Worker, WorkerConfig
+from opforge_worker.connection import Backoff, JobCancelled, Worker, WorkerConfig
 
 TOOLCHAIN = {
     "python": "3.12.3",
@@ -319,3 +320,13 @@ def test_stop_says_goodbye_and_cancels_running_jobs(daemon):
     _, goodbye = daemon.receive_type("goodbye")
     assert goodbye["reason"] == "test over"
     assert saw_cancel.is_set()
+
+
+def test_backoff_doubles_to_its_cap_with_jitter_and_resets():
+    backoff = Backoff(1.0, 32.0, random.Random(7))
+    ceilings = [1, 2, 4, 8, 16, 32, 32, 32]
+    delays = [backoff.next_delay() for _ in ceilings]
+    assert all(ceiling / 2 <= delay <= ceiling for delay, ceiling in zip(delays, ceilings))
+    assert len(set(delays)) == len(delays)  # jittered, not lockstep
+    backoff.reset()
+    assert 0.5 <= backoff.next_delay() <= 1.0
