@@ -326,7 +326,9 @@ def test_backoff_doubles_to_its_cap_with_jitter_and_resets():
     backoff = Backoff(1.0, 32.0, random.Random(7))
     ceilings = [1, 2, 4, 8, 16, 32, 32, 32]
     delays = [backoff.next_delay() for _ in ceilings]
-    assert all(ceiling / 2 <= delay <= ceiling for delay, ceiling in zip(delays, ceilings))
+    assert all(
+        ceiling / 2 <= delay <= ceiling for delay, ceiling in zip(delays, ceilings, strict=True)
+    )
     assert len(set(delays)) == len(delays)  # jittered, not lockstep
     backoff.reset()
     assert 0.5 <= backoff.next_delay() <= 1.0
