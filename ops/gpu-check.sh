@@ -13,7 +13,9 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/opforge-gpu-check}
 mkdir -p "$out"
-export PYTHONUNBUFFERED=1 OPFORGE_TEST_DEVICE=cuda OPFORGE_CACHE_DIR=/tmp/opforge-cache
+# The harness suites read OPFORGE_HARNESS_DEVICE, the worker's own OPFORGE_TEST_DEVICE.
+export PYTHONUNBUFFERED=1 OPFORGE_TEST_DEVICE=cuda OPFORGE_HARNESS_DEVICE=cuda
+export OPFORGE_CACHE_DIR=/tmp/opforge-cache
 
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target /tmp/site .whl/*.whl || { echo "gpu-check: installing .whl/ failed" >&2; exit 1; }
