@@ -30,6 +30,7 @@ import yaml
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from opforge_worker import docstrings, toolchain
+from opforge_worker import opinfo as opinfo_db
 
 log = logging.getLogger("opforge_worker.catalog")
 
@@ -43,17 +44,11 @@ CATEGORIES = (
     "other",
 )
 # Bumped whenever survey() records something new or differently: old caches are then ignored.
-SURVEY_SCHEMA = 2
+SURVEY_SCHEMA = 3
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "config" / "catalog.yaml"
 # Operators per task of a parallel survey: small enough to balance slow operators across processes.
 _SURVEY_CHUNK = 8
 _OPS_PER_PROCESS_AT_LEAST = 32
-
-
-def _op_db() -> list:
-    from torch.testing._internal.common_methods_invocations import op_db
-
-    return op_db
 
 
 # -- configuration ----------------------------------------------------------------------------
@@ -150,9 +145,11 @@ def survey(opinfo, config: CatalogConfig) -> dict[str, Any]:
         for dtype_name in config.dtypes:
             if dtype_name not in supported["cpu"] and dtype_name not in supported["cuda"]:
                 continue
-            torch.manual_seed(config.sample_seed)
             try:
-                samples = list(opinfo.sample_inputs("cpu", getattr(torch, dtype_name)))
+                # As the harness generates them, so that the counts are its tests per dtype.
+                samples = opinfo_db.samples_for(
+                    opinfo, "cpu", getattr(torch, dtype_name), config.sample_seed
+                )
             except Exception as error:  # OpInfo sample functions raise anything
                 sample_errors[dtype_name] = f"{type(error).__name__}: {error}"[:300]
                 continue
@@ -186,7 +183,7 @@ def survey(opinfo, config: CatalogConfig) -> dict[str, Any]:
 def _survey_chunk(keys: list[str], config: CatalogConfig) -> list[dict[str, Any]]:
     """Surveys `keys` in a child process: one thread each, the processes share the cores."""
     torch.set_num_threads(1)
-    by_key = {_key(op.name, op.variant_test_name): op for op in _op_db()}
+    by_key = {_key(op.name, op.variant_test_name): op for op in opinfo_db.load_op_db()}
     return [survey(by_key[key], config) for key in keys]
 
 
@@ -204,7 +201,7 @@ def _survey_missing(
     # A process costs seconds to start (torch and op_db imports): worth it for dozens of ops.
     processes = min(survey_processes(), len(keys) // _OPS_PER_PROCESS_AT_LEAST)
     if processes <= 1:
-        by_key = {_key(op.name, op.variant_test_name): op for op in _op_db()}
+        by_key = {_key(op.name, op.variant_test_name): op for op in opinfo_db.load_op_db()}
         for key in keys:
             if cancel is not None and cancel.is_set():
                 return
@@ -411,7 +408,7 @@ def build(
     cache = _read_cache(path) if use_cache else _Cache({})
     keys = cache.keys_for(ops)
     if keys is None:
-        keys = [_key(op.name, op.variant_test_name) for op in select(_op_db(), ops)]
+        keys = [_key(op.name, op.variant_test_name) for op in select(opinfo_db.load_op_db(), ops)]
     missing = [key for key in keys if key not in cache.surveys]
     if missing:
         log.info("surveying %d of %d operators (not in %s)", len(missing), len(keys), path)

@@ -119,7 +119,7 @@ def validate_one(
         variant = f" variant {candidate.variant!r}" if candidate.variant else ""
         return _invalid(entry, f"no OpInfo named {candidate.op!r}{variant}")
     supported = device_dtypes(opinfo, device_kind)
-    chosen = [dtype for dtype in (dtypes or supported) if dtype in supported]
+    chosen = [dtype for dtype in supported if dtype in (dtypes or supported)]
     if not chosen:
         return _invalid(
             entry,

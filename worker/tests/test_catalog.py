@@ -179,7 +179,7 @@ def test_a_complete_cache_answers_without_importing_op_db(built, cache, tmp_path
     def no_op_db():
         raise AssertionError("op_db imported although the cache is complete")
 
-    monkeypatch.setattr(catalog, "_op_db", no_op_db)
+    monkeypatch.setattr(catalog.opinfo_db, "load_op_db", no_op_db)
     again = catalog.build(DEVICE, ops=["exp", "bernoulli"], cache_directory=tmp_path)
     assert [op["name"] for op in again["operators"]] == ["exp"]
     assert [op["name"] for op in again["excluded"]] == ["bernoulli"]

@@ -9,10 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from opforge_worker import protocol, toolchain
-from tests.test_connection import FakeDaemon
 
 WORKER_DIR = Path(__file__).resolve().parents[1]
 
@@ -30,13 +27,6 @@ def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
         timeout=600,
         env={**os.environ, **(env or {})},
     )
-
-
-@pytest.fixture
-def daemon():
-    fake = FakeDaemon()
-    yield fake
-    fake.close()
 
 
 def test_serve_says_hello_and_sigterm_says_goodbye_and_exits_zero(daemon):

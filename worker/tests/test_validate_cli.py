@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 WORKER_DIR = Path(__file__).resolve().parents[1]
-EXAMPLES = WORKER_DIR.parent / "config" / "examples"
+HONEST_EXP = WORKER_DIR / "tests" / "corpus" / "honest" / "exp.py"
 DEVICE = os.environ.get("OPFORGE_TEST_DEVICE", "interpreter")
 
 BROKEN_EXP = """
@@ -32,7 +32,7 @@ def exp_wrapper(input):
 def test_validate_prints_a_table_writes_json_and_fails_on_any_failure(tmp_path):
     good = tmp_path / "good"
     good.mkdir()
-    shutil.copy(EXAMPLES / "exp.py", good / "exp.py")
+    shutil.copy(HONEST_EXP, good / "exp.py")
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "exp.py").write_text(BROKEN_EXP)
@@ -50,7 +50,7 @@ def test_validate_prints_a_table_writes_json_and_fails_on_any_failure(tmp_path):
                 "--device",
                 DEVICE,
                 "--dtypes",
-                "float32,int64",
+                "float32,float16",
                 "--json",
                 str(out),
             ],
@@ -65,8 +65,8 @@ def test_validate_prints_a_table_writes_json_and_fails_on_any_failure(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1/1 candidates passed" in done.stdout
     (result,) = written["results"]
-    assert (result["op"], result["wrapper"], result["outcome"]) == ("exp", "exp_wrapper", "pass")
-    assert result["dtypes"] == ["float32", "int64"]
+    assert (result["op"], result["wrapper"], result["outcome"]) == ("exp", "exp", "pass")
+    assert result["dtypes"] == ["float16", "float32"]
     assert result["tests_passed"] == result["tests_run"] > 0
     assert written["device_kind"] == DEVICE
 
