@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Downloads, here, the wheels the GPU hosts lack (python 3.12, x86-64, no registry access there) into
+# .whl/ at the repository root, for ops/gpu-check.sh to install. Versions are worker/requirements.txt's
+# pins (and the pins of pytest's own needs). Run from anywhere; WHEEL_DIR overrides the target.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dest=${WHEEL_DIR:-.whl}
+python=${OPFORGE_VENV:-$PWD/.venv}/bin/python
+[ -x "$python" ] || python=python3
+
+pin() { grep -i "^$1==" worker/requirements.txt | cut -d= -f3; }
+wheels=(
+  "pyzmq==$(pin pyzmq)" "msgpack==$(pin msgpack)" "PyYAML==$(pin PyYAML)"
+  "expecttest==$(pin expecttest)" "pytest==$(pin pytest)"
+  pluggy==1.7.0 iniconfig==2.3.1 Pygments==2.21.0
+)
+
+# Keep the wheels out of git, and out of the working tree's commits.
+exclude=$(git rev-parse --git-common-dir)/info/exclude
+[ "$dest" != .whl ] || grep -qx '/.whl/' "$exclude" 2>/dev/null || echo '/.whl/' >>"$exclude"
+
+platforms=()
+for tag in manylinux_2_28 manylinux_2_27 manylinux_2_26 manylinux_2_17 manylinux2014 manylinux1; do
+  platforms+=(--platform "${tag}_x86_64")
+done
+mkdir -p "$dest"
+"$python" -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
+  --python-version 3.12 --implementation cp "${platforms[@]}" -d "$dest" "${wheels[@]}"
+ls -1 "$dest"

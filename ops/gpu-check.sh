@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The worker's check on a GPU host, run by the coordinator through the device tool from the
+# repository root (python 3.12, torch 2.11, triton 3.6 there; no registry access):
+#   1. here, once: ops/fetch-gpu-wheels.sh            (wheels the host lacks, into .whl/)
+#   2. device run, carry [".whl"], command:  bash ops/gpu-check.sh
+# It installs the carried wheels into /tmp/site, runs the worker's pytest suite with
+# OPFORGE_TEST_DEVICE=cuda, validates config/examples on cuda, and runs bench/worker_bench.py.
+# Everything it saw lands in $OUT (at most 8 files: the device tool's limit), each step's exit
+# status in $OUT/summary.txt. Exit status: non-zero if any step failed.
+# One device command may run 10 minutes: to split the check over two calls, name the steps, e.g.
+#   OPFORGE_GPU_STEPS=pytest bash ops/gpu-check.sh    then    OPFORGE_GPU_STEPS="validate bench" ...
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-/tmp/opforge-gpu-check}
+mkdir -p "$out"
+# The harness suites read OPFORGE_HARNESS_DEVICE, the worker's own OPFORGE_TEST_DEVICE.
+export PYTHONUNBUFFERED=1 OPFORGE_TEST_DEVICE=cuda OPFORGE_HARNESS_DEVICE=cuda
+export OPFORGE_CACHE_DIR=/tmp/opforge-cache
+
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  --target /tmp/site .whl/*.whl || { echo "gpu-check: installing .whl/ failed" >&2; exit 1; }
+export PYTHONPATH=/tmp/site:$PWD/worker
+
+steps=" ${OPFORGE_GPU_STEPS:-pytest validate bench} "
+status=0
+step() { # step NAME LOG COMMAND...: runs COMMAND, output to $out/LOG, records its exit status
+  local name=$1 log=$2
+  shift 2
+  [[ $steps == *" $name "* ]] || return 0
+  local started=$SECONDS
+  "$@" >"$out/$log" 2>&1
+  local rc=$?
+  echo "$name: exit $rc in $((SECONDS - started)) s" | tee -a "$out/summary.txt"
+  ((rc == 0)) || status=1
+}
+
+{
+  nvidia-smi
+  python3 -m opforge_worker fingerprint --device cuda
+} >"$out/environment.txt" 2>&1
+
+step pytest pytest.log bash -c 'cd worker && python3 -m pytest -q -p no:cacheprovider -rfEs'
+step validate validate.log python3 -m opforge_worker validate config/examples --device cuda \
+  --json "$out/validate.json"
+step bench bench.log python3 bench/worker_bench.py --device cuda --json "$out/bench-cuda.json" \
+  --markdown "$out/bench-cuda.md"
+cat "$out/summary.txt"
+exit $status

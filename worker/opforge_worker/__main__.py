@@ -1,0 +1,150 @@
+"""opforge_worker command line.
+
+python -m opforge_worker serve --connect ENDPOINT --device cuda|interpreter|none --slots N
+                               --role device|lint
+python -m opforge_worker catalog [--device K] [--json FILE] [--ops a,b] [--no-cache]
+python -m opforge_worker validate DIR --device cuda|interpreter [--dtypes a,b] [--json OUT]
+python -m opforge_worker fingerprint [--device K]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from opforge_worker import toolchain
+
+
+def _csv(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def _write_json(path: str, document) -> None:
+    Path(path).write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+
+
+def serve(args: argparse.Namespace) -> int:
+    from opforge_worker.connection import Worker, WorkerConfig
+    from opforge_worker.jobs import handlers_for
+
+    if args.role == "lint" and args.device != "none":
+        raise ValueError("role 'lint' runs no device: use --device none")
+    tools = toolchain.collect(args.device)
+    handlers, release = handlers_for(args.role, args.device, args.slots)
+    config = WorkerConfig(
+        endpoint=args.connect,
+        role=args.role,
+        device_kind=args.device,
+        slots=args.slots,
+        toolchain=tools,
+        fingerprint=toolchain.fingerprint(tools),
+    )
+    worker = Worker(config, handlers)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda number, frame: worker.stop(signal.strsignal(number)))
+    try:
+        worker.run()
+    finally:
+        release()
+    return 0
+
+
+def catalog(args: argparse.Namespace) -> int:
+    from opforge_worker import catalog as catalog_module
+
+    built = catalog_module.build(
+        args.device, ops=_csv(args.ops) if args.ops else None, use_cache=not args.no_cache
+    )
+    print(catalog_module.format_table(built))
+    if args.json:
+        _write_json(args.json, built)
+    return 0
+
+
+def validate(args: argparse.Namespace) -> int:
+    from opforge_worker import validate as validate_module
+
+    results = validate_module.validate_directory(
+        Path(args.directory),
+        args.device,
+        dtypes=_csv(args.dtypes) if args.dtypes else None,
+        timeout_s=args.timeout_s,
+    )
+    print(validate_module.format_table(results))
+    if args.json:
+        tools = toolchain.collect(args.device)
+        _write_json(
+            args.json,
+            {
+                "device_kind": args.device,
+                "toolchain": tools,
+                "fingerprint": toolchain.fingerprint(tools),
+                "results": results,
+            },
+        )
+    return 0 if all(result["outcome"] == "pass" for result in results) else 1
+
+
+def fingerprint(args: argparse.Namespace) -> int:
+    tools = toolchain.collect(args.device)
+    print(json.dumps({"toolchain": tools, "fingerprint": toolchain.fingerprint(tools)}, indent=1))
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(
+        prog="python -m opforge_worker",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    root.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    commands = root.add_subparsers(dest="command", required=True)
+
+    serving = commands.add_parser("serve", help="serve jobs from the daemon")
+    serving.add_argument("--connect", required=True, help="the daemon's workers endpoint")
+    serving.add_argument("--device", required=True, choices=toolchain.DEVICE_KINDS)
+    serving.add_argument("--slots", type=int, default=1, help="jobs run at once (>= 1)")
+    serving.add_argument("--role", required=True, choices=["device", "lint"])
+    serving.set_defaults(run=serve)
+
+    listing = commands.add_parser("catalog", help="list the operators and write them as JSON")
+    listing.add_argument("--device", default="interpreter", choices=["cuda", "interpreter"])
+    listing.add_argument("--json", help="write the catalog here")
+    listing.add_argument("--ops", help="only these operators, comma-separated")
+    listing.add_argument("--no-cache", action="store_true", help="survey every operator afresh")
+    listing.set_defaults(run=catalog)
+
+    checking = commands.add_parser("validate", help="validate a directory of candidates")
+    checking.add_argument("directory")
+    checking.add_argument("--device", required=True, choices=["cuda", "interpreter"])
+    checking.add_argument("--dtypes", help="comma-separated; default: all the op supports")
+    checking.add_argument("--json", help="write the results here")
+    checking.add_argument("--timeout-s", type=float, default=60.0, help="per-sample time limit")
+    checking.set_defaults(run=validate)
+
+    printing = commands.add_parser("fingerprint", help="print the toolchain and its fingerprint")
+    printing.add_argument("--device", default="interpreter", choices=toolchain.DEVICE_KINDS)
+    printing.set_defaults(run=fingerprint)
+    return root
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return args.run(args)
+    except (ValueError, RuntimeError) as error:
+        print(f"opforge_worker {args.command}: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

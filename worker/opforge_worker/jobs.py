@@ -1,0 +1,102 @@
+"""The job kinds a worker serves, by role (messages/PROTOCOL.md, "Job payloads").
+
+Role `device` serves `test` and `catalog` on its device; role `lint` serves `lint` and needs no
+device. Heavy modules (the harness, the linter, the catalog) are imported on first use, so that a
+worker says hello within a second of starting.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Any
+
+from opforge_worker.connection import JobCancelled, JobHandler
+
+ROLES = ("device", "lint")
+
+
+def _required(payload: dict[str, Any], key: str, kind: type) -> Any:
+    if key not in payload:
+        raise ValueError(f"payload: missing key {key!r}")
+    value = payload[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ValueError(f"payload: key {key!r}: expected {kind.__name__}")
+    return value
+
+
+class HarnessPool:
+    """One warm Harness per slot: a job takes one and gives it back, so concurrent jobs never share
+    a candidate process."""
+
+    def __init__(self, device_kind: str, slots: int):
+        self._device_kind = device_kind
+        self._idle: queue.Queue = queue.Queue()
+        self._created = []
+        self._lock = threading.Lock()
+        self._slots = slots
+
+    def _take(self):
+        try:
+            return self._idle.get_nowait()
+        except queue.Empty:
+            pass
+        with self._lock:
+            if len(self._created) < self._slots:
+                from opforge_worker.harness import Harness
+
+                harness = Harness(device_kind=self._device_kind)
+                self._created.append(harness)
+                return harness
+        return self._idle.get()
+
+    def run_test(self, payload: dict[str, Any], cancel: threading.Event) -> dict[str, Any]:
+        harness = self._take()
+        try:
+            return harness.run_test(payload, cancel)
+        finally:
+            self._idle.put(harness)
+
+    def close(self) -> None:
+        with self._lock:
+            for harness in self._created:
+                harness.close()
+            self._created.clear()
+
+
+def _catalog_job(device_kind: str):
+    def run(payload: dict[str, Any], cancel: threading.Event) -> dict[str, Any]:
+        from opforge_worker import catalog
+
+        filters = payload.get("filters") or {}
+        if not isinstance(filters, dict):
+            raise ValueError("payload: key 'filters': expected a map")
+        built = catalog.build(device_kind, cancel=cancel, **catalog.filter_arguments(filters))
+        if cancel.is_set():
+            raise JobCancelled
+        return built
+
+    return run
+
+
+def _lint_job(payload: dict[str, Any], cancel: threading.Event) -> dict[str, Any]:
+    from opforge_worker.linter import lint_source
+
+    return lint_source(
+        _required(payload, "source", str),
+        op=_required(payload, "op", str),
+        wrapper=_required(payload, "wrapper", str),
+        profile=_required(payload, "profile", str),
+    )
+
+
+def handlers_for(role: str, device_kind: str, slots: int) -> tuple[dict[str, JobHandler], Any]:
+    """The handlers a worker of `role` serves, and a callable that releases what they hold."""
+    if role == "lint":
+        return {"lint": _lint_job}, lambda: None
+    if role != "device":
+        raise ValueError(f"role {role!r}: expected one of {', '.join(ROLES)}")
+    if device_kind == "none":
+        raise ValueError("role 'device' needs a device kind, 'cuda' or 'interpreter'")
+    pool = HarnessPool(device_kind, slots)
+    return {"test": pool.run_test, "catalog": _catalog_job(device_kind)}, pool.close

@@ -1,0 +1,137 @@
+"""The command line as the daemon's supervisor and users run it: real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from opforge_worker import protocol, toolchain
+
+WORKER_DIR = Path(__file__).resolve().parents[1]
+
+
+def worker_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "opforge_worker", *args]
+
+
+def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        worker_command(*args),
+        cwd=WORKER_DIR,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_serve_says_hello_and_sigterm_says_goodbye_and_exits_zero(daemon):
+    process = subprocess.Popen(
+        worker_command(
+            "serve",
+            "--connect",
+            daemon.endpoint,
+            "--device",
+            "none",
+            "--slots",
+            "2",
+            "--role",
+            "lint",
+        ),
+        cwd=WORKER_DIR,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        identity, hello = daemon.receive_type("hello", timeout_s=120)
+        assert hello["role"] == "lint"
+        assert hello["device_kind"] == "none"
+        assert hello["jobs"] == ["lint"]
+        assert hello["slots"] == 2
+        assert hello["pid"] == process.pid
+        assert hello["toolchain"] == toolchain.collect("none")
+        assert hello["fingerprint"] == toolchain.fingerprint(hello["toolchain"])
+        daemon.send(identity, "welcome", heartbeat_ms=50, liveness=1000)
+        # On a loaded host the worker may give up waiting for the welcome and say hello again.
+        while (reply := daemon.receive())[1].type != "heartbeat":
+            if reply[1].type == "hello":
+                daemon.send(reply[0], "welcome", heartbeat_ms=50, liveness=1000)
+        process.send_signal(signal.SIGTERM)
+        _, goodbye = daemon.receive_type("goodbye")
+        assert goodbye["reason"] == "Terminated"
+        assert process.wait(timeout=60) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_serve_refuses_a_device_role_without_a_device():
+    done = run_cli(
+        "serve",
+        "--connect",
+        "tcp://127.0.0.1:1",
+        "--device",
+        "none",
+        "--slots",
+        "1",
+        "--role",
+        "device",
+    )
+    assert done.returncode == 2
+    assert "role 'device' needs a device kind" in done.stderr
+
+
+def test_serve_names_a_bad_endpoint():
+    done = run_cli(
+        "serve", "--connect", "tcp://nowhere", "--device", "none", "--slots", "1", "--role", "lint"
+    )
+    assert done.returncode == 2
+    assert "endpoint 'tcp://nowhere'" in done.stderr
+
+
+def test_catalog_prints_by_category_and_writes_json(tmp_path):
+    out = tmp_path / "catalog.json"
+    done = run_cli(
+        "catalog",
+        "--ops",
+        "exp,fft.fft",
+        "--json",
+        str(out),
+        env={"OPFORGE_CACHE_DIR": str(tmp_path / "cache")},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "elementwise (1)" in done.stdout
+    assert "fft.fft: FFT operator" in done.stdout
+    written = json.loads(out.read_text())
+    assert [op["name"] for op in written["operators"]] == ["exp"]
+    assert written["excluded"] == [{"name": "fft.fft", "variant": "", "reason": "FFT operator"}]
+
+
+def test_fingerprint_prints_the_protocol_fingerprint():
+    done = run_cli("fingerprint", "--device", "interpreter")
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout)
+    assert printed["fingerprint"] == toolchain.fingerprint(printed["toolchain"])
+    assert len(printed["fingerprint"]) == 16
+
+
+def test_hello_fields_satisfy_the_daemon_schema(daemon):
+    # Decoding with the daemon-side schema already happened in receive_type; this pins the keys.
+    assert set(protocol.WORKER_TO_DAEMON["hello"]) == {
+        "worker_id",
+        "role",
+        "device_kind",
+        "device_name",
+        "slots",
+        "jobs",
+        "toolchain",
+        "fingerprint",
+        "host",
+        "pid",
+    }
