@@ -5,6 +5,7 @@ python -m opforge_worker serve --connect ENDPOINT --device cuda|interpreter|none
 python -m opforge_worker catalog [--device K] [--json FILE] [--ops a,b] [--no-cache]
 python -m opforge_worker validate DIR --device cuda|interpreter [--dtypes a,b] [--json OUT]
 python -m opforge_worker fingerprint [--device K]
+python -m opforge_worker lint FILE [--profile cuda|interpreter] [--op OP] [--wrapper NAME] [--json]
 """
 
 from __future__ import annotations
@@ -133,6 +134,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["lint"]:  # the linter owns its command line (opforge_worker.linter.cli)
+        from opforge_worker.linter import cli
+
+        return cli.main(argv[1:])
     args = parser().parse_args(argv)
     logging.basicConfig(
         level=args.log_level,

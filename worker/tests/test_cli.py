@@ -135,3 +135,17 @@ def test_hello_fields_satisfy_the_daemon_schema(daemon):
         "host",
         "pid",
     }
+
+
+def test_lint_subcommand_reports_violations_and_exit_codes(tmp_path):
+    example = WORKER_DIR.parent / "config" / "examples" / "exp.py"
+    clean = run_cli("lint", str(example), "--profile", "cuda")
+    assert clean.returncode == 0, clean.stderr
+    assert clean.stdout.strip().endswith(": ok")
+
+    cheat = tmp_path / "exp.py"
+    cheat.write_text('def exp_wrapper(x):\n    return eval("torch.exp")(x)\n')
+    caught = run_cli("lint", str(cheat), "--profile", "interpreter", "--json")
+    assert caught.returncode == 1
+    rules = [violation["rule"] for violation in json.loads(caught.stdout)["violations"]]
+    assert "forbidden_builtin" in rules
