@@ -384,11 +384,6 @@ bool is_executable(const std::string& program) {
   return false;
 }
 
-caf::error path_unusable(const std::string& what, const std::string& reason,
-                         const std::string& remedy) {
-  return caf::make_error(errc::config_path_unusable, what + ": " + reason + " (" + remedy + ")");
-}
-
 } // namespace
 
 std::string config::default_python() {
@@ -457,6 +452,11 @@ caf::error prepare_runtime(const config& cfg) {
     return path_unusable("python " + in_quotes(cfg.python), "not an executable",
                          "run ops/setup.sh, or set python: in the config or OPFORGE_PYTHON");
   return {};
+}
+
+caf::error path_unusable(const std::string& what, const std::string& reason,
+                         const std::string& remedy) {
+  return caf::make_error(errc::config_path_unusable, what + ": " + reason + " (" + remedy + ")");
 }
 
 caf::error address_unusable(const std::string& key, const std::string& address,

@@ -108,6 +108,10 @@ void resolve_auto_kinds(config& cfg, bool gpu_present);
 /// local workers' interpreter exists when local workers are configured.
 caf::error prepare_runtime(const config& cfg);
 
+/// The error for a path the daemon cannot use: names it, says why and what to do.
+caf::error path_unusable(const std::string& what, const std::string& reason,
+                         const std::string& remedy);
+
 /// The error for an address the daemon could not bind: names the key, the address and the reason.
 caf::error address_unusable(const std::string& key, const std::string& address,
                             const std::string& reason);

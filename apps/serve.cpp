@@ -1,0 +1,198 @@
+#include "apps/serve.hpp"
+
+#include "actors/metrics.hpp"
+#include "apps/control_server.hpp"
+#include "messages/errors.hpp"
+#include "messages/type_ids.hpp"
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <fstream>
+#include <optional>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/atom.hpp>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <prometheus/exposer.h>
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <sys/file.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+namespace opforge {
+
+namespace {
+
+struct daemon_actor_config : caf::actor_system_config {
+  daemon_actor_config() {
+    add_message_types<caf::id_block::opforge>();
+    register_error_category(*this);
+    set("logger.file-verbosity", caf::atom("quiet"));
+    set("logger.console-verbosity", caf::atom("quiet"));
+  }
+};
+
+// Turns SIGINT/SIGTERM and shutdown requests into one event the main thread waits for. The signals
+// are blocked in every thread (so construct this before starting any) and read from a signalfd:
+// no work ever runs in a signal handler.
+class stop_events {
+public:
+  stop_events() {
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    std::signal(SIGPIPE, SIG_IGN);
+    signal_fd_ = ::signalfd(-1, &signals, SFD_CLOEXEC | SFD_NONBLOCK);
+    request_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  }
+
+  ~stop_events() {
+    ::close(signal_fd_);
+    ::close(request_fd_);
+  }
+
+  stop_events(const stop_events&) = delete;
+  stop_events& operator=(const stop_events&) = delete;
+
+  /// Asks the main thread to stop; safe from any thread.
+  void request() {
+    uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(request_fd_, &one, sizeof one);
+  }
+
+  /// The reason to stop, once there is one within `timeout`.
+  std::optional<std::string> wait(std::chrono::milliseconds timeout) {
+    pollfd fds[] = {{signal_fd_, POLLIN, 0}, {request_fd_, POLLIN, 0}};
+    if (::poll(fds, 2, static_cast<int>(timeout.count())) <= 0)
+      return std::nullopt;
+    signalfd_siginfo info{};
+    if (fds[0].revents & POLLIN && ::read(signal_fd_, &info, sizeof info) == sizeof info)
+      return std::string{"received SIG"} + sigabbrev_np(static_cast<int>(info.ssi_signo));
+    if (fds[1].revents & POLLIN)
+      return "shutdown requested over the control socket";
+    return std::nullopt;
+  }
+
+private:
+  int signal_fd_ = -1;
+  int request_fd_ = -1;
+};
+
+// One daemon per data directory: two would fight over the database and the control socket (ZeroMQ
+// unlinks an existing ipc socket file when it binds).
+class data_dir_lock {
+public:
+  static caf::expected<data_dir_lock> acquire(const std::filesystem::path& dir) {
+    auto path = (dir / "opforge.lock").string();
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+      return path_unusable("lock file '" + path + "'", std::strerror(errno),
+                           "make the data directory writable");
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      std::string holder;
+      std::getline(std::ifstream{path}, holder);
+      ::close(fd);
+      return path_unusable("data_dir '" + dir.string() + "'",
+                           "another opforge serve (pid " + holder + ") uses it",
+                           "stop it with `opforge shutdown`, or choose another --data-dir");
+    }
+    auto pid = std::to_string(::getpid()) + "\n";
+    if (::ftruncate(fd, 0) != 0 || ::write(fd, pid.data(), pid.size()) < 0)
+      spdlog::warn("could not record the pid in {}", path);
+    return data_dir_lock{fd};
+  }
+
+  data_dir_lock(data_dir_lock&& other) noexcept : fd_{std::exchange(other.fd_, -1)} {}
+  data_dir_lock& operator=(data_dir_lock&&) = delete;
+  ~data_dir_lock() {
+    if (fd_ >= 0)
+      ::close(fd_);
+  }
+
+private:
+  explicit data_dir_lock(int fd) : fd_{fd} {}
+  int fd_;
+};
+
+void start_logging(const log_config& cfg) {
+  auto logger = cfg.file.empty() ? spdlog::stderr_color_mt("opforge")
+                                 : spdlog::basic_logger_mt("opforge", cfg.file);
+  logger->set_level(spdlog::level::from_str(cfg.level));
+  logger->flush_on(spdlog::level::info);
+  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  spdlog::set_default_logger(logger);
+}
+
+// The exposer and the address it really listens on (port 0 asks the kernel for a free port).
+struct metrics_endpoint {
+  std::unique_ptr<prometheus::Exposer> exposer;
+  std::string address;
+};
+
+caf::expected<metrics_endpoint> expose(const std::string& address, metrics& families) {
+  if (address.empty())
+    return metrics_endpoint{};
+  std::unique_ptr<prometheus::Exposer> exposer;
+  try {
+    exposer = std::make_unique<prometheus::Exposer>(address, 2);
+  } catch (const std::exception&) {
+    return address_unusable("metrics.listen", address,
+                            "cannot listen there (port in use, or not an address of this host)");
+  }
+  exposer->RegisterCollectable(families.registry());
+  auto ports = exposer->GetListeningPorts();
+  auto host = address.substr(0, address.rfind(':'));
+  auto actual = host + ":" + std::to_string(ports.empty() ? 0 : ports.front());
+  return metrics_endpoint{std::move(exposer), actual};
+}
+
+} // namespace
+
+caf::error serve(config cfg, const std::string& version) {
+  stop_events stop;
+  if (auto err = prepare_runtime(cfg))
+    return err;
+  auto lock = data_dir_lock::acquire(cfg.data_dir);
+  if (!lock)
+    return lock.error();
+  start_logging(cfg.log);
+  auto families = std::make_shared<metrics>(version);
+  auto endpoint = expose(cfg.metrics.listen, *families);
+  if (!endpoint)
+    return endpoint.error();
+  daemon_actor_config actor_cfg;
+  caf::actor_system sys{actor_cfg};
+  zmq::context_t zmq;
+  control_context context{version, cfg, endpoint->address, std::chrono::steady_clock::now(),
+                          [&stop] { stop.request(); }};
+  auto control = control_server::start(zmq, context);
+  if (!control)
+    return control.error();
+  // Logged only now, so that a daemon that cannot start prints nothing but its one error line.
+  spdlog::info("opforge {} ready: pid {}, data in {}, control on {}, metrics on {}", version,
+               ::getpid(), cfg.data_dir.string(), cfg.control.listen,
+               endpoint->address.empty() ? "(disabled)"
+                                         : "http://" + endpoint->address + "/metrics");
+  for (;;) {
+    if (auto reason = stop.wait(std::chrono::seconds{1})) {
+      spdlog::info("shutting down: {}", *reason);
+      break;
+    }
+    families->uptime().Set(
+        std::chrono::duration<double>{std::chrono::steady_clock::now() - context.started}.count());
+  }
+  control->reset();
+  spdlog::info("stopped cleanly");
+  return {};
+}
+
+} // namespace opforge
