@@ -183,12 +183,12 @@ caf::error serve(config cfg, const std::string& version) {
                endpoint->address.empty() ? "(disabled)"
                                          : "http://" + endpoint->address + "/metrics");
   for (;;) {
+    families->uptime().Set(
+        std::chrono::duration<double>{std::chrono::steady_clock::now() - context.started}.count());
     if (auto reason = stop.wait(std::chrono::seconds{1})) {
       spdlog::info("shutting down: {}", *reason);
       break;
     }
-    families->uptime().Set(
-        std::chrono::duration<double>{std::chrono::steady_clock::now() - context.started}.count());
   }
   control->reset();
   spdlog::info("stopped cleanly");
