@@ -84,6 +84,8 @@ void print_status(const nlohmann::json& reply) {
             << '\n';
 }
 
+// One line per worker: id, role and device kind, device, toolchain fingerprint, slots in use,
+// time since its last heartbeat, and its state when it is not plainly alive.
 void print_workers(const nlohmann::json& reply) {
   auto workers = reply.value("workers", nlohmann::json::array());
   if (workers.empty()) {
@@ -91,11 +93,14 @@ void print_workers(const nlohmann::json& reply) {
     return;
   }
   for (auto& w : workers) {
-    auto text = [&](const char* key) { return w.value(key, std::string{"?"}); };
-    std::cout << text("id") << "  " << text("role") << "/" << text("kind") << "  " << text("device")
-              << "  toolchain " << text("fingerprint") << "  slots " << w.value("busy", 0) << "/"
-              << w.value("slots", 0) << " busy  last heartbeat " << w.value("last_heartbeat_ms", 0)
-              << " ms ago\n";
+    auto text = [&](const char* key) { return w.value(key, std::string{}); };
+    std::cout << text("worker_id") << "  " << text("role") << "/" << text("device_kind") << "  "
+              << text("device_name") << "  toolchain " << text("fingerprint") << "  "
+              << w.value("busy", 0) << "/" << w.value("slots", 0) << " slots busy  heartbeat "
+              << w.value("ms_since_heartbeat", 0) << " ms ago";
+    if (text("state") == "dead")
+      std::cout << "  DEAD (" << text("dead_reason") << ")";
+    std::cout << '\n';
   }
 }
 
