@@ -1,9 +1,12 @@
 #include "apps/control_server.hpp"
 
+#include "actors/store.hpp"
 #include "messages/errors.hpp"
 #include "messages/msgpack_codec.hpp"
 
 #include <future>
+
+#include <caf/scoped_actor.hpp>
 
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
@@ -17,6 +20,41 @@ namespace {
 const wire::unpack_limits request_limits{64 << 10, 1024, 8};
 
 constexpr int protocol_version = 1;
+
+// Actors answer status queries from memory; this bound only keeps a stuck actor from stalling the
+// control socket (clients wait 5 s by default).
+constexpr auto actor_query_bound = std::chrono::seconds{2};
+
+// Asks `target` and waits, bounded: the control thread must answer even when an actor does not.
+template <class Result, class Handle, class... Ts>
+caf::expected<Result> ask(caf::actor_system& sys, const Handle& target, Ts&&... xs) {
+  caf::scoped_actor self{sys};
+  caf::expected<Result> result{caf::make_error(caf::sec::request_timeout)};
+  self->request(target, actor_query_bound, std::forward<Ts>(xs)...)
+      .receive([&](Result& reply) { result = std::move(reply); },
+               [&](caf::error& err) { result = std::move(err); });
+  return result;
+}
+
+nlohmann::json to_json(const store_status& status) {
+  auto families = nlohmann::json::object();
+  for (auto& f : status.families)
+    families[f.family] = {{"estimated_keys", f.estimated_keys},
+                          {"estimated_bytes", f.estimated_bytes}};
+  return {{"path", status.path},
+          {"schema_version", status.schema_version},
+          {"batches_written", status.batches_written},
+          {"last_error", status.last_error},
+          {"families", families}};
+}
+
+// An actor's part of `status`: its report, or why there is none.
+template <class Status>
+nlohmann::json part(const caf::expected<Status>& status) {
+  if (!status)
+    return {{"error", render(status.error())}};
+  return to_json(*status);
+}
 
 std::string encode(const nlohmann::json& reply) {
   auto bytes = nlohmann::json::to_msgpack(reply);
@@ -150,7 +188,8 @@ nlohmann::json control_server::status() const {
           {"data_dir", context_.cfg.data_dir.string()},
           {"control", context_.cfg.control.listen},
           {"workers_listen", context_.cfg.workers.listen},
-          {"metrics", context_.metrics_address}};
+          {"metrics", context_.metrics_address},
+          {"store", part(ask<store_status>(*context_.system, context_.store, atom::status_v))}};
 }
 
 } // namespace opforge

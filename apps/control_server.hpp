@@ -4,6 +4,7 @@
 // decodes each request with the bounded msgpack codec, answers it, and never dies of bad input.
 // The requests and replies are documented in messages/PROTOCOL.md, section "Control socket".
 
+#include "actors/actors.hpp"
 #include "config/config.hpp"
 
 #include <chrono>
@@ -13,6 +14,7 @@
 #include <string_view>
 #include <thread>
 
+#include <caf/actor_system.hpp>
 #include <caf/expected.hpp>
 
 #include <nlohmann/json.hpp>
@@ -20,9 +22,11 @@
 
 namespace opforge {
 
-/// What the daemon tells the control server at start: facts for `status`, and how to ask the
-/// daemon to stop.
+/// What the daemon tells the control server at start: facts for `status`, the actors it asks, and
+/// how to ask the daemon to stop.
 struct control_context {
+  caf::actor_system* system = nullptr;
+  store_actor store;
   std::string version;
   config cfg;
   /// host:port the metrics endpoint actually listens on; empty when disabled.

@@ -1,6 +1,6 @@
 // The opforge binary: `serve` runs the daemon; every other subcommand talks to a running daemon
 // over the control socket. Exit codes: 0 success, 1 the daemon is unreachable or refused the
-// request, 2 bad configuration or usage.
+// request, 2 bad configuration or usage, or the daemon could not start.
 
 #include "apps/control_client.hpp"
 #include "apps/serve.hpp"
@@ -19,11 +19,13 @@ namespace {
 constexpr int exit_unreachable = 1;
 constexpr int exit_bad_config = 2;
 
-// The one line a user reads: the error's own words, without the code name.
+// The one line a user reads: the error's own words, without the code name render() puts first.
 std::string describe(const caf::error& err) {
-  if (err.category() == caf::atom("opforge") && err.context().match_elements<std::string>())
-    return err.context().get_as<std::string>(0);
-  return render(err);
+  auto text = render(err);
+  if (err.category() != caf::atom("opforge"))
+    return text;
+  auto code = std::string{to_string(static_cast<errc>(err.code()))} + ": ";
+  return text.rfind(code, 0) == 0 ? text.substr(code.size()) : text;
 }
 
 int fail(const caf::error& err, int code) {
@@ -82,6 +84,21 @@ void print_status(const nlohmann::json& reply) {
             << "  metrics   "
             << (text("metrics").empty() ? "disabled" : "http://" + text("metrics") + "/metrics")
             << '\n';
+  auto& store = reply["store"];
+  std::cout << "  store     ";
+  if (store.contains("error")) {
+    std::cout << "not answering: " << store["error"].get<std::string>() << '\n';
+  } else {
+    uint64_t keys = 0;
+    for (auto& family : store.value("families", nlohmann::json::object()))
+      keys += family.value("estimated_keys", uint64_t{0});
+    std::cout << store.value("path", std::string{}) << ", schema v"
+              << store.value("schema_version", 0) << ", ~" << keys << " keys, "
+              << store.value("batches_written", 0) << " batches written since start";
+    if (auto last = store.value("last_error", std::string{}); !last.empty())
+      std::cout << ", last error: " << last;
+    std::cout << '\n';
+  }
 }
 
 // One line per worker: id, role and device kind, device, toolchain fingerprint, slots in use,

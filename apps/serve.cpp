@@ -1,6 +1,7 @@
 #include "apps/serve.hpp"
 
 #include "actors/metrics.hpp"
+#include "actors/store.hpp"
 #include "apps/control_server.hpp"
 #include "messages/errors.hpp"
 #include "messages/type_ids.hpp"
@@ -14,6 +15,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/atom.hpp>
+#include <caf/scoped_actor.hpp>
 
 #include <fcntl.h>
 #include <poll.h>
@@ -155,6 +157,60 @@ caf::expected<metrics_endpoint> expose(const std::string& address, metrics& fami
   return metrics_endpoint{std::move(exposer), actual};
 }
 
+// Runs its function when the scope ends, on every path out of it.
+template <class F>
+struct scope_exit {
+  F run;
+  ~scope_exit() { run(); }
+};
+
+// Asks an actor that owns resources (a database, a socket thread) to release them, and waits:
+// a plain exit message would not tell us when it is done.
+template <class Handle>
+void stop_actor(caf::actor_system& sys, const Handle& actor, const char* name) {
+  caf::scoped_actor self{sys};
+  self->request(actor, std::chrono::seconds{30}, atom::shutdown_v)
+      .receive([&](atom::ok) { spdlog::debug("{} stopped", name); },
+               [&](const caf::error& err) {
+                 spdlog::error("{} did not stop cleanly: {}", name, render(err));
+               });
+}
+
+} // namespace
+
+namespace {
+
+// The daemon's actors and threads, from start to a clean stop. Every part started here is stopped
+// here, in reverse order, on every path out.
+caf::error run(caf::actor_system& sys, const config& cfg, const std::string& version,
+               std::shared_ptr<metrics> families, const std::string& metrics_address,
+               stop_events& stop) {
+  auto store = spawn_store(sys, cfg.data_dir / "store", families);
+  if (!store)
+    return store.error();
+  scope_exit close_store{[&] { stop_actor(sys, *store, "store"); }};
+  zmq::context_t zmq;
+  control_context context{
+      &sys, *store, version, cfg, metrics_address, std::chrono::steady_clock::now(), [&stop] {
+        stop.request();
+      }};
+  auto control = control_server::start(zmq, context);
+  if (!control)
+    return control.error();
+  // Logged only now, so that a daemon that cannot start prints nothing but its one error line.
+  spdlog::info("opforge {} ready: pid {}, data in {}, control on {}, metrics on {}", version,
+               ::getpid(), cfg.data_dir.string(), cfg.control.listen,
+               metrics_address.empty() ? "(disabled)" : "http://" + metrics_address + "/metrics");
+  for (;;) {
+    families->uptime().Set(
+        std::chrono::duration<double>{std::chrono::steady_clock::now() - context.started}.count());
+    if (auto reason = stop.wait(std::chrono::seconds{1})) {
+      spdlog::info("shutting down: {}", *reason);
+      return {};
+    }
+  }
+}
+
 } // namespace
 
 caf::error serve(config cfg, const std::string& version) {
@@ -171,26 +227,8 @@ caf::error serve(config cfg, const std::string& version) {
     return endpoint.error();
   daemon_actor_config actor_cfg;
   caf::actor_system sys{actor_cfg};
-  zmq::context_t zmq;
-  control_context context{version, cfg, endpoint->address, std::chrono::steady_clock::now(),
-                          [&stop] { stop.request(); }};
-  auto control = control_server::start(zmq, context);
-  if (!control)
-    return control.error();
-  // Logged only now, so that a daemon that cannot start prints nothing but its one error line.
-  spdlog::info("opforge {} ready: pid {}, data in {}, control on {}, metrics on {}", version,
-               ::getpid(), cfg.data_dir.string(), cfg.control.listen,
-               endpoint->address.empty() ? "(disabled)"
-                                         : "http://" + endpoint->address + "/metrics");
-  for (;;) {
-    families->uptime().Set(
-        std::chrono::duration<double>{std::chrono::steady_clock::now() - context.started}.count());
-    if (auto reason = stop.wait(std::chrono::seconds{1})) {
-      spdlog::info("shutting down: {}", *reason);
-      break;
-    }
-  }
-  control->reset();
+  if (auto err = run(sys, cfg, version, families, endpoint->address, stop))
+    return err;
   spdlog::info("stopped cleanly");
   return {};
 }

@@ -1,6 +1,7 @@
 // Runs the real opforge binary: bad configurations, a CLI without a daemon, and a daemon served in
 // a temporary data directory, queried and stopped through its control socket.
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
@@ -216,6 +217,17 @@ TEST_F(CliTest, BadConfigurationStopsServeWithOneLine) {
                     "with --data-dir or OPFORGE_DATA_DIR)");
 }
 
+// The store's own words, as one line, and the same exit code as any other failure to start.
+TEST_F(CliTest, StoreThatCannotOpenStopsServeWithOneLine) {
+  fs::create_directories(data);
+  std::ofstream{data / "store"} << "not a database directory";
+  auto result = run({"serve", "--config", (dir / "quiet.yaml").string(), "--data-dir",
+                     data.string(), "--metrics-listen", ""});
+  EXPECT_EQ(result.code, 2);
+  EXPECT_EQ(result.err.rfind("opforge: " + (data / "store").string(), 0), 0u) << result.err;
+  EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
+}
+
 TEST_F(CliTest, AddressesInUseStopServeWithOneLine) {
   held_port taken;
   expect_bad_config({"serve", "--config", (dir / "quiet.yaml").string(), "--data-dir",
@@ -272,6 +284,9 @@ TEST_F(CliTest, ServeAnswersStatusServesMetricsAndShutsDownCleanly) {
   EXPECT_EQ(status["data_dir"], data.string());
   EXPECT_EQ(status["control"], "ipc://" + (data / "control.sock").string());
   EXPECT_EQ(status["version"], OPFORGE_VERSION);
+  EXPECT_EQ(status["store"]["path"], (data / "store").string());
+  EXPECT_GE(status["store"]["schema_version"].get<int>(), 1);
+  EXPECT_TRUE(status["store"]["families"].contains("sessions")) << status.dump();
   auto metrics_address = status["metrics"].get<std::string>();
   ASSERT_NE(metrics_address.find("127.0.0.1:"), std::string::npos);
   EXPECT_NE(metrics_address, "127.0.0.1:0") << "the actual port, not the requested one";
@@ -280,6 +295,9 @@ TEST_F(CliTest, ServeAnswersStatusServesMetricsAndShutsDownCleanly) {
   EXPECT_EQ(human.code, 0);
   EXPECT_NE(human.out.find("data dir  " + data.string()), std::string::npos) << human.out;
   EXPECT_NE(human.out.find("http://" + metrics_address + "/metrics"), std::string::npos);
+  EXPECT_NE(human.out.find("store     " + (data / "store").string() + ", schema v"),
+            std::string::npos)
+      << human.out;
 
   auto scrape = http_get("http://" + metrics_address + "/metrics");
   for (auto family : {"opforge_uptime_seconds", "opforge_queue_depth",
