@@ -1,12 +1,12 @@
 #include "apps/control_server.hpp"
 
 #include "actors/store.hpp"
+#include "apps/actor_query.hpp"
+#include "messages/device_messages.hpp"
 #include "messages/errors.hpp"
 #include "messages/msgpack_codec.hpp"
 
 #include <future>
-
-#include <caf/scoped_actor.hpp>
 
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
@@ -23,18 +23,7 @@ constexpr int protocol_version = 1;
 
 // Actors answer status queries from memory; this bound only keeps a stuck actor from stalling the
 // control socket (clients wait 5 s by default).
-constexpr auto actor_query_bound = std::chrono::seconds{2};
-
-// Asks `target` and waits, bounded: the control thread must answer even when an actor does not.
-template <class Result, class Handle, class... Ts>
-caf::expected<Result> ask(caf::actor_system& sys, const Handle& target, Ts&&... xs) {
-  caf::scoped_actor self{sys};
-  caf::expected<Result> result{caf::make_error(caf::sec::request_timeout)};
-  self->request(target, actor_query_bound, std::forward<Ts>(xs)...)
-      .receive([&](Result& reply) { result = std::move(reply); },
-               [&](caf::error& err) { result = std::move(err); });
-  return result;
-}
+constexpr auto actor_query_bound = std::chrono::milliseconds{2000};
 
 nlohmann::json to_json(const store_status& status) {
   auto families = nlohmann::json::object();
@@ -46,6 +35,31 @@ nlohmann::json to_json(const store_status& status) {
           {"batches_written", status.batches_written},
           {"last_error", status.last_error},
           {"families", families}};
+}
+
+nlohmann::json to_json(const device_manager_status& status) {
+  return {{"endpoint", status.endpoint},       {"connected", status.workers},
+          {"queued", status.queued},           {"running", status.running},
+          {"submitted", status.submitted},     {"done", status.done},
+          {"failed", status.failed},           {"cancelled", status.cancelled},
+          {"quarantined", status.quarantined}, {"lost", status.lost},
+          {"requeued", status.requeued},       {"late_results", status.late_results}};
+}
+
+nlohmann::json to_json(const worker_info& w) {
+  return {{"worker_id", w.worker_id},
+          {"role", w.role},
+          {"device_kind", w.device_kind},
+          {"device_name", w.device_name},
+          {"toolchain", w.toolchain},
+          {"fingerprint", w.fingerprint},
+          {"slots", w.slots},
+          {"busy", w.busy},
+          {"ms_since_heartbeat", w.ms_since_heartbeat},
+          {"host", w.host},
+          {"pid", w.pid},
+          {"state", w.state},
+          {"dead_reason", w.dead_reason}};
 }
 
 // An actor's part of `status`: its report, or why there is none.
@@ -170,12 +184,14 @@ control_server::answer_type control_server::answer(std::string_view request) {
     return malformed(type.error());
   if (*type == "status")
     return {encode(status())};
+  if (*type == "workers")
+    return {encode(workers())};
   if (*type == "shutdown") {
     spdlog::info("shutdown requested over the control socket");
     return {encode({{"ok", true}}), true};
   }
-  return {encode(
-      failure("unknown request type '" + *type + "' (this daemon knows: status, shutdown)"))};
+  return {encode(failure("unknown request type '" + *type +
+                         "' (this daemon knows: status, workers, shutdown)"))};
 }
 
 nlohmann::json control_server::status() const {
@@ -187,9 +203,22 @@ nlohmann::json control_server::status() const {
           {"uptime_s", uptime},
           {"data_dir", context_.cfg.data_dir.string()},
           {"control", context_.cfg.control.listen},
-          {"workers_listen", context_.cfg.workers.listen},
           {"metrics", context_.metrics_address},
-          {"store", part(ask<store_status>(*context_.system, context_.store, atom::status_v))}};
+          {"store", part(ask<store_status>(*context_.system, actor_query_bound, context_.store,
+                                           atom::status_v))},
+          {"workers", part(ask<device_manager_status>(*context_.system, actor_query_bound,
+                                                      context_.devices, atom::status_v))}};
+}
+
+nlohmann::json control_server::workers() const {
+  auto list = ask<std::vector<worker_info>>(*context_.system, actor_query_bound, context_.devices,
+                                            atom::workers_v);
+  if (!list)
+    return failure("the device manager did not answer: " + render(list.error()));
+  auto out = nlohmann::json::array();
+  for (auto& w : *list)
+    out.push_back(to_json(w));
+  return {{"ok", true}, {"workers", out}};
 }
 
 } // namespace opforge

@@ -27,6 +27,7 @@ namespace opforge {
 struct control_context {
   caf::actor_system* system = nullptr;
   store_actor store;
+  device_manager_actor devices;
   std::string version;
   config cfg;
   /// host:port the metrics endpoint actually listens on; empty when disabled.
@@ -64,6 +65,7 @@ private:
   void serve(zmq::socket_t& socket);
 
   nlohmann::json status() const;
+  nlohmann::json workers() const;
 
   control_context context_;
   int wakeup_fd_ = -1;

@@ -74,31 +74,58 @@ std::string format_duration(double seconds) {
   return std::to_string(s / 3600) + "h" + std::to_string(s % 3600 / 60) + "m";
 }
 
+// An actor's part of the status reply: its report, or why it did not give one.
+void print_part(const char* label, const nlohmann::json& part,
+                void (*print)(const nlohmann::json&)) {
+  std::cout << "  " << label;
+  if (part.contains("error"))
+    std::cout << "not answering: " << part["error"].get<std::string>();
+  else
+    print(part);
+  std::cout << '\n';
+}
+
+void print_workers_part(const nlohmann::json& part) {
+  int64_t live = 0;
+  std::string by_kind;
+  auto connected = part.value("connected", nlohmann::json::object());
+  for (auto& [kind, states] : connected.items())
+    for (auto& [state, count] : states.items()) {
+      if (state != "dead")
+        live += count.get<int64_t>();
+      by_kind += (by_kind.empty() ? "" : ", ") + kind + " " + state + " " + count.dump();
+    }
+  std::cout << part.value("endpoint", std::string{}) << ", " << live << " live";
+  if (!by_kind.empty())
+    std::cout << " (" << by_kind << ")";
+  std::cout << "; jobs: " << part.value("queued", 0) << " queued, " << part.value("running", 0)
+            << " running, " << part.value("done", 0) << " done, " << part.value("failed", 0)
+            << " failed, " << part.value("requeued", 0) << " requeued, "
+            << part.value("quarantined", 0) << " quarantined";
+}
+
+void print_store_part(const nlohmann::json& part) {
+  uint64_t keys = 0;
+  for (auto& family : part.value("families", nlohmann::json::object()))
+    keys += family.value("estimated_keys", uint64_t{0});
+  std::cout << part.value("path", std::string{}) << ", schema v" << part.value("schema_version", 0)
+            << ", ~" << keys << " keys, " << part.value("batches_written", 0)
+            << " batches written since start";
+  if (auto last = part.value("last_error", std::string{}); !last.empty())
+    std::cout << ", last error: " << last;
+}
+
 void print_status(const nlohmann::json& reply) {
   auto text = [&](const char* key) { return reply.value(key, std::string{}); };
   std::cout << "opforge " << text("version") << ", pid " << reply.value("pid", 0) << ", up "
             << format_duration(reply.value("uptime_s", 0.0)) << '\n'
             << "  data dir  " << text("data_dir") << '\n'
             << "  control   " << text("control") << '\n'
-            << "  workers   " << text("workers_listen") << '\n'
             << "  metrics   "
             << (text("metrics").empty() ? "disabled" : "http://" + text("metrics") + "/metrics")
             << '\n';
-  auto& store = reply["store"];
-  std::cout << "  store     ";
-  if (store.contains("error")) {
-    std::cout << "not answering: " << store["error"].get<std::string>() << '\n';
-  } else {
-    uint64_t keys = 0;
-    for (auto& family : store.value("families", nlohmann::json::object()))
-      keys += family.value("estimated_keys", uint64_t{0});
-    std::cout << store.value("path", std::string{}) << ", schema v"
-              << store.value("schema_version", 0) << ", ~" << keys << " keys, "
-              << store.value("batches_written", 0) << " batches written since start";
-    if (auto last = store.value("last_error", std::string{}); !last.empty())
-      std::cout << ", last error: " << last;
-    std::cout << '\n';
-  }
+  print_part("workers   ", reply["workers"], print_workers_part);
+  print_part("store     ", reply["store"], print_store_part);
 }
 
 // One line per worker: id, role and device kind, device, toolchain fingerprint, slots in use,

@@ -2,12 +2,19 @@
 
 #include "actors/metrics.hpp"
 #include "actors/store.hpp"
+#include "apps/actor_query.hpp"
 #include "apps/control_server.hpp"
+#include "devices/spawn_device_manager.hpp"
+#include "devices/supervisor.hpp"
+#include "messages/device_messages.hpp"
 #include "messages/errors.hpp"
 #include "messages/type_ids.hpp"
+#include "messages/wire.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <optional>
@@ -15,7 +22,6 @@
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/atom.hpp>
-#include <caf/scoped_actor.hpp>
 
 #include <fcntl.h>
 #include <poll.h>
@@ -168,38 +174,96 @@ struct scope_exit {
 // a plain exit message would not tell us when it is done.
 template <class Handle>
 void stop_actor(caf::actor_system& sys, const Handle& actor, const char* name) {
-  caf::scoped_actor self{sys};
-  self->request(actor, std::chrono::seconds{30}, atom::shutdown_v)
-      .receive([&](atom::ok) { spdlog::debug("{} stopped", name); },
-               [&](const caf::error& err) {
-                 spdlog::error("{} did not stop cleanly: {}", name, render(err));
-               });
+  if (auto done = ask<atom::ok>(sys, std::chrono::seconds{30}, actor, atom::shutdown_v); !done)
+    spdlog::error("{} did not stop cleanly: {}", name, render(done.error()));
 }
 
-} // namespace
+device_manager_config device_manager_settings(const workers_config& cfg) {
+  device_manager_config out;
+  out.listen = cfg.listen;
+  out.max_frame_bytes = static_cast<size_t>(cfg.max_frame_bytes);
+  out.heartbeat = std::chrono::milliseconds{cfg.heartbeat_ms};
+  out.liveness = cfg.liveness;
+  out.max_attempts = cfg.max_attempts;
+  out.quarantine_after = cfg.quarantine_after;
+  return out;
+}
 
-namespace {
+// `nvidia-smi -L` prints one "GPU <n>: ..." line per GPU; without a driver it fails or is absent.
+bool nvidia_gpu_present() {
+  FILE* pipe = ::popen("nvidia-smi -L 2>/dev/null", "r");
+  if (!pipe)
+    return false;
+  bool found = false;
+  char line[512];
+  while (std::fgets(line, sizeof line, pipe))
+    found = found || std::strncmp(line, "GPU ", 4) == 0;
+  return ::pclose(pipe) == 0 && found;
+}
 
-// The daemon's actors and threads, from start to a clean stop. Every part started here is stopped
-// here, in reverse order, on every path out.
+// The local worker processes, connecting to where the workers socket really listens.
+supervisor_config local_workers(config cfg, const std::string& workers_endpoint) {
+  if (std::any_of(cfg.local_workers.begin(), cfg.local_workers.end(),
+                  [](auto& group) { return group.kind == "auto"; }))
+    resolve_auto_kinds(cfg, nvidia_gpu_present());
+  supervisor_config out;
+  for (auto& group : cfg.local_workers)
+    out.workers.push_back(
+        {group.kind, static_cast<int>(group.count), static_cast<int>(group.slots), group.role});
+  out.endpoint = connect_endpoint(workers_endpoint);
+  out.python = cfg.python;
+  return out;
+}
+
+std::string describe(const supervisor_config& local) {
+  std::string out;
+  for (auto& group : local.workers)
+    out += (out.empty() ? "" : ", ") + std::to_string(group.count) + " " + group.role + "/" +
+           group.device_kind;
+  return out.empty() ? "none" : out;
+}
+
+// The daemon's actors and threads, from start to a clean stop. They start in this order and stop
+// in reverse, on every path out, so nothing is left waiting on a part already gone.
 caf::error run(caf::actor_system& sys, const config& cfg, const std::string& version,
                std::shared_ptr<metrics> families, const std::string& metrics_address,
                stop_events& stop) {
+  // Quiet until ready, so that a daemon that cannot start prints nothing but its one error line.
+  auto level = spdlog::get_level();
+  spdlog::set_level(std::max(level, spdlog::level::warn));
   auto store = spawn_store(sys, cfg.data_dir / "store", families);
   if (!store)
     return store.error();
-  scope_exit close_store{[&] { stop_actor(sys, *store, "store"); }};
+  scope_exit stop_store{[&] { stop_actor(sys, *store, "store"); }};
+  auto devices = spawn_device_manager(sys, device_manager_settings(cfg.workers), families);
+  if (!devices)
+    return devices.error();
+  scope_exit stop_devices{[&] { stop_actor(sys, *devices, "device manager"); }};
+  auto devices_status =
+      ask<device_manager_status>(sys, std::chrono::seconds{30}, *devices, atom::status_v);
+  if (!devices_status)
+    return devices_status.error();
+  auto local = local_workers(cfg, devices_status->endpoint);
+  auto supervised = supervisor::start(local);
+  if (!supervised)
+    return supervised.error();
   zmq::context_t zmq;
-  control_context context{
-      &sys, *store, version, cfg, metrics_address, std::chrono::steady_clock::now(), [&stop] {
-        stop.request();
-      }};
+  control_context context{&sys,
+                          *store,
+                          *devices,
+                          version,
+                          cfg,
+                          metrics_address,
+                          std::chrono::steady_clock::now(),
+                          [&stop] { stop.request(); }};
   auto control = control_server::start(zmq, context);
   if (!control)
     return control.error();
-  // Logged only now, so that a daemon that cannot start prints nothing but its one error line.
-  spdlog::info("opforge {} ready: pid {}, data in {}, control on {}, metrics on {}", version,
-               ::getpid(), cfg.data_dir.string(), cfg.control.listen,
+  spdlog::set_level(level);
+  spdlog::info("opforge {} ready: pid {}, data in {}, control on {}, workers on {}, local "
+               "workers: {}, metrics on {}",
+               version, ::getpid(), cfg.data_dir.string(), cfg.control.listen,
+               devices_status->endpoint, describe(local),
                metrics_address.empty() ? "(disabled)" : "http://" + metrics_address + "/metrics");
   for (;;) {
     families->uptime().Set(

@@ -1,6 +1,8 @@
 // Runs the real opforge binary: bad configurations, a CLI without a daemon, and a daemon served in
 // a temporary data directory, queried and stopped through its control socket.
 
+#include "messages/wire.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <csignal>
@@ -125,10 +127,13 @@ protected:
     fs::remove_all(dir);
     fs::create_directories(dir);
     data = dir / "var";
-    // No local workers and a private workers socket, so that suites can run side by side.
-    write("quiet.yaml", "local_workers: []\nworkers: {listen: 'ipc://" +
-                            (dir / "workers.sock").string() + "'}\n");
+    // No local workers and a private workers socket, so that suites can run side by side; a slow
+    // heartbeat, so that a scripted worker stays alive without beating.
+    write("quiet.yaml", "local_workers: []\nworkers: {listen: '" + workers_endpoint() +
+                            "', heartbeat_ms: 600000}\n");
   }
+
+  std::string workers_endpoint() const { return "ipc://" + (dir / "workers.sock").string(); }
 
   void TearDown() override {
     if (daemon > 0) {
@@ -354,8 +359,68 @@ TEST_F(CliTest, MalformedControlRequestsGetErrorReplies) {
   EXPECT_EQ(error_of(pack({{"v", 1}, {"type", 7}})),
             "malformed request: frame_malformed: key 'type': expected a string, got int");
   EXPECT_EQ(error_of(pack({{"v", 1}, {"type", "launch"}})),
-            "unknown request type 'launch' (this daemon knows: status, shutdown)");
+            "unknown request type 'launch' (this daemon knows: status, workers, shutdown)");
   EXPECT_EQ(ask(pack({{"v", 1}, {"type", "status"}}))["ok"], true);
+  EXPECT_EQ(run({"shutdown", "--data-dir", data.string()}).code, 0);
+  EXPECT_EQ(wait_for_daemon(), 0);
+}
+
+// A scripted worker (a DEALER speaking the wire protocol) registers; status counts it and
+// workers lists it with what it announced.
+TEST_F(CliTest, StatusAndWorkersShowAConnectedWorker) {
+  serve("");
+  opforge::wire::hello hello;
+  hello.worker_id = "testhost:42:cafe";
+  hello.role = "device";
+  hello.device_kind = "interpreter";
+  hello.device_name = "cpu (triton interpreter)";
+  hello.slots = 2;
+  hello.jobs = {"test", "catalog"};
+  hello.toolchain = {{"python", "3.11"}, {"torch", "2.13"}, {"triton", "3.6"}};
+  hello.fingerprint = "0123456789abcdef";
+  hello.host = "testhost";
+  hello.pid = 42;
+  zmq::context_t zmq;
+  zmq::socket_t dealer{zmq, zmq::socket_type::dealer};
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.set(zmq::sockopt::routing_id, hello.worker_id);
+  dealer.set(zmq::sockopt::rcvtimeo, 30000);
+  dealer.connect(workers_endpoint());
+  dealer.send(zmq::buffer(opforge::wire::encode(hello)), zmq::send_flags::none);
+  zmq::message_t welcome;
+  ASSERT_TRUE(dealer.recv(welcome)) << "no welcome";
+
+  auto listed = run({"workers", "--json", "--data-dir", data.string()});
+  ASSERT_EQ(listed.code, 0) << listed.err;
+  auto workers = nlohmann::json::parse(listed.out)["workers"];
+  ASSERT_EQ(workers.size(), 1u) << listed.out;
+  EXPECT_EQ(workers[0]["worker_id"], hello.worker_id);
+  EXPECT_EQ(workers[0]["role"], "device");
+  EXPECT_EQ(workers[0]["device_kind"], "interpreter");
+  EXPECT_EQ(workers[0]["fingerprint"], hello.fingerprint);
+  EXPECT_EQ(workers[0]["slots"], 2);
+  EXPECT_EQ(workers[0]["busy"], 0);
+  EXPECT_EQ(workers[0]["state"], "idle");
+  EXPECT_EQ(workers[0]["toolchain"]["torch"], "2.13");
+
+  auto line = run({"workers", "--data-dir", data.string()});
+  EXPECT_EQ(line.out.rfind("testhost:42:cafe  device/interpreter  cpu (triton interpreter)  "
+                           "toolchain 0123456789abcdef  0/2 slots busy  heartbeat ",
+                           0),
+            0u)
+      << line.out;
+
+  auto status = run({"status", "--json", "--data-dir", data.string()});
+  ASSERT_EQ(status.code, 0);
+  auto reply = nlohmann::json::parse(status.out);
+  EXPECT_EQ(reply["workers"]["endpoint"], workers_endpoint());
+  EXPECT_EQ(reply["workers"]["connected"]["interpreter"]["idle"], 1) << status.out;
+  EXPECT_EQ(reply["workers"]["queued"], 0);
+  auto human = run({"status", "--data-dir", data.string()});
+  EXPECT_NE(human.out.find("  workers   " + workers_endpoint() + ", 1 live (interpreter idle 1)"),
+            std::string::npos)
+      << human.out;
+
   EXPECT_EQ(run({"shutdown", "--data-dir", data.string()}).code, 0);
   EXPECT_EQ(wait_for_daemon(), 0);
 }
