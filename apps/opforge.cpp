@@ -137,7 +137,10 @@ void print_workers(const nlohmann::json& reply) {
     return;
   }
   for (auto& w : workers) {
-    auto text = [&](const char* key) { return w.value(key, std::string{}); };
+    auto text = [&](const char* key) {
+      auto value = w.value(key, std::string{});
+      return value.empty() ? std::string{"-"} : value;
+    };
     std::cout << text("worker_id") << "  " << text("role") << "/" << text("device_kind") << "  "
               << text("device_name") << "  toolchain " << text("fingerprint") << "  "
               << w.value("busy", 0) << "/" << w.value("slots", 0) << " slots busy  heartbeat "

@@ -30,25 +30,27 @@ for ((i = 0; i < 150; i++)); do
 done
 "$opforge" status >/dev/null || fail "the daemon does not answer"
 
-# Each worker is one JSON object with an "id" in `opforge workers --json`.
-echo "demo: waiting for a local worker to connect (at most ${DEMO_WORKER_WAIT_S:-180} s)"
-deadline=$((SECONDS + ${DEMO_WORKER_WAIT_S:-180}))
-until "$opforge" workers --json 2>/dev/null | grep -q '"id"'; do
-  if ! answer=$("$opforge" workers 2>&1) && [[ $answer == *"unknown request type"* ]]; then
-    echo "demo: this build's daemon does not manage workers yet ($answer)"
-    break
-  fi
-  ((SECONDS < deadline)) || fail "no worker connected within ${DEMO_WORKER_WAIT_S:-180} s"
-  kill -0 "$daemon" 2>/dev/null || fail "opforge serve exited"
-  sleep 0.5
-done
+# Each worker is one JSON object with an "id" in `opforge workers --json`. Wait only when the
+# worker package can serve (it is what the daemon's local workers run).
+python=${OPFORGE_VENV:-$PWD/.venv}/bin/python
+if "$python" -c 'import importlib.util as u, sys; sys.exit(u.find_spec("opforge_worker.__main__") is None)'; then
+  echo "demo: waiting for a local worker to connect (at most ${DEMO_WORKER_WAIT_S:-180} s)"
+  deadline=$((SECONDS + ${DEMO_WORKER_WAIT_S:-180}))
+  until "$opforge" workers --json | grep -q '"worker_id"'; do
+    ((SECONDS < deadline)) || fail "no worker connected within ${DEMO_WORKER_WAIT_S:-180} s"
+    kill -0 "$daemon" 2>/dev/null || fail "opforge serve exited"
+    sleep 0.5
+  done
+else
+  echo "demo: $python has no runnable opforge_worker yet; showing the daemon without workers"
+fi
 
 echo
 echo "\$ opforge status"
 "$opforge" status
 echo
 echo "\$ opforge workers"
-"$opforge" workers || true
+"$opforge" workers
 metrics=$("$opforge" status --json | sed -n 's/.*"metrics": "\(.*\)".*/\1/p')
 if [[ -n $metrics ]]; then
   echo

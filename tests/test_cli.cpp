@@ -424,3 +424,32 @@ TEST_F(CliTest, StatusAndWorkersShowAConnectedWorker) {
   EXPECT_EQ(run({"shutdown", "--data-dir", data.string()}).code, 0);
   EXPECT_EQ(wait_for_daemon(), 0);
 }
+
+// The real Python worker under the daemon's supervisor: a lint worker (no device, quick to start)
+// registers and shows up. Skipped, saying why, where the worker package cannot serve yet.
+TEST_F(CliTest, SupervisedPythonWorkerShowsUp) {
+  auto probe = std::string{"'"} + OPFORGE_PYTHON +
+               "' -c 'import importlib.util as u, sys; "
+               "sys.exit(u.find_spec(\"opforge_worker.__main__\") is None)' 2>/dev/null";
+  if (std::system(probe.c_str()) != 0)
+    GTEST_SKIP() << OPFORGE_PYTHON << " has no runnable opforge_worker yet";
+  write("quiet.yaml", "local_workers: [{role: lint}]\npython: '" + std::string{OPFORGE_PYTHON} +
+                          "'\nworkers: {listen: '" + workers_endpoint() + "'}\n");
+  serve("");
+  nlohmann::json workers;
+  auto deadline = std::chrono::steady_clock::now() + process_bound;
+  while (workers.empty() && std::chrono::steady_clock::now() < deadline) {
+    auto listed = run({"workers", "--json", "--data-dir", data.string()});
+    ASSERT_EQ(listed.code, 0) << listed.err;
+    workers = nlohmann::json::parse(listed.out)["workers"];
+    std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_EQ(workers.size(), 1u) << slurp(dir / "serve.err");
+  EXPECT_EQ(workers[0]["role"], "lint");
+  EXPECT_EQ(workers[0]["device_kind"], "none");
+  EXPECT_EQ(workers[0]["fingerprint"].get<std::string>().size(), 16u);
+  EXPECT_EQ(run({"shutdown", "--data-dir", data.string()}).code, 0);
+  EXPECT_EQ(wait_for_daemon(), 0);
+  EXPECT_NE(slurp(dir / "serve.err").find("said goodbye"), std::string::npos)
+      << "the worker left cleanly on shutdown";
+}
