@@ -2,6 +2,7 @@
 
 #include "messages/errors.hpp"
 #include "messages/msgpack_codec.hpp"
+#include "messages/wire.hpp"
 
 #include <cstring>
 
@@ -79,7 +80,7 @@ caf::expected<nlohmann::json> control_request(const std::string& endpoint, nlohm
                                               std::chrono::milliseconds timeout) {
   if (nobody_listens_at_ipc(endpoint))
     return unreachable(endpoint);
-  request["v"] = 1;
+  request["v"] = wire::protocol_version;
   auto bytes = nlohmann::json::to_msgpack(request);
   zmq::context_t zmq;
   zmq::socket_t socket{zmq, zmq::socket_type::req};

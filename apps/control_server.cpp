@@ -5,6 +5,7 @@
 #include "messages/device_messages.hpp"
 #include "messages/errors.hpp"
 #include "messages/msgpack_codec.hpp"
+#include "messages/wire.hpp"
 
 #include <future>
 
@@ -18,8 +19,6 @@ namespace {
 
 // Control requests are a handful of keys; nothing legitimate comes near this.
 const wire::unpack_limits request_limits{64 << 10, 1024, 8};
-
-constexpr int protocol_version = 1;
 
 // Actors answer status queries from memory; this bound only keeps a stuck actor from stalling the
 // control socket (clients wait 5 s by default).
@@ -175,10 +174,10 @@ control_server::answer_type control_server::answer(std::string_view request) {
   auto version = fields->integer("v");
   if (!version)
     return malformed(version.error());
-  if (*version != protocol_version)
+  if (*version != wire::protocol_version)
     return {encode(failure("protocol version " + std::to_string(*version) +
                            " is not supported; this daemon speaks " +
-                           std::to_string(protocol_version)))};
+                           std::to_string(wire::protocol_version)))};
   auto type = fields->string("type");
   if (!type)
     return malformed(type.error());

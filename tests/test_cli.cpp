@@ -248,6 +248,21 @@ TEST_F(CliTest, AddressesInUseStopServeWithOneLine) {
                         "address for control.listen)");
 }
 
+// The device manager's own words for its socket, as one line.
+TEST_F(CliTest, WorkersAddressInUseStopsServeWithOneLine) {
+  held_port taken;
+  auto result =
+      run({"serve", "--config", (dir / "quiet.yaml").string(), "--data-dir", data.string(),
+           "--metrics-listen", "", "--workers-listen", "tcp://" + taken.address()});
+  EXPECT_EQ(result.code, 2);
+  EXPECT_EQ(result.err.rfind("opforge: workers.listen 'tcp://" + taken.address() +
+                                 "': cannot bind (Address already in use)",
+                             0),
+            0u)
+      << result.err;
+  EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
+}
+
 TEST_F(CliTest, SecondDaemonOnTheSameDataDirIsRefused) {
   auto first = serve();
   ASSERT_TRUE(first.contains("pid"));
