@@ -243,10 +243,6 @@ caf::error run(caf::actor_system& sys, const config& cfg, const std::string& ver
       ask<device_manager_status>(sys, std::chrono::seconds{30}, *devices, atom::status_v);
   if (!devices_status)
     return devices_status.error();
-  auto local = local_workers(cfg, devices_status->endpoint);
-  auto supervised = supervisor::start(local);
-  if (!supervised)
-    return supervised.error();
   zmq::context_t zmq;
   control_context context{&sys,
                           *store,
@@ -259,6 +255,11 @@ caf::error run(caf::actor_system& sys, const config& cfg, const std::string& ver
   auto control = control_server::start(zmq, context);
   if (!control)
     return control.error();
+  // Last, so that no worker process is started by a daemon that then fails to start.
+  auto local = local_workers(cfg, devices_status->endpoint);
+  auto supervised = supervisor::start(local);
+  if (!supervised)
+    return supervised.error();
   spdlog::set_level(level);
   spdlog::info("opforge {} ready: pid {}, data in {}, control on {}, workers on {}, local "
                "workers: {}, metrics on {}",
@@ -270,6 +271,7 @@ caf::error run(caf::actor_system& sys, const config& cfg, const std::string& ver
         std::chrono::duration<double>{std::chrono::steady_clock::now() - context.started}.count());
     if (auto reason = stop.wait(std::chrono::seconds{1})) {
       spdlog::info("shutting down: {}", *reason);
+      control->reset(); // no more requests; the scopes stop the rest in reverse order
       return {};
     }
   }
