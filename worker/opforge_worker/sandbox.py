@@ -411,13 +411,19 @@ def _libc():
     return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 
 
-def _enter_namespaces(libc) -> dict:
-    """unshare user+net+pid namespaces, falling back to fewer; returns what was achieved."""
+def _enter_namespaces(libc, device_kind: str) -> dict:
+    """unshare user+net+pid namespaces, falling back to fewer; returns what was achieved.
+
+    CUDA cannot initialise inside a PID namespace (cuInit fails with error 304, seen on an H100
+    with driver 580), so a cuda candidate gets user+net only.
+    """
     uid, gid = os.getuid(), os.getgid()
     attempts = (
         ("user+net+pid", _CLONE_NEWUSER | _CLONE_NEWNET | _CLONE_NEWPID),
         ("user+net", _CLONE_NEWUSER | _CLONE_NEWNET),
     )
+    if device_kind == "cuda":
+        attempts = attempts[1:]
     errors = []
     for name, flags in attempts:
         if libc.unshare(flags) == 0:
@@ -470,7 +476,7 @@ def _set_limits(options: dict) -> dict:
     }
 
 
-def _landlock(libc, scratch: Path, read_paths: list[str]) -> dict:
+def _landlock(libc, scratch: Path, read_paths: list[str], device_kind: str) -> dict:
     """Confine the filesystem (and, where the kernel supports it, TCP and signals)."""
     libc.syscall.restype = ctypes.c_long
     abi = libc.syscall(_SYS_LANDLOCK_CREATE_RULESET, None, 0, _LANDLOCK_CREATE_RULESET_VERSION)
@@ -495,6 +501,10 @@ def _landlock(libc, scratch: Path, read_paths: list[str]) -> dict:
     rules = [(path, read) for path in read_paths]
     rules += [(f"/etc/{name}", read) for name in _ETC_READABLE]
     rules += [("/dev", device_files), (str(scratch), handled_fs)]
+    if device_kind == "cuda":
+        # The CUDA driver names its threads by opening /proc/self/task/<tid>/comm with O_TRUNC;
+        # refusing that makes cuInit fail with error 304.
+        rules.append(("/proc/self/task", device_files))
     for path, rights in rules:
         try:
             fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
@@ -728,12 +738,12 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     options = json.loads(args.options)
     libc = _libc()
-    report = _enter_namespaces(libc)
+    report = _enter_namespaces(libc, options["device_kind"])
     if report["namespaces"] == "user+net+pid":
         _relay_pid_namespace()
     report.update(_set_limits(options))
     read_paths = default_read_paths(tuple(options["extra_read_paths"]))
-    report.update(_landlock(libc, args.scratch.resolve(), read_paths))
+    report.update(_landlock(libc, args.scratch.resolve(), read_paths, options["device_kind"]))
     report["environment"] = "scrubbed: " + ", ".join(sorted(os.environ))
 
     from opforge_worker.candidate import serve

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from harness_helpers import DEVICE
 
 from opforge_worker.sandbox import candidate_environment
 
@@ -28,7 +29,9 @@ def run_confined(script: str, confine: bool, **kwargs) -> subprocess.CompletedPr
     )
 
 
-NAMESPACES = "report = sandbox._enter_namespaces(libc)\nassert report['namespaces'] != 'none'\n"
+NAMESPACES = (
+    f"report = sandbox._enter_namespaces(libc, {DEVICE!r})\nassert report['namespaces'] != 'none'\n"
+)
 CONNECT = """
 import socket
 try:
@@ -56,7 +59,8 @@ def test_network_namespace_cuts_even_loopback(listener, confine, expected):
 
 
 def landlock(scratch: Path) -> str:
-    return f"print(sandbox._landlock(libc, {str(scratch)!r}, sandbox.default_read_paths()))\n"
+    paths = "sandbox.default_read_paths()"
+    return f"print(sandbox._landlock(libc, {str(scratch)!r}, {paths}, {DEVICE!r}))\n"
 
 
 WRITE_AND_READ = """
