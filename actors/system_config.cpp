@@ -16,6 +16,7 @@ system_config::system_config(scheduling mode) {
   add_message_types<caf::id_block::opforge>();
   register_error_category(*this);
   set("logger.file-verbosity", caf::atom("quiet"));
+  set("logger.console-verbosity", caf::atom("quiet"));
   if (mode == scheduling::deterministic)
     set("scheduler.policy", caf::atom("testing"));
 }

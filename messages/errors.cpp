@@ -14,6 +14,12 @@ const char* to_string(errc code) {
     return "config_unreadable";
   case errc::config_invalid:
     return "config_invalid";
+  case errc::config_unknown_key:
+    return "config_unknown_key";
+  case errc::config_path_unusable:
+    return "config_path_unusable";
+  case errc::config_address_unusable:
+    return "config_address_unusable";
   case errc::store_open_failed:
     return "store_open_failed";
   case errc::store_io_failed:

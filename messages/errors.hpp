@@ -17,6 +17,9 @@ enum class errc : uint8_t {
   // configuration
   config_unreadable,
   config_invalid,
+  config_unknown_key,
+  config_path_unusable,
+  config_address_unusable,
   // persistence
   store_open_failed,
   store_io_failed,

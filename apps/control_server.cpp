@@ -1,0 +1,223 @@
+#include "apps/control_server.hpp"
+
+#include "actors/store.hpp"
+#include "apps/actor_query.hpp"
+#include "messages/device_messages.hpp"
+#include "messages/errors.hpp"
+#include "messages/msgpack_codec.hpp"
+#include "messages/wire.hpp"
+
+#include <future>
+
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+namespace opforge {
+
+namespace {
+
+// Control requests are a handful of keys; nothing legitimate comes near this.
+const wire::unpack_limits request_limits{64 << 10, 1024, 8};
+
+// Actors answer status queries from memory; this bound only keeps a stuck actor from stalling the
+// control socket (clients wait 5 s by default).
+constexpr auto actor_query_bound = std::chrono::milliseconds{2000};
+
+nlohmann::json to_json(const store_status& status) {
+  auto families = nlohmann::json::object();
+  for (auto& f : status.families)
+    families[f.family] = {{"estimated_keys", f.estimated_keys},
+                          {"estimated_bytes", f.estimated_bytes}};
+  return {{"path", status.path},
+          {"schema_version", status.schema_version},
+          {"batches_written", status.batches_written},
+          {"last_error", status.last_error},
+          {"families", families}};
+}
+
+nlohmann::json to_json(const device_manager_status& status) {
+  return {{"endpoint", status.endpoint},       {"connected", status.workers},
+          {"queued", status.queued},           {"running", status.running},
+          {"submitted", status.submitted},     {"done", status.done},
+          {"failed", status.failed},           {"cancelled", status.cancelled},
+          {"quarantined", status.quarantined}, {"lost", status.lost},
+          {"requeued", status.requeued},       {"late_results", status.late_results}};
+}
+
+nlohmann::json to_json(const worker_info& w) {
+  return {{"worker_id", w.worker_id},
+          {"role", w.role},
+          {"device_kind", w.device_kind},
+          {"device_name", w.device_name},
+          {"toolchain", w.toolchain},
+          {"fingerprint", w.fingerprint},
+          {"slots", w.slots},
+          {"busy", w.busy},
+          {"ms_since_heartbeat", w.ms_since_heartbeat},
+          {"host", w.host},
+          {"pid", w.pid},
+          {"state", w.state},
+          {"dead_reason", w.dead_reason}};
+}
+
+// An actor's part of `status`: its report, or why there is none.
+template <class Status>
+nlohmann::json part(const caf::expected<Status>& status) {
+  if (!status)
+    return {{"error", render(status.error())}};
+  return to_json(*status);
+}
+
+std::string encode(const nlohmann::json& reply) {
+  auto bytes = nlohmann::json::to_msgpack(reply);
+  return {bytes.begin(), bytes.end()};
+}
+
+nlohmann::json failure(const std::string& what) {
+  return {{"ok", false}, {"error", what}};
+}
+
+} // namespace
+
+caf::expected<std::unique_ptr<control_server>> control_server::start(zmq::context_t& zmq,
+                                                                     control_context context) {
+  auto endpoint = context.cfg.control.listen;
+  std::unique_ptr<control_server> server{new control_server{std::move(context)}};
+  server->wakeup_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (server->wakeup_fd_ < 0)
+    return caf::make_error(errc::unspecified, "eventfd for the control thread failed");
+  // The thread creates, binds and owns the socket; the bind's outcome comes back through `bound`.
+  std::promise<caf::error> bound;
+  auto outcome = bound.get_future();
+  server->thread_ =
+      std::thread{[&zmq, endpoint, srv = server.get(), bound = std::move(bound)]() mutable {
+        zmq::socket_t socket{zmq, zmq::socket_type::rep};
+        try {
+          socket.set(zmq::sockopt::linger, 500);
+          socket.bind(endpoint);
+        } catch (const zmq::error_t& e) {
+          bound.set_value(address_unusable("control.listen", endpoint, e.what()));
+          return;
+        }
+        bound.set_value({});
+        srv->serve(socket);
+      }};
+  if (auto err = outcome.get()) {
+    server->thread_.join();
+    return err;
+  }
+  return server;
+}
+
+control_server::control_server(control_context context) : context_{std::move(context)} {}
+
+control_server::~control_server() {
+  if (thread_.joinable()) {
+    uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(wakeup_fd_, &one, sizeof one);
+    thread_.join();
+  }
+  if (wakeup_fd_ >= 0)
+    ::close(wakeup_fd_);
+}
+
+void control_server::serve(zmq::socket_t& socket) {
+  zmq_pollitem_t items[] = {{socket.handle(), 0, ZMQ_POLLIN, 0},
+                            {nullptr, wakeup_fd_, ZMQ_POLLIN, 0}};
+  for (;;) {
+    try {
+      zmq::poll(items, 2, std::chrono::milliseconds{-1});
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR)
+        continue;
+      spdlog::error("control socket: poll failed: {}", e.what());
+      return;
+    }
+    if (items[1].revents & ZMQ_POLLIN)
+      return;
+    if (!(items[0].revents & ZMQ_POLLIN))
+      continue;
+    // A REP socket must answer every request exactly once, whatever it held.
+    zmq::message_t request;
+    if (!socket.recv(request, zmq::recv_flags::dontwait))
+      continue;
+    answer_type out;
+    if (request.more()) {
+      zmq::message_t extra;
+      while (socket.get(zmq::sockopt::rcvmore) && socket.recv(extra))
+        ;
+      out.reply = encode(failure("malformed request: a request is exactly one frame"));
+    } else {
+      out = answer(request.to_string_view());
+    }
+    try {
+      socket.send(zmq::buffer(out.reply), zmq::send_flags::none);
+    } catch (const zmq::error_t& e) {
+      spdlog::warn("control socket: reply not sent: {}", e.what());
+    }
+    if (out.shutdown)
+      context_.request_shutdown();
+  }
+}
+
+control_server::answer_type control_server::answer(std::string_view request) {
+  auto malformed = [](const caf::error& err) {
+    return answer_type{encode(failure("malformed request: " + render(err)))};
+  };
+  auto handle = wire::unpack(request, request_limits);
+  if (!handle)
+    return malformed(handle.error());
+  auto fields = wire::map_reader::of(handle->get());
+  if (!fields)
+    return malformed(fields.error());
+  auto version = fields->integer("v");
+  if (!version)
+    return malformed(version.error());
+  if (*version != wire::protocol_version)
+    return {encode(failure("protocol version " + std::to_string(*version) +
+                           " is not supported; this daemon speaks " +
+                           std::to_string(wire::protocol_version)))};
+  auto type = fields->string("type");
+  if (!type)
+    return malformed(type.error());
+  if (*type == "status")
+    return {encode(status())};
+  if (*type == "workers")
+    return {encode(workers())};
+  if (*type == "shutdown") {
+    spdlog::info("shutdown requested over the control socket");
+    return {encode({{"ok", true}}), true};
+  }
+  return {encode(failure("unknown request type '" + *type +
+                         "' (this daemon knows: status, workers, shutdown)"))};
+}
+
+nlohmann::json control_server::status() const {
+  using namespace std::chrono;
+  auto uptime = duration<double>{steady_clock::now() - context_.started}.count();
+  return {{"ok", true},
+          {"version", context_.version},
+          {"pid", ::getpid()},
+          {"uptime_s", uptime},
+          {"data_dir", context_.cfg.data_dir.string()},
+          {"control", context_.cfg.control.listen},
+          {"metrics", context_.metrics_address},
+          {"store", part(ask<store_status>(*context_.system, actor_query_bound, context_.store,
+                                           atom::status_v))},
+          {"workers", part(ask<device_manager_status>(*context_.system, actor_query_bound,
+                                                      context_.devices, atom::status_v))}};
+}
+
+nlohmann::json control_server::workers() const {
+  auto list = ask<std::vector<worker_info>>(*context_.system, actor_query_bound, context_.devices,
+                                            atom::workers_v);
+  if (!list)
+    return failure("the device manager did not answer: " + render(list.error()));
+  auto out = nlohmann::json::array();
+  for (auto& w : *list)
+    out.push_back(to_json(w));
+  return {{"ok", true}, {"workers", out}};
+}
+
+} // namespace opforge

@@ -1,0 +1,75 @@
+#pragma once
+
+// The control socket: a plain thread that owns a ZeroMQ REP socket (sockets never live in actors),
+// decodes each request with the bounded msgpack codec, answers it, and never dies of bad input.
+// The requests and replies are documented in messages/PROTOCOL.md, section "Control socket".
+
+#include "actors/actors.hpp"
+#include "config/config.hpp"
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include <caf/actor_system.hpp>
+#include <caf/expected.hpp>
+
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+namespace opforge {
+
+/// What the daemon tells the control server at start: facts for `status`, the actors it asks, and
+/// how to ask the daemon to stop.
+struct control_context {
+  caf::actor_system* system = nullptr;
+  store_actor store;
+  device_manager_actor devices;
+  std::string version;
+  config cfg;
+  /// host:port the metrics endpoint actually listens on; empty when disabled.
+  std::string metrics_address;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  /// Called once the reply to a `shutdown` request has been sent.
+  std::function<void()> request_shutdown;
+};
+
+class control_server {
+public:
+  /// Binds cfg.control.listen on a new thread and serves requests until destroyed. Fails with
+  /// errc::config_address_unusable when the endpoint cannot be bound.
+  static caf::expected<std::unique_ptr<control_server>> start(zmq::context_t& zmq,
+                                                              control_context context);
+
+  /// Stops taking requests and joins the thread.
+  ~control_server();
+
+  control_server(const control_server&) = delete;
+  control_server& operator=(const control_server&) = delete;
+
+  /// One encoded reply, and whether it accepted a shutdown.
+  struct answer_type {
+    std::string reply;
+    bool shutdown = false;
+  };
+
+  /// Answers one encoded request; never throws.
+  answer_type answer(std::string_view request);
+
+private:
+  explicit control_server(control_context context);
+
+  void serve(zmq::socket_t& socket);
+
+  nlohmann::json status() const;
+  nlohmann::json workers() const;
+
+  control_context context_;
+  int wakeup_fd_ = -1;
+  std::thread thread_;
+};
+
+} // namespace opforge

@@ -1,0 +1,294 @@
+#include "apps/serve.hpp"
+
+#include "actors/metrics.hpp"
+#include "actors/store.hpp"
+#include "actors/system_config.hpp"
+#include "apps/actor_query.hpp"
+#include "apps/control_server.hpp"
+#include "devices/spawn_device_manager.hpp"
+#include "devices/supervisor.hpp"
+#include "messages/device_messages.hpp"
+#include "messages/errors.hpp"
+#include "messages/type_ids.hpp"
+#include "messages/wire.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <optional>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/atom.hpp>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <prometheus/exposer.h>
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <sys/file.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+namespace opforge {
+
+namespace {
+
+// Turns SIGINT/SIGTERM and shutdown requests into one event the main thread waits for. The signals
+// are blocked in every thread (so construct this before starting any) and read from a signalfd:
+// no work ever runs in a signal handler.
+class stop_events {
+public:
+  stop_events() {
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    std::signal(SIGPIPE, SIG_IGN);
+    signal_fd_ = ::signalfd(-1, &signals, SFD_CLOEXEC | SFD_NONBLOCK);
+    request_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  }
+
+  ~stop_events() {
+    ::close(signal_fd_);
+    ::close(request_fd_);
+  }
+
+  stop_events(const stop_events&) = delete;
+  stop_events& operator=(const stop_events&) = delete;
+
+  /// Asks the main thread to stop; safe from any thread.
+  void request() {
+    uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(request_fd_, &one, sizeof one);
+  }
+
+  /// The reason to stop, once there is one within `timeout`.
+  std::optional<std::string> wait(std::chrono::milliseconds timeout) {
+    pollfd fds[] = {{signal_fd_, POLLIN, 0}, {request_fd_, POLLIN, 0}};
+    if (::poll(fds, 2, static_cast<int>(timeout.count())) <= 0)
+      return std::nullopt;
+    signalfd_siginfo info{};
+    if (fds[0].revents & POLLIN && ::read(signal_fd_, &info, sizeof info) == sizeof info)
+      return std::string{"received SIG"} + sigabbrev_np(static_cast<int>(info.ssi_signo));
+    if (fds[1].revents & POLLIN)
+      return "shutdown requested over the control socket";
+    return std::nullopt;
+  }
+
+private:
+  int signal_fd_ = -1;
+  int request_fd_ = -1;
+};
+
+// One daemon per data directory: two would fight over the database and the control socket (ZeroMQ
+// unlinks an existing ipc socket file when it binds).
+class data_dir_lock {
+public:
+  static caf::expected<data_dir_lock> acquire(const std::filesystem::path& dir) {
+    auto path = (dir / "opforge.lock").string();
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+      return path_unusable("lock file '" + path + "'", std::strerror(errno),
+                           "make the data directory writable");
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      std::string holder;
+      std::getline(std::ifstream{path}, holder);
+      ::close(fd);
+      return path_unusable("data_dir '" + dir.string() + "'",
+                           "another opforge serve (pid " + holder + ") uses it",
+                           "stop it with `opforge shutdown`, or choose another --data-dir");
+    }
+    auto pid = std::to_string(::getpid()) + "\n";
+    if (::ftruncate(fd, 0) != 0 || ::write(fd, pid.data(), pid.size()) < 0)
+      spdlog::warn("could not record the pid in {}", path);
+    return data_dir_lock{fd};
+  }
+
+  data_dir_lock(data_dir_lock&& other) noexcept : fd_{std::exchange(other.fd_, -1)} {}
+  data_dir_lock& operator=(data_dir_lock&&) = delete;
+  ~data_dir_lock() {
+    if (fd_ >= 0)
+      ::close(fd_);
+  }
+
+private:
+  explicit data_dir_lock(int fd) : fd_{fd} {}
+  int fd_;
+};
+
+void start_logging(const log_config& cfg) {
+  auto logger = cfg.file.empty() ? spdlog::stderr_color_mt("opforge")
+                                 : spdlog::basic_logger_mt("opforge", cfg.file);
+  logger->set_level(spdlog::level::from_str(cfg.level));
+  logger->flush_on(spdlog::level::info);
+  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  spdlog::set_default_logger(logger);
+}
+
+// The exposer and the address it really listens on (port 0 asks the kernel for a free port).
+struct metrics_endpoint {
+  std::unique_ptr<prometheus::Exposer> exposer;
+  std::string address;
+};
+
+caf::expected<metrics_endpoint> expose(const std::string& address, metrics& families) {
+  if (address.empty())
+    return metrics_endpoint{};
+  std::unique_ptr<prometheus::Exposer> exposer;
+  try {
+    exposer = std::make_unique<prometheus::Exposer>(address, 2);
+  } catch (const std::exception&) {
+    return address_unusable("metrics.listen", address,
+                            "cannot listen there (port in use, or not an address of this host)");
+  }
+  exposer->RegisterCollectable(families.registry());
+  auto ports = exposer->GetListeningPorts();
+  auto host = address.substr(0, address.rfind(':'));
+  auto actual = host + ":" + std::to_string(ports.empty() ? 0 : ports.front());
+  return metrics_endpoint{std::move(exposer), actual};
+}
+
+// Runs its function when the scope ends, on every path out of it.
+template <class F>
+struct scope_exit {
+  F run;
+  ~scope_exit() { run(); }
+};
+
+// Asks an actor that owns resources (a database, a socket thread) to release them, and waits:
+// a plain exit message would not tell us when it is done.
+template <class Handle>
+void stop_actor(caf::actor_system& sys, const Handle& actor, const char* name) {
+  if (auto done = ask<atom::ok>(sys, std::chrono::seconds{30}, actor, atom::shutdown_v); !done)
+    spdlog::error("{} did not stop cleanly: {}", name, render(done.error()));
+}
+
+device_manager_config device_manager_settings(const workers_config& cfg) {
+  device_manager_config out;
+  out.listen = cfg.listen;
+  out.max_frame_bytes = static_cast<size_t>(cfg.max_frame_bytes);
+  out.heartbeat = std::chrono::milliseconds{cfg.heartbeat_ms};
+  out.liveness = cfg.liveness;
+  out.max_attempts = cfg.max_attempts;
+  out.quarantine_after = cfg.quarantine_after;
+  return out;
+}
+
+// `nvidia-smi -L` prints one "GPU <n>: ..." line per GPU; without a driver it fails or is absent.
+bool nvidia_gpu_present() {
+  FILE* pipe = ::popen("nvidia-smi -L 2>/dev/null", "r");
+  if (!pipe)
+    return false;
+  bool found = false;
+  char line[512];
+  while (std::fgets(line, sizeof line, pipe))
+    found = found || std::strncmp(line, "GPU ", 4) == 0;
+  return ::pclose(pipe) == 0 && found;
+}
+
+// The local worker processes, connecting to where the workers socket really listens.
+supervisor_config local_workers(config cfg, const std::string& workers_endpoint) {
+  if (std::any_of(cfg.local_workers.begin(), cfg.local_workers.end(),
+                  [](auto& group) { return group.kind == "auto"; }))
+    resolve_auto_kinds(cfg, nvidia_gpu_present());
+  supervisor_config out;
+  for (auto& group : cfg.local_workers)
+    out.workers.push_back(
+        {group.kind, static_cast<int>(group.count), static_cast<int>(group.slots), group.role});
+  out.endpoint = connect_endpoint(workers_endpoint);
+  out.python = cfg.python;
+  return out;
+}
+
+std::string describe(const supervisor_config& local) {
+  std::string out;
+  for (auto& group : local.workers)
+    out += (out.empty() ? "" : ", ") + std::to_string(group.count) + " " + group.role + "/" +
+           group.device_kind;
+  return out.empty() ? "none" : out;
+}
+
+// The daemon's actors and threads, from start to a clean stop. They start in this order and stop
+// in reverse, on every path out, so nothing is left waiting on a part already gone.
+caf::error run(caf::actor_system& sys, const config& cfg, const std::string& version,
+               std::shared_ptr<metrics> families, const std::string& metrics_address,
+               stop_events& stop) {
+  // Quiet until ready, so that a daemon that cannot start prints nothing but its one error line.
+  auto level = spdlog::get_level();
+  spdlog::set_level(std::max(level, spdlog::level::warn));
+  auto store = spawn_store(sys, cfg.data_dir / "store", families);
+  if (!store)
+    return store.error();
+  scope_exit stop_store{[&] { stop_actor(sys, *store, "store"); }};
+  auto devices = spawn_device_manager(sys, device_manager_settings(cfg.workers), families);
+  if (!devices)
+    return devices.error();
+  scope_exit stop_devices{[&] { stop_actor(sys, *devices, "device manager"); }};
+  auto devices_status =
+      ask<device_manager_status>(sys, std::chrono::seconds{30}, *devices, atom::status_v);
+  if (!devices_status)
+    return devices_status.error();
+  zmq::context_t zmq;
+  control_context context{&sys,
+                          *store,
+                          *devices,
+                          version,
+                          cfg,
+                          metrics_address,
+                          std::chrono::steady_clock::now(),
+                          [&stop] { stop.request(); }};
+  auto control = control_server::start(zmq, context);
+  if (!control)
+    return control.error();
+  // Last, so that no worker process is started by a daemon that then fails to start.
+  auto local = local_workers(cfg, devices_status->endpoint);
+  auto supervised = supervisor::start(local);
+  if (!supervised)
+    return supervised.error();
+  spdlog::set_level(level);
+  spdlog::info("opforge {} ready: pid {}, data in {}, control on {}, workers on {}, local "
+               "workers: {}, metrics on {}",
+               version, ::getpid(), cfg.data_dir.string(), cfg.control.listen,
+               devices_status->endpoint, describe(local),
+               metrics_address.empty() ? "(disabled)" : "http://" + metrics_address + "/metrics");
+  for (;;) {
+    families->uptime().Set(
+        std::chrono::duration<double>{std::chrono::steady_clock::now() - context.started}.count());
+    if (auto reason = stop.wait(std::chrono::seconds{1})) {
+      spdlog::info("shutting down: {}", *reason);
+      control->reset(); // no more requests; the scopes stop the rest in reverse order
+      return {};
+    }
+  }
+}
+
+} // namespace
+
+caf::error serve(config cfg, const std::string& version) {
+  stop_events stop;
+  if (auto err = prepare_runtime(cfg))
+    return err;
+  auto lock = data_dir_lock::acquire(cfg.data_dir);
+  if (!lock)
+    return lock.error();
+  start_logging(cfg.log);
+  auto families = std::make_shared<metrics>(version);
+  auto endpoint = expose(cfg.metrics.listen, *families);
+  if (!endpoint)
+    return endpoint.error();
+  system_config actor_cfg;
+  caf::actor_system sys{actor_cfg};
+  if (auto err = run(sys, cfg, version, families, endpoint->address, stop))
+    return err;
+  spdlog::info("stopped cleanly");
+  return {};
+}
+
+} // namespace opforge

@@ -1,0 +1,123 @@
+#pragma once
+
+// The daemon's configuration: one struct per section, embedded defaults, and one loader that layers
+// flags over the environment over a YAML file over the defaults. Every error is a caf::error with
+// an errc::config_* code whose context is one line naming the file, key, variable or flag.
+
+#include "config/endpoint_config.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+
+namespace opforge {
+
+struct log_config {
+  /// trace, debug, info, warn, error, critical or off.
+  std::string level = "info";
+  /// Log file; empty logs to stderr.
+  std::string file;
+};
+
+struct control_config {
+  /// ZeroMQ endpoint of the control socket; empty means ipc://<data_dir>/control.sock.
+  std::string listen;
+};
+
+struct workers_config {
+  /// ZeroMQ endpoint the ROUTER socket for device workers binds.
+  std::string listen = "tcp://127.0.0.1:5555";
+  int64_t heartbeat_ms = 1000;
+  /// Heartbeats a peer may miss before it counts as dead.
+  int64_t liveness = 3;
+  int64_t max_frame_bytes = int64_t{16} << 20;
+  /// Dispatches of one job before it fails for good.
+  int64_t max_attempts = 3;
+  /// Worker deaths while running one candidate before that candidate is quarantined.
+  int64_t quarantine_after = 2;
+};
+
+/// One group of worker processes the daemon starts and supervises on its own host.
+struct local_worker_config {
+  /// `device` runs test and benchmark jobs; `lint` runs lint jobs and needs no device.
+  std::string role = "device";
+  /// For role device: `interpreter`, `cuda`, or `auto` (cuda when `nvidia-smi -L` lists a GPU,
+  /// resolved at start). For role lint: `none`.
+  std::string kind = "auto";
+  int64_t count = 1;
+  int64_t slots = 1;
+};
+
+struct metrics_config {
+  /// host:port of the Prometheus endpoint; port 0 picks a free port; empty disables it.
+  std::string listen = "127.0.0.1:9464";
+};
+
+struct store_config {
+  /// Sync every write batch to disk (survives power loss, not only a crash).
+  bool sync = true;
+};
+
+struct config {
+  std::filesystem::path data_dir = "var";
+  log_config log;
+  control_config control;
+  workers_config workers;
+  std::vector<local_worker_config> local_workers = {{"device", "auto", 1, 1},
+                                                    {"lint", "none", 1, 1}};
+  /// Interpreter that runs local workers (needs the worker's requirements).
+  std::string python = default_python();
+  metrics_config metrics;
+  store_config store;
+  /// LLM endpoints and the summarizer (config/endpoint_config.hpp).
+  llm_config llm;
+
+  /// The build's OPFORGE_PYTHON, or `python3` when the build named none.
+  static std::string default_python();
+};
+
+/// A value given on the command line, keyed by its dotted config path (e.g. "metrics.listen").
+struct config_flag {
+  std::string value;
+  /// How the user spelled it, for error messages, e.g. "--metrics-listen".
+  std::string flag;
+};
+
+/// Where a configuration comes from, highest precedence first.
+struct config_sources {
+  std::map<std::string, config_flag> flags;
+  /// Looks up an environment variable; every scalar key `a.b_c` may be set as OPFORGE_A_B_C.
+  std::function<std::optional<std::string>(const std::string&)> env;
+  /// A YAML file; none means embedded defaults only.
+  std::optional<std::filesystem::path> file;
+};
+
+/// Looks up variables in the process environment.
+std::optional<std::string> process_env(const std::string& name);
+
+/// Builds the configuration from its sources and checks every value; resolves control.listen.
+caf::expected<config> load_config(const config_sources& sources);
+
+/// Resolves local workers of kind `auto` to `cuda` or `interpreter`.
+void resolve_auto_kinds(config& cfg, bool gpu_present);
+
+/// Creates the data directory if needed and checks that the daemon can write there, and that the
+/// local workers' interpreter exists when local workers are configured.
+caf::error prepare_runtime(const config& cfg);
+
+/// The error for a path the daemon cannot use: names it, says why and what to do.
+caf::error path_unusable(const std::string& what, const std::string& reason,
+                         const std::string& remedy);
+
+/// The error for an address the daemon could not bind: names the key, the address and the reason.
+caf::error address_unusable(const std::string& key, const std::string& address,
+                            const std::string& reason);
+
+} // namespace opforge

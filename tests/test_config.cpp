@@ -1,0 +1,296 @@
+#include "config/config.hpp"
+#include "messages/errors.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <gtest/gtest.h>
+
+using namespace opforge;
+namespace fs = std::filesystem;
+
+namespace {
+
+class ConfigTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    dir = fs::temp_directory_path() /
+          ("opforge-test-config-" + std::to_string(::getpid()) + "-" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    sources.env = [this](const std::string& name) -> std::optional<std::string> {
+      if (auto i = env.find(name); i != env.end())
+        return i->second;
+      return std::nullopt;
+    };
+  }
+
+  void TearDown() override { fs::remove_all(dir); }
+
+  fs::path write(const std::string& text, const std::string& name = "opforge.yaml") {
+    auto path = dir / name;
+    std::ofstream{path} << text;
+    return path;
+  }
+
+  caf::expected<config> load_file(const std::string& text) {
+    sources.file = write(text);
+    return load_config(sources);
+  }
+
+  // The one line an error would print, with the temp directory shortened to "DIR".
+  std::string failure(const caf::expected<config>& result) {
+    if (result)
+      return "loaded without error";
+    auto text = render(result.error());
+    for (auto at = text.find(dir.string()); at != std::string::npos; at = text.find(dir.string()))
+      text.replace(at, dir.string().size(), "DIR");
+    return text;
+  }
+
+  fs::path dir;
+  std::map<std::string, std::string> env;
+  config_sources sources;
+};
+
+} // namespace
+
+TEST_F(ConfigTest, EmbeddedDefaults) {
+  auto cfg = load_config(sources);
+  ASSERT_TRUE(cfg) << failure(cfg);
+  EXPECT_EQ(cfg->data_dir, "var");
+  EXPECT_EQ(cfg->log.level, "info");
+  EXPECT_EQ(cfg->log.file, "");
+  EXPECT_EQ(cfg->control.listen, "ipc://var/control.sock");
+  EXPECT_EQ(cfg->workers.listen, "tcp://127.0.0.1:5555");
+  EXPECT_EQ(cfg->workers.heartbeat_ms, 1000);
+  EXPECT_EQ(cfg->workers.liveness, 3);
+  EXPECT_EQ(cfg->workers.max_frame_bytes, 16 << 20);
+  EXPECT_EQ(cfg->workers.max_attempts, 3);
+  EXPECT_EQ(cfg->workers.quarantine_after, 2);
+  ASSERT_EQ(cfg->local_workers.size(), 2u);
+  EXPECT_EQ(cfg->local_workers[0].role, "device");
+  EXPECT_EQ(cfg->local_workers[0].kind, "auto");
+  EXPECT_EQ(cfg->local_workers[1].role, "lint");
+  EXPECT_EQ(cfg->local_workers[1].kind, "none");
+  EXPECT_EQ(cfg->python, OPFORGE_PYTHON);
+  EXPECT_EQ(cfg->metrics.listen, "127.0.0.1:9464");
+  EXPECT_TRUE(cfg->store.sync);
+}
+
+// The shipped example documents the defaults: loading it must change nothing.
+TEST_F(ConfigTest, ExampleFileHoldsTheDefaults) {
+  sources.file = fs::path{OPFORGE_SOURCE_DIR} / "config/opforge.yaml";
+  auto example = load_config(sources);
+  ASSERT_TRUE(example) << failure(example);
+  sources.file.reset();
+  auto defaults = load_config(sources);
+  ASSERT_TRUE(defaults);
+  EXPECT_EQ(example->data_dir, defaults->data_dir);
+  EXPECT_EQ(example->control.listen, defaults->control.listen);
+  EXPECT_EQ(example->workers.listen, defaults->workers.listen);
+  EXPECT_EQ(example->workers.max_frame_bytes, defaults->workers.max_frame_bytes);
+  EXPECT_EQ(example->local_workers.size(), defaults->local_workers.size());
+  EXPECT_EQ(example->metrics.listen, defaults->metrics.listen);
+}
+
+TEST_F(ConfigTest, FileValuesReplaceDefaults) {
+  auto cfg = load_file(R"(
+data_dir: /srv/opforge
+log: {level: debug, file: /tmp/opforge.log}
+workers:
+  listen: tcp://0.0.0.0:6000
+  heartbeat_ms: 250
+local_workers:
+  - {kind: cuda, count: 4, slots: 2}
+metrics: {listen: ""}
+store: {sync: false}
+)");
+  ASSERT_TRUE(cfg) << failure(cfg);
+  EXPECT_EQ(cfg->data_dir, "/srv/opforge");
+  EXPECT_EQ(cfg->log.level, "debug");
+  EXPECT_EQ(cfg->control.listen, "ipc:///srv/opforge/control.sock");
+  EXPECT_EQ(cfg->workers.listen, "tcp://0.0.0.0:6000");
+  EXPECT_EQ(cfg->workers.heartbeat_ms, 250);
+  EXPECT_EQ(cfg->workers.liveness, 3);
+  ASSERT_EQ(cfg->local_workers.size(), 1u);
+  EXPECT_EQ(cfg->local_workers[0].role, "device");
+  EXPECT_EQ(cfg->local_workers[0].kind, "cuda");
+  EXPECT_EQ(cfg->local_workers[0].count, 4);
+  EXPECT_EQ(cfg->local_workers[0].slots, 2);
+  EXPECT_EQ(cfg->metrics.listen, "");
+  EXPECT_FALSE(cfg->store.sync);
+}
+
+TEST_F(ConfigTest, EmptyListStartsNoLocalWorkers) {
+  auto cfg = load_file("local_workers: []\n");
+  ASSERT_TRUE(cfg) << failure(cfg);
+  EXPECT_TRUE(cfg->local_workers.empty());
+}
+
+TEST_F(ConfigTest, EnvironmentBeatsFileAndFlagsBeatEnvironment) {
+  sources.file = write("data_dir: from-file\nworkers: {listen: 'tcp://127.0.0.1:1', liveness: 7}\n"
+                       "log: {level: warn}\n");
+  env["OPFORGE_DATA_DIR"] = "from-env";
+  env["OPFORGE_WORKERS_LISTEN"] = "tcp://127.0.0.1:2";
+  env["OPFORGE_METRICS_LISTEN"] = "";
+  env["OPFORGE_LOG_LEVEL"] = "error";
+  env["OPFORGE_STORE_SYNC"] = "false";
+  sources.flags["data_dir"] = {"from-flag", "--data-dir"};
+  sources.flags["log.level"] = {"trace", "--log-level"};
+  auto cfg = load_config(sources);
+  ASSERT_TRUE(cfg) << failure(cfg);
+  EXPECT_EQ(cfg->data_dir, "from-flag");
+  EXPECT_EQ(cfg->control.listen, "ipc://from-flag/control.sock");
+  EXPECT_EQ(cfg->workers.listen, "tcp://127.0.0.1:2");
+  EXPECT_EQ(cfg->workers.liveness, 7);
+  EXPECT_EQ(cfg->metrics.listen, "");
+  EXPECT_EQ(cfg->log.level, "trace");
+  EXPECT_FALSE(cfg->store.sync);
+}
+
+TEST_F(ConfigTest, AutoKindResolvesByGpuPresence) {
+  auto cfg = load_config(sources);
+  ASSERT_TRUE(cfg);
+  auto with_gpu = *cfg;
+  resolve_auto_kinds(with_gpu, true);
+  EXPECT_EQ(with_gpu.local_workers[0].kind, "cuda");
+  EXPECT_EQ(with_gpu.local_workers[1].kind, "none");
+  resolve_auto_kinds(*cfg, false);
+  EXPECT_EQ(cfg->local_workers[0].kind, "interpreter");
+}
+
+// -- every class of bad configuration, with the exact line the user sees -------------------------
+
+// Unknown keys anywhere (a section, the top level, a list element) name the closest known key,
+// or list the known ones when none is close.
+TEST_F(ConfigTest, UnknownKeys) {
+  EXPECT_EQ(failure(load_file("workers:\n  listen: tcp://127.0.0.1:5555\n  hearbeat_ms: 10\n")),
+            "config_unknown_key: DIR/opforge.yaml:3: unknown key 'workers.hearbeat_ms' (did you "
+            "mean 'workers.heartbeat_ms'?)");
+  EXPECT_EQ(failure(load_file("store:\n  compression: zstd\n")),
+            "config_unknown_key: DIR/opforge.yaml:2: unknown key 'store.compression' (known keys "
+            "here: sync)");
+  EXPECT_EQ(failure(load_file("metric:\n  listen: 127.0.0.1:1\n")),
+            "config_unknown_key: DIR/opforge.yaml:1: unknown key 'metric' (did you mean "
+            "'metrics'?)");
+  EXPECT_EQ(failure(load_file("local_workers:\n  - {role: device, slot: 2}\n")),
+            "config_unknown_key: DIR/opforge.yaml:2: unknown key 'local_workers[0].slot' (did you "
+            "mean 'local_workers[0].slots'?)");
+}
+
+TEST_F(ConfigTest, WrongTypes) {
+  EXPECT_EQ(failure(load_file("workers:\n  heartbeat_ms: fast\n")),
+            "config_invalid: DIR/opforge.yaml:2: 'workers.heartbeat_ms' must be an integer, got "
+            "'fast'");
+  EXPECT_EQ(failure(load_file("store: {sync: maybe}\n")),
+            "config_invalid: DIR/opforge.yaml:1: 'store.sync' must be true or false, got 'maybe'");
+  EXPECT_EQ(failure(load_file("log:\n  level: [info]\n")),
+            "config_invalid: DIR/opforge.yaml:2: 'log.level' must be a string, got a list");
+  EXPECT_EQ(failure(load_file("workers: 5\n")),
+            "config_invalid: DIR/opforge.yaml:1: 'workers' must be a map, got a scalar");
+  EXPECT_EQ(failure(load_file("local_workers: {role: device}\n")),
+            "config_invalid: DIR/opforge.yaml:1: 'local_workers' must be a list, got a map");
+  EXPECT_EQ(failure(load_file("- data_dir\n")),
+            "config_invalid: DIR/opforge.yaml: expected a map of sections at the top level, got "
+            "a list");
+}
+
+TEST_F(ConfigTest, ValuesOutOfRange) {
+  EXPECT_EQ(failure(load_file("workers: {liveness: 0}\n")),
+            "config_invalid: DIR/opforge.yaml:1: 'workers.liveness' must be >= 1, got 0");
+  EXPECT_EQ(failure(load_file("log: {level: loud}\n")),
+            "config_invalid: DIR/opforge.yaml:1: 'log.level' must be one of trace, debug, info, "
+            "warn, error, critical, off; got 'loud'");
+  EXPECT_EQ(failure(load_file("local_workers:\n  - {role: lint, kind: cuda}\n")),
+            "config_invalid: DIR/opforge.yaml:2: 'local_workers[0].kind' must be one of none; got "
+            "'cuda'");
+  EXPECT_EQ(failure(load_file("data_dir: ''\n")),
+            "config_invalid: DIR/opforge.yaml:1: 'data_dir' must not be empty");
+}
+
+TEST_F(ConfigTest, BadEndpoints) {
+  EXPECT_EQ(failure(load_file("workers: {listen: 'localhost:5555'}\n")),
+            "config_invalid: DIR/opforge.yaml:1: 'workers.listen' must be a ZeroMQ endpoint like "
+            "tcp://127.0.0.1:5555 or ipc:///path/to/socket, got 'localhost:5555'");
+  EXPECT_EQ(failure(load_file("control: {listen: 'tcp://127.0.0.1:99999'}\n")),
+            "config_invalid: DIR/opforge.yaml:1: 'control.listen' must be a ZeroMQ endpoint like "
+            "tcp://127.0.0.1:5555 or ipc:///path/to/socket, got 'tcp://127.0.0.1:99999'");
+  EXPECT_EQ(failure(load_file("metrics: {listen: 'http://127.0.0.1:9464'}\n")),
+            "config_invalid: DIR/opforge.yaml:1: 'metrics.listen' must be host:port (port 0 picks "
+            "a free one) or \"\" to disable, got 'http://127.0.0.1:9464'");
+}
+
+TEST_F(ConfigTest, BadValuesNameTheVariableOrFlag) {
+  env["OPFORGE_WORKERS_HEARTBEAT_MS"] = "soon";
+  EXPECT_EQ(failure(load_config(sources)),
+            "config_invalid: environment OPFORGE_WORKERS_HEARTBEAT_MS: 'workers.heartbeat_ms' "
+            "must be an integer, got 'soon'");
+  env.clear();
+  sources.flags["metrics.listen"] = {"9464", "--metrics-listen"};
+  EXPECT_EQ(failure(load_config(sources)),
+            "config_invalid: --metrics-listen: 'metrics.listen' must be host:port (port 0 picks a "
+            "free one) or \"\" to disable, got '9464'");
+}
+
+TEST_F(ConfigTest, UnreadableAndMalformedFiles) {
+  sources.file = dir / "missing.yaml";
+  EXPECT_EQ(failure(load_config(sources)),
+            "config_unreadable: cannot read config file 'DIR/missing.yaml': No such file or "
+            "directory (check the path given to --config)");
+  EXPECT_EQ(failure(load_file("workers: {listen: [\n")),
+            "config_invalid: DIR/opforge.yaml:2: not valid YAML: end of sequence flow not found");
+}
+
+TEST_F(ConfigTest, RuntimePathsThatCannotBeUsed) {
+  auto cfg = load_config(sources);
+  ASSERT_TRUE(cfg);
+  cfg->python = "/bin/sh";
+  cfg->data_dir = dir / "data";
+  EXPECT_FALSE(prepare_runtime(*cfg));
+  EXPECT_TRUE(fs::is_directory(dir / "data"));
+
+  write("not a directory", "plain-file");
+  cfg->data_dir = dir / "plain-file" / "data";
+  EXPECT_EQ(render(prepare_runtime(*cfg)),
+            "config_path_unusable: data_dir '" + cfg->data_dir.string() +
+                "': cannot create it: Not a directory (choose another with --data-dir or "
+                "OPFORGE_DATA_DIR)");
+
+  cfg->data_dir = dir / "data";
+  cfg->log.file = (dir / "no-such-dir" / "opforge.log").string();
+  EXPECT_EQ(render(prepare_runtime(*cfg)),
+            "config_path_unusable: log.file '" + cfg->log.file +
+                "': No such file or directory (choose a writable file or leave it empty to log to "
+                "stderr)");
+
+  cfg->log.file.clear();
+  cfg->python = "/nonexistent/python";
+  EXPECT_EQ(render(prepare_runtime(*cfg)),
+            "config_path_unusable: python '/nonexistent/python': not an executable (run "
+            "ops/setup.sh, or set python: in the config or OPFORGE_PYTHON)");
+  cfg->local_workers.clear();
+  EXPECT_FALSE(prepare_runtime(*cfg)) << "no local workers, no interpreter needed";
+}
+
+// The llm section is parsed by its subsystem (config/endpoint_config.hpp) as part of the daemon's
+// configuration: its values arrive, and its errors stop the load naming their key path.
+TEST_F(ConfigTest, LlmSectionIsPartOfTheDaemonConfiguration) {
+  auto cfg = load_file(R"(
+llm:
+  endpoints:
+    - name: local-vllm
+      base_url: http://gpu7:8000/v1/
+      model: Qwen/Qwen3-32B
+      context_window: 32768
+)");
+  ASSERT_TRUE(cfg) << failure(cfg);
+  ASSERT_EQ(cfg->llm.endpoints.size(), 1u);
+  EXPECT_EQ(cfg->llm.endpoints[0].name, "local-vllm");
+  EXPECT_EQ(cfg->llm.endpoints[0].context_window, 32768);
+  auto bad = failure(load_file("llm:\n  endpoints:\n    - {name: x, model: m}\n"));
+  EXPECT_NE(bad.find("llm.endpoints[0].base_url"), std::string::npos) << bad;
+  EXPECT_TRUE(load_config(config_sources{}).value().llm.endpoints.empty());
+}
