@@ -124,6 +124,9 @@ class SandboxOptions:
 class CandidateProcess:
     """One warm candidate process, as seen from the judge."""
 
+    #: The interpreter arguments that start the candidate side (tests start a variant of it).
+    entry: tuple[str, ...] = ("-m", "opforge_worker.sandbox")
+
     def __init__(self, scratch: Path, options: SandboxOptions):
         self.scratch = scratch
         self.options = options
@@ -143,8 +146,7 @@ class CandidateProcess:
         package_root = str(Path(__file__).resolve().parents[1])
         command = [
             sys.executable,
-            "-m",
-            "opforge_worker.sandbox",
+            *self.entry,
             "--fd",
             str(candidate_end.fileno()),
             "--scratch",
