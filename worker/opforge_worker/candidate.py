@@ -7,8 +7,9 @@ imports (worker/CANDIDATE.md). ``serve`` answers the judge's requests (see ``har
 - ``load``: compile and execute the source from its file in a job directory; the namespace lives
   until the next ``load``;
 - ``call``: move one sample's inputs to the device, run the wrapper under the dynamic checks
-  (``checks.py``), synchronize the device, and send back the outputs and the inputs' state after
-  the call as CPU tensors, with what the checks found. Expected outputs are never sent here.
+  (``checks.py``), synchronize the device, and send back what the checks found and, after a call
+  that succeeded, the outputs and the inputs' state after the call as CPU tensors. Expected
+  outputs are never sent here. A device fault wherever it surfaces is the candidate's crash.
 """
 
 from __future__ import annotations
@@ -155,42 +156,54 @@ class CandidateServer:
 
     def _call(self, header: dict, blob: bytes) -> tuple[dict, bytes]:
         sample = torch.load(io.BytesIO(blob), weights_only=False)
-        args = _to_device(sample["args"], self.device)
-        kwargs = _to_device(sample["kwargs"], self.device)
-        inputs = tensor_leaves((args, kwargs))
+        policy = CallPolicy(
+            frozenset(header["op_names"]), header["launch_exempt"], header["host_read_allowed"]
+        )
+        wrapper = self.namespace[header["wrapper"]]
+        reply: dict = {"findings": []}
+        try:
+            args = _to_device(sample["args"], self.device)
+            kwargs = _to_device(sample["kwargs"], self.device)
+            inputs = tensor_leaves((args, kwargs))
+            box = {}
+
+            def call():
+                box["result"] = wrapper(*args, **kwargs)
+
+            reply = self._guarded(call, header["timeout_s"], policy)
+            if reply["status"] != "ok":  # the judge reads no tensors after a failing call
+                return reply, b""
+            return reply, self._results(reply, box["result"], inputs, policy, header)
+        except Exception as error:
+            # Only the candidate's kernels run on this process's device, asynchronously, and a
+            # fault leaves the context failing every later operation: a fault that surfaces in
+            # the harness's own copies is the candidate's crash.
+            if not _is_device_fault(error):
+                raise
+            reply.update(self._classify(error))
+            return reply, b""
+
+    def _results(
+        self, reply: dict, result, inputs: list[torch.Tensor], policy: CallPolicy, header: dict
+    ) -> bytes:
+        """Describe the outputs into ``reply``; the outputs and inputs as CPU tensors."""
         input_storages = {
             tensor.untyped_storage().data_ptr(): index
             for index, tensor in enumerate(inputs)
             if tensor.untyped_storage().nbytes()
         }
-        policy = CallPolicy(
-            frozenset(header["op_names"]), header["launch_exempt"], header["host_read_allowed"]
-        )
-        wrapper = self.namespace[header["wrapper"]]
-        box = {}
-
-        def call():
-            box["result"] = wrapper(*args, **kwargs)
-
-        reply = self._guarded(call, header["timeout_s"], policy)
         findings = Findings([tuple(item) for item in reply["findings"]])
         leaves: list[torch.Tensor] = []
-        if reply["status"] == "ok":
-            reply["structure"] = output_structure(
-                box["result"],
-                leaves,
-                findings,
-                self.device,
-                input_storages,
-                header["alias_allowed"],
-            )
-            produced = [leaf for leaf in leaves if leaf.numel()]
-            if reply["launches"] == 0 and not policy.launch_exempt and produced:
-                findings.add("no_launch", "no Triton kernel was launched")
+        reply["structure"] = output_structure(
+            result, leaves, findings, self.device, input_storages, header["alias_allowed"]
+        )
+        produced = [leaf for leaf in leaves if leaf.numel()]
+        if reply["launches"] == 0 and not policy.launch_exempt and produced:
+            findings.add("no_launch", "no Triton kernel was launched")
         reply["findings"] = findings.items
         buffer = io.BytesIO()
         torch.save({"outputs": leaves, "inputs_after": [t.detach().cpu() for t in inputs]}, buffer)
-        return reply, buffer.getvalue()
+        return buffer.getvalue()
 
     def _guarded(
         self, body: Callable[[], None], timeout_s: float, policy: CallPolicy | None
@@ -215,7 +228,7 @@ class CandidateServer:
             if self.device_kind == "cuda":
                 torch.cuda.synchronize()
         except BaseException as error:  # noqa: BLE001 (the candidate's exception, reported)
-            reply = self._classify(error)
+            reply = self._classify(self._device_fault_behind(error))
         finally:
             self.launches.end()
             self.escapes.findings = self.threads.findings = None
@@ -234,6 +247,22 @@ class CandidateServer:
             run_s=max(elapsed - self.launches.compile_s, 0.0),
         )
         return reply
+
+    def _device_fault_behind(self, error: BaseException) -> BaseException:
+        """The device fault the candidate's kernels caused before it raised ``error``, if any.
+
+        Kernels run asynchronously: a fault surfaces only at the next synchronization, so a
+        candidate that raises after a faulting launch must still be reported (and its process
+        replaced) as a crash, never leave the fault to the next candidate.
+        """
+        if self.device_kind != "cuda" or _is_device_fault(error):
+            return error
+        try:
+            torch.cuda.synchronize()
+        except Exception as fault:  # noqa: BLE001 (the candidate's fault, reported)
+            if _is_device_fault(fault):
+                return fault
+        return error
 
     def _classify(self, error: BaseException) -> dict:
         backtrace = _clip(

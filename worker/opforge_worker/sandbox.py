@@ -7,7 +7,10 @@ confines itself before importing torch and triton, then serves calls (``candidat
 Containment layers, strongest first (each is reported in the ready message, ``sandbox`` key):
 - user + network + PID namespaces (``unshare`` through libc; Python 3.11 has no ``os.unshare``):
   no network interface but a downed loopback, and killing the namespace's first process kills
-  every process the candidate forked, even ones that left the process group;
+  every process the candidate forked, even ones that left the process group. A cuda candidate
+  gets no PID namespace (CUDA cannot initialise in one); there the judge process is the child
+  subreaper of its candidates, so a descendant that left the process group and lost its parent
+  is adopted by the judge, which kills it with its candidate (``kill_candidate``);
 - Landlock: reads limited to the system, the Python installation and the scratch directory,
   writes to the scratch directory only, no TCP, no signals or abstract sockets outside the process;
 - resource limits: address space (interpreter only: CUDA reserves huge virtual ranges, so there
@@ -60,6 +63,7 @@ _KEPT_ENVIRONMENT = (
 _MAX_HEADER_BYTES = 1 << 20
 _MAX_BLOB_BYTES = 1 << 30
 _POLL_INTERVAL_S = 0.05
+_PR_SET_CHILD_SUBREAPER = 36
 
 
 class CandidateDied(Exception):
@@ -107,6 +111,65 @@ def recv_message(conn: Connection) -> tuple[dict, bytes]:
     return header, blob
 
 
+#: Pids of the candidate processes this process started and has not reaped yet, across every
+#: Harness in it (one per slot): they are this process's children that ``kill_candidate`` spares.
+_live_candidates: set[int] = set()
+_candidates_lock = threading.Lock()
+
+
+def spawn_candidate(command: list[str], **popen_options) -> subprocess.Popen:
+    """Start a candidate process in its own session, as a registered child of this process.
+
+    This process becomes a child subreaper: every descendant of a candidate that loses its
+    parent is re-parented here rather than to init, where ``kill_candidate`` finds it.
+    """
+    with _candidates_lock:  # a concurrent kill_candidate must see the new child registered
+        if _libc().prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "cannot become the candidates' child subreaper")
+        process = subprocess.Popen(command, start_new_session=True, **popen_options)
+        _live_candidates.add(process.pid)
+    return process
+
+
+def kill_candidate(process: subprocess.Popen) -> None:
+    """Kill and reap a candidate process and every process descending from it.
+
+    Its process group, its PID namespace (when it has one) and its current process tree go
+    first; then the orphans this process adopted that run in a user namespace other than its
+    own: only candidates' descendants do, and one that left its candidate's tree has escaped.
+    """
+    if process.returncode is None:  # once reaped, its pid may name someone else's process
+        for pid in _descendants(process.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    with _candidates_lock:
+        _live_candidates.discard(process.pid)
+        _reap_escaped_descendants()
+
+
+def _reap_escaped_descendants() -> None:
+    own_namespace = _user_namespace(os.getpid())
+    while True:
+        # A killed orphan's own children are re-parented here when it exits, before it is
+        # reaped: looking again until none is left finds every generation.
+        escaped = [
+            pid
+            for pid in _children(os.getpid())
+            if pid not in _live_candidates and _user_namespace(pid) not in (None, own_namespace)
+        ]
+        if not escaped:
+            return
+        for pid in escaped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in escaped:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+
+
 @dataclass
 class SandboxOptions:
     """What a candidate process is allowed; built from the harness settings."""
@@ -123,6 +186,9 @@ class SandboxOptions:
 
 class CandidateProcess:
     """One warm candidate process, as seen from the judge."""
+
+    #: The interpreter arguments that start the candidate side (tests start a variant of it).
+    entry: tuple[str, ...] = ("-m", "opforge_worker.sandbox")
 
     def __init__(self, scratch: Path, options: SandboxOptions):
         self.scratch = scratch
@@ -143,8 +209,7 @@ class CandidateProcess:
         package_root = str(Path(__file__).resolve().parents[1])
         command = [
             sys.executable,
-            "-m",
-            "opforge_worker.sandbox",
+            *self.entry,
             "--fd",
             str(candidate_end.fileno()),
             "--scratch",
@@ -155,7 +220,7 @@ class CandidateProcess:
         stdout = open(self.scratch / "stdout.log", "ab")  # noqa: SIM115 (handed to the child)
         stderr = open(self.scratch / "stderr.log", "ab")  # noqa: SIM115
         try:
-            self._process = subprocess.Popen(
+            self._process = spawn_candidate(
                 command,
                 env=candidate_environment(self.scratch, self.options.device_kind, package_root),
                 cwd=self.scratch,
@@ -163,7 +228,6 @@ class CandidateProcess:
                 stdout=stdout,
                 stderr=stderr,
                 pass_fds=(candidate_end.fileno(),),
-                start_new_session=True,
             )
         except OSError as error:
             raise SandboxStartError(f"cannot spawn the candidate process: {error}") from None
@@ -190,12 +254,10 @@ class CandidateProcess:
         return self._process is not None and self._process.poll() is None
 
     def kill(self) -> None:
-        """Kill the whole process group (and with it the PID namespace) and reap it."""
+        """Kill the process and all its descendants (``kill_candidate``) and reap them."""
         if self._process is None:
             return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self._process.pid, signal.SIGKILL)
-        self._process.wait()
+        kill_candidate(self._process)
         if self._conn is not None:
             self._conn.close()
         self._process = None
@@ -342,17 +404,30 @@ def _file_size(path: Path) -> int:
         return 0
 
 
+def _children(pid: int) -> list[int]:
+    """The children of every thread of ``pid`` (a child is listed under the thread that forked
+    it, or that adopted it)."""
+    children = []
+    for listing in Path(f"/proc/{pid}/task").glob("*/children"):
+        with contextlib.suppress(OSError):
+            children.extend(int(child) for child in listing.read_text().split())
+    return children
+
+
 def _descendants(pid: int) -> list[int]:
     found, stack = [], [pid]
     while stack:
         current = stack.pop()
         found.append(current)
-        try:
-            children = Path(f"/proc/{current}/task/{current}/children").read_text().split()
-        except OSError:
-            continue
-        stack.extend(int(child) for child in children)
+        stack.extend(_children(current))
     return found
+
+
+def _user_namespace(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/user")
+    except OSError:
+        return None
 
 
 def _rss_kb(pid: int) -> int:

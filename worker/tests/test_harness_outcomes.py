@@ -6,6 +6,8 @@ from pathlib import Path
 import pytest
 from harness_helpers import DEVICE, request, source
 
+from opforge_worker import harness as harness_module
+from opforge_worker import sandbox
 from opforge_worker.harness import Harness, JobCancelled
 from opforge_worker.results import OUTCOMES
 
@@ -63,6 +65,57 @@ def test_crash_reports_the_signal_and_the_next_candidate_runs(harness):
         assert failure["signal"] == "SIGSEGV"
         assert "SIGSEGV" in failure["message"]
     assert harness.run_test(request("honest/exp", "exp"))["outcome"] == "pass"
+
+
+#: A candidate side, unconfined, whose transfer of the outputs back raises FAULT: on a GPU, a
+#: kernel's fault poisons the context, and the transfer is where it may surface first.
+FAULTING_TRANSFER = """
+import json, sys
+from multiprocessing.connection import Connection
+from pathlib import Path
+import torch
+from opforge_worker import candidate
+
+def faulting_transfer(*args, **kwargs):
+    raise FAULT
+
+candidate.output_structure = faulting_transfer
+arguments = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+options = json.loads(arguments["--options"])
+scratch = Path(arguments["--scratch"]).resolve()
+candidate.serve(Connection(int(arguments["--fd"])), options["device_kind"], scratch, {}, options)
+"""
+ILLEGAL_ACCESS = "CUDA error: an illegal memory access was encountered"
+
+
+@pytest.mark.parametrize(
+    ("fault", "outcome"),
+    [(f"torch.AcceleratorError({ILLEGAL_ACCESS!r})", "crash"), ("KeyError(1)", "harness_error")],
+)
+def test_fault_sending_outputs_back_is_a_crash_only_if_the_device_faulted(
+    monkeypatch, fault, outcome
+):
+    faulting = type(
+        "FaultingTransferProcess",
+        (sandbox.CandidateProcess,),
+        {"entry": ("-c", FAULTING_TRANSFER.replace("FAULT", fault))},
+    )
+    started = []
+
+    def first_faults(scratch, options):
+        started.append((faulting if not started else sandbox.CandidateProcess)(scratch, options))
+        return started[-1]
+
+    monkeypatch.setattr(harness_module, "CandidateProcess", first_faults)
+    with Harness(DEVICE) as harness:
+        failure = failure_of(harness.run_test(request("honest/exp", "exp")), outcome)
+
+        if outcome == "crash":
+            assert failure["cuda_error"] == ILLEGAL_ACCESS
+        else:
+            assert failure["message"] == "candidate process: KeyError(1)"
+        assert harness.run_test(request("honest/exp", "exp"))["outcome"] == "pass"
+    assert len(started) == 2 and not started[0].alive
 
 
 def test_timeout_kills_the_process_group_and_the_next_candidate_runs(harness):

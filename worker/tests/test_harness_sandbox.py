@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from harness_helpers import DEVICE
 
-from opforge_worker.sandbox import candidate_environment
+from opforge_worker import sandbox
 
 WORKER_ROOT = str(Path(__file__).resolve().parents[1])
 
@@ -31,6 +31,12 @@ def run_confined(script: str, confine: bool, **kwargs) -> subprocess.CompletedPr
 
 NAMESPACES = (
     f"report = sandbox._enter_namespaces(libc, {DEVICE!r})\nassert report['namespaces'] != 'none'\n"
+)
+NAMESPACES_AND_SLEEP = (
+    "import time\n"
+    "from opforge_worker import sandbox\n"
+    "print(sandbox._enter_namespaces(sandbox._libc(), 'cuda')['namespaces'], flush=True)\n"
+    "time.sleep(600)\n"
 )
 CONNECT = """
 import socket
@@ -122,31 +128,42 @@ except OSError as error:
         sleeper.wait()
 
 
-def test_killing_the_sandbox_kills_escaped_descendants():
-    # A grandchild leaves the process group (setsid); the PID namespace still takes it down.
-    script = """
+@pytest.mark.parametrize("device_kind", ["interpreter", "cuda"])
+def test_killing_the_sandbox_kills_escaped_descendants(device_kind):
+    # A grandchild leaves the process group (setsid) and loses its parent (a double fork). The
+    # interpreter's PID namespace takes it down; a cuda candidate has none, and the judge, its
+    # subreaper, adopts it and kills it as a process in the candidate's user namespace.
+    script = f"""
 import os, sys, time
-sandbox._relay_pid_namespace()
+report = sandbox._enter_namespaces(libc, {device_kind!r})
+assert report["namespaces"] != "none", report
+if report["namespaces"] == "user+net+pid":
+    sandbox._relay_pid_namespace()
 if os.fork() == 0:
     os.setsid()
-    print(os.readlink("/proc/self"), flush=True)
-    time.sleep(600)
+    parent = os.getpid()
+    if os.fork() == 0:
+        while os.getppid() == parent:
+            time.sleep(0.01)
+        print(os.readlink("/proc/self"), flush=True)
+        time.sleep(600)
+    os._exit(0)
 time.sleep(600)
 """
-    code = "from opforge_worker import sandbox\nlibc = sandbox._libc()\n" + NAMESPACES + script
-    process = subprocess.Popen(
+    code = "from opforge_worker import sandbox\nlibc = sandbox._libc()\n" + script
+    process = sandbox.spawn_candidate(
         [sys.executable, "-c", code],
         stdout=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONPATH": WORKER_ROOT},
-        start_new_session=True,
     )
     escaped = int(process.stdout.readline())
     assert Path(f"/proc/{escaped}").exists()
     assert os.getpgid(escaped) != process.pid
+    if device_kind == "cuda":
+        assert escaped in sandbox._children(os.getpid())  # adopted by the judge
 
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
+    sandbox.kill_candidate(process)
 
     deadline = time.monotonic() + 30
     while Path(f"/proc/{escaped}/status").exists() and time.monotonic() < deadline:
@@ -158,15 +175,37 @@ time.sleep(600)
     assert not status.exists() or "State:\tZ" in status.read_text()
 
 
+def test_killing_a_sandbox_spares_other_children_of_the_judge():
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    env = {**os.environ, "PYTHONPATH": WORKER_ROOT}
+    other_candidate, candidate = (
+        sandbox.spawn_candidate(
+            [sys.executable, "-c", NAMESPACES_AND_SLEEP], stdout=subprocess.PIPE, text=True, env=env
+        )
+        for _ in range(2)
+    )
+    try:
+        for process in (other_candidate, candidate):
+            assert process.stdout.readline().strip() == "user+net"
+        sandbox.kill_candidate(candidate)
+
+        assert candidate.returncode == -signal.SIGKILL
+        assert bystander.poll() is None and other_candidate.poll() is None
+    finally:
+        bystander.kill()
+        bystander.wait()
+        sandbox.kill_candidate(other_candidate)
+
+
 def test_environment_keeps_only_what_the_toolchain_needs(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
     monkeypatch.setenv("PATH", "/usr/bin")
 
-    env = candidate_environment(tmp_path, "interpreter", WORKER_ROOT)
+    env = sandbox.candidate_environment(tmp_path, "interpreter", WORKER_ROOT)
 
     assert "OPENAI_API_KEY" not in env
     assert env["PATH"] == "/usr/bin"
     assert env["TRITON_INTERPRET"] == "1"
     assert env["TRITON_CACHE_DIR"].startswith(str(tmp_path))
     assert env["HOME"].startswith(str(tmp_path)) and env["TMPDIR"].startswith(str(tmp_path))
-    assert "TRITON_INTERPRET" not in candidate_environment(tmp_path, "cuda", WORKER_ROOT)
+    assert "TRITON_INTERPRET" not in sandbox.candidate_environment(tmp_path, "cuda", WORKER_ROOT)
