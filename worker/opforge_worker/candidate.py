@@ -30,6 +30,7 @@ import triton.language as tl
 from triton.compiler.errors import CompilationError
 
 from opforge_worker.checks import (
+    BackendCompileError,
     CallPolicy,
     DispatchRecorder,
     EscapeHatches,
@@ -269,7 +270,7 @@ class CandidateServer:
             "".join(traceback.format_exception(type(error), error, self._from_candidate(error)))
         )
         message = _clip(f"{type(error).__name__}: {error}")
-        if isinstance(error, SyntaxError | CompilationError):
+        if isinstance(error, SyntaxError | CompilationError | BackendCompileError):
             return {"status": "compile_error", "message": message, "compile_log": backtrace}
         if _is_device_fault(error):
             return {

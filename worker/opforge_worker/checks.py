@@ -30,6 +30,7 @@ from pathlib import Path
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
+from triton.compiler.errors import CompilationError
 
 from opforge_worker.sandbox import CodeOwners
 
@@ -154,6 +155,15 @@ def aten_kind(name: str) -> str:
     return "compute"
 
 
+class BackendCompileError(Exception):
+    """Triton's backend (MLIR passes, ptxas) failed on the candidate's kernel: a compile error.
+
+    The frontend raises CompilationError; the backend raises plain RuntimeErrors (on an H100 with
+    triton 3.6, "PassManager::run failed" for a reduction over a 1-element block), which would
+    otherwise read as the candidate's runtime error.
+    """
+
+
 @dataclass
 class CallPolicy:
     """What this operator's wrapper may do; sent by the judge with each call."""
@@ -255,6 +265,10 @@ class LaunchCounter:
             start = time.perf_counter()
             try:
                 return original(*args, **kwargs)
+            except CompilationError:
+                raise
+            except Exception as error:
+                raise BackendCompileError(f"{type(error).__name__}: {error}") from error
             finally:
                 counter.compile_s += time.perf_counter() - start
 

@@ -4,9 +4,12 @@ import math
 
 import pytest
 import torch
+from triton.compiler.errors import CompilationError
 
+from opforge_worker.checks import BackendCompileError, Findings, LaunchCounter
 from opforge_worker.compare import bitwise_equal, compare_structure, tensor_diff
 from opforge_worker.results import Failure, ResultBuilder
+from opforge_worker.sandbox import CodeOwners
 from opforge_worker.settings import Tolerance, load_settings
 
 F32 = Tolerance(atol=1e-5, rtol=1.3e-5)
@@ -154,3 +157,30 @@ def test_payload_has_the_documented_shape():
         "run_s",
         "sandbox",
     }
+
+
+def _compile_step_raising(error: Exception, tmp_path):
+    counter = LaunchCounter(CodeOwners(tmp_path), lambda: None, "interpreter")
+    counter.begin(Findings())
+
+    def backend(*args, **kwargs):
+        raise error
+
+    return counter._timed_compile(backend)
+
+
+def test_a_backend_failure_while_compiling_is_a_compile_error(tmp_path):
+    # What triton 3.6 raised on an H100 for a reduction over a 1-element block.
+    compile_step = _compile_step_raising(RuntimeError("PassManager::run failed"), tmp_path)
+
+    with pytest.raises(BackendCompileError, match="RuntimeError: PassManager::run failed"):
+        compile_step()
+
+
+def test_a_frontend_compilation_error_passes_through_unchanged(tmp_path):
+    error = CompilationError.__new__(CompilationError)
+    compile_step = _compile_step_raising(error, tmp_path)
+
+    with pytest.raises(CompilationError) as caught:
+        compile_step()
+    assert caught.value is error
