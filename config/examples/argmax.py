@@ -1,7 +1,9 @@
 # Worked example: reduction. torch, triton and tl are provided by the harness (no imports).
 
 
-@triton.jit
+# n_cols is never specialized: triton 3.6 turns an int argument equal to 1 into a constant, and
+# this kernel then fails to compile on CUDA ("PassManager::run failed", seen on an H100).
+@triton.jit(do_not_specialize=["n_cols"])
 def argmax_kernel(rows_ptr, out_ptr, n_cols, BLOCK_SIZE: tl.constexpr):
     row_start = rows_ptr + tl.program_id(0).to(tl.int64) * n_cols
     lanes = tl.arange(0, BLOCK_SIZE)
