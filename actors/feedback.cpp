@@ -28,7 +28,10 @@ std::string lint_report(const nlohmann::json& lint_result) {
   std::string report;
   auto syntax = lint_result.is_object() ? lint_result.value("syntax_error", nlohmann::json{})
                                         : nlohmann::json{};
-  if (!syntax.is_null())
+  if (syntax.is_object())
+    report += "- syntax error at line " + field(syntax, "line", 16) + ", column " +
+              field(syntax, "col", 16) + ": " + field(syntax, "message", short_field_limit) + "\n";
+  else if (!syntax.is_null())
     report += "- syntax error: " + truncate_middle(describe(syntax), short_field_limit) + "\n";
   auto violations = lint_result.is_object() ? lint_result.value("violations", nlohmann::json{})
                                             : nlohmann::json{};

@@ -199,8 +199,8 @@ TEST_F(SessionMachine, SyntaxErrorsGoBackAsLintFeedback) {
   feed(llm_answered{good_answer, false, 0, 0});
   feed(lint_finished{{{"ok", false},
                       {"violations", json::array()},
-                      {"syntax_error", {{"line", 3}, {"message", "invalid syntax"}}}}});
-  EXPECT_NE(last_prompt().find("- syntax error: line: 3\nmessage: invalid syntax"),
+                      {"syntax_error", {{"line", 3}, {"col", 9}, {"message", "invalid syntax"}}}}});
+  EXPECT_NE(last_prompt().find("- syntax error at line 3, column 9: invalid syntax"),
             std::string::npos);
 }
 
