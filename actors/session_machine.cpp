@@ -17,8 +17,6 @@ NLOHMANN_JSON_SERIALIZE_ENUM(session_state, {
                                                 {session_state::failed, "FAILED"},
                                             })
 
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(session_budgets, max_dialogs, max_calls_per_dialog,
-                                                context_window_tokens, reply_reserve_tokens)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(session_message, role, content)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(session_attempt, dialog, call, stage, outcome,
                                                 detail)
@@ -30,6 +28,21 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(session_record, session_id, camp
                                                 verdict, prompt_tokens, completion_tokens, history,
                                                 end_reason)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(session_transition, revision, from, to, detail, at_ms)
+
+void to_json(nlohmann::json& out, const session_budgets& b) {
+  out = {{"max_dialogs", b.max_dialogs},
+         {"max_calls_per_dialog", b.max_calls_per_dialog},
+         {"context_window_tokens", b.context_window_tokens},
+         {"reply_reserve_tokens", b.reply_reserve_tokens}};
+}
+
+void from_json(const nlohmann::json& in, session_budgets& b) {
+  session_budgets defaults;
+  b.max_dialogs = in.value("max_dialogs", defaults.max_dialogs);
+  b.max_calls_per_dialog = in.value("max_calls_per_dialog", defaults.max_calls_per_dialog);
+  b.context_window_tokens = in.value("context_window_tokens", defaults.context_window_tokens);
+  b.reply_reserve_tokens = in.value("reply_reserve_tokens", defaults.reply_reserve_tokens);
+}
 
 namespace {
 

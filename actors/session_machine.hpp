@@ -51,6 +51,10 @@ struct session_budgets {
   uint64_t reply_reserve_tokens = 8192; // room kept for the answer when checking the window
 };
 
+/// JSON forms, for the records that embed budgets (sessions, campaigns).
+void to_json(nlohmann::json& out, const session_budgets& budgets);
+void from_json(const nlohmann::json& in, session_budgets& budgets);
+
 struct session_message {
   std::string role; // "user" or "assistant"
   std::string content;
