@@ -16,6 +16,15 @@ CAF_ADD_ATOM(opforge, opforge::atom, shutdown, "shutdown")
 CAF_ADD_ATOM(opforge, opforge::atom, ok, "ok")
 
 // -- persistence ---------------------------------------------------------------------------------
+CAF_ADD_ATOM(opforge, opforge::atom, write, "write")
+CAF_ADD_ATOM(opforge, opforge::atom, get, "get")
+CAF_ADD_ATOM(opforge, opforge::atom, scan, "scan")
+CAF_ADD_ATOM(opforge, opforge::atom, io_done, "io_done")
+CAF_ADD_TYPE_ID(opforge, (opforge::family))
+CAF_ADD_TYPE_ID(opforge, (opforge::write_batch))
+CAF_ADD_TYPE_ID(opforge, (opforge::stored_value))
+CAF_ADD_TYPE_ID(opforge, (opforge::store_status))
+CAF_ADD_TYPE_ID(opforge, (std::vector<opforge::key_value>))
 
 // -- devices -------------------------------------------------------------------------------------
 

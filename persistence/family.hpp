@@ -1,0 +1,54 @@
+#pragma once
+
+// The fixed, ordered column families of opforge's database. The order is part of the on-disk
+// schema: append new families at the end and add a migration.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace opforge {
+
+enum class family : uint8_t {
+  /// Database-wide facts such as the schema version.
+  meta,
+  /// One record per submitted campaign.
+  campaigns,
+  /// One record per operator session: its current state, checkpointed on every transition.
+  sessions,
+  /// Each session's append-only log, keyed by `event_key` so it scans in order.
+  events,
+  /// Accepted kernels by hash.
+  kernels,
+  /// Verdicts per kernel hash and toolchain fingerprint (`validation_key`).
+  validations,
+  /// The operator catalog as last reported by a worker.
+  catalog,
+  /// Device jobs in flight, so that a restarted daemon requeues them exactly once.
+  jobs,
+};
+
+inline constexpr std::array all_families{
+    family::meta,    family::campaigns,   family::sessions, family::events,
+    family::kernels, family::validations, family::catalog,  family::jobs,
+};
+
+/// The column family name on disk, e.g. "sessions".
+const char* to_string(family f);
+
+/// The family named `name`, if there is one.
+std::optional<family> family_from_string(std::string_view name);
+
+/// Position of `f` in `all_families`.
+constexpr size_t index_of(family f) {
+  return static_cast<size_t>(f);
+}
+
+/// Whether `f` is one of `all_families` (a deserialized message may carry any byte).
+constexpr bool is_known(family f) {
+  return index_of(f) < all_families.size();
+}
+
+} // namespace opforge

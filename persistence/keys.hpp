@@ -1,0 +1,34 @@
+#pragma once
+
+// Keys that sort usefully. Parts of a composite key are separated by a NUL byte, which sorts
+// before every other byte: all keys of one id are contiguous (a prefix scan finds exactly them)
+// and ids still sort among themselves as plain strings. Ids are text and never contain NUL.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace opforge {
+
+/// The key under which `family::meta` holds the schema version (decimal text).
+inline constexpr std::string_view schema_version_key = "schema_version";
+
+/// The prefix shared by every composite key whose first part is `id`.
+std::string prefix_of(std::string_view id);
+
+/// Key of event `seq` of session `session_id` in `family::events`. The sequence number is 8
+/// big-endian bytes, so a prefix scan over `prefix_of(session_id)` yields events in order.
+std::string event_key(std::string_view session_id, uint64_t seq);
+
+/// The sequence number of an `event_key`, or nothing if `key` is not one.
+std::optional<uint64_t> event_seq(std::string_view key);
+
+/// Key of the verdict for kernel `kernel_hash` on toolchain `toolchain` in `family::validations`;
+/// a scan over `prefix_of(kernel_hash)` yields the kernel's verdicts on every toolchain.
+std::string validation_key(std::string_view kernel_hash, std::string_view toolchain);
+
+/// `key` for error messages: printable ASCII as is, other bytes as \xNN.
+std::string printable(std::string_view key);
+
+} // namespace opforge

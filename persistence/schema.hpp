@@ -1,0 +1,36 @@
+#pragma once
+
+// The schema version of the database and the migrations that bring an older database up to it.
+
+#include "persistence/store.hpp"
+#include "persistence/write_batch.hpp"
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include <caf/expected.hpp>
+
+namespace opforge {
+
+/// The schema version this build reads and writes.
+inline constexpr uint32_t current_schema_version = 1;
+
+/// One step of the schema: computes the batch that turns a database at version `from` into one at
+/// `from + 1`. The batch is applied atomically together with the new version number, so a crash
+/// leaves the database at one version or the other, never in between.
+struct migration {
+  uint32_t from;
+  std::string_view summary;
+  caf::expected<write_batch> (*plan)(store& db);
+};
+
+/// Every migration, in order: entry i migrates version i to version i + 1.
+std::span<const migration> migrations();
+
+/// Brings the schema of a just opened database to `current_schema_version` and returns it: a new
+/// database gets the current version, an older one is migrated step by step, a newer one is
+/// refused with errc::store_schema_mismatch. A database without a version is version 0.
+caf::expected<uint32_t> settle_schema(store& db, bool is_new);
+
+} // namespace opforge

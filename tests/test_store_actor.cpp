@@ -1,0 +1,235 @@
+#include "actors/store.hpp"
+#include "messages/errors.hpp"
+#include "persistence/keys.hpp"
+#include "persistence/rocksdb_store.hpp"
+#include "persistence/schema.hpp"
+#include "tests/test_store_support.hpp"
+
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+using namespace opforge;
+using opforge::test::opforge_code;
+using testing::HasSubstr;
+
+namespace {
+
+struct store_test_config : caf::actor_system_config {
+  store_test_config() {
+    add_message_types<caf::id_block::opforge>();
+    register_error_category(*this);
+    set("logger.file-verbosity", caf::atom("quiet"));
+  }
+};
+
+class StoreActorTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    auto spawned = spawn_store(sys_, dir_.db(), telemetry_);
+    ASSERT_TRUE(spawned) << render(spawned.error());
+    store_ = *spawned;
+  }
+
+  void TearDown() override {
+    if (store_)
+      caf::anon_send_exit(store_, caf::exit_reason::user_shutdown);
+  }
+
+  /// Sends `request` and returns the reply; an error reply fails the test.
+  template <class Reply, class... Ts>
+  Reply ask(Ts... request) {
+    Reply reply{};
+    self_->request(store_, caf::infinite, std::move(request)...)
+        .receive([&](Reply& value) { reply = std::move(value); },
+                 [&](const caf::error& err) { ADD_FAILURE() << render(err); });
+    return reply;
+  }
+
+  /// Writes `batch` and returns the error it is answered with.
+  caf::error write_error(write_batch batch) {
+    caf::error result;
+    self_->request(store_, caf::infinite, atom::write_v, std::move(batch))
+        .receive([&](atom::ok) { ADD_FAILURE() << "the write succeeded"; },
+                 [&](const caf::error& err) { result = err; });
+    return result;
+  }
+
+  test::temp_dir dir_;
+  store_test_config cfg_;
+  caf::actor_system sys_{cfg_};
+  caf::scoped_actor self_{sys_};
+  std::shared_ptr<metrics> telemetry_ = std::make_shared<metrics>("test");
+  store_actor store_;
+};
+
+write_batch put(family f, std::string key, std::string value) {
+  return write_batch{{{f, std::move(key), std::move(value)}}};
+}
+
+TEST_F(StoreActorTest, GetFindsWhatWasWritten) {
+  ask<atom::ok>(atom::write_v, put(family::sessions, "s1", "record"));
+  EXPECT_EQ(ask<stored_value>(atom::get_v, family::sessions, std::string{"s1"}).value, "record");
+  EXPECT_EQ(ask<stored_value>(atom::get_v, family::sessions, std::string{"s2"}).value,
+            std::nullopt);
+}
+
+// One requester issues every write before any reply arrives: the replies come back in the order
+// of the requests, and the database holds the last write to a shared key.
+TEST_F(StoreActorTest, WritesAreAppliedAndAnsweredInArrivalOrder) {
+  constexpr uint64_t writes = 200;
+  auto answered = std::make_shared<std::vector<uint64_t>>();
+  auto all_answered = std::make_shared<std::promise<void>>();
+  auto done = all_answered->get_future();
+  sys_.spawn([=, store = store_](caf::event_based_actor* requester) {
+    for (uint64_t i = 0; i < writes; ++i) {
+      write_batch batch{{{family::campaigns, "latest", std::to_string(i)},
+                         {family::events, event_key("order", i), std::to_string(i)}},
+                        i % 2 == 0};
+      requester->request(store, caf::infinite, atom::write_v, std::move(batch))
+          .then(
+              [=](atom::ok) {
+                answered->push_back(i);
+                if (answered->size() == writes)
+                  all_answered->set_value();
+              },
+              [=](const caf::error& err) {
+                ADD_FAILURE() << "write " << i << ": " << render(err);
+              });
+    }
+  });
+  done.wait();
+  std::vector<uint64_t> in_order(writes);
+  for (uint64_t i = 0; i < writes; ++i)
+    in_order[i] = i;
+  EXPECT_EQ(*answered, in_order);
+  EXPECT_EQ(ask<stored_value>(atom::get_v, family::campaigns, std::string{"latest"}).value,
+            std::to_string(writes - 1));
+  auto events =
+      ask<std::vector<key_value>>(atom::scan_v, family::events, prefix_of("order"), uint64_t{1000});
+  ASSERT_EQ(events.size(), writes);
+  for (uint64_t i = 0; i < writes; ++i)
+    EXPECT_EQ(events[i].value, std::to_string(i));
+}
+
+TEST_F(StoreActorTest, ScanHonoursPrefixAndLimit) {
+  ask<atom::ok>(atom::write_v, write_batch{{{family::catalog, "op/c", "3"},
+                                            {family::catalog, "op/a", "1"},
+                                            {family::catalog, "op/b", "2"},
+                                            {family::catalog, "other", "x"}}});
+  auto first_two =
+      ask<std::vector<key_value>>(atom::scan_v, family::catalog, std::string{"op/"}, uint64_t{2});
+  ASSERT_EQ(first_two.size(), 2u);
+  EXPECT_EQ(first_two[0].key, "op/a");
+  EXPECT_EQ(first_two[1].key, "op/b");
+  EXPECT_EQ(first_two[1].value, "2");
+  EXPECT_TRUE(
+      ask<std::vector<key_value>>(atom::scan_v, family::catalog, std::string{"op/"}, uint64_t{0})
+          .empty());
+}
+
+TEST_F(StoreActorTest, StatusReportsTheDatabaseAndItsWrites) {
+  ask<atom::ok>(atom::write_v, put(family::kernels, "k1", "kernel"));
+  ask<atom::ok>(
+      atom::write_v,
+      write_batch{{{family::kernels, "k2", "kernel"}, {family::validations, "k2", "pass"}}, true});
+  auto status = ask<store_status>(atom::status_v);
+  EXPECT_EQ(status.path, dir_.db().string());
+  EXPECT_EQ(status.schema_version, current_schema_version);
+  EXPECT_EQ(status.batches_written, 2u);
+  EXPECT_EQ(status.last_error, "");
+  ASSERT_EQ(status.families.size(), all_families.size());
+  EXPECT_EQ(status.families[index_of(family::kernels)].family, "kernels");
+  EXPECT_EQ(status.families[index_of(family::kernels)].estimated_keys, 2u);
+  EXPECT_EQ(status.families[index_of(family::validations)].estimated_keys, 1u);
+  EXPECT_EQ(status.families[index_of(family::jobs)].estimated_keys, 0u);
+}
+
+TEST_F(StoreActorTest, EveryBatchIsTimed) {
+  for (auto key : {"j0", "j1", "j2"})
+    ask<atom::ok>(atom::write_v, put(family::jobs, key, "queued"));
+  EXPECT_EQ(telemetry_->store_write_latency().Collect().histogram.sample_count, 3u);
+}
+
+TEST_F(StoreActorTest, FailuresReachTheRequesterAndStatus) {
+  auto err = write_error(put(static_cast<family>(200), "k", "v"));
+  EXPECT_EQ(opforge_code(err), errc::request_invalid);
+  EXPECT_THAT(render(err), HasSubstr("unknown column family number 200"));
+  auto status = ask<store_status>(atom::status_v);
+  EXPECT_EQ(status.batches_written, 0u);
+  EXPECT_THAT(status.last_error, HasSubstr("unknown column family number 200"));
+  ask<atom::ok>(atom::write_v, put(family::jobs, "j", "still serving"));
+}
+
+TEST_F(StoreActorTest, ShutdownServesQueuedWritesThenClosesTheDatabase) {
+  self_->send(store_, atom::write_v, write_batch{{{family::jobs, "queued", "before shutdown"}}});
+  ask<atom::ok>(atom::shutdown_v);
+  self_->wait_for(store_);
+  auto reopened = open_rocksdb_store(dir_.db());
+  ASSERT_TRUE(reopened) << render(reopened.error());
+  auto value = (*reopened)->get(family::jobs, "queued");
+  ASSERT_TRUE(value);
+  EXPECT_EQ(*value, "before shutdown");
+}
+
+TEST_F(StoreActorTest, RequestsAfterShutdownAreRefused) {
+  auto answered = std::make_shared<std::promise<caf::error>>();
+  auto refusal = answered->get_future();
+  sys_.spawn([=, store = store_](caf::event_based_actor* requester) {
+    requester->request(store, caf::infinite, atom::shutdown_v).then([](atom::ok) {});
+    requester->request(store, caf::infinite, atom::write_v, put(family::jobs, "late", "v"))
+        .then([=](atom::ok) { answered->set_value(caf::error{}); },
+              [=](const caf::error& err) { answered->set_value(err); });
+  });
+  auto err = refusal.get();
+  EXPECT_EQ(opforge_code(err), errc::store_io_failed);
+  EXPECT_THAT(render(err), HasSubstr(dir_.db().string() + ": the store is shutting down"));
+}
+
+TEST_F(StoreActorTest, TerminatingWithoutShutdownStillClosesTheDatabase) {
+  ask<atom::ok>(atom::write_v, put(family::jobs, "j", "v"));
+  caf::anon_send_exit(store_, caf::exit_reason::kill);
+  self_->wait_for(store_);
+  store_ = nullptr;
+  auto reopened = open_rocksdb_store(dir_.db());
+  EXPECT_TRUE(reopened) << render(reopened.error());
+}
+
+// Requests still queued when the store is killed get an answer, an error if they were not served.
+TEST_F(StoreActorTest, EveryRequestIsAnsweredWhenTheStoreIsKilled) {
+  constexpr int writes = 100;
+  auto answers = std::make_shared<int>(0);
+  auto all_answered = std::make_shared<std::promise<void>>();
+  auto done = all_answered->get_future();
+  sys_.spawn([=, store = store_](caf::event_based_actor* requester) {
+    auto count = [=] {
+      if (++*answers == writes)
+        all_answered->set_value();
+    };
+    for (int i = 0; i < writes; ++i)
+      requester->request(store, caf::infinite, atom::write_v, put(family::jobs, "j", "v"))
+          .then([=](atom::ok) { count(); }, [=](const caf::error&) { count(); });
+    caf::anon_send_exit(store, caf::exit_reason::kill);
+  });
+  done.wait();
+  EXPECT_EQ(*answers, writes);
+}
+
+TEST_F(StoreActorTest, SpawnReportsOpenErrors) {
+  auto second = spawn_store(sys_, dir_.db(), telemetry_);
+  ASSERT_FALSE(second);
+  EXPECT_EQ(opforge_code(second.error()), errc::store_open_failed);
+  EXPECT_THAT(render(second.error()), HasSubstr("locked"));
+}
+
+} // namespace
