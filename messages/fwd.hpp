@@ -29,5 +29,7 @@ struct store_status;
 
 // -- sessions and campaigns
 // ------------------------------------------------------------------------
+struct session_summary;
+struct campaign_status;
 
 } // namespace opforge

@@ -33,5 +33,8 @@ CAF_ADD_TYPE_ID(opforge, (std::vector<opforge::key_value>))
 // -- llm endpoints and summarizer ----------------------------------------------------------------
 
 // -- sessions and campaigns ----------------------------------------------------------------------
+CAF_ADD_ATOM(opforge, opforge::atom, run, "run")
+CAF_ADD_TYPE_ID(opforge, (opforge::session_summary))
+CAF_ADD_TYPE_ID(opforge, (opforge::campaign_status))
 
 CAF_END_TYPE_ID_BLOCK(opforge)
