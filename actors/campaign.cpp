@@ -43,7 +43,7 @@ void count(campaign_status& status, session_summary summary) {
 
 void finished(self_pointer self, session_summary summary) {
   auto& st = self->state;
-  st.running.erase(summary.op);
+  st.running.erase(summary.session_id);
   --st.status.running;
   count(st.status, std::move(summary));
   launch_more(self);
@@ -51,20 +51,22 @@ void finished(self_pointer self, session_summary summary) {
 
 void launch(self_pointer self, const operator_spec& op) {
   auto& st = self->state;
-  auto restored = st.restored.find(op.op);
+  auto id = session_id(st.spec, op);
+  auto restored = st.restored.find(id);
   auto record =
       restored != st.restored.end() ? std::move(restored->second) : new_session(st.spec, op);
   if (restored != st.restored.end())
     st.restored.erase(restored);
   auto session = self->spawn(op_session, std::move(record), st.services);
-  st.running.emplace(op.op, session);
+  st.running.emplace(id, session);
   ++st.status.running;
   auto name = op.op;
   self->request(session, caf::infinite, atom::run_v)
       .then([self](session_summary& summary) { finished(self, std::move(summary)); },
-            [self, name](const caf::error& err) {
+            [self, id, name](const caf::error& err) {
               // Not a verdict: the session could not checkpoint. It resumes when the daemon does.
               session_summary summary;
+              summary.session_id = id;
               summary.op = name;
               summary.state = "INTERRUPTED";
               summary.end_reason = render(err);
@@ -91,15 +93,100 @@ void launch_more(self_pointer self) {
 
 } // namespace
 
+std::string render_docstring(const nlohmann::json& docstring) {
+  if (docstring.is_string())
+    return docstring.get<std::string>();
+  if (!docstring.is_object() || !docstring.contains("nodes") || !docstring["nodes"].is_array())
+    return "(PyTorch has no docstring for this operator)";
+  std::string out;
+  for (const auto& node : docstring["nodes"]) {
+    if (!node.is_object())
+      continue;
+    auto text = node.value("text", std::string{});
+    if (node.value("depth", 0) == 0)
+      out = text + out;
+    else
+      out += "\n\n### Referenced: " + node.value("name", std::string{}) + "\n" + text;
+  }
+  return out;
+}
+
+caf::expected<selected_operators> select_operators(const nlohmann::json& catalog,
+                                                   const operator_selection& selection,
+                                                   const std::vector<std::string>& dtypes) {
+  auto invalid = [](std::string what) {
+    return caf::make_error(errc::request_invalid, std::move(what));
+  };
+  if (!catalog.is_object() || !catalog.contains("operators") || !catalog["operators"].is_array())
+    return invalid("the catalog has no operator list");
+  std::set<std::string> names, categories;
+  for (const auto& op : catalog["operators"]) {
+    names.insert(op.value("name", std::string{}));
+    categories.insert(op.value("category", std::string{}));
+  }
+  for (const auto& category : selection.categories)
+    if (!categories.count(category)) {
+      std::string known;
+      for (const auto& c : categories)
+        known += (known.empty() ? "" : ", ") + c;
+      return invalid("unknown category '" + category + "' (the catalog has: " + known + ")");
+    }
+  for (const auto& name : selection.names) {
+    if (names.count(name))
+      continue;
+    for (const auto& excluded : catalog.value("excluded", nlohmann::json::array()))
+      if (excluded.value("name", std::string{}) == name)
+        return invalid("operator '" + name + "' is excluded from the catalog: " +
+                       excluded.value("reason", std::string{"no reason given"}));
+    return invalid("operator '" + name + "' is not in the catalog");
+  }
+  auto wanted = [&](const nlohmann::json& op) {
+    auto has = [](const std::vector<std::string>& list, const std::string& item) {
+      return std::find(list.begin(), list.end(), item) != list.end();
+    };
+    return selection.all || has(selection.names, op.value("name", std::string{})) ||
+           has(selection.categories, op.value("category", std::string{}));
+  };
+  selected_operators result;
+  for (const auto& op : catalog["operators"]) {
+    if (!wanted(op))
+      continue;
+    operator_spec spec{op.value("name", std::string{}),
+                       op.value("variant", std::string{}),
+                       op.value("category", std::string{}),
+                       render_docstring(op.value("docstring", nlohmann::json{})),
+                       {}};
+    auto id = operator_id(spec.op, spec.variant);
+    if (selection.covered.count(id)) {
+      result.skipped.push_back(id + ": already has an accepted kernel");
+      continue;
+    }
+    auto supported = op.value("dtypes", std::vector<std::string>{});
+    for (const auto& dtype : dtypes)
+      if (std::find(supported.begin(), supported.end(), dtype) != supported.end())
+        spec.dtypes.push_back(dtype);
+    if (spec.dtypes.empty()) {
+      result.skipped.push_back(id + ": supports none of the requested dtypes");
+      continue;
+    }
+    result.operators.push_back(std::move(spec));
+  }
+  return result;
+}
+
 std::string wrapper_name(std::string_view op) {
   std::string name{op};
   std::replace(name.begin(), name.end(), '.', '_');
   return name + "_wrapper";
 }
 
+std::string session_id(const campaign_spec& campaign, const operator_spec& spec) {
+  return campaign.campaign_id + "/" + operator_id(spec.op, spec.variant);
+}
+
 session_record new_session(const campaign_spec& campaign, const operator_spec& spec) {
   session_record r;
-  r.session_id = campaign.campaign_id + "/" + spec.op;
+  r.session_id = session_id(campaign, spec);
   r.campaign_id = campaign.campaign_id;
   r.op = spec.op;
   r.variant = spec.variant;
@@ -167,10 +254,10 @@ campaign_actor::behavior_type campaign(campaign_actor::stateful_pointer<campaign
   st.status.state = "running";
   st.status.operators = st.spec.operators.size();
   for (auto& record : restored)
-    st.restored.emplace(record.op, std::move(record));
+    st.restored.emplace(record.session_id, std::move(record));
   for (size_t i = 0; i < st.spec.operators.size(); ++i) {
     // Sessions that ended before a restart are counted, not run again.
-    auto done = st.restored.find(st.spec.operators[i].op);
+    auto done = st.restored.find(session_id(st.spec, st.spec.operators[i]));
     if (done != st.restored.end() && (done->second.state == session_state::success ||
                                       done->second.state == session_state::failed)) {
       count(st.status, summarize(done->second));

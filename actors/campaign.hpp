@@ -14,12 +14,15 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include <caf/expected.hpp>
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
+
+#include <nlohmann/json.hpp>
 
 namespace opforge {
 
@@ -41,9 +44,37 @@ struct campaign_spec {
   std::vector<operator_spec> operators;
 };
 
+/// Which operators of the catalog a campaign covers.
+struct operator_selection {
+  std::vector<std::string> names;      // OpInfo names, every variant of each
+  std::vector<std::string> categories; // catalog categories, e.g. "elementwise"
+  bool all = false;
+  /// Operator ids (`operator_id`) that already have an accepted kernel; they are left out, so
+  /// re-running what failed makes coverage the union across runs.
+  std::set<std::string> covered;
+};
+
+struct selected_operators {
+  std::vector<operator_spec> operators;
+  std::vector<std::string> skipped; // "<id>: <why>", e.g. none of the requested dtypes
+};
+
+/// Resolves `selection` against a catalog result payload (messages/PROTOCOL.md, `catalog`) and
+/// the requested dtypes. A name that is not in the catalog (with the reason when it was excluded),
+/// or an unknown category, is an errc::request_invalid error naming it.
+caf::expected<selected_operators> select_operators(const nlohmann::json& catalog,
+                                                   const operator_selection& selection,
+                                                   const std::vector<std::string>& dtypes);
+
+/// A catalog docstring (`root` and its `nodes`, the referenced docstrings) as prompt text.
+std::string render_docstring(const nlohmann::json& docstring);
+
 /// The wrapper name the harness expects by convention: dots become underscores, then `_wrapper`
 /// (`nn.functional.relu` -> `nn_functional_relu_wrapper`).
 std::string wrapper_name(std::string_view op);
+
+/// The id of the session of `spec` in `campaign`: `<campaign>/<operator id>`.
+std::string session_id(const campaign_spec& campaign, const operator_spec& spec);
 
 /// A new session record for `spec` in `campaign` (state PROMPT).
 session_record new_session(const campaign_spec& campaign, const operator_spec& spec);

@@ -287,26 +287,32 @@ void act(self_pointer self) {
 
 } // namespace
 
-std::string session_key(std::string_view campaign_id, std::string_view op) {
-  return prefix_of(campaign_id) + std::string{op};
+std::string operator_id(std::string_view op, std::string_view variant) {
+  return variant.empty() ? std::string{op} : std::string{op} + "/" + std::string{variant};
 }
 
-std::string kernel_key(std::string_view op, std::string_view source) {
-  return prefix_of(op) + content_hash(source);
+std::string session_key(std::string_view campaign_id, std::string_view operator_id) {
+  return prefix_of(campaign_id) + std::string{operator_id};
+}
+
+std::string kernel_key(std::string_view operator_id, std::string_view source) {
+  return prefix_of(operator_id) + content_hash(source);
 }
 
 write_batch checkpoint(const session_record& record,
                        const std::vector<session_transition>& transitions, int64_t at_ms) {
   write_batch batch;
-  batch.ops.push_back(
-      {family::sessions, session_key(record.campaign_id, record.op), encode_record(record)});
+  batch.ops.push_back({family::sessions,
+                       session_key(record.campaign_id, operator_id(record.op, record.variant)),
+                       encode_record(record)});
   for (auto t : transitions) {
     t.at_ms = at_ms;
     batch.ops.push_back(
         {family::events, event_key(record.session_id, t.revision), encode_transition(t)});
   }
   if (record.state == session_state::success)
-    batch.ops.push_back({family::kernels, kernel_key(record.op, record.proposal),
+    batch.ops.push_back({family::kernels,
+                         kernel_key(operator_id(record.op, record.variant), record.proposal),
                          to_bytes(kernel_entry(record, at_ms))});
   batch.sync = record.state == session_state::success || record.state == session_state::failed;
   return batch;
@@ -324,7 +330,7 @@ session_summary summarize(const session_record& r) {
   s.prompt_tokens = r.prompt_tokens;
   s.completion_tokens = r.completion_tokens;
   if (r.state == session_state::success)
-    s.kernel_key = kernel_key(r.op, r.proposal);
+    s.kernel_key = kernel_key(operator_id(r.op, r.variant), r.proposal);
   return s;
 }
 

@@ -35,12 +35,15 @@ struct session_services {
   int64_t job_deadline_ms = 30 * 60 * 1000; // wall-clock budget of one device job
 };
 
+/// How an operator is named in ids and keys: its OpInfo name, then `/variant` when it has one.
+std::string operator_id(std::string_view op, std::string_view variant);
+
 /// The `sessions` key of an operator's session in a campaign; a scan over `prefix_of(campaign)`
 /// in that family yields the campaign's sessions.
-std::string session_key(std::string_view campaign_id, std::string_view op);
+std::string session_key(std::string_view campaign_id, std::string_view operator_id);
 
-/// The `kernels` key of an accepted kernel: the operator, then a hash of the source.
-std::string kernel_key(std::string_view op, std::string_view source);
+/// The `kernels` key of an accepted kernel: the operator id, then a hash of the source.
+std::string kernel_key(std::string_view operator_id, std::string_view source);
 
 /// The batch that checkpoints one step: the record under `session_key`, each transition under
 /// `event_key`, and on SUCCESS the accepted kernel with its provenance under `kernel_key`. Synced
