@@ -31,6 +31,44 @@ using store_actor = caf::typed_actor<
 // -- devices
 // ---------------------------------------------------------------------------------------
 
+/// One registered worker: owns its liveness and the frames the daemon sends it.
+using device_actor = caf::typed_actor<
+    // The worker sent a frame, so it is alive: resets the count of missed heartbeats.
+    caf::reacts_to<atom::heartbeat>,
+    // Sends a job to the worker.
+    caf::reacts_to<atom::dispatch, wire::job>,
+    // Asks the worker to stop a job.
+    caf::reacts_to<atom::cancel, std::string>,
+    // Private: one heartbeat interval passed; beats, and quits with errc::worker_lost when the
+    // worker missed `liveness` of them.
+    caf::reacts_to<atom::tick>>;
+
+/// The registry of workers and the queue of device jobs.
+using device_manager_actor = caf::typed_actor<
+    // Queues a job until a worker that serves it has a free slot; replies with its result, or
+    // with errc::cancelled, errc::job_quarantined, errc::worker_lost or errc::request_invalid.
+    caf::replies_to<atom::submit, device_job>::with<device_job_result>,
+    // Cancels a queued or running job by id; its submitter gets errc::cancelled.
+    caf::reacts_to<atom::cancel, std::string>,
+    // Describes workers, the queue and totals.
+    caf::replies_to<atom::status>::with<device_manager_status>,
+    // Lists registered workers and recently dead ones.
+    caf::replies_to<atom::workers>::with<std::vector<worker_info>>,
+    // Says goodbye to every worker, fails what is unfinished, stops the I/O thread, and quits.
+    caf::replies_to<atom::shutdown>::with<atom::ok>,
+    // From the I/O thread, each with the sender's routing identity: a worker registers...
+    caf::reacts_to<std::string, wire::hello>,
+    // ...is alive...
+    caf::reacts_to<std::string, wire::worker_heartbeat>,
+    // ...answers a job...
+    caf::reacts_to<std::string, wire::result>,
+    // ...or leaves.
+    caf::reacts_to<std::string, wire::goodbye>,
+    // From the I/O thread: frames to this identity cannot be delivered any more (the reason).
+    caf::reacts_to<atom::disconnected, std::string, std::string>,
+    // Private: the job's dispatch with this number ran past deadline + liveness.
+    caf::reacts_to<atom::deadline, std::string, uint64_t>>;
+
 // -- control and metrics
 // ---------------------------------------------------------------------------
 

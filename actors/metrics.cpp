@@ -35,6 +35,9 @@ metrics::metrics(std::string version)
                                "Frames dropped by a decoder, by reason")},
       job_requeues_{family(prometheus::BuildCounter(), *registry_, "opforge_job_requeues_total",
                            "Device jobs requeued after their worker died or left")},
+      late_results_{family(prometheus::BuildCounter(), *registry_, "opforge_late_results_total",
+                           "Worker results ignored because the job no longer ran there")
+                        .Add({})},
       store_write_latency_{family(prometheus::BuildHistogram(), *registry_,
                                   "opforge_store_write_latency_seconds",
                                   "Time to apply one write batch to the store")

@@ -36,6 +36,9 @@ public:
   prometheus::Counter& malformed_frames(const std::string& reason);
   /// opforge_job_requeues_total{reason}: jobs requeued after their worker died or left.
   prometheus::Counter& job_requeues(const std::string& reason);
+  /// opforge_late_results_total: results ignored because their job was no longer running there
+  /// (the worker had been declared dead, or the job cancelled or already answered).
+  prometheus::Counter& late_results() { return late_results_; }
 
   // -- persistence -----------------------------------------------------------------------------
 
@@ -55,6 +58,7 @@ private:
   prometheus::Gauge& queue_depth_;
   prometheus::Family<prometheus::Counter>& malformed_frames_;
   prometheus::Family<prometheus::Counter>& job_requeues_;
+  prometheus::Counter& late_results_;
   prometheus::Histogram& store_write_latency_;
   prometheus::Gauge& uptime_;
 };

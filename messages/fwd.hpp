@@ -21,6 +21,19 @@ struct store_status;
 // -- devices
 // ---------------------------------------------------------------------------------------
 
+struct device_job;
+struct device_job_result;
+struct device_manager_status;
+struct worker_info;
+
+namespace wire {
+struct goodbye;
+struct hello;
+struct job;
+struct result;
+struct worker_heartbeat;
+} // namespace wire
+
 // -- control and metrics
 // ---------------------------------------------------------------------------
 

@@ -27,6 +27,24 @@ CAF_ADD_TYPE_ID(opforge, (opforge::store_status))
 CAF_ADD_TYPE_ID(opforge, (std::vector<opforge::key_value>))
 
 // -- devices -------------------------------------------------------------------------------------
+CAF_ADD_ATOM(opforge, opforge::atom, submit, "submit")
+CAF_ADD_ATOM(opforge, opforge::atom, cancel, "cancel")
+CAF_ADD_ATOM(opforge, opforge::atom, workers, "workers")
+CAF_ADD_ATOM(opforge, opforge::atom, heartbeat, "heartbeat")
+CAF_ADD_ATOM(opforge, opforge::atom, dispatch, "dispatch")
+CAF_ADD_ATOM(opforge, opforge::atom, tick, "tick")
+CAF_ADD_ATOM(opforge, opforge::atom, deadline, "deadline")
+CAF_ADD_ATOM(opforge, opforge::atom, disconnected, "disconnect")
+CAF_ADD_TYPE_ID(opforge, (opforge::device_job))
+CAF_ADD_TYPE_ID(opforge, (opforge::device_job_result))
+CAF_ADD_TYPE_ID(opforge, (opforge::device_manager_status))
+CAF_ADD_TYPE_ID(opforge, (opforge::worker_info))
+CAF_ADD_TYPE_ID(opforge, (std::vector<opforge::worker_info>))
+CAF_ADD_TYPE_ID(opforge, (opforge::wire::goodbye))
+CAF_ADD_TYPE_ID(opforge, (opforge::wire::hello))
+CAF_ADD_TYPE_ID(opforge, (opforge::wire::job))
+CAF_ADD_TYPE_ID(opforge, (opforge::wire::result))
+CAF_ADD_TYPE_ID(opforge, (opforge::wire::worker_heartbeat))
 
 // -- control and metrics -------------------------------------------------------------------------
 

@@ -1,0 +1,451 @@
+// The device manager's logic under CAF's deterministic scheduler: frames from workers are
+// injected as the I/O thread would send them, frames to workers land in a recorder, and time
+// moves only when the test advances it.
+
+#include "actors/device_manager.hpp"
+#include "messages/errors.hpp"
+#include "tests/test_device_manager_config.hpp"
+
+#include <mutex>
+#include <optional>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+#include <caf/send.hpp>
+
+#include <gtest/gtest.h>
+#include <msgpack.hpp>
+#include <prometheus/text_serializer.h>
+
+using namespace opforge;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Keeps every frame the manager sends, decoded, in order.
+class recording_outbox : public worker_outbox {
+public:
+  struct frame {
+    std::string identity;
+    wire::daemon_message message;
+  };
+
+  void send(const std::string& identity, std::string bytes) override {
+    auto message = wire::decode_daemon_message(bytes, wire::default_max_frame_bytes);
+    EXPECT_TRUE(message) << render(message.error());
+    std::lock_guard<std::mutex> guard{mutex_};
+    if (message && !closed_)
+      frames_.push_back({identity, std::move(*message)});
+  }
+
+  void close() override {
+    std::lock_guard<std::mutex> guard{mutex_};
+    closed_ = true;
+  }
+
+  std::string endpoint() const override { return "inproc://recorder"; }
+
+  bool closed() const {
+    std::lock_guard<std::mutex> guard{mutex_};
+    return closed_;
+  }
+
+  /// Takes the frames of type T sent so far, as "identity" -> message pairs in order.
+  template <class T>
+  std::vector<std::pair<std::string, T>> take() {
+    std::lock_guard<std::mutex> guard{mutex_};
+    std::vector<std::pair<std::string, T>> out;
+    std::erase_if(frames_, [&](const frame& f) {
+      if (!std::holds_alternative<T>(f.message))
+        return false;
+      out.emplace_back(f.identity, std::get<T>(f.message));
+      return true;
+    });
+    return out;
+  }
+
+private:
+  mutable std::mutex mutex_;
+  std::vector<frame> frames_;
+  bool closed_ = false;
+};
+
+wire::hello worker_hello(const std::string& id, std::string kind = "interpreter", int64_t slots = 1,
+                         std::vector<std::string> jobs = {"test", "catalog"}) {
+  auto role = kind == "none" ? "lint" : "device";
+  return {.worker_id = id,
+          .role = role,
+          .device_kind = std::move(kind),
+          .device_name = "cpu (triton interpreter)",
+          .slots = slots,
+          .jobs = std::move(jobs),
+          .toolchain = {{"torch", "2.13.0"}, {"triton", "3.6.0"}},
+          .fingerprint = "fp-" + id,
+          .host = "host",
+          .pid = 100};
+}
+
+std::string op_payload(const std::string& op) {
+  msgpack::sbuffer buffer;
+  msgpack::pack(buffer, std::map<std::string, std::string>{{"op", op}});
+  return {buffer.data(), buffer.size()};
+}
+
+device_job test_job(const std::string& id, std::string device_kind = "") {
+  return {.id = id,
+          .kind = "test",
+          .payload = op_payload("exp"),
+          .device_kind = std::move(device_kind),
+          .deadline_ms = 600000};
+}
+
+class DeviceManager : public ::testing::Test {
+protected:
+  // Runs every enqueued message. Unlike `sched.run()`, fires no timers: the device actors'
+  // heartbeat timers re-arm forever, so time moves only in `tick`.
+  void run() {
+    while (sched.try_run_once()) {
+    }
+  }
+
+  void SetUp() override {
+    manager = sys.spawn(device_manager, config, stats, outbox);
+    run();
+  }
+
+  void TearDown() override {
+    caf::anon_send_exit(manager, caf::exit_reason::user_shutdown);
+    run();
+  }
+
+  void hello(const std::string& id, wire::hello msg) {
+    caf::anon_send(manager, id, std::move(msg));
+    run();
+  }
+
+  void hello(const std::string& id) { hello(id, worker_hello(id)); }
+
+  void beat(const std::string& id, int64_t busy = 0) {
+    caf::anon_send(manager, id, wire::worker_heartbeat{busy});
+    run();
+  }
+
+  void answer(const std::string& id, const std::string& job_id, std::string status = "done") {
+    caf::anon_send(manager, id,
+                   wire::result{.job_id = job_id,
+                                .status = std::move(status),
+                                .payload = op_payload("answered"),
+                                .elapsed_ms = 12});
+    run();
+  }
+
+  // One heartbeat interval passes; the workers in `beating` beat within it.
+  void tick(std::initializer_list<std::string> beating = {}) {
+    for (auto& id : beating)
+      beat(id);
+    sched.advance_time(config.heartbeat);
+    run();
+  }
+
+  void submit(device_job job) {
+    auto replies = replies_;
+    sys.spawn([=, manager = manager](caf::event_based_actor* self) {
+      self->request(manager, caf::infinite, atom::submit_v, job)
+          .then([=](device_job_result& result) { replies->emplace(job.id, std::move(result)); },
+                [=](caf::error& err) { replies->emplace(job.id, std::move(err)); });
+    });
+    run();
+  }
+
+  // The reply a submitter got, if any.
+  std::optional<device_job_result> result_of(const std::string& job_id) {
+    auto it = replies_->find(job_id);
+    if (it == replies_->end() || !std::holds_alternative<device_job_result>(it->second))
+      return std::nullopt;
+    return std::get<device_job_result>(it->second);
+  }
+
+  std::string error_of(const std::string& job_id) {
+    auto it = replies_->find(job_id);
+    if (it == replies_->end())
+      return "no reply";
+    if (!std::holds_alternative<caf::error>(it->second))
+      return "a result";
+    return render(std::get<caf::error>(it->second));
+  }
+
+  template <class T, class... Ts>
+  T ask(Ts... xs) {
+    auto out = std::make_shared<std::optional<T>>();
+    sys.spawn([=, manager = manager](caf::event_based_actor* self) {
+      self->request(manager, caf::infinite, xs...).then([=](T& x) { *out = std::move(x); });
+    });
+    run();
+    EXPECT_TRUE(out->has_value());
+    return out->value_or(T{});
+  }
+
+  device_manager_status status() { return ask<device_manager_status>(atom::status_v); }
+
+  // Job ids dispatched since the last call, as "worker:job#attempt".
+  std::vector<std::string> dispatched() {
+    std::vector<std::string> out;
+    for (auto& [identity, job] : outbox->take<wire::job>())
+      out.push_back(identity + ":" + job.job_id + "#" + std::to_string(job.attempt));
+    return out;
+  }
+
+  std::string scrape() {
+    return prometheus::TextSerializer{}.Serialize(stats->registry()->Collect());
+  }
+
+  device_test_config cfg{true};
+  caf::actor_system sys{cfg};
+  caf::scheduler::test_coordinator& sched =
+      dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+  device_manager_config config;
+  std::shared_ptr<metrics> stats = std::make_shared<metrics>("test");
+  std::shared_ptr<recording_outbox> outbox = std::make_shared<recording_outbox>();
+  device_manager_actor manager;
+
+private:
+  using reply = std::variant<device_job_result, caf::error>;
+  std::shared_ptr<std::map<std::string, reply>> replies_ =
+      std::make_shared<std::map<std::string, reply>>();
+};
+
+using strings = std::vector<std::string>;
+
+} // namespace
+
+TEST_F(DeviceManager, WelcomesAWorkerAndListsIt) {
+  hello("w1");
+  auto welcomes = outbox->take<wire::welcome>();
+  ASSERT_EQ(welcomes.size(), 1u);
+  EXPECT_EQ(welcomes[0].first, "w1");
+  EXPECT_EQ(welcomes[0].second, (wire::welcome{1000, 3}));
+  auto workers = ask<std::vector<worker_info>>(atom::workers_v);
+  ASSERT_EQ(workers.size(), 1u);
+  EXPECT_EQ(workers[0].worker_id, "w1");
+  EXPECT_EQ(workers[0].state, "idle");
+  EXPECT_EQ(workers[0].fingerprint, "fp-w1");
+  EXPECT_EQ(workers[0].toolchain.at("triton"), "3.6.0");
+  EXPECT_EQ(status().workers["interpreter"]["idle"], 1);
+  EXPECT_NE(scrape().find(R"(opforge_workers{kind="interpreter",state="idle"} 1)"),
+            std::string::npos);
+}
+
+TEST_F(DeviceManager, AsksUnknownWorkersToSayHello) {
+  beat("ghost");
+  answer("ghost", "t-1");
+  auto asked = outbox->take<wire::hello_required>();
+  ASSERT_EQ(asked.size(), 2u);
+  EXPECT_EQ(asked[0].first, "ghost");
+  EXPECT_EQ(status().late_results, 1);
+}
+
+TEST_F(DeviceManager, DispatchesInSubmissionOrderWithinFreeSlots) {
+  hello("w1", worker_hello("w1", "interpreter", 2));
+  for (auto id : {"t-1", "t-2", "t-3"})
+    submit(test_job(id));
+  EXPECT_EQ(dispatched(), (strings{"w1:t-1#1", "w1:t-2#1"}));
+  EXPECT_EQ(status().queued, 1);
+  EXPECT_EQ(status().running, 2);
+  EXPECT_EQ(status().workers["interpreter"]["busy"], 1);
+  answer("w1", "t-2");
+  EXPECT_EQ(dispatched(), (strings{"w1:t-3#1"}));
+  auto result = result_of("t-2");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, "done");
+  EXPECT_EQ(result->worker_id, "w1");
+  EXPECT_EQ(result->fingerprint, "fp-w1");
+  EXPECT_EQ(result->payload, op_payload("answered"));
+  EXPECT_EQ(result->elapsed_ms, 12);
+  EXPECT_EQ(result->attempt, 1);
+  EXPECT_FALSE(result_of("t-1"));
+  EXPECT_NE(scrape().find(R"(opforge_jobs_total{kind="test",outcome="done"} 1)"),
+            std::string::npos);
+}
+
+// A job nobody can serve yet waits without holding back later jobs that can go.
+TEST_F(DeviceManager, JobsGoOnlyToWorkersThatServeThem) {
+  hello("w1", worker_hello("w1", "interpreter", 4));
+  hello("lint1", worker_hello("lint1", "none", 4, {"lint"}));
+  submit(test_job("t-cuda", "cuda"));
+  submit({.id = "l-1", .kind = "lint", .device_kind = "interpreter", .deadline_ms = 1000});
+  submit(test_job("t-interp", "interpreter"));
+  auto pinned = test_job("t-pinned");
+  pinned.fingerprint = "fp-elsewhere";
+  submit(pinned);
+  EXPECT_EQ(dispatched(), (strings{"lint1:l-1#1", "w1:t-interp#1"}));
+  hello("gpu1", worker_hello("gpu1", "cuda"));
+  EXPECT_EQ(dispatched(), (strings{"gpu1:t-cuda#1"}));
+  EXPECT_EQ(status().queued, 1);
+}
+
+TEST_F(DeviceManager, AWorkerIsDeadAfterThreeMissedHeartbeats) {
+  hello("w1");
+  tick();
+  tick();
+  EXPECT_EQ(status().workers["interpreter"]["idle"], 1);
+  EXPECT_EQ(outbox->take<wire::daemon_heartbeat>().size(), 2u);
+  tick();
+  auto now = status();
+  EXPECT_EQ(now.workers["interpreter"]["idle"], 0);
+  EXPECT_EQ(now.workers["interpreter"]["dead"], 1);
+  auto workers = ask<std::vector<worker_info>>(atom::workers_v);
+  ASSERT_EQ(workers.size(), 1u);
+  EXPECT_EQ(workers[0].state, "dead");
+  EXPECT_EQ(workers[0].dead_reason, "missed 3 heartbeats");
+  EXPECT_EQ(workers[0].ms_since_heartbeat, 3000);
+}
+
+TEST_F(DeviceManager, HeartbeatsKeepAWorkerAlive) {
+  hello("w1");
+  for (int i = 0; i < 10; ++i)
+    tick({"w1"});
+  EXPECT_EQ(status().workers["interpreter"]["idle"], 1);
+}
+
+TEST_F(DeviceManager, ADeadWorkersJobIsRequeuedExactlyOnceToAnotherWorker) {
+  hello("w1");
+  hello("w2");
+  submit(test_job("t-1"));
+  EXPECT_EQ(dispatched(), (strings{"w1:t-1#1"}));
+  for (int i = 0; i < 3; ++i)
+    tick({"w2"});
+  EXPECT_EQ(dispatched(), (strings{"w2:t-1#2"}));
+  EXPECT_EQ(status().requeued, 1);
+  // w1 wakes up and answers: too late, and it must say hello again.
+  answer("w1", "t-1");
+  EXPECT_FALSE(result_of("t-1"));
+  EXPECT_EQ(outbox->take<wire::hello_required>().size(), 1u);
+  answer("w2", "t-1");
+  auto result = result_of("t-1");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->worker_id, "w2");
+  EXPECT_EQ(result->attempt, 2);
+  for (int i = 0; i < 3; ++i)
+    tick({"w2"});
+  EXPECT_TRUE(dispatched().empty());
+  auto totals = status();
+  EXPECT_EQ(totals.late_results, 1);
+  EXPECT_EQ(totals.done, 1);
+  EXPECT_NE(scrape().find(R"(opforge_job_requeues_total{reason="worker_lost"} 1)"),
+            std::string::npos);
+}
+
+TEST_F(DeviceManager, AJobThatKillsTwoWorkersIsQuarantined) {
+  hello("w1");
+  hello("w2");
+  submit(test_job("t-17"));
+  EXPECT_EQ(dispatched(), (strings{"w1:t-17#1"}));
+  for (int i = 0; i < 3; ++i)
+    tick({"w2"});
+  EXPECT_EQ(dispatched(), (strings{"w2:t-17#2"}));
+  caf::anon_send(manager, atom::disconnected_v, std::string{"w2"}, std::string{"connection lost"});
+  run();
+  EXPECT_EQ(error_of("t-17"), "job_quarantined: job t-17 (test exp) was running on 2 workers "
+                              "that died: w1 (missed 3 heartbeats), w2 (connection lost)");
+  EXPECT_EQ(status().quarantined, 1);
+  hello("w3");
+  EXPECT_TRUE(dispatched().empty());
+}
+
+TEST_F(DeviceManager, GoodbyeRequeuesWithoutUsingAnAttempt) {
+  hello("w1");
+  submit(test_job("t-1"));
+  EXPECT_EQ(dispatched(), (strings{"w1:t-1#1"}));
+  caf::anon_send(manager, std::string{"w1"}, wire::goodbye{"SIGTERM"});
+  run();
+  EXPECT_EQ(status().queued, 1);
+  hello("w2");
+  EXPECT_EQ(dispatched(), (strings{"w2:t-1#1"}));
+  EXPECT_EQ(status().workers["interpreter"]["dead"], 0);
+}
+
+// A hello from a registered worker means it lost its connection: what it ran is requeued, and
+// each reconnect under a job uses up one of its attempts.
+TEST_F(DeviceManager, ReconnectsRequeueAndAttemptsAreBounded) {
+  hello("w1");
+  submit(test_job("t-1"));
+  EXPECT_EQ(dispatched(), (strings{"w1:t-1#1"}));
+  hello("w1");
+  EXPECT_EQ(dispatched(), (strings{"w1:t-1#2"}));
+  hello("w1");
+  EXPECT_EQ(dispatched(), (strings{"w1:t-1#3"}));
+  hello("w1");
+  EXPECT_TRUE(dispatched().empty());
+  EXPECT_EQ(error_of("t-1"), "worker_lost: job t-1 (test exp) lost its worker on all 3 attempts: "
+                             "w1 (reconnected), w1 (reconnected), w1 (reconnected)");
+  // The replaced device actors are gone: one worker, one heartbeat per interval.
+  outbox->take<wire::daemon_heartbeat>();
+  tick({"w1"});
+  EXPECT_EQ(outbox->take<wire::daemon_heartbeat>().size(), 1u);
+}
+
+TEST_F(DeviceManager, CancelsQueuedAndRunningJobs) {
+  hello("w1");
+  submit(test_job("t-1"));
+  submit(test_job("t-2"));
+  submit(test_job("t-3"));
+  EXPECT_EQ(dispatched(), (strings{"w1:t-1#1"}));
+  caf::anon_send(manager, atom::cancel_v, std::string{"t-2"});
+  caf::anon_send(manager, atom::cancel_v, std::string{"t-1"});
+  run();
+  EXPECT_EQ(error_of("t-2"), "cancelled: job t-2 (test exp) was cancelled");
+  EXPECT_EQ(error_of("t-1"), "cancelled: job t-1 (test exp) was cancelled");
+  auto cancels = outbox->take<wire::cancel>();
+  ASSERT_EQ(cancels.size(), 1u);
+  EXPECT_EQ(cancels[0].second.job_id, "t-1");
+  // The slot is free once the worker let go of the cancelled job.
+  EXPECT_TRUE(dispatched().empty());
+  answer("w1", "t-1", "cancelled");
+  EXPECT_EQ(dispatched(), (strings{"w1:t-3#1"}));
+  EXPECT_EQ(status().cancelled, 2);
+}
+
+TEST_F(DeviceManager, AWorkerSilentOnAJobPastItsDeadlineIsLost) {
+  hello("w1");
+  auto job = test_job("t-1");
+  job.deadline_ms = 2000;
+  submit(job);
+  EXPECT_EQ(dispatched(), (strings{"w1:t-1#1"}));
+  for (int i = 0; i < 4; ++i)
+    tick({"w1"});
+  EXPECT_EQ(status().workers["interpreter"]["busy"], 1); // 4 s: within 2 s + 3 heartbeats
+  tick({"w1"});
+  auto workers = ask<std::vector<worker_info>>(atom::workers_v);
+  ASSERT_EQ(workers.size(), 1u);
+  EXPECT_EQ(workers[0].dead_reason, "silent on job t-1 for 5000 ms");
+  EXPECT_EQ(status().queued, 1);
+}
+
+TEST_F(DeviceManager, RejectsInvalidJobs) {
+  submit({.id = "x-1", .kind = "compile", .deadline_ms = 1});
+  EXPECT_EQ(error_of("x-1"), "request_invalid: device job 'x-1': unknown kind 'compile' "
+                             "(expected test, lint, catalog or benchmark)");
+  submit({.id = "x-2", .kind = "test", .payload = "\x93\x01\x02\x03", .deadline_ms = 1});
+  EXPECT_EQ(error_of("x-2"),
+            "request_invalid: device job 'x-2': payload: expected a msgpack map, got array");
+  submit(test_job("x-3"));
+  submit({.id = "x-3", .kind = "lint", .deadline_ms = 1});
+  EXPECT_EQ(status().queued, 1);
+  EXPECT_EQ(status().submitted, 1);
+}
+
+TEST_F(DeviceManager, ShutdownSaysGoodbyeAndAnswersEveryJob) {
+  hello("w1");
+  submit(test_job("t-1"));
+  submit(test_job("t-2"));
+  ask<atom::ok>(atom::shutdown_v);
+  auto goodbyes = outbox->take<wire::goodbye>();
+  ASSERT_EQ(goodbyes.size(), 1u);
+  EXPECT_EQ(goodbyes[0].first, "w1");
+  EXPECT_EQ(goodbyes[0].second.reason, "daemon shutting down");
+  EXPECT_EQ(error_of("t-1"), "cancelled: job t-1 (test exp): the daemon shut down");
+  EXPECT_EQ(error_of("t-2"), "cancelled: job t-2 (test exp): the daemon shut down");
+  EXPECT_TRUE(outbox->closed());
+}

@@ -1,0 +1,278 @@
+"""Loading and running a candidate inside the (sandboxed) candidate process.
+
+A candidate source is plain Python: one wrapper function and ``@triton.jit`` kernels, with
+``torch``, ``triton`` and ``tl`` (``triton.language``) already in its namespace, so it needs no
+imports (worker/CANDIDATE.md). ``serve`` answers the judge's requests (see ``harness.py``):
+
+- ``load``: compile and execute the source from its file in a job directory; the namespace lives
+  until the next ``load``;
+- ``call``: move one sample's inputs to the device, run the wrapper under the dynamic checks
+  (``checks.py``), synchronize the device, and send back the outputs and the inputs' state after
+  the call as CPU tensors, with what the checks found. Expected outputs are never sent here.
+"""
+
+from __future__ import annotations
+
+import builtins
+import io
+import os
+import resource
+import time
+import traceback
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+import torch
+import triton
+import triton.language as tl
+from triton.compiler.errors import CompilationError
+
+from opforge_worker.checks import (
+    CallPolicy,
+    DispatchRecorder,
+    EscapeHatches,
+    Findings,
+    Integrity,
+    LaunchCounter,
+    ThreadWatch,
+    dispatch_mode_intact,
+    output_structure,
+    tensor_leaves,
+)
+from opforge_worker.sandbox import AuditGuard, CodeOwners, recv_message, send_message
+
+_MAX_TEXT = 20_000
+_UNTRUSTING_CHECKS = frozenset({"integrity", "sandbox", "thread", "dispatch_escape"})
+
+
+def load_candidate(path: Path) -> dict:
+    """Execute the candidate source at ``path`` in a namespace that provides torch, triton, tl.
+
+    The code is compiled from the file itself so that ``@triton.jit`` can read kernel sources
+    and tracebacks show the candidate's lines.
+    """
+    source = path.read_text()
+    namespace = {
+        "__name__": "opforge_candidate",
+        "__builtins__": builtins,
+        "torch": torch,
+        "triton": triton,
+        "tl": tl,
+    }
+    exec(compile(source, str(path), "exec"), namespace)
+    return namespace
+
+
+def _to_device(value, device: torch.device):
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, tuple | list):
+        return type(value)(_to_device(item, device) for item in value)
+    if isinstance(value, dict):
+        return {key: _to_device(item, device) for key, item in value.items()}
+    return value
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= _MAX_TEXT else text[:_MAX_TEXT] + "\n[... truncated]"
+
+
+def _is_device_fault(error: BaseException) -> bool:
+    accelerator_error = getattr(torch, "AcceleratorError", ())
+    text = str(error)
+    return isinstance(error, accelerator_error) or "CUDA error" in text or "[CUDA]" in text
+
+
+class CandidateServer:
+    def __init__(self, conn: Connection, device_kind: str, scratch: Path, options: dict):
+        self.conn = conn
+        self.device_kind = device_kind
+        self.device = torch.device("cuda" if device_kind == "cuda" else "cpu")
+        self.options = options
+        self.owners = CodeOwners(scratch / "jobs")
+        self.audit = AuditGuard(scratch, self.owners)
+        self.launches = LaunchCounter(self.owners, self._notify_compile, device_kind)
+        self.escapes = EscapeHatches(self.owners, self.launches)
+        self.threads = ThreadWatch(self.owners)
+        self.namespace: dict = {}
+
+    def install(self) -> None:
+        torch.set_num_threads(1)
+        if self.device_kind == "cuda":
+            torch.cuda.init()
+        for hook in (self.launches, self.escapes, self.threads):
+            hook.install()
+        self.integrity = Integrity(self.launches, self.escapes, self.threads)
+        self.audit.install()
+
+    def _notify_compile(self) -> None:
+        send_message(self.conn, {"kind": "compile_begin"})
+
+    def serve_forever(self, report: dict) -> None:
+        send_message(self.conn, {"kind": "ready", "sandbox": report})
+        while True:
+            try:
+                header, blob = recv_message(self.conn)
+            except Exception:  # the judge went away: nothing left to serve
+                return
+            try:
+                reply, blob = self._handle(header, blob)
+            except Exception as error:  # noqa: BLE001 (the harness's own failure, reported)
+                # The candidate's code runs inside _guarded, which catches what it raises: what
+                # arrives here is the harness's fault, and must not look like a crash.
+                reply = {
+                    "status": "harness_error",
+                    "message": f"candidate process: {error!r}",
+                    "backtrace": _clip(traceback.format_exc()),
+                    "recycle": True,
+                }
+                blob = b""
+            send_message(self.conn, {"kind": "reply", **reply}, blob)
+
+    def _handle(self, header: dict, blob: bytes) -> tuple[dict, bytes]:
+        if header.get("cmd") == "load":
+            return self._load(header), b""
+        if header.get("cmd") == "call":
+            return self._call(header, blob)
+        raise ValueError(f"bad request {header!r}")
+
+    # -- requests ---------------------------------------------------------------------------
+
+    def _load(self, header: dict) -> dict:
+        self.namespace = {}
+
+        def load():
+            self.namespace = load_candidate(Path(header["path"]))
+
+        reply = self._guarded(load, header["timeout_s"], policy=None)
+        if reply["status"] == "ok" and not callable(self.namespace.get(header["wrapper"])):
+            reply.update(
+                status="runtime_error",
+                message=f"the source defines no function named {header['wrapper']!r}",
+            )
+        return reply
+
+    def _call(self, header: dict, blob: bytes) -> tuple[dict, bytes]:
+        sample = torch.load(io.BytesIO(blob), weights_only=False)
+        args = _to_device(sample["args"], self.device)
+        kwargs = _to_device(sample["kwargs"], self.device)
+        inputs = tensor_leaves((args, kwargs))
+        input_storages = {
+            tensor.untyped_storage().data_ptr(): index
+            for index, tensor in enumerate(inputs)
+            if tensor.untyped_storage().nbytes()
+        }
+        policy = CallPolicy(
+            frozenset(header["op_names"]), header["launch_exempt"], header["host_read_allowed"]
+        )
+        wrapper = self.namespace[header["wrapper"]]
+        box = {}
+
+        def call():
+            box["result"] = wrapper(*args, **kwargs)
+
+        reply = self._guarded(call, header["timeout_s"], policy)
+        findings = Findings([tuple(item) for item in reply["findings"]])
+        leaves: list[torch.Tensor] = []
+        if reply["status"] == "ok":
+            reply["structure"] = output_structure(
+                box["result"],
+                leaves,
+                findings,
+                self.device,
+                input_storages,
+                header["alias_allowed"],
+            )
+            produced = [leaf for leaf in leaves if leaf.numel()]
+            if reply["launches"] == 0 and not policy.launch_exempt and produced:
+                findings.add("no_launch", "no Triton kernel was launched")
+        reply["findings"] = findings.items
+        buffer = io.BytesIO()
+        torch.save({"outputs": leaves, "inputs_after": [t.detach().cpu() for t in inputs]}, buffer)
+        return reply, buffer.getvalue()
+
+    def _guarded(
+        self, body: Callable[[], None], timeout_s: float, policy: CallPolicy | None
+    ) -> dict:
+        """Run ``body`` with every check armed; classify how it ended."""
+        findings = Findings()
+        violations_mark = len(self.audit.violations)
+        self._limit_cpu(timeout_s)
+        self.launches.begin(findings)
+        self.escapes.findings = self.threads.findings = findings
+        reply = {"status": "ok"}
+        start = time.perf_counter()
+        try:
+            if policy is None:
+                body()
+            else:
+                recorder = DispatchRecorder(policy, findings, self.launches, self.owners)
+                with recorder:
+                    body()
+                    if not dispatch_mode_intact(recorder):
+                        findings.add("integrity", "the dispatch recorder was removed")
+            if self.device_kind == "cuda":
+                torch.cuda.synchronize()
+        except BaseException as error:  # noqa: BLE001 (the candidate's exception, reported)
+            reply = self._classify(error)
+        finally:
+            self.launches.end()
+            self.escapes.findings = self.threads.findings = None
+        elapsed = time.perf_counter() - start
+        for broken in self.integrity.broken():
+            findings.add("integrity", broken)
+        for violation in self.audit.violations[violations_mark:]:
+            findings.add("sandbox", violation)
+        # After tampering or an attempt at harm this process is no longer trusted.
+        if any(check in _UNTRUSTING_CHECKS for check, _ in findings.items):
+            reply["recycle"] = True
+        reply.update(
+            findings=findings.items,
+            launches=self.launches.launches,
+            compile_s=self.launches.compile_s,
+            run_s=max(elapsed - self.launches.compile_s, 0.0),
+        )
+        return reply
+
+    def _classify(self, error: BaseException) -> dict:
+        backtrace = _clip(
+            "".join(traceback.format_exception(type(error), error, self._from_candidate(error)))
+        )
+        message = _clip(f"{type(error).__name__}: {error}")
+        if isinstance(error, SyntaxError | CompilationError):
+            return {"status": "compile_error", "message": message, "compile_log": backtrace}
+        if _is_device_fault(error):
+            return {
+                "status": "crash",
+                "message": message,
+                "cuda_error": _clip(str(error)),
+                "backtrace": backtrace,
+                "recycle": True,
+            }
+        return {"status": "runtime_error", "message": message, "backtrace": backtrace}
+
+    def _from_candidate(self, error: BaseException):
+        """The traceback from the candidate's first frame on: harness frames are noise there."""
+        first = error.__traceback__
+        while first is not None and not first.tb_frame.f_code.co_filename.startswith(
+            self.owners.candidate_root
+        ):
+            first = first.tb_next
+        return first or error.__traceback__
+
+    def _limit_cpu(self, timeout_s: float) -> None:
+        """Bound CPU time for one request, beyond what the process has used so far."""
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        budget = (timeout_s + self.options["compile_grace_s"]) * (os.cpu_count() or 1) + 10
+        soft = int(usage.ru_utime + usage.ru_stime + budget) + 1
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, resource.RLIM_INFINITY))
+
+
+def serve(
+    conn: Connection, device_kind: str, scratch: Path, report: dict, options: dict | None = None
+) -> None:
+    """Entry point of the candidate process once it is confined (sandbox.main)."""
+    server = CandidateServer(conn, device_kind, scratch, options or {})
+    server.install()
+    server.serve_forever(report)

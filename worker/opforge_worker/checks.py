@@ -1,0 +1,486 @@
+"""Dynamic checks that run inside the candidate process around every wrapper call.
+
+- ``LaunchCounter`` wraps triton's launch entry points (``JITFunction.run`` for compiled kernels,
+  ``InterpretedFunction.run`` under TRITON_INTERPRET=1, both reached by ``kernel[grid](...)`` and
+  by the autotuner), counts real launches, times compilation and checks the launch stream.
+- ``DispatchRecorder`` is a TorchDispatchMode: every ATen op the wrapper runs is classified; only
+  allocation, views, copies and metadata are allowed, and never the operator under test itself or
+  an op of its own kind (a ``clone`` wrapper may not copy with torch).
+- ``EscapeHatches`` records candidate calls that bypass ATen dispatch to read tensor data on the
+  host (``Tensor.numpy``, ``tolist``, ``__array__``, DLPack, storages) or that take the recorder
+  off the dispatch-mode stack.
+- ``ThreadWatch`` records threads started by the wrapper: their work escapes the recorder.
+- ``output_structure`` flattens the wrapper's result and checks types, devices and aliasing.
+
+Each of these runs in the candidate's own process, so a candidate that sets out to tamper with
+them could; ``Integrity`` verifies after every call that the hooks are still the ones installed,
+and the audit hook (sandbox.py) refuses frame and gc introspection from candidate code.
+"""
+
+from __future__ import annotations
+
+import _thread
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
+
+from opforge_worker.sandbox import CodeOwners
+
+# ATen op kinds, by overload-packet name with any trailing underscore removed.
+_EMPTY = frozenset(
+    {
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "new_empty",
+        "new_empty_strided",
+        "lift_fresh",
+        "resize",
+        "empty_permuted",
+    }
+)
+_FILL = frozenset(
+    {
+        "zeros",
+        "zeros_like",
+        "ones",
+        "ones_like",
+        "full",
+        "full_like",
+        "new_zeros",
+        "new_ones",
+        "new_full",
+        "fill",
+        "zero",
+        "scalar_tensor",
+    }
+)
+_VIEW = frozenset(
+    {
+        "view",
+        "_unsafe_view",
+        "_reshape_alias",
+        "reshape",
+        "expand",
+        "permute",
+        "transpose",
+        "t",
+        "squeeze",
+        "unsqueeze",
+        "select",
+        "slice",
+        "narrow",
+        "as_strided",
+        "diagonal",
+        "split",
+        "split_with_sizes",
+        "chunk",
+        "unbind",
+        "unfold",
+        "view_as_real",
+        "view_as_complex",
+        "real",
+        "imag",
+        "alias",
+        "detach",
+        "movedim",
+        "flatten",
+        "unflatten",
+        "view_as",
+        "_conj",
+        "conj",
+        "_neg_view",
+        "swapaxes",
+        "swapdims",
+        "tensor_split",
+        "numpy_T",
+        "T",
+        "mT",
+        "expand_as",
+    }
+)
+_COPY = frozenset(
+    {
+        "copy",
+        "_to_copy",
+        "clone",
+        "_copy_from",
+        "_copy_from_and_resize",
+        "lift_fresh_copy",
+        "contiguous",
+        "to",
+    }
+)
+_METADATA = frozenset(
+    {
+        "sym_size",
+        "sym_stride",
+        "sym_numel",
+        "sym_storage_offset",
+        "size",
+        "stride",
+        "numel",
+        "dim",
+        "is_contiguous",
+        "is_same_size",
+        "record_stream",
+        "_has_compatible_shallow_copy_type",
+    }
+)
+_HOST_READ = frozenset({"_local_scalar_dense", "item"})
+
+
+def aten_kind(name: str) -> str:
+    """``empty``, ``fill``, ``view``, ``copy``, ``metadata``, ``host_read`` or ``compute``."""
+    if name.endswith("_") and not name.endswith("__"):
+        name = name[:-1]
+    for kind, names in (
+        ("empty", _EMPTY),
+        ("fill", _FILL),
+        ("view", _VIEW),
+        ("copy", _COPY),
+        ("metadata", _METADATA),
+        ("host_read", _HOST_READ),
+    ):
+        if name in names:
+            return kind
+    return "compute"
+
+
+@dataclass
+class CallPolicy:
+    """What this operator's wrapper may do; sent by the judge with each call."""
+
+    op_names: frozenset[str]  # the operator under test, as ATen names (never allowed)
+    launch_exempt: bool  # a pure view/metadata operator: no launch needed, its own op allowed
+    host_read_allowed: bool  # data-dependent output shape: Tensor.item() allowed
+
+    def forbidden_kind(self, name: str) -> str | None:
+        """Why the wrapper may not run ATen op ``name``, or None when it may."""
+        kind = aten_kind(name)
+        if not self.launch_exempt and name.removesuffix("_") in self.op_names:
+            return "the operator under test itself"
+        if kind == "compute":
+            return "a compute op (ATen fallback)"
+        if kind == "host_read" and not self.host_read_allowed:
+            return "a read of device data on the host"
+        own_kinds = {aten_kind(op) for op in self.op_names}
+        if not self.launch_exempt and kind in own_kinds and kind in ("fill", "copy"):
+            return f"a {kind} op, the same kind as the operator under test"
+        return None
+
+
+@dataclass
+class Findings:
+    """Everything a call did that makes it a cheat, each as (check, message)."""
+
+    items: list[tuple[str, str]] = field(default_factory=list)
+
+    def add(self, check: str, message: str) -> None:
+        if (check, message) not in self.items and len(self.items) < 50:
+            self.items.append((check, message))
+
+
+class LaunchCounter:
+    """Wraps triton's launch entry points once per process."""
+
+    def __init__(self, owners: CodeOwners, on_compile: Callable[[], None], device_kind: str):
+        self.owners = owners
+        self.on_compile = on_compile
+        self.device_kind = device_kind
+        self.depth = 0
+        self.launches = 0
+        self.compile_s = 0.0
+        self.findings: Findings | None = None
+        self.default_stream = None
+        self.installed: dict[tuple[type, str], Callable] = {}
+
+    def install(self) -> None:
+        from triton.runtime.autotuner import Autotuner
+        from triton.runtime.interpreter import InterpretedFunction
+        from triton.runtime.jit import JITFunction
+
+        for cls in (JITFunction, InterpretedFunction):
+            self._wrap(cls, "run", self._counted_run)
+        self._wrap(JITFunction, "_do_compile", self._timed_compile)
+        # The autotuner benchmarks with torch between launches; that is triton's doing.
+        self._wrap(Autotuner, "run", self._machinery)
+
+    def _wrap(self, cls: type, name: str, make: Callable) -> None:
+        wrapper = make(getattr(cls, name))
+        setattr(cls, name, wrapper)
+        self.installed[(cls, name)] = wrapper
+
+    def _counted_run(self, original):
+        counter = self
+
+        def run(kernel, *args, grid, warmup, **kwargs):
+            if warmup:
+                return original(kernel, *args, grid=grid, warmup=warmup, **kwargs)
+            counter._check_stream()
+            counter.depth += 1
+            try:
+                result = original(kernel, *args, grid=grid, warmup=warmup, **kwargs)
+            finally:
+                counter.depth -= 1
+            counter.launches += 1
+            return result
+
+        return run
+
+    def _machinery(self, original):
+        counter = self
+
+        def run(*args, **kwargs):
+            counter.depth += 1
+            try:
+                return original(*args, **kwargs)
+            finally:
+                counter.depth -= 1
+
+        return run
+
+    def _timed_compile(self, original):
+        counter = self
+
+        def do_compile(*args, **kwargs):
+            counter.on_compile()
+            start = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                counter.compile_s += time.perf_counter() - start
+
+        return do_compile
+
+    def _check_stream(self) -> None:
+        if self.device_kind != "cuda" or self.findings is None:
+            return
+        if torch.cuda.current_stream() != self.default_stream:
+            self.findings.add("stream", "kernel launched on a stream other than the default one")
+
+    def begin(self, findings: Findings) -> None:
+        self.launches, self.compile_s, self.findings = 0, 0.0, findings
+        if self.device_kind == "cuda":
+            self.default_stream = torch.cuda.default_stream()
+
+    def end(self) -> None:
+        self.findings = None
+
+
+class DispatchRecorder(TorchDispatchMode):
+    """Classifies every ATen op run while the wrapper runs."""
+
+    def __init__(
+        self, policy: CallPolicy, findings: Findings, launches: LaunchCounter, owners: CodeOwners
+    ):
+        super().__init__()
+        self.policy = policy
+        self.findings = findings
+        self.launches = launches
+        self.owners = owners
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.overloadpacket.__name__
+        reason = self.policy.forbidden_kind(name)
+        if reason and not self._inside_launch_machinery():
+            self.findings.add("fallback", f"wrapper ran aten::{name}, {reason}")
+        return func(*args, **(kwargs or {}))
+
+    def _inside_launch_machinery(self) -> bool:
+        """Triton's interpreter copies arguments with torch during a launch; that is allowed."""
+        return self.launches.depth > 0 and not self.owners.nearest_is_candidate(
+            sys._getframe(2), skip=(_TORCH_DIR,)
+        )
+
+
+_TORCH_DIR = str(Path(torch.__file__).resolve().parent) + os.sep
+
+
+def _escape_hatches() -> list[tuple[object, str, str, str]]:
+    """(owner, attribute, check, label) for every callable that gets around the checks.
+
+    Host reads hand tensor data to the host without ATen dispatch; dispatch escapes take the
+    recorder off the mode stack or hide ops from Python dispatch.
+    """
+    from torch.utils import _python_dispatch
+
+    hatches = [
+        (torch.Tensor, name, "host_read", f"Tensor.{name}")
+        for name in (
+            "numpy",
+            "tolist",
+            "__array__",
+            "__dlpack__",
+            "untyped_storage",
+            "storage",
+            "_typed_storage",
+        )
+    ]
+    hatches += [(torch, "to_dlpack", "host_read", "torch.to_dlpack")]
+    hatches += [
+        (_python_dispatch, name, "dispatch_escape", f"_python_dispatch.{name}")
+        for name in ("_pop_mode", "_pop_mode_temporarily", "_disable_current_modes")
+    ]
+    hatches += [
+        (torch._C, name, "dispatch_escape", f"torch._C.{name}")
+        for name in (
+            "_pop_torch_dispatch_stack",
+            "_unset_dispatch_mode",
+            "_DisableTorchDispatch",
+            "_ExcludeDispatchKeyGuard",
+        )
+        if hasattr(torch._C, name)
+    ]
+    return hatches
+
+
+class EscapeHatches:
+    """Records calls, from candidate code, of callables that get around the checks.
+
+    Triton's interpreter reads storages while it launches a kernel, and torch pops modes for its
+    own purposes: only calls whose nearest non-torch caller is candidate code count.
+    """
+
+    def __init__(self, owners: CodeOwners, launches: LaunchCounter):
+        self.owners = owners
+        self.launches = launches
+        self.findings: Findings | None = None
+        self.installed: dict[tuple[object, str], Callable] = {}
+
+    def install(self) -> None:
+        for owner, name, check, label in _escape_hatches():
+            wrapper = self._guarded(getattr(owner, name), check, label)
+            setattr(owner, name, wrapper)
+            self.installed[(owner, name)] = wrapper
+
+    def _guarded(self, original, check: str, label: str):
+        hatches = self
+
+        def guarded(*args, **kwargs):
+            hatches.check(check, label)
+            return original(*args, **kwargs)
+
+        guarded.__name__ = getattr(original, "__name__", label)
+        return guarded
+
+    def check(self, check: str, label: str) -> None:
+        if self.findings is None:
+            return
+        if not self.owners.nearest_is_candidate(sys._getframe(2), skip=(_TORCH_DIR,)):
+            return
+        self.findings.add(check, f"wrapper called {label}")
+
+
+class ThreadWatch:
+    """Records and refuses threads started during a call, unless triton starts them itself.
+
+    The recorder sees only the calling thread; work on another thread escapes it.
+    """
+
+    def __init__(self, owners: CodeOwners):
+        self.owners = owners
+        self.findings: Findings | None = None
+        self.installed: dict[tuple[object, str], Callable] = {}
+
+    def install(self) -> None:
+        names = (
+            "start_new_thread",
+            "_start_new_thread",
+            "start_joinable_thread",
+            "_start_joinable_thread",
+        )
+        for module in (_thread, threading):
+            for name in names:
+                if hasattr(module, name):
+                    wrapper = self._watched(getattr(module, name))
+                    setattr(module, name, wrapper)
+                    self.installed[(module, name)] = wrapper
+
+    def _watched(self, original):
+        watch = self
+
+        def start(*args, **kwargs):
+            if watch.findings is not None and not watch.owners.nearest_is_triton(sys._getframe(1)):
+                watch.findings.add("thread", "wrapper started a thread; its work escapes checks")
+                raise PermissionError("opforge sandbox: candidates may not start threads")
+            return original(*args, **kwargs)
+
+        return start
+
+
+class Integrity:
+    """Verifies that the installed hooks are still in place."""
+
+    def __init__(self, *hooks):
+        self.expected = {}
+        for hook in hooks:
+            self.expected.update(hook.installed)
+
+    def broken(self) -> list[str]:
+        return [
+            f"{getattr(owner, '__name__', owner)}.{name} was replaced"
+            for (owner, name), wrapper in self.expected.items()
+            if getattr(owner, name, None) is not wrapper
+        ]
+
+
+def dispatch_mode_intact(recorder: DispatchRecorder) -> bool:
+    return _get_current_dispatch_mode() is recorder
+
+
+# -- outputs ----------------------------------------------------------------------------------
+
+
+def tensor_leaves(value) -> list[torch.Tensor]:
+    """Tensors inside nested tuples, lists and dict values, in order."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, tuple | list):
+        return [leaf for item in value for leaf in tensor_leaves(item)]
+    if isinstance(value, dict):
+        return [leaf for item in value.values() for leaf in tensor_leaves(item)]
+    return []
+
+
+def output_structure(
+    value,
+    leaves: list,
+    findings: Findings,
+    device: torch.device,
+    input_storages: dict[int, int],
+    alias_allowed: bool,
+):
+    """Describe ``value`` as JSON, moving its tensors (as CPU copies) into ``leaves``."""
+    if isinstance(value, torch.Tensor):
+        if type(value) is not torch.Tensor:
+            findings.add(
+                "output_type", f"output is a {type(value).__name__}, not a plain torch.Tensor"
+            )
+            return {"type": "other", "name": type(value).__name__}
+        if value.device.type != device.type:
+            findings.add("output_device", f"output is on {value.device}, expected {device.type}")
+        storage = value.untyped_storage()
+        if storage.nbytes() and storage.data_ptr() in input_storages and not alias_allowed:
+            findings.add(
+                "aliasing", f"output shares memory with input {input_storages[storage.data_ptr()]}"
+            )
+        leaves.append(value.detach().to("cpu", copy=True))
+        return {"type": "tensor", "index": len(leaves) - 1}
+    if isinstance(value, tuple | list):
+        items = [
+            output_structure(item, leaves, findings, device, input_storages, alias_allowed)
+            for item in value
+        ]
+        return {"type": "tuple" if isinstance(value, tuple) else "list", "items": items}
+    if value is None or type(value) in (bool, int, float):
+        return {"type": "scalar", "value": value}
+    findings.add("output_type", f"output contains a {type(value).__name__}")
+    return {"type": "other", "name": type(value).__name__}

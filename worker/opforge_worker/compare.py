@@ -1,0 +1,135 @@
+"""Comparing a candidate's outputs with the CPU ATen reference, in the judge process.
+
+Floating outputs match elementwise when ``|actual - expected| <= atol + rtol * |expected|`` with
+the tolerance of the output's dtype; NaN, +inf and -inf must sit at exactly the same positions.
+Integer and bool outputs, and Python scalars other than floats, must match exactly. A mismatch
+comes with a tensor-diff summary that a person or a model can act on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from opforge_worker.settings import Tolerance
+
+_SHOWN_MISMATCHES = 5
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Same shape, dtype and bytes (NaN payloads included): the test for "left untouched"."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.dtype == torch.bool:
+        return torch.equal(a, b)
+    return torch.equal(
+        a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8)
+    )
+
+
+def _scalar(value: torch.Tensor):
+    item = value.item()
+    return item if not isinstance(item, float) or item == item else "nan"
+
+
+def tensor_diff(actual: torch.Tensor, expected: torch.Tensor, tolerance: Tolerance | None):
+    """None when ``actual`` matches ``expected``; otherwise a summary of how it differs."""
+    summary = {
+        "actual_shape": list(actual.shape),
+        "expected_shape": list(expected.shape),
+        "actual_dtype": dtype_name(actual.dtype),
+        "expected_dtype": dtype_name(expected.dtype),
+    }
+    if actual.shape != expected.shape:
+        return {**summary, "reason": "shape differs"}
+    if actual.dtype != expected.dtype:
+        return {**summary, "reason": "dtype differs"}
+    if expected.is_floating_point() and tolerance is not None:
+        a, e = actual.double(), expected.double()
+        special = (
+            (a.isnan() != e.isnan())
+            | (a.isposinf() != e.isposinf())
+            | (a.isneginf() != e.isneginf())
+        )
+        finite = a.isfinite() & e.isfinite()
+        error = (a - e).abs().where(finite, torch.zeros_like(a))
+        mismatch = special | (error > tolerance.atol + tolerance.rtol * e.abs())
+        relative = error / e.abs().clamp_min(torch.finfo(torch.float64).tiny)
+        summary.update(
+            atol=tolerance.atol,
+            rtol=tolerance.rtol,
+            max_abs_error=float(error.max()) if error.numel() else 0.0,
+            max_rel_error=float(relative.where(finite, torch.zeros_like(a)).max())
+            if error.numel()
+            else 0.0,
+            nan_inf_mismatches=int(special.sum()),
+        )
+    else:
+        mismatch = actual != expected
+    count = int(mismatch.sum())
+    if count == 0:
+        return None
+    positions = mismatch.nonzero()[:_SHOWN_MISMATCHES]
+    summary.update(
+        reason="values differ",
+        mismatched=count,
+        total=expected.numel(),
+        first_mismatches=[
+            {
+                "index": position.tolist(),
+                "actual": _scalar(actual[tuple(position)]),
+                "expected": _scalar(expected[tuple(position)]),
+            }
+            for position in positions
+        ],
+    )
+    return summary
+
+
+def compare_structure(
+    structure: dict,
+    leaves: list[torch.Tensor],
+    expected,
+    tolerance_for: Callable[[torch.dtype], Tolerance | None],
+    where: str = "output",
+):
+    """The first difference between the candidate's result and the reference, or None.
+
+    Returns ``(message, diff)``: ``diff`` is a tensor-diff summary or None for a structural
+    difference (wrong kind of value, wrong length).
+    """
+    kind = structure.get("type")
+    if isinstance(expected, torch.Tensor):
+        if kind != "tensor":
+            return f"{where} should be a tensor, got {kind}", None
+        actual = leaves[structure["index"]]
+        diff = tensor_diff(actual, expected, tolerance_for(expected.dtype))
+        return (f"{where}: {diff['reason']}", diff) if diff else None
+    if isinstance(expected, tuple | list):
+        if kind not in ("tuple", "list") or len(structure["items"]) != len(expected):
+            count = len(structure.get("items", ()))
+            return f"{where} should be a sequence of {len(expected)}, got {kind} of {count}", None
+        for index, (item, reference) in enumerate(zip(structure["items"], expected, strict=True)):
+            found = compare_structure(item, leaves, reference, tolerance_for, f"{where}[{index}]")
+            if found:
+                return found
+        return None
+    if kind != "scalar":
+        return f"{where} should be the Python value {expected!r}, got {kind}", None
+    actual = structure["value"]
+    if isinstance(expected, float) and isinstance(actual, int | float):
+        tolerance = tolerance_for(torch.float64)
+        close = actual == expected or (
+            tolerance is not None
+            and abs(actual - expected) <= tolerance.atol + tolerance.rtol * abs(expected)
+        )
+        if close or (actual != actual and expected != expected):
+            return None
+    elif type(actual) is type(expected) and actual == expected:
+        return None
+    return f"{where} is {actual!r}, expected {expected!r}", None

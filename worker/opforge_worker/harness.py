@@ -1,0 +1,365 @@
+"""The validation harness: the public API the device worker calls for ``test`` jobs.
+
+    h = Harness(device_kind="interpreter" | "cuda", tolerances_path=None, scratch_root=None)
+    payload = h.run_test(request, cancel=None)  # request/result: messages/PROTOCOL.md "test"
+    h.close()
+
+The caller's process is the judge: it generates the OpInfo samples on CPU from the request's
+seed, computes the reference with CPU ATen, and compares. One warm candidate process
+(``sandbox.CandidateProcess``) runs the candidates, one after another; it is replaced after a
+crash, a timeout, a CUDA error, and after a call that tampered with the checks or attempted
+something the sandbox refused (the process is no longer trusted).
+cuda and interpreter take exactly the same path; the device kind changes only the candidate
+process's environment and where it puts the inputs.
+
+Every sample is called twice: with its inputs, then with fresh values of the same shapes (the
+samples of ``seed + 1``), so that answers cached across calls fail.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+import traceback
+from pathlib import Path
+
+from opforge_worker import opinfo as opinfo_db
+from opforge_worker.checks import tensor_leaves
+from opforge_worker.judge import Judge, ReferenceError, ReplyError, describe_sample, report_verdict
+from opforge_worker.results import Failure, ResultBuilder
+from opforge_worker.sandbox import (
+    CallCancelled,
+    CandidateDied,
+    CandidateProcess,
+    CandidateProtocolError,
+    CandidateTimedOut,
+    SandboxOptions,
+    SandboxStartError,
+)
+from opforge_worker.settings import load_settings
+
+DEVICE_KINDS = ("interpreter", "cuda")
+MODES = ("first_failure", "all")
+#: Crashes and timeouts after which a test in mode ``all`` stops: each costs a fresh process.
+_MAX_PROCESS_DEATHS = 3
+
+
+class JobCancelled(Exception):
+    """``run_test`` stopped because its cancel event was set; the candidate process is killed."""
+
+
+class _StopTest(Exception):
+    """Internal: the failure recorded ends the test (first_failure, or too many deaths)."""
+
+
+class Harness:
+    def __init__(self, device_kind: str = "interpreter", tolerances_path=None, scratch_root=None):
+        if device_kind not in DEVICE_KINDS:
+            raise ValueError(f"device_kind must be one of {DEVICE_KINDS}, got {device_kind!r}")
+        self.device_kind = device_kind
+        self.settings = load_settings(tolerances_path)
+        self._owned_scratch = scratch_root is None
+        root = Path(scratch_root or tempfile.mkdtemp(prefix="opforge-harness-"))
+        root.mkdir(parents=True, exist_ok=True)
+        self.scratch_root = root.resolve()
+        self._process: CandidateProcess | None = None
+        self._processes_started = 0
+        self._lock = threading.Lock()
+
+    # -- public API -------------------------------------------------------------------------
+
+    def run_test(self, request: dict, cancel: threading.Event | None = None) -> dict:
+        """Validate one candidate; returns the result payload documented in results.py."""
+        with self._lock:
+            return _TestRun(self, request, cancel or threading.Event()).run()
+
+    def close(self) -> None:
+        """Kill the candidate process and remove scratch space this harness created."""
+        with self._lock:
+            self._discard_process()
+            if self._owned_scratch:
+                shutil.rmtree(self.scratch_root, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- candidate process ------------------------------------------------------------------
+
+    def process(self) -> CandidateProcess:
+        """The warm candidate process, started if there is none (SandboxStartError if it fails)."""
+        if self._process is not None and self._process.alive:
+            return self._process
+        self._discard_process()
+        self._processes_started += 1
+        scratch = self.scratch_root / f"process-{self._processes_started}"
+        settings = self.settings
+        options = SandboxOptions(
+            device_kind=self.device_kind,
+            memory_limit_mb=settings.memory_limit_mb[self.device_kind],
+            max_processes=settings.max_processes,
+            max_file_mb=settings.max_file_mb,
+            output_cap_bytes=settings.output_cap_bytes,
+            startup_timeout_s=settings.startup_timeout_s,
+            compile_grace_s=settings.compile_grace_s,
+            extra_read_paths=list(settings.extra_read_paths),
+        )
+        process = CandidateProcess(scratch, options)
+        process.start()
+        self._process = process
+        return process
+
+    def _discard_process(self) -> None:
+        if self._process is not None:
+            self._process.kill()
+            shutil.rmtree(self._process.scratch, ignore_errors=True)
+            self._process = None
+
+
+class _TestRun:
+    """One ``run_test`` call."""
+
+    def __init__(self, harness: Harness, request: dict, cancel: threading.Event):
+        self.harness = harness
+        self.request = request
+        self.cancel = cancel
+        self.result = ResultBuilder(dtypes=[str(d) for d in request.get("dtypes") or []])
+        self.loaded_in: CandidateProcess | None = None
+        self.deaths = 0
+
+    def run(self) -> dict:
+        try:
+            self._run()
+        except _StopTest:
+            pass
+        except JobCancelled:
+            raise
+        except Exception as error:  # noqa: BLE001 (a harness bug must not read as a verdict)
+            self.harness._discard_process()
+            self.result.record_failure(
+                Failure(
+                    "harness_error",
+                    "harness",
+                    f"harness failure: {error!r}",
+                    backtrace=traceback.format_exc(),
+                )
+            )
+        return self.result.payload()
+
+    def _run(self) -> None:
+        request = self.request
+        problem = _request_problem(request)
+        if problem:
+            self._stop(Failure("harness_error", "harness", f"bad test request: {problem}"))
+        opinfo = opinfo_db.find_opinfo(request["op"], request.get("variant", ""))
+        if opinfo is None:
+            self._stop(
+                Failure(
+                    "harness_error",
+                    "harness",
+                    f"no OpInfo named {request['op']!r} with variant "
+                    f"{request.get('variant', '')!r} in this torch",
+                )
+            )
+        self.judge = Judge(opinfo, self.harness.settings)
+        self.mode = request.get("mode", "first_failure")
+        self.seed = int(request.get("seed", 0))
+        self.timeout_s = float(request["timeout_s"])
+        for dtype in self.result.dtypes:
+            self._run_dtype(opinfo, dtype)
+
+    def _run_dtype(self, opinfo, dtype: str) -> None:
+        torch_dtype = opinfo_db.dtype_from_name(dtype)
+        if torch_dtype not in opinfo.supported_dtypes("cpu"):
+            self._stop(
+                Failure(
+                    "harness_error",
+                    "harness",
+                    f"{opinfo.name} has no CPU reference for {dtype} (OpInfo dtypes)",
+                    dtype=dtype,
+                )
+            )
+        try:
+            samples = opinfo_db.samples_for(opinfo, "cpu", torch_dtype, self.seed)
+            fresh = opinfo_db.samples_for(opinfo, "cpu", torch_dtype, self.seed + 1)
+        except Exception as error:
+            self._stop(
+                Failure(
+                    "harness_error",
+                    "harness",
+                    f"sample generation failed: {type(error).__name__}: {error}",
+                    dtype=dtype,
+                )
+            )
+        if not samples:
+            self._stop(
+                Failure(
+                    "harness_error",
+                    "harness",
+                    f"the OpInfo yields no samples for {dtype}",
+                    dtype=dtype,
+                )
+            )
+        for index, sample in enumerate(samples):
+            replay = fresh[index] if index < len(fresh) else None
+            failure = self._run_sample(sample, replay)
+            if failure is None:
+                self.result.record_pass(dtype)
+                continue
+            failure.dtype, failure.sample_index = dtype, index
+            failure.sample = failure.sample or describe_sample(sample)
+            self.result.record_failure(failure)
+            if self.mode == "first_failure" or self.deaths >= _MAX_PROCESS_DEATHS:
+                raise _StopTest
+
+    def _run_sample(self, sample, replay) -> Failure | None:
+        failure = self._call(sample)
+        if failure is not None or replay is None or not _same_shapes(sample, replay):
+            return failure
+        failure = self._call(replay)
+        if failure is not None and failure.outcome == "accuracy_error":
+            failure.outcome, failure.check = "cheat_detected", "fresh_inputs"
+            failure.message = (
+                "fresh_inputs: wrong result for fresh values of a sample that "
+                "passed; results must not depend on earlier calls: " + failure.message
+            )
+        if failure is not None:
+            failure.sample = "fresh values of " + describe_sample(replay)
+        return failure
+
+    def _call(self, sample) -> Failure | None:
+        """Run one call of the wrapper on ``sample`` and judge it."""
+        self._check_cancel()
+        try:
+            reference = self.judge.reference(sample)
+        except ReferenceError as error:
+            return Failure("harness_error", "harness", str(error))
+        process = self._loaded_process()
+        header, blob = self.judge.request(
+            sample, reference, self.request["wrapper"], self.timeout_s
+        )
+        reply, reply_blob = self._exchange(process, header, blob)
+        if isinstance(reply, Failure):
+            return reply
+        try:
+            failure = self.judge.verdict(reply, reply_blob, reference)
+        except ReplyError as error:
+            failure = Failure("harness_error", "harness", str(error))
+            reply["recycle"] = True
+        if failure:
+            failure.stdout, failure.stderr = self._output(process)
+        if reply.get("recycle"):
+            self.harness._discard_process()
+        return failure
+
+    def _loaded_process(self) -> CandidateProcess:
+        """The warm process with this test's candidate loaded (started or reloaded as needed)."""
+        try:
+            process = self.harness.process()
+        except SandboxStartError as error:
+            self._stop(Failure("harness_error", "harness", str(error)))
+        self.result.sandbox = process.report
+        if self.loaded_in is process:
+            return process
+        job_dir = process.new_job_dir()
+        path = job_dir / "candidate.py"
+        path.write_text(self.request["source"])
+        header = {
+            "cmd": "load",
+            "path": str(path),
+            "wrapper": self.request["wrapper"],
+            "timeout_s": self.timeout_s,
+        }
+        reply, _ = self._exchange(process, header, b"")
+        if isinstance(reply, Failure):
+            self._stop(reply)
+        try:
+            failure = report_verdict(reply)
+        except ReplyError as error:
+            failure = Failure("harness_error", "harness", str(error))
+        if failure:
+            failure.stdout, failure.stderr = self._output(process)
+            if reply.get("recycle"):
+                self.harness._discard_process()
+            self._stop(failure)
+        self.result.compile_s += reply.get("compile_s", 0.0)
+        self.loaded_in = process
+        return process
+
+    def _exchange(self, process: CandidateProcess, header: dict, blob: bytes):
+        """Send one request; a Failure when the process died, timed out or broke protocol."""
+        try:
+            reply, reply_blob = process.call(header, blob, self.timeout_s, self.cancel)
+        except CallCancelled:
+            self.harness._discard_process()
+            raise JobCancelled(f"test of {self.request.get('op')} cancelled") from None
+        except CandidateTimedOut as error:
+            return self._died(Failure("timeout", "timeout", str(error)), process), b""
+        except CandidateDied as error:
+            return self._died(
+                Failure(
+                    "crash",
+                    "crash",
+                    str(error),
+                    signal=error.signal_name or "",
+                    exit_code=error.exit_code,
+                ),
+                process,
+            ), b""
+        except CandidateProtocolError as error:
+            self.harness._discard_process()
+            return Failure("harness_error", "harness", str(error)), b""
+        self.result.compile_s += reply.get("compile_s", 0.0) if header["cmd"] == "call" else 0.0
+        self.result.run_s += reply.get("run_s", 0.0) if header["cmd"] == "call" else 0.0
+        return reply, reply_blob
+
+    def _died(self, failure: Failure, process: CandidateProcess) -> Failure:
+        self.deaths += 1
+        failure.stdout, failure.stderr = self._output(process)
+        self.harness._discard_process()
+        return failure
+
+    def _check_cancel(self) -> None:
+        if self.cancel.is_set():
+            raise JobCancelled(f"test of {self.request.get('op')} cancelled")
+
+    def _output(self, process: CandidateProcess) -> tuple[str, str]:
+        tail = process.output_tail()
+        return tail["stdout"], tail["stderr"]
+
+    def _stop(self, failure: Failure):
+        self.result.record_failure(failure)
+        raise _StopTest
+
+
+def _request_problem(request: dict) -> str | None:
+    """What is wrong with a test request, or None."""
+    for key, kind in (
+        ("op", str),
+        ("source", str),
+        ("wrapper", str),
+        ("dtypes", list),
+        ("timeout_s", int | float),
+    ):
+        if not isinstance(request.get(key), kind):
+            return f"{key!r} is missing or not a {getattr(kind, '__name__', 'number')}"
+    if not request["dtypes"]:
+        return "'dtypes' is empty"
+    unknown = [d for d in request["dtypes"] if d not in opinfo_db.DTYPES]
+    if unknown:
+        return f"unknown dtypes {unknown} (known: {', '.join(opinfo_db.DTYPES)})"
+    if request.get("mode", "first_failure") not in MODES:
+        return f"'mode' must be one of {MODES}"
+    if request["timeout_s"] <= 0:
+        return "'timeout_s' must be positive"
+    return None
+
+
+def _same_shapes(sample, other) -> bool:
+    def shapes(s):
+        return [(t.shape, t.dtype) for t in tensor_leaves([s.input, *s.args, s.kwargs])]
+
+    return shapes(sample) == shapes(other) and sample.kwargs.keys() == other.kwargs.keys()

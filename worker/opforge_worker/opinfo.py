@@ -1,0 +1,71 @@
+"""OpInfo lookup and deterministic sample generation, shared by the catalog and the harness.
+
+PyTorch's OpInfo database (``torch.testing._internal.common_methods_invocations.op_db``) is the
+source of truth for what an operator is and which inputs it must handle. Importing it takes a few
+seconds, so it is loaded once per process.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+
+import numpy as np
+import torch
+
+#: Wire names of the dtypes opforge validates, and the torch dtype each stands for.
+DTYPES: dict[str, torch.dtype] = {
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+    "float32": torch.float32,
+    "float64": torch.float64,
+    "int32": torch.int32,
+    "int64": torch.int64,
+    "bool": torch.bool,
+}
+
+
+def dtype_from_name(name: str) -> torch.dtype:
+    """The torch dtype for a wire name; KeyError naming the dtype when unknown."""
+    try:
+        return DTYPES[name]
+    except KeyError:
+        raise KeyError(f"unknown dtype {name!r} (known: {', '.join(DTYPES)})") from None
+
+
+@functools.cache
+def load_op_db() -> tuple:
+    """Every OpInfo of the installed torch, in op_db order."""
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    return tuple(op_db)
+
+
+def find_opinfo(name: str, variant: str = ""):
+    """The OpInfo named ``name`` with ``variant_test_name == variant``, or None."""
+    for opinfo in load_op_db():
+        if opinfo.name == name and opinfo.variant_test_name == variant:
+            return opinfo
+    return None
+
+
+def samples_for(opinfo, device: str, dtype: torch.dtype, seed: int) -> list:
+    """The OpInfo's sample inputs for ``dtype`` on ``device``: the same for the same seed,
+    other values (same shapes) for another seed.
+
+    Sample generators draw from torch's, Python's and numpy's generators; all three are seeded
+    inside a forked RNG state so that the caller's random streams are left untouched.
+    """
+    python_state = random.getstate()
+    numpy_state = np.random.get_state()
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            random.seed(seed)
+            np.random.seed(seed % 2**32)
+            # set_seed=False: OpInfo would otherwise reseed every sample from a fixed seed,
+            # making the request's seed meaningless.
+            return list(opinfo.sample_inputs(device, dtype, requires_grad=False, set_seed=False))
+    finally:
+        random.setstate(python_state)
+        np.random.set_state(numpy_state)

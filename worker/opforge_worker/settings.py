@@ -1,0 +1,76 @@
+"""Harness settings: tolerances, check exemptions and sandbox limits from config/tolerances.yaml."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+#: The shipped settings file, used when the caller names none.
+DEFAULT_SETTINGS_PATH = Path(__file__).resolve().parents[2] / "config" / "tolerances.yaml"
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    atol: float
+    rtol: float
+
+
+@dataclass(frozen=True)
+class Settings:
+    tolerances: dict[str, Tolerance]
+    op_tolerances: dict[str, dict[str, Tolerance]]
+    launch_exempt_ops: frozenset[str]
+    host_read_ops: frozenset[str]
+    compile_grace_s: float
+    startup_timeout_s: float
+    memory_limit_mb: dict[str, int]
+    max_processes: int
+    max_file_mb: int
+    output_cap_bytes: int
+    extra_read_paths: tuple[str, ...] = field(default=())
+
+    def tolerance(self, op: str, dtype: str) -> Tolerance | None:
+        """atol/rtol for ``op``'s outputs of ``dtype``; None means exact comparison."""
+        return self.op_tolerances.get(op, {}).get(dtype) or self.tolerances.get(dtype)
+
+
+def _tolerance_table(raw: dict, where: str) -> dict[str, Tolerance]:
+    table = {}
+    for dtype, entry in (raw or {}).items():
+        try:
+            table[dtype] = Tolerance(atol=float(entry["atol"]), rtol=float(entry["rtol"]))
+        except (TypeError, KeyError, ValueError) as error:
+            raise ValueError(f"{where}.{dtype}: needs numeric atol and rtol ({error})") from None
+    return table
+
+
+def load_settings(path: str | Path | None = None) -> Settings:
+    """Parse the settings file; ValueError naming the file and key when something is wrong."""
+    path = Path(path) if path else DEFAULT_SETTINGS_PATH
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as error:
+        raise ValueError(f"cannot read harness settings {path}: {error}") from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: expected a mapping at the top level")
+    try:
+        return Settings(
+            tolerances=_tolerance_table(raw["tolerances"], "tolerances"),
+            op_tolerances={
+                op: _tolerance_table(table, f"op_tolerances.{op}")
+                for op, table in (raw.get("op_tolerances") or {}).items()
+            },
+            launch_exempt_ops=frozenset(raw.get("launch_exempt_ops") or ()),
+            host_read_ops=frozenset(raw.get("host_read_ops") or ()),
+            compile_grace_s=float(raw["compile_grace_s"]),
+            startup_timeout_s=float(raw["startup_timeout_s"]),
+            memory_limit_mb={k: int(v) for k, v in raw["memory_limit_mb"].items()},
+            max_processes=int(raw["max_processes"]),
+            max_file_mb=int(raw["max_file_mb"]),
+            output_cap_bytes=int(raw["output_cap_bytes"]),
+            extra_read_paths=tuple(raw.get("extra_read_paths") or ()),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise ValueError(f"{path}: missing or malformed setting: {error}") from None

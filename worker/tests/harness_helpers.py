@@ -1,0 +1,29 @@
+"""Shared by the test_harness*.py suites: the candidate corpus and requests built from it."""
+
+import os
+from pathlib import Path
+
+CORPUS = Path(__file__).parent / "corpus"
+#: The device the harness suites run on: the interpreter in CI; on a GPU host,
+#: ``OPFORGE_HARNESS_DEVICE=cuda pytest tests/test_harness_*.py`` runs the same corpus on CUDA.
+DEVICE = os.environ.get("OPFORGE_HARNESS_DEVICE", "interpreter")
+
+
+def source(name: str) -> str:
+    """The candidate at tests/corpus/<name>.py."""
+    return (CORPUS / f"{name}.py").read_text()
+
+
+def request(name: str, op: str, dtypes=("float32",), wrapper=None, **overrides) -> dict:
+    """A test request for the corpus candidate ``name``, its wrapper named after the op."""
+    return {
+        "op": op,
+        "variant": "",
+        "source": source(name),
+        "wrapper": wrapper or op,
+        "dtypes": list(dtypes),
+        "mode": "first_failure",
+        "seed": 0,
+        "timeout_s": 60.0,
+        **overrides,
+    }

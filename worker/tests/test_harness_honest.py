@@ -1,0 +1,59 @@
+"""Honest kernels pass on every dtype they claim, through the real sandboxed candidate process."""
+
+import pytest
+from harness_helpers import DEVICE, request
+
+from opforge_worker.harness import Harness
+
+
+@pytest.fixture(scope="module")
+def harness():
+    with Harness(DEVICE) as harness:
+        yield harness
+
+
+HONEST = [
+    # (corpus file, op, dtypes it claims)
+    ("honest/exp", "exp", ["float32", "bfloat16", "float16"]),
+    ("honest/exp_upcast", "exp", ["bfloat16"]),
+    ("honest/amax", "amax", ["float32", "int32"]),
+    ("honest/index_select", "index_select", ["float32", "int64"]),
+    ("honest/cat", "cat", ["float32", "bfloat16"]),
+    ("honest/clone", "clone", ["float32", "int32"]),
+    ("honest/t", "t", ["float32"]),
+]
+
+
+@pytest.mark.parametrize(("name", "op", "dtypes"), HONEST, ids=[h[0] for h in HONEST])
+def test_honest_kernel_passes_every_claimed_dtype(harness, name, op, dtypes):
+    result = harness.run_test(request(name, op, dtypes, mode="all"))
+
+    assert result["failure"] is None, result["failure"]
+    assert result["outcome"] == "pass"
+    assert list(result["per_dtype"]) == dtypes
+    for dtype in dtypes:
+        entry = result["per_dtype"][dtype]
+        assert entry["outcome"] == "pass"
+        assert entry["run"] == entry["passed"] > 0
+    assert (
+        result["tests_run"]
+        == result["tests_passed"]
+        == sum(result["per_dtype"][d]["run"] for d in dtypes)
+    )
+
+
+def test_candidate_process_stays_warm_between_candidates(harness):
+    harness.run_test(request("honest/exp", "exp"))
+    started = harness._processes_started
+
+    for name, op in (("honest/clone", "clone"), ("honest/exp", "exp"), ("honest/t", "t")):
+        assert harness.run_test(request(name, op))["outcome"] == "pass"
+
+    assert harness._processes_started == started
+
+
+def test_payload_reports_the_containment_in_force(harness):
+    sandbox = harness.run_test(request("honest/exp", "exp"))["sandbox"]
+
+    assert set(sandbox) >= {"namespaces", "network", "landlock", "limits", "environment"}
+    assert "OPFORGE" not in sandbox["environment"]

@@ -1,0 +1,190 @@
+"""Each outcome class, produced by a purpose-built candidate, reported with its detail."""
+
+import threading
+from pathlib import Path
+
+import pytest
+from harness_helpers import DEVICE, request, source
+
+from opforge_worker.harness import Harness, JobCancelled
+from opforge_worker.results import OUTCOMES
+
+
+@pytest.fixture(scope="module")
+def harness():
+    with Harness(DEVICE) as harness:
+        yield harness
+
+
+def failure_of(result, outcome):
+    assert result["outcome"] == outcome, result["failure"]
+    assert result["per_dtype"]["float32"]["outcome"] in (outcome, "skipped")
+    return result["failure"]
+
+
+def test_compile_error_carries_the_compile_log(harness):
+    broken = source("honest/exp").replace("):\n", ")\n", 1)  # the kernel's def loses its colon
+    failure = failure_of(
+        harness.run_test({**request("honest/exp", "exp"), "source": broken}), "compile_error"
+    )
+
+    assert "SyntaxError" in failure["compile_log"]
+    assert "line 4" in failure["message"]
+    assert failure["sample_index"] == -1  # the source never loaded: no sample ran
+    assert harness.run_test(request("honest/exp", "exp"))["outcome"] == "pass"
+
+
+def test_runtime_error_carries_the_candidates_traceback(harness):
+    failure = failure_of(
+        harness.run_test(request("outcomes/runtime_error", "exp")), "runtime_error"
+    )
+
+    assert failure["message"] == "ValueError: unsupported layout in exp wrapper"
+    assert 'candidate.py", line 5, in exp' in failure["backtrace"]
+    assert "opforge_worker" not in failure["backtrace"]
+    assert failure["dtype"] == "float32" and failure["sample_index"] == 0
+    assert failure["sample"].startswith("(Tensor[float32](20,)")
+
+
+def test_candidate_output_is_captured_and_capped(harness):
+    failure = harness.run_test(request("outcomes/runtime_error", "exp"))["failure"]
+
+    assert failure["stdout"].startswith("checking layout xxx")
+    assert failure["stdout"].endswith("[... output capped]")
+    assert len(failure["stdout"]) < 70_000
+
+
+def test_crash_reports_the_signal_and_the_next_candidate_runs(harness):
+    failure = failure_of(harness.run_test(request("outcomes/crash", "exp")), "crash")
+
+    if DEVICE == "cuda":
+        assert "illegal memory access" in failure["cuda_error"] or failure["signal"]
+    else:
+        assert failure["signal"] == "SIGSEGV"
+        assert "SIGSEGV" in failure["message"]
+    assert harness.run_test(request("honest/exp", "exp"))["outcome"] == "pass"
+
+
+def test_timeout_kills_the_process_group_and_the_next_candidate_runs(harness):
+    failure = failure_of(
+        harness.run_test(request("outcomes/timeout", "exp", timeout_s=3)), "timeout"
+    )
+
+    assert "3 s" in failure["message"]
+    assert harness.run_test(request("honest/exp", "exp"))["outcome"] == "pass"
+
+
+def test_accuracy_error_carries_a_tensor_diff(harness):
+    failure = failure_of(
+        harness.run_test(request("outcomes/accuracy_error", "exp")), "accuracy_error"
+    )
+    diff = failure["diff"]
+
+    assert diff["actual_shape"] == diff["expected_shape"] == [20]
+    assert diff["mismatched"] > 0 and diff["total"] == 20
+    assert 0.009 < diff["max_rel_error"] < 0.011
+    first = diff["first_mismatches"][0]
+    assert first["actual"] == pytest.approx(first["expected"] * 1.01, rel=1e-5)
+
+
+def test_cheat_detected_names_the_aten_op(harness):
+    failure = failure_of(
+        harness.run_test(request("cheats/torch_fallback", "exp")), "cheat_detected"
+    )
+
+    assert failure["check"] == "fallback"
+    assert "aten::exp" in failure["message"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"op": "no_such_operator"}, "no OpInfo named 'no_such_operator'"),
+        ({"variant": "no_such_variant"}, "variant 'no_such_variant'"),
+        ({"dtypes": ["float8"]}, "unknown dtypes ['float8']"),
+        ({"timeout_s": None}, "'timeout_s' is missing"),
+    ],
+)
+def test_harness_error_is_never_the_candidates(harness, overrides, message):
+    result = harness.run_test({**request("honest/exp", "exp"), **overrides})
+
+    assert result["outcome"] == "harness_error"
+    assert message in result["failure"]["message"]
+    assert result["tests_run"] == 0
+
+
+def test_mode_all_runs_every_sample_for_pass_counts(harness):
+    result = harness.run_test(
+        request("honest/index_select", "index_select", ["float32", "int64"], mode="all")
+    )
+
+    assert result["per_dtype"] == {
+        "float32": {"run": 3, "passed": 3, "outcome": "pass"},
+        "int64": {"run": 3, "passed": 3, "outcome": "pass"},
+    }
+
+
+def test_first_failure_stops_and_marks_the_rest_skipped(harness):
+    result = harness.run_test(request("outcomes/accuracy_error", "exp", ["float32", "float16"]))
+
+    assert result["tests_run"] == 1 and result["tests_passed"] == 0
+    assert result["per_dtype"]["float16"] == {"run": 0, "passed": 0, "outcome": "skipped"}
+
+
+def test_mode_all_keeps_counting_after_failures(harness):
+    result = harness.run_test(request("outcomes/accuracy_error", "exp", mode="all"))
+
+    assert result["outcome"] == "accuracy_error"
+    # Sample 1 is empty and sample 2 is a 0-dim tensor: nothing to get wrong in the first.
+    assert result["per_dtype"]["float32"] == {"run": 3, "passed": 1, "outcome": "accuracy_error"}
+
+
+def test_cancel_stops_a_running_test(harness):
+    cancel = threading.Event()
+    threading.Timer(1.0, cancel.set).start()
+
+    with pytest.raises(JobCancelled):
+        harness.run_test(request("outcomes/timeout", "exp", timeout_s=60), cancel)
+    assert harness.run_test(request("honest/exp", "exp"))["outcome"] == "pass"
+
+
+def test_tolerances_come_from_the_settings_file(tmp_path):
+    settings = Path(__file__).parents[2] / "config" / "tolerances.yaml"
+    loose = tmp_path / "tolerances.yaml"
+    loose.write_text(
+        settings.read_text().replace(
+            "op_tolerances: {}", "op_tolerances: {exp: {float32: {atol: 0, rtol: 0.02}}}"
+        )
+    )
+
+    with Harness(DEVICE, tolerances_path=loose) as harness:
+        result = harness.run_test(request("outcomes/accuracy_error", "exp"))
+
+    assert result["outcome"] == "pass", result["failure"]
+
+
+def test_a_candidate_process_that_cannot_start_is_a_harness_error(tmp_path):
+    settings = Path(__file__).parents[2] / "config" / "tolerances.yaml"
+    impatient = tmp_path / "tolerances.yaml"
+    impatient.write_text(
+        settings.read_text().replace("startup_timeout_s: 180", "startup_timeout_s: 0.001")
+    )
+
+    with Harness(DEVICE, tolerances_path=impatient) as harness:
+        result = harness.run_test(request("honest/exp", "exp"))
+
+    assert result["outcome"] == "harness_error"
+    assert "candidate process failed to start" in result["failure"]["message"]
+
+
+def test_every_outcome_is_documented():
+    assert set(OUTCOMES) == {
+        "pass",
+        "compile_error",
+        "runtime_error",
+        "crash",
+        "timeout",
+        "accuracy_error",
+        "cheat_detected",
+        "harness_error",
+    }
