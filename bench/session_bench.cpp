@@ -32,14 +32,6 @@ using clock_type = std::chrono::steady_clock;
 
 namespace {
 
-struct bench_config : caf::actor_system_config {
-  bench_config() {
-    add_message_types<caf::id_block::opforge>();
-    register_error_category(*this);
-    set("logger.file-verbosity", caf::atom("quiet"));
-  }
-};
-
 long max_rss_kib() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
@@ -71,7 +63,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", render(templates.error()).c_str());
     return 1;
   }
-  bench_config cfg;
+  session_test_config cfg;
   caf::actor_system sys{cfg};
   auto store = spawn_store(sys, dir, std::make_shared<metrics>("bench"));
   if (!store) {

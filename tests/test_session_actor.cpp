@@ -27,14 +27,6 @@ using json = nlohmann::json;
 
 namespace {
 
-struct session_test_config : caf::actor_system_config {
-  session_test_config() {
-    add_message_types<caf::id_block::opforge>();
-    register_error_category(*this);
-    set("logger.file-verbosity", caf::atom("quiet"));
-  }
-};
-
 std::string good_answer(const std::string& op, int variant = 0) {
   auto wrapper = wrapper_name(op);
   return "Here you go:\n```python\n@triton.jit\ndef k(x_ptr, out_ptr, n, BLOCK: tl.constexpr):\n"

@@ -30,14 +30,6 @@ using namespace opforge::testing;
 
 namespace {
 
-struct runner_config : caf::actor_system_config {
-  runner_config() {
-    add_message_types<caf::id_block::opforge>();
-    register_error_category(*this);
-    set("logger.file-verbosity", caf::atom("quiet"));
-  }
-};
-
 int fail(const caf::error& err) {
   std::fprintf(stderr, "runner: %s\n", render(err).c_str());
   return 2;
@@ -101,7 +93,7 @@ int main(int argc, char** argv) {
   auto templates = prompt_templates::load(std::string{OPFORGE_SOURCE_DIR} + "/config/prompts");
   if (!templates)
     return fail(templates.error());
-  runner_config cfg;
+  session_test_config cfg;
   caf::actor_system sys{cfg};
   auto store = spawn_store(sys, dir, std::make_shared<metrics>("runner"));
   if (!store)

@@ -9,7 +9,10 @@
 #include "actors/actors.hpp"
 #include "actors/store.hpp"
 #include "messages/device_messages.hpp"
+#include "messages/errors.hpp"
 #include "messages/llm_messages.hpp"
+#include "messages/session_messages.hpp"
+#include "messages/wire.hpp"
 #include "persistence/write_batch.hpp"
 
 #include <chrono>
@@ -20,12 +23,23 @@
 #include <string>
 #include <vector>
 
+#include <caf/actor_system_config.hpp>
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
 #include <nlohmann/json.hpp>
 
 namespace opforge::testing {
+
+/// The actor system of session tests and benchmarks: opforge's messages and errors registered,
+/// CAF's own logger quiet.
+struct session_test_config : caf::actor_system_config {
+  session_test_config() {
+    add_message_types<caf::id_block::opforge>();
+    register_error_category(*this);
+    set("logger.file-verbosity", caf::atom("quiet"));
+  }
+};
 
 /// What the scripted endpoint serves and what it saw. Shared with the test thread.
 struct chat_script {
