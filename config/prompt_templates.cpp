@@ -250,6 +250,39 @@ prompt_templates::from_texts(const std::map<prompt_kind, std::string>& texts,
   return result;
 }
 
+caf::expected<std::string> load_worked_examples(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::vector<std::filesystem::path> files;
+  for (std::filesystem::directory_iterator i{dir, ec}, end; !ec && i != end; i.increment(ec))
+    if (i->path().extension() == ".py")
+      files.push_back(i->path());
+  if (ec)
+    return caf::make_error(errc::config_unreadable,
+                           dir.string() + ": cannot list the worked examples: " + ec.message());
+  if (files.empty())
+    return caf::make_error(errc::config_invalid, dir.string() + ": no worked examples (*.py)");
+  std::sort(files.begin(), files.end());
+  std::string out;
+  for (const auto& file : files) {
+    std::ifstream in{file, std::ios::binary};
+    if (!in)
+      return caf::make_error(errc::config_unreadable, file.string() + ": cannot read");
+    std::ostringstream text;
+    text << in.rdbuf();
+    auto body = text.str();
+    if (!body.empty() && body.back() != '\n')
+      body += '\n';
+    if (!out.empty())
+      out += '\n';
+    out += "### `";
+    out += file.stem().string();
+    out += "`\n```python\n";
+    out += body;
+    out += "```\n";
+  }
+  return out;
+}
+
 std::string prompt_templates::render(prompt_kind kind, const prompt_values& values) const {
   std::string out;
   render_nodes(*templates_.at(kind), values, out);

@@ -78,4 +78,9 @@ struct prompt_templates::node {
   std::vector<node> children;
 };
 
+/// The worked examples for {{examples}}: every `*.py` under `dir` in name order, each a fenced
+/// Python block under a heading naming its operator (the file stem). A missing directory, or one
+/// with no examples, is an error naming it.
+caf::expected<std::string> load_worked_examples(const std::filesystem::path& dir);
+
 } // namespace opforge

@@ -1,10 +1,12 @@
 #include "config/prompt_templates.hpp"
 #include "messages/errors.hpp"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 using namespace opforge;
 
@@ -122,4 +124,26 @@ TEST(PromptTemplates, MissingFileIsAnErrorNamingIt) {
   ASSERT_FALSE(loaded);
   EXPECT_EQ(render(loaded.error()), "config_unreadable: /nonexistent/prompts/initial.md: "
                                     "cannot read the prompt template");
+}
+
+TEST(WorkedExamples, EveryPythonFileInNameOrderAsAFencedBlock) {
+  auto dir =
+      std::filesystem::temp_directory_path() / ("opforge-examples-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream{dir / "exp.py"} << "def exp_wrapper(input):\n    pass\n";
+  std::ofstream{dir / "argmax.py"} << "def argmax_wrapper(input):\n    pass";
+  std::ofstream{dir / "notes.txt"} << "not an example";
+  auto examples = load_worked_examples(dir);
+  ASSERT_TRUE(examples) << render(examples.error());
+  EXPECT_EQ(*examples, "### `argmax`\n```python\ndef argmax_wrapper(input):\n    pass\n```\n\n"
+                       "### `exp`\n```python\ndef exp_wrapper(input):\n    pass\n```\n");
+  std::filesystem::remove(dir / "exp.py");
+  std::filesystem::remove(dir / "argmax.py");
+  auto none = load_worked_examples(dir);
+  ASSERT_FALSE(none);
+  EXPECT_EQ(render(none.error()),
+            "config_invalid: " + dir.string() + ": no worked examples (*.py)");
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(load_worked_examples(dir).error().code(),
+            static_cast<uint8_t>(errc::config_unreadable));
 }

@@ -199,6 +199,28 @@ TEST_F(SessionActor, FaultsAreRetriedAndNeverCounted) {
   EXPECT_EQ(jobs->count("test"), 3u);
 }
 
+TEST_F(SessionActor, LongCompileLogsGoThroughTheSummarizer) {
+  services.summarizer = sys.spawn([]() -> summarizer_actor::behavior_type {
+    return {[](atom::summarize, summary_request& request) {
+      return summary_result{"SUMMARY of " + std::to_string(request.log.size()) + " chars",
+                            summary_method::deterministic,
+                            request.log.size(),
+                            {},
+                            {}};
+    }};
+  });
+  chat->add("exp", chat_outcome::ok, good_answer("exp", 1));
+  chat->add("exp", chat_outcome::ok, good_answer("exp", 2));
+  jobs->add_test("exp",
+                 done(failure_result("compile_error", {{"compile_log", std::string(5000, 'x')}})));
+  jobs->add_test("exp", done(pass));
+  EXPECT_EQ(run(record("exp")).state, "SUCCESS");
+  auto feedback = chat->last_request("exp").messages.back().content;
+  EXPECT_NE(feedback.find("SUMMARY of 5000 chars"), std::string::npos);
+  EXPECT_EQ(feedback.find("xxxxxxxxxx"), std::string::npos);
+  caf::anon_send_exit(services.summarizer, caf::exit_reason::user_shutdown);
+}
+
 TEST_F(SessionActor, QuarantineIsACrashVerdict) {
   chat->add("exp", chat_outcome::ok, good_answer("exp", 1));
   chat->add("exp", chat_outcome::ok, good_answer("exp", 2));
