@@ -125,13 +125,7 @@ int main(int argc, char** argv) {
               percentile(*latencies, 0.99), percentile(*latencies, 1.0));
   std::printf("peak RSS growth %.1f KiB per session (%ld -> %ld KiB)\n",
               static_cast<double>(rss_after - rss_before) / sessions, rss_before, rss_after);
-  for (auto actor :
-       {caf::actor_cast<caf::actor>(services.store), caf::actor_cast<caf::actor>(services.llm),
-        caf::actor_cast<caf::actor>(services.jobs)})
-    self->send_exit(actor, caf::exit_reason::user_shutdown);
-  // The database must be closed before its directory goes.
-  self->request(*store, caf::infinite, atom::shutdown_v)
-      .receive([](atom::ok) {}, [](const caf::error&) {});
+  stop(self, services, *store);
   std::filesystem::remove_all(dir);
   return status.succeeded == sessions ? 0 : 1;
 }

@@ -131,11 +131,6 @@ int main(int argc, char** argv) {
     std::printf("result %s %s calls=%u dialogs=%u kernel=%s\n", s.op.c_str(), s.state.c_str(),
                 s.llm_calls, s.dialogs, s.kernel_key.c_str());
   std::fflush(stdout);
-  for (auto actor :
-       {caf::actor_cast<caf::actor>(services.store), caf::actor_cast<caf::actor>(services.llm),
-        caf::actor_cast<caf::actor>(services.jobs)})
-    self->send_exit(actor, caf::exit_reason::user_shutdown);
-  self->request(*store, caf::infinite, atom::shutdown_v)
-      .receive([](atom::ok) {}, [](const caf::error&) {});
+  stop(self, services, *store);
   return 0;
 }

@@ -7,6 +7,7 @@
 // still busy) until it is cancelled.
 
 #include "actors/actors.hpp"
+#include "actors/op_session.hpp"
 #include "actors/store.hpp"
 #include "messages/device_messages.hpp"
 #include "messages/errors.hpp"
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include <caf/actor_system_config.hpp>
+#include <caf/scoped_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
@@ -266,6 +268,17 @@ observed_store(checkpoint_actor::stateful_pointer<observed_store_state> self, st
         return promise;
       },
   };
+}
+
+/// Stops the stand-ins and the checkpoint proxy, then closes the database (it must be closed
+/// before its directory goes, and the actor system waits for the store).
+inline void stop(caf::scoped_actor& self, const session_services& services, store_actor store) {
+  for (auto actor :
+       {caf::actor_cast<caf::actor>(services.store), caf::actor_cast<caf::actor>(services.llm),
+        caf::actor_cast<caf::actor>(services.jobs)})
+    self->send_exit(actor, caf::exit_reason::user_shutdown);
+  self->request(store, caf::infinite, atom::shutdown_v)
+      .receive([](atom::ok) {}, [](const caf::error&) {});
 }
 
 } // namespace opforge::testing
