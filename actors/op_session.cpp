@@ -84,8 +84,12 @@ void apply(self_pointer self, step_result result) {
             if (st.cancel_pending) {
               st.cancel_pending = false;
               auto ctx = session_context{*st.services.templates, st.services.examples};
-              apply(self, step(st.record, cancel_requested{"by request"}, ctx));
-              return;
+              auto cancelled = step(st.record, cancel_requested{"by request"}, ctx);
+              // A session that has just ended has nothing left to cancel: it finishes.
+              if (!cancelled.transitions.empty()) {
+                apply(self, std::move(cancelled));
+                return;
+              }
             }
             act(self);
           },
