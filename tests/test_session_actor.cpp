@@ -335,3 +335,24 @@ TEST_F(SessionActor, CampaignRunsEveryOperatorAndResumesWhatWasUnfinished) {
   EXPECT_EQ(status.succeeded, 3u);
   EXPECT_EQ(chat->calls("neg"), 2u);
 }
+
+TEST_F(SessionActor, CancelledCampaignCancelsItsRunningSessionAndStartsNoOther) {
+  auto s = spec({"abs", "neg", "sigmoid"});
+  s.concurrency = 1;
+  auto c = sys.spawn(campaign, s, services, std::vector<session_record>{});
+  auto pending = self->request(c, caf::infinite, atom::run_v);
+  while (chat->calls("abs") == 0) // nothing scripted: the first session waits for its answer
+    std::this_thread::yield();
+  self->send(c, atom::cancel_v);
+  campaign_status status;
+  pending.receive([&](campaign_status& st) { status = std::move(st); },
+                  [&](const caf::error& err) { ADD_FAILURE() << render(err); });
+  EXPECT_EQ(status.state, "cancelled");
+  ASSERT_EQ(status.finished.size(), 1u);
+  EXPECT_EQ(status.finished[0].end_reason, "cancelled: by request");
+  EXPECT_EQ(status.failed, 1u);
+  EXPECT_EQ(chat->calls("neg") + chat->calls("sigmoid"), 0u);
+  auto stored_campaign = stored(family::campaigns, "c1");
+  ASSERT_TRUE(stored_campaign);
+  EXPECT_EQ(decode_campaign(*stored_campaign)->second, "cancelled");
+}
