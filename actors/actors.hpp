@@ -98,4 +98,41 @@ using summarizer_actor = caf::typed_actor<
 // -- sessions and campaigns
 // ------------------------------------------------------------------------
 
+/// What a session needs of the store: checkpoints (store_actor converts to it).
+using checkpoint_actor = caf::typed_actor<
+  // Applies a batch atomically; replies ok once it is applied.
+  caf::replies_to<atom::write, write_batch>::with<atom::ok>>;
+
+/// What a session needs of an LLM endpoint (llm_endpoint_actor converts to it).
+using chat_actor = caf::typed_actor<
+  // Completes a chat; never a candidate failure.
+  caf::replies_to<atom::complete, chat_request>::with<chat_result>,
+  // Cancels the request with this id.
+  caf::reacts_to<atom::cancel, uint64_t>>;
+
+/// What a session needs of the device manager (device_manager_actor converts to it).
+using job_runner_actor = caf::typed_actor<
+  // Runs a lint or test job; replies with the worker's result or an error (lost, quarantined).
+  caf::replies_to<atom::submit, device_job>::with<device_job_result>,
+  // Cancels a job by id.
+  caf::reacts_to<atom::cancel, std::string>>;
+
+/// One operator's generation loop (actors/op_session.hpp).
+using op_session_actor = caf::typed_actor<
+  // Runs the session from wherever its record stands to SUCCESS or FAILED.
+  caf::replies_to<atom::run>::with<session_summary>,
+  // Ends the session as FAILED (cancelled), cancelling the request or job it waits for.
+  caf::reacts_to<atom::cancel>,
+  // Internal: the back-off before retrying the step at this revision has passed.
+  caf::reacts_to<atom::retry, uint64_t>>;
+
+/// One submitted run over many operators (actors/campaign.hpp).
+using campaign_actor = caf::typed_actor<
+  // Runs every session, at most `concurrency` at once; replies when all have ended.
+  caf::replies_to<atom::run>::with<campaign_status>,
+  // Progress so far.
+  caf::replies_to<atom::status>::with<campaign_status>,
+  // Cancels the running sessions; waiting ones never start.
+  caf::reacts_to<atom::cancel>>;
+
 } // namespace opforge

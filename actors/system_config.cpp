@@ -4,6 +4,7 @@
 #include "messages/device_messages.hpp"
 #include "messages/errors.hpp"
 #include "messages/llm_messages.hpp"
+#include "messages/session_messages.hpp"
 #include "messages/type_ids.hpp"
 #include "messages/wire.hpp"
 #include "persistence/write_batch.hpp"

@@ -50,5 +50,7 @@ struct summary_result;
 
 // -- sessions and campaigns
 // ------------------------------------------------------------------------
+struct session_summary;
+struct campaign_status;
 
 } // namespace opforge

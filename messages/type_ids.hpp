@@ -64,5 +64,8 @@ CAF_ADD_TYPE_ID(opforge, (opforge::summary_request))
 CAF_ADD_TYPE_ID(opforge, (opforge::summary_result))
 
 // -- sessions and campaigns ----------------------------------------------------------------------
+CAF_ADD_ATOM(opforge, opforge::atom, run, "run")
+CAF_ADD_TYPE_ID(opforge, (opforge::session_summary))
+CAF_ADD_TYPE_ID(opforge, (opforge::campaign_status))
 
 CAF_END_TYPE_ID_BLOCK(opforge)

@@ -1,0 +1,48 @@
+#pragma once
+
+// Turns a verdict (a format problem, a lint result, a test result) into the feedback prompt the
+// model sees next. Verdicts arrive as the worker's result payloads (see messages/PROTOCOL.md),
+// decoded into JSON values; long fields are cut in the middle deterministically so that the same
+// verdict always gives the same prompt.
+
+#include "config/prompt_templates.hpp"
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <caf/expected.hpp>
+
+#include <nlohmann/json.hpp>
+
+namespace opforge {
+
+/// Decodes a msgpack result payload. Errors are errc::frame_malformed saying what was wrong.
+caf::expected<nlohmann::json> decode_payload(std::string_view msgpack_bytes);
+
+/// `text` unchanged when it fits `limit` characters, else its head and tail around a line saying
+/// how many characters were left out.
+std::string truncate_middle(std::string_view text, size_t limit);
+
+/// A JSON value as readable text: strings as they are, maps as "key: value" lines, arrays of
+/// scalars on one line.
+std::string describe(const nlohmann::json& value);
+
+/// The feedback template for a test outcome; nullopt for `pass` and `harness_error` (neither is
+/// fed back to the model) and for outcomes this build does not know.
+std::optional<prompt_kind> feedback_kind_for(std::string_view test_outcome);
+
+/// "Your answer could not be used: <problem>" and the output contract again.
+std::string format_feedback(const prompt_templates& templates, std::string_view problem,
+                            std::string_view wrapper);
+
+/// The lint report of a lint result payload (`ok`, `violations`, `syntax_error`) as a prompt.
+std::string lint_feedback(const prompt_templates& templates, const nlohmann::json& lint_result,
+                          std::string_view wrapper);
+
+/// The prompt for a failed test result payload; nullopt when its outcome is not one that is fed
+/// back (see `feedback_kind_for`).
+std::optional<std::string> test_feedback(const prompt_templates& templates,
+                                         const nlohmann::json& test_result);
+
+} // namespace opforge

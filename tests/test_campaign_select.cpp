@@ -1,0 +1,104 @@
+#include "actors/campaign.hpp"
+#include "messages/errors.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace opforge;
+using json = nlohmann::json;
+
+namespace {
+
+json op(const std::string& name, const std::string& variant, const std::string& category,
+        std::vector<std::string> dtypes) {
+  return {{"name", name},
+          {"variant", variant},
+          {"category", category},
+          {"dtypes", dtypes},
+          {"docstring",
+           {{"root", name},
+            {"nodes",
+             {{{"name", name}, {"depth", 0}, {"text", name + "(input) -> Tensor"}},
+              {{"name", "torch.Tensor"}, {"depth", 1}, {"text", "A tensor."}}}}}}};
+}
+
+const json catalog = {
+    {"torch", "2.13.0"},
+    {"operators",
+     {op("abs", "", "elementwise", {"bfloat16", "float32", "int64"}),
+      op("max", "binary", "elementwise", {"float32"}),
+      op("max", "reduction_with_dim", "reduction", {"float32", "int64"}),
+      op("nn.functional.relu", "", "deep learning", {"float32"}),
+      op("logical_not", "", "elementwise", {"bool"})}},
+    {"excluded", {{{"name", "fft.fft"}, {"variant", ""}, {"reason", "complex-only"}}}}};
+
+std::vector<std::string> ids(const selected_operators& selected) {
+  std::vector<std::string> out;
+  for (const auto& spec : selected.operators)
+    out.push_back(operator_id(spec.op, spec.variant));
+  return out;
+}
+
+} // namespace
+
+TEST(CampaignSelect, ByNameTakesEveryVariantAndIntersectsDtypes) {
+  operator_selection selection;
+  selection.names = {"max", "abs"};
+  auto selected = select_operators(catalog, selection, {"float32", "int64"});
+  ASSERT_TRUE(selected) << render(selected.error());
+  EXPECT_EQ(ids(*selected),
+            (std::vector<std::string>{"abs", "max/binary", "max/reduction_with_dim"}));
+  EXPECT_EQ(selected->operators[0].dtypes, (std::vector<std::string>{"float32", "int64"}));
+  EXPECT_EQ(selected->operators[1].dtypes, (std::vector<std::string>{"float32"}));
+  EXPECT_EQ(selected->operators[0].docstring,
+            "abs(input) -> Tensor\n\n### Referenced: torch.Tensor\nA tensor.");
+}
+
+TEST(CampaignSelect, ByCategoryAllAndOnlyWhatIsNotCovered) {
+  operator_selection selection;
+  selection.categories = {"elementwise"};
+  auto selected = select_operators(catalog, selection, {"float32"});
+  ASSERT_TRUE(selected);
+  EXPECT_EQ(ids(*selected), (std::vector<std::string>{"abs", "max/binary"}));
+  EXPECT_EQ(selected->skipped,
+            (std::vector<std::string>{"logical_not: supports none of the requested dtypes"}));
+  selection = {};
+  selection.all = true;
+  selection.covered = {"abs", "max/binary"};
+  selected = select_operators(catalog, selection, {"float32"});
+  ASSERT_TRUE(selected);
+  EXPECT_EQ(ids(*selected),
+            (std::vector<std::string>{"max/reduction_with_dim", "nn.functional.relu"}));
+  EXPECT_EQ(selected->skipped[0], "abs: already has an accepted kernel");
+}
+
+TEST(CampaignSelect, UnknownNamesAndCategoriesAreErrorsNamingThem) {
+  operator_selection selection;
+  selection.names = {"fft.fft"};
+  auto selected = select_operators(catalog, selection, {"float32"});
+  ASSERT_FALSE(selected);
+  EXPECT_EQ(render(selected.error()),
+            "request_invalid: operator 'fft.fft' is excluded from the catalog: complex-only");
+  selection.names = {"exq"};
+  EXPECT_EQ(render(select_operators(catalog, selection, {"float32"}).error()),
+            "request_invalid: operator 'exq' is not in the catalog");
+  selection.names = {};
+  selection.categories = {"pointwise"};
+  EXPECT_EQ(render(select_operators(catalog, selection, {"float32"}).error()),
+            "request_invalid: unknown category 'pointwise' (the catalog has: deep learning, "
+            "elementwise, reduction)");
+  EXPECT_FALSE(select_operators(json::array(), selection, {"float32"}));
+}
+
+TEST(CampaignSelect, VariantsGetTheirOwnSessionsAndKeys) {
+  campaign_spec spec;
+  spec.campaign_id = "c9";
+  operator_spec binary{"max", "binary", "elementwise", "", {"float32"}};
+  operator_spec reduction{"max", "reduction_with_dim", "reduction", "", {"float32"}};
+  EXPECT_EQ(session_id(spec, binary), "c9/max/binary");
+  EXPECT_NE(session_key("c9", operator_id("max", "binary")),
+            session_key("c9", operator_id("max", "reduction_with_dim")));
+  auto record = new_session(spec, reduction);
+  EXPECT_EQ(record.wrapper, "max_wrapper");
+  EXPECT_EQ(record.variant, "reduction_with_dim");
+  EXPECT_EQ(wrapper_name("nn.functional.relu"), "nn_functional_relu_wrapper");
+}

@@ -1,0 +1,216 @@
+// The demo cassette end to end: a campaign over the real store, the real llm_endpoint actor
+// speaking HTTP to the replay server serving config/demo/cassette.jsonl, and either
+// - a scripted device manager whose verdicts are what the real linter and harness said about each
+//   demo answer on the interpreter (config/demo/README.md), or
+// - the real device manager with real Python workers (a linter and an interpreter device).
+
+#include "actors/campaign.hpp"
+#include "actors/llm_endpoint.hpp"
+#include "actors/metrics.hpp"
+#include "actors/replay_server.hpp"
+#include "actors/store.hpp"
+#include "devices/spawn_device_manager.hpp"
+#include "devices/supervisor.hpp"
+#include "messages/errors.hpp"
+#include "messages/session_messages.hpp"
+#include "messages/wire.hpp"
+#include "persistence/keys.hpp"
+#include "tests/test_session_support.hpp"
+#include "tests/test_store_support.hpp"
+
+#include <cstdlib>
+#include <fstream>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include <gtest/gtest.h>
+
+using namespace opforge;
+using namespace opforge::testing;
+using json = nlohmann::json;
+
+namespace {
+
+// What the linter and the harness said about each demo answer on the interpreter.
+job_reply demo_verdict(const device_job& job, const json& request) {
+  auto source = request.at("source").get<std::string>();
+  if (job.kind == "lint") {
+    if (source.find("torch.clamp_min") == std::string::npos)
+      return done(clean_lint());
+    return done({{"ok", false},
+                 {"violations",
+                  {{{"rule", "module_attribute"},
+                    {"line", 12},
+                    {"col", 16},
+                    {"text", "torch.clamp_min"},
+                    {"hint", "`torch.clamp_min` is not allowed by the interpreter profile: torch "
+                             "may be used only for its allowed names."}}}},
+                 {"syntax_error", nullptr}});
+  }
+  if (source.find("BLOCK_SIZE=1000") != std::string::npos)
+    // On CUDA this is a CompilationError; the interpreter raises it when the kernel runs, and the
+    // harness reports what it saw.
+    return done({{"outcome", "runtime_error"},
+                 {"tests_run", 1},
+                 {"tests_passed", 0},
+                 {"failure",
+                  {{"dtype", "bfloat16"},
+                   {"message", "InterpreterError: ValueError(\"arange's range must be a power of "
+                               "2\")"},
+                   {"backtrace", "File \"candidate.py\", line 3, in abs_kernel"}}}});
+  if (source.find("1.0 / (1.0 + tl.exp(x))") != std::string::npos)
+    return done({{"outcome", "accuracy_error"},
+                 {"tests_run", 1},
+                 {"tests_passed", 0},
+                 {"failure",
+                  {{"dtype", "bfloat16"},
+                   {"sample", "Tensor[bfloat16](20, 20)"},
+                   {"diff", {{"max_abs_error", 0.98}, {"mismatched", 399}, {"total", 400}}}}}});
+  return done({{"outcome", "pass"}, {"tests_run", 5}, {"tests_passed", 5}});
+}
+
+std::string worker_source() {
+  return OPFORGE_SOURCE_DIR "/worker";
+}
+
+class DemoCampaign : public ::testing::Test {
+protected:
+  void SetUp() override {
+    replay_server::options opts;
+    opts.python = OPFORGE_PYTHON;
+    opts.worker_dir = worker_source();
+    opts.cassette = std::string{OPFORGE_SOURCE_DIR} + "/config/demo/cassette.jsonl";
+    opts.hit_log = (dir.path() / "hits.jsonl").string();
+    auto started = replay_server::start(opts);
+    ASSERT_TRUE(started) << render(started.error());
+    server = std::move(*started);
+    auto spawned = spawn_store(sys, dir.db(), telemetry);
+    ASSERT_TRUE(spawned) << render(spawned.error());
+    store = *spawned;
+    endpoint_config endpoint;
+    endpoint.name = "demo";
+    endpoint.kind = "replay";
+    server->serve(endpoint);
+    auto templates = prompt_templates::load(std::string{OPFORGE_SOURCE_DIR} + "/config/prompts");
+    ASSERT_TRUE(templates) << render(templates.error());
+    services.store = store;
+    services.llm = sys.spawn(llm_endpoint, endpoint, telemetry);
+    services.templates = std::make_shared<const prompt_templates>(std::move(*templates));
+    services.examples = "EXAMPLES";
+    spec.campaign_id = "demo";
+    spec.endpoint = "demo";
+    spec.concurrency = 4;
+    spec.budgets.context_window_tokens = endpoint.context_window;
+    spec.budgets.reply_reserve_tokens = endpoint.max_tokens;
+    for (auto op : {"nn.functional.relu", "abs", "sigmoid", "neg"})
+      spec.operators.push_back({op,
+                                "",
+                                "elementwise",
+                                std::string{op} + "(input) -> Tensor",
+                                {"bfloat16", "float16", "float32", "int32", "int64"}});
+  }
+
+  void TearDown() override {
+    self->send_exit(services.llm, caf::exit_reason::user_shutdown);
+    if (store)
+      self->request(store, caf::infinite, atom::shutdown_v)
+          .receive([](atom::ok) {}, [](const caf::error&) {});
+  }
+
+  // Runs the demo campaign and checks that it converged as the cassette was written to.
+  void expect_convergence() {
+    campaign_status status;
+    self->request(sys.spawn(campaign, spec, services, std::vector<session_record>{}), caf::infinite,
+                  atom::run_v)
+        .receive([&](campaign_status& s) { status = std::move(s); },
+                 [&](const caf::error& err) { FAIL() << render(err); });
+    EXPECT_EQ(status.succeeded, 4u);
+    std::map<std::string, uint32_t> calls;
+    for (const auto& s : status.finished) {
+      EXPECT_EQ(s.state, "SUCCESS") << s.op << ": " << s.end_reason;
+      calls[s.op] = s.llm_calls;
+    }
+    EXPECT_EQ(calls, (std::map<std::string, uint32_t>{
+                         {"abs", 2}, {"neg", 1}, {"nn.functional.relu", 2}, {"sigmoid", 2}}));
+    EXPECT_EQ(first_outcome("nn.functional.relu"), "lint_violation");
+    EXPECT_EQ(first_outcome("abs"), "runtime_error");
+    EXPECT_EQ(first_outcome("sigmoid"), "accuracy_error");
+    EXPECT_EQ(first_outcome("neg"), "pass");
+    // Every answer of the cassette was served once, over HTTP.
+    std::ifstream hits{(dir.path() / "hits.jsonl").string()};
+    std::string line;
+    size_t served = 0;
+    while (std::getline(hits, line))
+      served += !line.empty();
+    EXPECT_EQ(served, 7u);
+  }
+
+  std::string first_outcome(const std::string& op) {
+    std::string outcome;
+    self->request(store, caf::infinite, atom::get_v, family::sessions, session_key("demo", op))
+        .receive(
+            [&](stored_value& v) {
+              auto record = decode_record(v.value.value_or(""));
+              if (record && !record->history.empty())
+                outcome = record->history.front().outcome;
+            },
+            [&](const caf::error& err) { ADD_FAILURE() << render(err); });
+    return outcome;
+  }
+
+  test::temp_dir dir;
+  std::unique_ptr<replay_server> server;
+  system_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  std::shared_ptr<metrics> telemetry = std::make_shared<metrics>("e2e");
+  store_actor store;
+  session_services services;
+  campaign_spec spec;
+};
+
+} // namespace
+
+TEST_F(DemoCampaign, ConvergesThroughTheRealClientWithScriptedVerdicts) {
+  auto jobs = std::make_shared<job_script>();
+  jobs->reply_for = demo_verdict;
+  services.jobs = sys.spawn(scripted_jobs, jobs);
+  expect_convergence();
+  self->send_exit(services.jobs, caf::exit_reason::user_shutdown);
+}
+
+TEST_F(DemoCampaign, ConvergesOnRealWorkersOnTheInterpreter) {
+  auto import = "PYTHONPATH='" + worker_source() +
+                "' '" OPFORGE_PYTHON
+                "' -c 'import opforge_worker.connection, opforge_worker.linter, "
+                "opforge_worker.harness' 2>/dev/null";
+  if (std::system(import.c_str()) != 0)
+    GTEST_SKIP() << "opforge_worker in " << worker_source() << " cannot lint and test yet";
+  device_manager_config config;
+  config.listen = "tcp://127.0.0.1:*";
+  auto manager = spawn_device_manager(sys, config, telemetry);
+  ASSERT_TRUE(manager) << render(manager.error());
+  std::string bound;
+  self->request(*manager, caf::infinite, atom::status_v)
+      .receive([&](device_manager_status& status) { bound = status.endpoint; },
+               [&](const caf::error& err) { FAIL() << render(err); });
+  supervisor_config workers;
+  workers.workers = {{"none", 1, 1, "lint"}, {"interpreter", 1, 2, "device"}};
+  workers.endpoint = connect_endpoint(bound);
+  workers.python = OPFORGE_PYTHON;
+  workers.command = [workers](const local_worker_spec& spec) {
+    auto command = worker_command(workers, spec);
+    command.insert(command.begin(), {"/usr/bin/env", "PYTHONPATH=" + worker_source()});
+    return command;
+  };
+  auto supervised = supervisor::start(workers);
+  ASSERT_TRUE(supervised) << render(supervised.error());
+  services.device_kind = "interpreter";
+  services.jobs = *manager;
+  expect_convergence();
+  (*supervised)->stop();
+  self->request(*manager, caf::infinite, atom::shutdown_v)
+      .receive([](atom::ok) {}, [](const caf::error&) {});
+}

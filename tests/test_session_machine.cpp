@@ -1,0 +1,440 @@
+#include "actors/session_machine.hpp"
+#include "messages/errors.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace opforge;
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+
+namespace {
+
+const std::string good_answer = R"(Here it is.
+```python
+@triton.jit
+def exp_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.exp(tl.load(x_ptr + offs, mask=mask)), mask=mask)
+
+
+def exp_wrapper(input):
+    out = torch.empty_like(input)
+    exp_kernel[(triton.cdiv(input.numel(), 1024),)](input, out, input.numel(), BLOCK=1024)
+    return out
+```)";
+
+// The same candidate with a different kernel body, so proposals can be told apart.
+std::string answer_number(int n) {
+  auto answer = good_answer;
+  answer.replace(answer.find("tl.exp("), 7, "tl.exp(" + std::to_string(n) + " * ");
+  return answer;
+}
+
+const json lint_ok = {{"ok", true}, {"violations", json::array()}, {"syntax_error", nullptr}};
+const json lint_bad = {{"ok", false},
+                       {"violations",
+                        {{{"rule", "no-torch-compute"},
+                          {"line", 11},
+                          {"col", 11},
+                          {"text", "torch.exp(input)"},
+                          {"hint", "compute the result in a @triton.jit kernel"}}}},
+                       {"syntax_error", nullptr}};
+
+json test_result(const std::string& outcome, json failure = json::object()) {
+  return {{"outcome", outcome},
+          {"tests_run", outcome == "pass" ? 12 : 3},
+          {"tests_passed", outcome == "pass" ? 12 : 2},
+          {"failure", std::move(failure)}};
+}
+
+const json pass = test_result("pass", nullptr);
+const json accuracy = test_result("accuracy_error", {{"dtype", "bfloat16"},
+                                                     {"sample_index", 2},
+                                                     {"sample", "input: bfloat16[5, 5]"},
+                                                     {"message", "values differ"},
+                                                     {"diff", {{"max_abs_error", 0.5}}}});
+
+session_record fresh_record() {
+  session_record r;
+  r.session_id = "c1/exp";
+  r.campaign_id = "c1";
+  r.op = "exp";
+  r.wrapper = "exp_wrapper";
+  r.dtypes = {"float32", "bfloat16"};
+  r.docstring = "exp(input, *, out=None) -> Tensor\n\nReturns the exponential.";
+  r.budgets.max_dialogs = 3;
+  r.budgets.max_calls_per_dialog = 4;
+  return r;
+}
+
+std::string describe(const session_action& action) {
+  return std::visit(
+      [](const auto& a) -> std::string {
+        using type = std::decay_t<decltype(a)>;
+        if constexpr (std::is_same_v<type, ask_llm>) {
+          std::string out = "ask_llm after " + std::to_string(a.delay.count()) + "ms:";
+          for (const auto& m : a.messages)
+            out += "\n[" + m.role + "] " + m.content;
+          return out;
+        } else if constexpr (std::is_same_v<type, lint_candidate>) {
+          return "lint after " + std::to_string(a.delay.count()) + "ms:\n" + a.source;
+        } else if constexpr (std::is_same_v<type, test_candidate>) {
+          return "test after " + std::to_string(a.delay.count()) + "ms:\n" + a.source;
+        } else {
+          return std::string{a.success ? "success: " : "failed: "} + a.reason;
+        }
+      },
+      action);
+}
+
+class SessionMachine : public ::testing::Test {
+protected:
+  SessionMachine() {
+    auto loaded = prompt_templates::load(std::string{OPFORGE_SOURCE_DIR} + "/config/prompts");
+    EXPECT_TRUE(loaded) << render(loaded.error());
+    templates = std::move(*loaded);
+  }
+
+  // Starts a session, checking after every step that a record restored from its stored bytes
+  // asks for exactly the same next action.
+  void begin(session_record r = fresh_record()) {
+    record = std::move(r);
+    check(start(record, context));
+  }
+
+  void feed(const session_event& event) { check(step(record, event, context)); }
+
+  void check(step_result result) {
+    EXPECT_FALSE(result.transitions.empty()) << "the event was ignored";
+    for (const auto& t : result.transitions)
+      log.push_back(std::string{to_string(t.from)} + "->" + to_string(t.to));
+    record = std::move(result.record);
+    auto restored = decode_record(encode_record(record));
+    ASSERT_TRUE(restored) << render(restored.error());
+    EXPECT_EQ(describe(next_action(*restored)), describe(next_action(record)));
+    EXPECT_EQ(encode_record(*restored), encode_record(record));
+  }
+
+  session_action action() const { return next_action(record); }
+
+  const std::string& last_prompt() const { return record.messages.back().content; }
+
+  prompt_templates templates;
+  session_context context{templates, "WORKED EXAMPLES"};
+  session_record record;
+  std::vector<std::string> log;
+};
+
+} // namespace
+
+TEST_F(SessionMachine, StartsWithTheInitialPrompt) {
+  begin();
+  EXPECT_EQ(record.state, session_state::generate);
+  EXPECT_EQ(record.dialog, 1u);
+  EXPECT_EQ(log, (std::vector<std::string>{"PROMPT->GENERATE"}));
+  auto next = action();
+  auto* ask = std::get_if<ask_llm>(&next);
+  ASSERT_NE(ask, nullptr);
+  ASSERT_EQ(ask->messages.size(), 1u);
+  EXPECT_EQ(ask->delay, 0ms);
+  const auto& prompt = ask->messages[0].content;
+  EXPECT_NE(prompt.find("Returns the exponential."), std::string::npos);
+  EXPECT_NE(prompt.find("WORKED EXAMPLES"), std::string::npos);
+  EXPECT_NE(prompt.find("`exp_wrapper`"), std::string::npos);
+  EXPECT_NE(prompt.find("float32, bfloat16"), std::string::npos);
+}
+
+TEST_F(SessionMachine, PassingCandidateSucceeds) {
+  begin();
+  feed(llm_answered{good_answer, false, 1000, 300});
+  auto next = action();
+  auto* lint = std::get_if<lint_candidate>(&next);
+  ASSERT_NE(lint, nullptr);
+  EXPECT_EQ(lint->source.find("```"), std::string::npos);
+  EXPECT_EQ(lint->source.rfind("@triton.jit\ndef exp_kernel", 0), 0u);
+  feed(lint_finished{lint_ok});
+  ASSERT_TRUE(std::holds_alternative<test_candidate>(action()));
+  feed(test_finished{pass});
+  EXPECT_EQ(describe(action()), "success: passed 12 tests on float32, bfloat16");
+  EXPECT_EQ(log, (std::vector<std::string>{"PROMPT->GENERATE", "GENERATE->PARSE", "PARSE->LINT",
+                                           "LINT->TEST", "TEST->SUCCESS"}));
+  EXPECT_EQ(record.total_calls, 1u);
+  EXPECT_EQ(record.prompt_tokens, 1000u);
+  EXPECT_EQ(record.completion_tokens, 300u);
+  EXPECT_EQ(record.revision, 5u);
+}
+
+TEST_F(SessionMachine, UnparsableAnswerGetsFormatFeedback) {
+  begin();
+  feed(llm_answered{"I would use tl.exp for this.", false, 0, 0});
+  EXPECT_EQ(record.state, session_state::generate);
+  ASSERT_EQ(record.messages.size(), 3u);
+  EXPECT_EQ(record.messages[1].role, "assistant");
+  EXPECT_NE(last_prompt().find("it contains no ```python code block."), std::string::npos);
+  EXPECT_EQ(record.history.back().outcome, "format_error");
+  EXPECT_EQ(log.back(), "FEEDBACK->GENERATE");
+}
+
+TEST_F(SessionMachine, TruncatedAnswerIsToldItWasCutOff) {
+  begin();
+  feed(llm_answered{"Let me explain at length", true, 0, 0});
+  EXPECT_NE(last_prompt().find("cut off at the token limit"), std::string::npos);
+}
+
+TEST_F(SessionMachine, LintViolationsAreReportedWithRuleLineAndHint) {
+  begin();
+  feed(llm_answered{good_answer, false, 0, 0});
+  feed(lint_finished{lint_bad});
+  EXPECT_EQ(record.state, session_state::generate);
+  EXPECT_NE(last_prompt().find("- line 11, column 11 [no-torch-compute]: `torch.exp(input)`: "
+                               "compute the result in a @triton.jit kernel"),
+            std::string::npos);
+  EXPECT_EQ(record.history.back().outcome, "lint_violation");
+  EXPECT_EQ(record.history.back().detail, "no-torch-compute");
+}
+
+TEST_F(SessionMachine, SyntaxErrorsGoBackAsLintFeedback) {
+  begin();
+  feed(llm_answered{good_answer, false, 0, 0});
+  feed(lint_finished{{{"ok", false},
+                      {"violations", json::array()},
+                      {"syntax_error", {{"line", 3}, {"col", 9}, {"message", "invalid syntax"}}}}});
+  EXPECT_NE(last_prompt().find("- syntax error at line 3, column 9: invalid syntax"),
+            std::string::npos);
+}
+
+struct outcome_case {
+  std::string outcome;
+  json failure;
+  std::vector<std::string> shown; // what the feedback prompt must show
+};
+
+class SessionFeedback : public SessionMachine,
+                        public ::testing::WithParamInterface<outcome_case> {};
+
+TEST_P(SessionFeedback, EveryTestOutcomeGetsItsOwnFeedback) {
+  const auto& c = GetParam();
+  begin();
+  feed(llm_answered{good_answer, false, 0, 0});
+  feed(lint_finished{lint_ok});
+  feed(test_finished{test_result(c.outcome, c.failure)});
+  EXPECT_EQ(record.state, session_state::generate);
+  EXPECT_EQ(record.history.back().outcome, c.outcome);
+  for (const auto& text : c.shown)
+    EXPECT_NE(last_prompt().find(text), std::string::npos) << text << "\nnot in\n" << last_prompt();
+  EXPECT_EQ(last_prompt().find("{{"), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Outcomes, SessionFeedback,
+    ::testing::Values(
+        outcome_case{"compile_error",
+                     {{"dtype", "float16"},
+                      {"message", "CompilationError"},
+                      {"compile_log", "at 5:12: unsupported tensor index"}},
+                     {"failed to compile for dtype float16", "at 5:12: unsupported tensor index"}},
+        outcome_case{"runtime_error",
+                     {{"dtype", "float32"},
+                      {"sample", "input: float32[0]"},
+                      {"message", "ZeroDivisionError: division by zero"},
+                      {"backtrace", "File \"candidate.py\", line 14, in exp_wrapper"}},
+                     {"input: float32[0]", "ZeroDivisionError", "line 14, in exp_wrapper"}},
+        outcome_case{"crash",
+                     {{"dtype", "float32"},
+                      {"message", "the candidate process died"},
+                      {"cuda_error", "an illegal memory access was encountered"}},
+                     {"crashed", "Device error: an illegal memory access was encountered"}},
+        outcome_case{
+            "accuracy_error",
+            {{"dtype", "bfloat16"},
+             {"sample", "input: bfloat16[5, 5]"},
+             {"diff",
+              {{"max_abs_error", 0.5}, {"mismatches", 3}, {"first", "[0, 1]: 1.0 vs 1.5"}}}},
+            {"wrong values for dtype bfloat16", "max_abs_error: 0.5", "mismatches: 3",
+             "first: [0, 1]: 1.0 vs 1.5"}},
+        outcome_case{"timeout",
+                     {{"dtype", "int64"}, {"message", "sample 4 ran past 10 s"}},
+                     {"did not finish in time for dtype int64", "sample 4 ran past 10 s"}},
+        outcome_case{
+            "cheat_detected",
+            {{"message", "aten::exp ran outside a Triton kernel"}},
+            {"does not compute the operator in Triton", "aten::exp ran outside a Triton kernel"}}),
+    [](const auto& info) { return info.param.outcome; });
+
+TEST_F(SessionMachine, LongFieldsAreCutInTheMiddleDeterministically) {
+  begin();
+  feed(llm_answered{good_answer, false, 0, 0});
+  feed(lint_finished{lint_ok});
+  std::string log_text = "FIRST ERROR\n" + std::string(20000, 'x') + "\nLAST LINE";
+  feed(test_finished{test_result("compile_error", {{"compile_log", log_text}})});
+  auto prompt = last_prompt();
+  EXPECT_NE(prompt.find("FIRST ERROR"), std::string::npos);
+  EXPECT_NE(prompt.find("LAST LINE"), std::string::npos);
+  EXPECT_NE(prompt.find("[... 14022 characters left out ...]"), std::string::npos);
+  EXPECT_LT(prompt.size(), 8000u);
+}
+
+TEST_F(SessionMachine, CallBudgetOpensANewDialogFromTheLatestProposal) {
+  auto r = fresh_record();
+  r.budgets.max_calls_per_dialog = 2;
+  begin(r);
+  feed(llm_answered{answer_number(1), false, 0, 0});
+  feed(lint_finished{lint_ok});
+  feed(test_finished{accuracy});
+  feed(llm_answered{answer_number(2), false, 0, 0});
+  feed(lint_finished{lint_ok});
+  feed(test_finished{accuracy});
+  EXPECT_EQ(record.dialog, 2u);
+  EXPECT_EQ(record.calls_in_dialog, 0u);
+  EXPECT_EQ(record.total_calls, 2u);
+  ASSERT_EQ(record.messages.size(), 1u);
+  const auto& prompt = record.messages[0].content;
+  EXPECT_NE(prompt.find("existing Triton implementation"), std::string::npos);
+  EXPECT_NE(prompt.find("tl.exp(2 * "), std::string::npos);
+  EXPECT_EQ(prompt.find("tl.exp(1 * "), std::string::npos);
+  EXPECT_NE(prompt.find("wrong values for dtype bfloat16"), std::string::npos);
+  EXPECT_EQ(log[log.size() - 2], "FEEDBACK->PROMPT");
+  EXPECT_EQ(log.back(), "PROMPT->GENERATE");
+}
+
+TEST_F(SessionMachine, BudgetExhaustionFails) {
+  auto r = fresh_record();
+  r.budgets.max_dialogs = 2;
+  r.budgets.max_calls_per_dialog = 2;
+  begin(r);
+  for (int call = 0; call < 4; ++call)
+    feed(llm_answered{"no code, sorry", false, 0, 0});
+  EXPECT_EQ(describe(action()),
+            "failed: budget spent: 2 dialogs of at most 2 calls (4 calls in all)");
+  EXPECT_EQ(record.history.size(), 4u);
+  // Without any proposal the second dialog started from scratch.
+  EXPECT_EQ(record.messages[0].content.find("existing Triton implementation"), std::string::npos);
+  EXPECT_EQ(log.back(), "PROMPT->FAILED");
+}
+
+TEST_F(SessionMachine, ContextSaturationOpensANewDialogFromTheLatestProposal) {
+  auto r = fresh_record();
+  begin(r);
+  // A window that holds the first exchange but not a feedback round on top of it.
+  record.budgets.reply_reserve_tokens = 100;
+  record.budgets.context_window_tokens =
+      estimated_tokens(record.messages) + good_answer.size() / 4 + 150;
+  feed(llm_answered{answer_number(7), false, 0, 0});
+  feed(lint_finished{lint_ok});
+  feed(test_finished{accuracy});
+  EXPECT_EQ(record.dialog, 2u);
+  EXPECT_EQ(record.total_calls, 1u);
+  ASSERT_EQ(record.messages.size(), 1u);
+  EXPECT_NE(record.messages[0].content.find("tl.exp(7 * "), std::string::npos);
+  ASSERT_GE(log.size(), 2u);
+  EXPECT_EQ(log[log.size() - 2], "FEEDBACK->PROMPT");
+}
+
+TEST_F(SessionMachine, PromptThatCannotFitFails) {
+  auto r = fresh_record();
+  r.budgets.context_window_tokens = 1000;
+  r.budgets.reply_reserve_tokens = 900;
+  begin(r);
+  EXPECT_EQ(record.state, session_state::failed);
+  EXPECT_NE(record.end_reason.find("does not fit the endpoint's context window"),
+            std::string::npos);
+}
+
+TEST_F(SessionMachine, ContextExhaustedByTheEndpointOpensANewDialog) {
+  begin();
+  feed(llm_answered{answer_number(3), false, 0, 0});
+  feed(lint_finished{lint_ok});
+  feed(test_finished{accuracy});
+  feed(llm_context_exhausted{"maximum context length is 32768 tokens"});
+  EXPECT_EQ(record.dialog, 2u);
+  EXPECT_NE(record.messages[0].content.find("tl.exp(3 * "), std::string::npos);
+  // The first prompt of a dialog not fitting ends the session: no new dialog could do better.
+  feed(llm_context_exhausted{"maximum context length is 32768 tokens"});
+  EXPECT_EQ(record.state, session_state::failed);
+  EXPECT_EQ(record.dialog, 2u);
+}
+
+TEST_F(SessionMachine, EndpointFaultsRetryWithoutCounting) {
+  begin();
+  auto first = describe(action());
+  feed(llm_faulted{"HTTP 503"});
+  feed(llm_faulted{"connection refused"});
+  EXPECT_EQ(record.state, session_state::generate);
+  EXPECT_EQ(record.total_calls, 0u);
+  EXPECT_EQ(record.calls_in_dialog, 0u);
+  EXPECT_EQ(record.total_faults, 2u);
+  auto next = action();
+  auto* ask = std::get_if<ask_llm>(&next);
+  ASSERT_NE(ask, nullptr);
+  EXPECT_EQ(ask->delay, 2000ms);
+  EXPECT_EQ(ask->messages.size(), 1u);
+  EXPECT_EQ(log.back(), "GENERATE->GENERATE");
+  feed(llm_answered{good_answer, false, 0, 0});
+  EXPECT_EQ(record.consecutive_faults, 0u);
+  EXPECT_EQ(record.total_calls, 1u);
+}
+
+TEST_F(SessionMachine, HarnessFaultsRetryTheStepWithoutCounting) {
+  begin();
+  feed(llm_answered{good_answer, false, 0, 0});
+  feed(harness_faulted{"lint worker lost"});
+  EXPECT_EQ(record.state, session_state::lint);
+  feed(lint_finished{lint_ok});
+  feed(harness_faulted{"worker lost"});
+  feed(test_finished{test_result("harness_error", {{"message", "reference failed"}})});
+  // A pass that ran nothing is not believed.
+  feed(test_finished{{{"outcome", "pass"}, {"tests_run", 0}, {"tests_passed", 0}}});
+  EXPECT_EQ(record.state, session_state::test);
+  EXPECT_EQ(record.total_calls, 1u);
+  EXPECT_TRUE(record.history.empty());
+  EXPECT_EQ(std::get<test_candidate>(action()).delay, 4000ms);
+  feed(test_finished{pass});
+  EXPECT_EQ(record.state, session_state::success);
+}
+
+TEST_F(SessionMachine, RetryDelayGrowsToAMinute) {
+  EXPECT_EQ(retry_delay(0), 0ms);
+  EXPECT_EQ(retry_delay(1), 1000ms);
+  EXPECT_EQ(retry_delay(6), 32000ms);
+  EXPECT_EQ(retry_delay(7), 60000ms);
+  EXPECT_EQ(retry_delay(1000), 60000ms);
+}
+
+TEST_F(SessionMachine, StaleEventsAreIgnored) {
+  begin();
+  auto before = encode_record(record);
+  auto result = step(record, lint_finished{lint_ok}, context);
+  EXPECT_TRUE(result.transitions.empty());
+  EXPECT_EQ(encode_record(result.record), before);
+  feed(llm_answered{good_answer, false, 0, 0});
+  EXPECT_TRUE(step(record, llm_answered{good_answer, false, 0, 0}, context).transitions.empty());
+  EXPECT_TRUE(step(record, test_finished{pass}, context).transitions.empty());
+}
+
+TEST_F(SessionMachine, CancelEndsTheSession) {
+  begin();
+  feed(cancel_requested{"by the user"});
+  EXPECT_EQ(describe(action()), "failed: cancelled: by the user");
+  EXPECT_TRUE(step(record, cancel_requested{"again"}, context).transitions.empty());
+}
+
+TEST_F(SessionMachine, RepairSessionStartsFromItsSeed) {
+  auto r = fresh_record();
+  r.seed_kernel = "def exp_wrapper(input):\n    return old_kernel(input)\n";
+  begin(r);
+  EXPECT_NE(record.messages[0].content.find("return old_kernel(input)"), std::string::npos);
+}
+
+TEST(SessionRecord, CorruptBytesAreErrorsNotCrashes) {
+  for (std::string bytes : {std::string{}, std::string{"\xc1"}, std::string{"\x93\x01\x02\x03"}}) {
+    auto decoded = decode_record(bytes);
+    ASSERT_FALSE(decoded);
+    EXPECT_EQ(decoded.error().code(), static_cast<uint8_t>(errc::store_corrupt));
+  }
+  auto other_schema = json::to_msgpack(json{{"schema", 99}});
+  auto decoded =
+      decode_record({reinterpret_cast<const char*>(other_schema.data()), other_schema.size()});
+  ASSERT_FALSE(decoded);
+  EXPECT_EQ(render(decoded.error()), "store_corrupt: session record: schema 99, expected 1");
+}
