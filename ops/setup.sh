@@ -40,6 +40,8 @@ if ! cmp -s "$reqs" "$stamp"; then
   cp "$reqs" "$stamp"
 fi
 
+# Paths under the repository are hashed relative to it, so clones share ccache hits.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}
 build=${OPFORGE_BUILD_DIR:-$root/build}
 if [ ! -f "$build/build.ninja" ]; then
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE="${OPFORGE_BUILD_TYPE:-Release}" \
