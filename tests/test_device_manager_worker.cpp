@@ -7,6 +7,7 @@
 #include "devices/supervisor.hpp"
 #include "messages/errors.hpp"
 #include "messages/msgpack_codec.hpp"
+#include "tests/test_real_workers.hpp"
 
 #include <cstdlib>
 
@@ -19,15 +20,9 @@
 
 using namespace opforge;
 using namespace std::chrono_literals;
+using opforge::testing::worker_source;
 
 namespace {
-
-// Where opforge_worker is imported from: the source tree, or OPFORGE_WORKER_SRC.
-std::string worker_source() {
-  if (auto* src = std::getenv("OPFORGE_WORKER_SRC"))
-    return src;
-  return OPFORGE_SOURCE_DIR "/worker";
-}
 
 std::string lint_payload() {
   std::map<std::string, std::string> payload{
@@ -75,15 +70,8 @@ TEST(RealWorker, ALintWorkerStartedByTheSupervisorServesALintJob) {
       .receive([&](device_manager_status& status) { endpoint = status.endpoint; },
                [&](caf::error& err) { FAIL() << render(err); });
 
-  supervisor_config workers;
-  workers.workers = {{.device_kind = "none", .count = 1, .slots = 1, .role = "lint"}};
-  workers.endpoint = connect_endpoint(endpoint);
-  workers.python = OPFORGE_PYTHON;
-  workers.command = [workers](const local_worker_spec& spec) {
-    auto command = worker_command(workers, spec);
-    command.insert(command.begin(), {"/usr/bin/env", "PYTHONPATH=" + worker_source()});
-    return command;
-  };
+  auto workers = opforge::testing::real_workers(
+      {{.device_kind = "none", .count = 1, .slots = 1, .role = "lint"}}, endpoint);
   auto supervised = supervisor::start(workers);
   ASSERT_TRUE(supervised) << render(supervised.error());
 

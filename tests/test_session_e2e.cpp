@@ -15,6 +15,7 @@
 #include "messages/session_messages.hpp"
 #include "messages/wire.hpp"
 #include "persistence/keys.hpp"
+#include "tests/test_real_workers.hpp"
 #include "tests/test_session_support.hpp"
 #include "tests/test_store_support.hpp"
 
@@ -69,10 +70,6 @@ job_reply demo_verdict(const device_job& job, const json& request) {
                    {"sample", "Tensor[bfloat16](20, 20)"},
                    {"diff", {{"max_abs_error", 0.98}, {"mismatched", 399}, {"total", 400}}}}}});
   return done({{"outcome", "pass"}, {"tests_run", 5}, {"tests_passed", 5}});
-}
-
-std::string worker_source() {
-  return OPFORGE_SOURCE_DIR "/worker";
 }
 
 class DemoCampaign : public ::testing::Test {
@@ -196,15 +193,7 @@ TEST_F(DemoCampaign, ConvergesOnRealWorkersOnTheInterpreter) {
   self->request(*manager, caf::infinite, atom::status_v)
       .receive([&](device_manager_status& status) { bound = status.endpoint; },
                [&](const caf::error& err) { FAIL() << render(err); });
-  supervisor_config workers;
-  workers.workers = {{"none", 1, 1, "lint"}, {"interpreter", 1, 2, "device"}};
-  workers.endpoint = connect_endpoint(bound);
-  workers.python = OPFORGE_PYTHON;
-  workers.command = [workers](const local_worker_spec& spec) {
-    auto command = worker_command(workers, spec);
-    command.insert(command.begin(), {"/usr/bin/env", "PYTHONPATH=" + worker_source()});
-    return command;
-  };
+  auto workers = real_workers({{"none", 1, 1, "lint"}, {"interpreter", 1, 2, "device"}}, bound);
   auto supervised = supervisor::start(workers);
   ASSERT_TRUE(supervised) << render(supervised.error());
   services.device_kind = "interpreter";
