@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The README's first command: sets up (ops/setup.sh), starts `opforge serve` with its embedded
-# defaults (data in ./var, local workers supervised by the daemon), waits until a worker has
-# connected, shows what the daemon sees, and shuts it down cleanly.
+# defaults (data in ./var, local workers supervised by the daemon), waits until its local workers
+# have connected, shows what the daemon sees, and shuts it down cleanly.
 #   OPFORGE_BUILD_DIR   build directory (default: build)
-#   DEMO_WORKER_WAIT_S  how long to wait for the first worker (default: 180; the first start
+#   DEMO_WORKER_WAIT_S  how long to wait for the local workers (default: 180; the first start
 #                       imports torch and triton)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,20 +30,17 @@ for ((i = 0; i < 150; i++)); do
 done
 "$opforge" status >/dev/null || fail "the daemon does not answer"
 
-# Each worker is one JSON object with an "id" in `opforge workers --json`. Wait only when the
-# worker package can serve (it is what the daemon's local workers run).
-python=${OPFORGE_VENV:-$PWD/.venv}/bin/python
-if "$python" -c 'import importlib.util as u, sys; sys.exit(u.find_spec("opforge_worker.__main__") is None)'; then
-  echo "demo: waiting for a local worker to connect (at most ${DEMO_WORKER_WAIT_S:-180} s)"
-  deadline=$((SECONDS + ${DEMO_WORKER_WAIT_S:-180}))
-  until "$opforge" workers --json | grep -q '"worker_id"'; do
-    ((SECONDS < deadline)) || fail "no worker connected within ${DEMO_WORKER_WAIT_S:-180} s"
-    kill -0 "$daemon" 2>/dev/null || fail "opforge serve exited"
-    sleep 0.5
-  done
-else
-  echo "demo: $python has no runnable opforge_worker yet; showing the daemon without workers"
-fi
+# The embedded defaults supervise two local workers, a device worker (cuda when a GPU is present,
+# else the interpreter) and a lint worker; each is one "worker_id" in `opforge workers --json`.
+expected_workers=2
+wait_s=${DEMO_WORKER_WAIT_S:-180}
+echo "demo: waiting for the $expected_workers local workers to connect (at most $wait_s s)"
+deadline=$((SECONDS + wait_s))
+until (($("$opforge" workers --json | grep -o '"worker_id"' | wc -l) >= expected_workers)); do
+  ((SECONDS < deadline)) || fail "the local workers did not all connect within $wait_s s"
+  kill -0 "$daemon" 2>/dev/null || fail "opforge serve exited"
+  sleep 0.5
+done
 
 echo
 echo "\$ opforge status"
