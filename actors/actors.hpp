@@ -133,6 +133,22 @@ using campaign_actor = caf::typed_actor<
   // Progress so far.
   caf::replies_to<atom::status>::with<campaign_status>,
   // Cancels the running sessions; waiting ones never start.
-  caf::reacts_to<atom::cancel>>;
+  caf::reacts_to<atom::cancel>,
+  // From one of its sessions after each checkpoint: where it stands now.
+  caf::reacts_to<atom::progress, session_summary>>;
+
+/// Every campaign of the daemon (actors/campaign_manager.hpp): starts, resumes, reports, cancels.
+using campaign_manager_actor = caf::typed_actor<
+  // Checks the request and starts resolving it against a worker's catalog; replies at once
+  // with the new campaign's status (state "resolving"), or with errc::request_invalid.
+  caf::replies_to<atom::submit, campaign_request>::with<campaign_status>,
+  // Progress of the campaign with this id ("" = the newest), live or as stored.
+  caf::replies_to<atom::status, std::string>::with<campaign_status>,
+  // Every campaign, newest first, without the per-session list.
+  caf::replies_to<atom::list>::with<std::vector<campaign_status>>,
+  // Cancels a resolving or running campaign; replies with its status.
+  caf::replies_to<atom::cancel, std::string>::with<campaign_status>,
+  // Stops every campaign where it stands (each resumes when the daemon starts again) and quits.
+  caf::replies_to<atom::shutdown>::with<atom::ok>>;
 
 } // namespace opforge

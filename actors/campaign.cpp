@@ -4,14 +4,18 @@
 #include "persistence/keys.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
+
+#include <spdlog/spdlog.h>
 
 namespace opforge {
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(operator_spec, op, variant, category, docstring,
                                                 dtypes)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(campaign_spec, campaign_id, endpoint, budgets,
-                                                concurrency, operators)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(campaign_spec, campaign_id, endpoint, device_kind,
+                                                created_ms, budgets, concurrency, operators)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(stored_campaign, spec, state, error, ended_ms)
 
 namespace {
 
@@ -19,31 +23,47 @@ using self_pointer = campaign_actor::stateful_pointer<campaign_state>;
 
 void launch_more(self_pointer self);
 
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 void checkpoint_campaign(self_pointer self, const std::string& state, std::function<void()> then) {
   auto& st = self->state;
-  write_batch batch{{{family::campaigns, st.spec.campaign_id, encode_campaign(st.spec, state)}},
-                    true};
+  stored_campaign stored{st.spec, state, {}, state == "running" ? 0 : now_ms()};
+  write_batch batch{{{family::campaigns, st.spec.campaign_id, encode_campaign(stored)}}, true};
   self->request(st.services.store, caf::infinite, atom::write_v, std::move(batch))
-      .then([then](atom::ok) { then(); },
-            [self](const caf::error& err) {
-              self->state.promise.deliver(
-                  caf::make_error(errc::store_io_failed,
-                                  "campaign " + self->state.spec.campaign_id + ": " + render(err)));
-              self->quit(err);
-            });
+      .then(
+          [self, then, ended = stored.ended_ms](atom::ok) {
+            self->state.status.ended_ms = ended;
+            then();
+          },
+          [self](const caf::error& err) {
+            self->state.promise.deliver(
+                caf::make_error(errc::store_io_failed,
+                                "campaign " + self->state.spec.campaign_id + ": " + render(err)));
+            self->quit(err);
+          });
 }
+
+} // namespace
 
 void count(campaign_status& status, session_summary summary) {
   (summary.state == "SUCCESS" ? status.succeeded : status.failed) += 1;
   status.llm_calls += summary.llm_calls;
+  status.faults += summary.faults;
   status.prompt_tokens += summary.prompt_tokens;
   status.completion_tokens += summary.completion_tokens;
   status.finished.push_back(std::move(summary));
 }
 
+namespace {
+
 void finished(self_pointer self, session_summary summary) {
   auto& st = self->state;
   st.running.erase(summary.session_id);
+  st.live.erase(summary.session_id);
   --st.status.running;
   count(st.status, std::move(summary));
   launch_more(self);
@@ -64,30 +84,39 @@ void launch(self_pointer self, const operator_spec& op) {
   self->request(session, caf::infinite, atom::run_v)
       .then([self](session_summary& summary) { finished(self, std::move(summary)); },
             [self, id, name](const caf::error& err) {
-              // Not a verdict: the session could not checkpoint. It resumes when the daemon does.
-              session_summary summary;
-              summary.session_id = id;
-              summary.op = name;
-              summary.state = "INTERRUPTED";
-              summary.end_reason = render(err);
-              finished(self, std::move(summary));
+              // Not a verdict: the session could not checkpoint. It resumes when the daemon does,
+              // so it is not counted, and the campaign must stay "running" in the store.
+              auto& st = self->state;
+              spdlog::error("campaign {}: session {} stopped: {}", st.spec.campaign_id, id,
+                            render(err));
+              st.running.erase(id);
+              st.live.erase(id);
+              --st.status.running;
+              ++st.interrupted;
+              launch_more(self);
             });
 }
 
 void launch_more(self_pointer self) {
   auto& st = self->state;
-  while (!st.waiting.empty() && st.running.size() < std::max<uint32_t>(st.spec.concurrency, 1)) {
+  while (!st.waiting.empty() && st.status.state == "running" &&
+         st.running.size() < std::max<uint32_t>(st.spec.concurrency, 1)) {
     auto index = st.waiting.front();
     st.waiting.pop_front();
     --st.status.waiting;
     launch(self, st.spec.operators[index]);
   }
-  if (st.running.empty() && st.waiting.empty() && st.status.state == "running") {
+  if (!st.running.empty() || (!st.waiting.empty() && st.status.state == "running"))
+    return;
+  auto deliver = [self] { self->state.promise.deliver(live_status(self->state)); };
+  if (st.interrupted > 0) {
+    st.status.state = "interrupted";
+    deliver();
+  } else if (st.status.state == "running") {
     st.status.state = "done";
-    checkpoint_campaign(self, "done", [self] { self->state.promise.deliver(self->state.status); });
-  } else if (st.running.empty() && st.status.state == "cancelled") {
-    checkpoint_campaign(self, "cancelled",
-                        [self] { self->state.promise.deliver(self->state.status); });
+    checkpoint_campaign(self, "done", deliver);
+  } else if (st.status.state == "cancelled") {
+    checkpoint_campaign(self, "cancelled", deliver);
   }
 }
 
@@ -198,18 +227,69 @@ session_record new_session(const campaign_spec& campaign, const operator_spec& s
   return r;
 }
 
-std::string encode_campaign(const campaign_spec& spec, const std::string& state) {
-  auto bytes = nlohmann::json::to_msgpack(nlohmann::json{{"spec", spec}, {"state", state}});
+std::string encode_campaign(const stored_campaign& campaign) {
+  auto bytes = nlohmann::json::to_msgpack(nlohmann::json(campaign));
   return {bytes.begin(), bytes.end()};
 }
 
-caf::expected<std::pair<campaign_spec, std::string>> decode_campaign(std::string_view bytes) {
+caf::expected<stored_campaign> decode_campaign(std::string_view bytes) {
   try {
-    auto value = nlohmann::json::from_msgpack(bytes.begin(), bytes.end());
-    return std::pair{value.at("spec").get<campaign_spec>(), value.at("state").get<std::string>()};
+    return nlohmann::json::from_msgpack(bytes.begin(), bytes.end()).get<stored_campaign>();
   } catch (const nlohmann::json::exception& e) {
     return caf::make_error(errc::store_corrupt, std::string{"campaign record: "} + e.what());
   }
+}
+
+namespace {
+
+// A running session's part of its campaign's status.
+void add_progress(campaign_status& status, const session_summary& progress) {
+  ++status.states[progress.state];
+  status.llm_calls += progress.llm_calls;
+  status.prompt_tokens += progress.prompt_tokens;
+  status.completion_tokens += progress.completion_tokens;
+  status.faults += progress.faults;
+}
+
+} // namespace
+
+campaign_state::~campaign_state() {
+  // Sessions are not linked to their campaign (a session that fails to checkpoint is reported
+  // through its reply, not by taking the campaign down), so a stopped campaign stops them here.
+  for (const auto& [id, session] : running)
+    caf::anon_send_exit(session, caf::exit_reason::user_shutdown);
+}
+
+campaign_status stored_status(const stored_campaign& stored,
+                              const std::vector<session_record>& sessions) {
+  campaign_status status;
+  status.campaign_id = stored.spec.campaign_id;
+  status.state = stored.state;
+  status.error = stored.error;
+  status.endpoint = stored.spec.endpoint;
+  status.device_kind = stored.spec.device_kind;
+  status.created_ms = stored.spec.created_ms;
+  status.ended_ms = stored.ended_ms;
+  status.operators = stored.spec.operators.size();
+  for (const auto& record : sessions) {
+    auto summary = summarize(record);
+    if (record.state == session_state::success || record.state == session_state::failed) {
+      count(status, std::move(summary));
+      continue;
+    }
+    ++status.running;
+    add_progress(status, summary);
+  }
+  auto started = status.succeeded + status.failed + status.running;
+  status.waiting = status.operators > started ? status.operators - started : 0;
+  return status;
+}
+
+campaign_status live_status(const campaign_state& st) {
+  auto status = st.status;
+  for (const auto& [id, progress] : st.live)
+    add_progress(status, progress);
+  return status;
 }
 
 caf::expected<std::vector<unfinished_campaign>> load_unfinished_campaigns(store& db) {
@@ -221,8 +301,8 @@ caf::expected<std::vector<unfinished_campaign>> load_unfinished_campaigns(store&
       failure = decoded.error();
       return false;
     }
-    if (decoded->second == "running")
-      result.push_back({std::move(decoded->first), {}});
+    if (decoded->state == "running")
+      result.push_back({std::move(decoded->spec), {}});
     return true;
   });
   if (err || failure)
@@ -250,8 +330,12 @@ campaign_actor::behavior_type campaign(campaign_actor::stateful_pointer<campaign
   auto& st = self->state;
   st.spec = std::move(spec);
   st.services = std::move(services);
+  st.services.progress = caf::actor_cast<campaign_actor>(self);
   st.status.campaign_id = st.spec.campaign_id;
   st.status.state = "running";
+  st.status.endpoint = st.spec.endpoint;
+  st.status.device_kind = st.spec.device_kind;
+  st.status.created_ms = st.spec.created_ms;
   st.status.operators = st.spec.operators.size();
   for (auto& record : restored)
     st.restored.emplace(record.session_id, std::move(record));
@@ -278,7 +362,7 @@ campaign_actor::behavior_type campaign(campaign_actor::stateful_pointer<campaign
         checkpoint_campaign(self, "running", [self] { launch_more(self); });
         return st.promise;
       },
-      [self](atom::status) { return self->state.status; },
+      [self](atom::status) { return live_status(self->state); },
       [self](atom::cancel) {
         auto& st = self->state;
         if (st.status.state != "running")
@@ -290,6 +374,11 @@ campaign_actor::behavior_type campaign(campaign_actor::stateful_pointer<campaign
           self->send(session, atom::cancel_v);
         if (st.started && st.running.empty())
           launch_more(self);
+      },
+      [self](atom::progress, session_summary& progress) {
+        auto& st = self->state;
+        if (st.running.count(progress.session_id))
+          st.live[progress.session_id] = std::move(progress);
       },
   };
 }

@@ -39,6 +39,8 @@ struct operator_spec {
 struct campaign_spec {
   std::string campaign_id;
   std::string endpoint;
+  std::string device_kind = "interpreter"; // where its candidates are tested
+  int64_t created_ms = 0;                  // wall clock
   session_budgets budgets;
   uint32_t concurrency = 8;
   std::vector<operator_spec> operators;
@@ -79,9 +81,17 @@ std::string session_id(const campaign_spec& campaign, const operator_spec& spec)
 /// A new session record for `spec` in `campaign` (state PROMPT).
 session_record new_session(const campaign_spec& campaign, const operator_spec& spec);
 
-/// The `campaigns` value: the spec and its state ("running", "done", "cancelled"), and back.
-std::string encode_campaign(const campaign_spec& spec, const std::string& state);
-caf::expected<std::pair<campaign_spec, std::string>> decode_campaign(std::string_view bytes);
+/// A campaign as the `campaigns` family holds it.
+struct stored_campaign {
+  campaign_spec spec;
+  std::string state; // "running", "done", "cancelled" or "rejected"
+  std::string error; // why it was rejected
+  int64_t ended_ms = 0;
+};
+
+/// The `campaigns` value of a campaign, and back. Decoding errors are errc::store_corrupt.
+std::string encode_campaign(const stored_campaign& campaign);
+caf::expected<stored_campaign> decode_campaign(std::string_view bytes);
 
 /// A campaign stored as running, with the records of the sessions it had started.
 struct unfinished_campaign {
@@ -98,16 +108,31 @@ struct campaign_state {
   session_services services;
   std::map<std::string, session_record> restored;  // by operator
   std::deque<size_t> waiting;                      // indices into spec.operators
-  std::map<std::string, op_session_actor> running; // by operator
-  campaign_status status;
+  std::map<std::string, op_session_actor> running; // by session id
+  std::map<std::string, session_summary> live;     // progress of the running sessions
+  campaign_status status;                          // without the running sessions' progress
+  uint64_t interrupted = 0; // sessions that stopped without an outcome (no checkpoint)
   caf::typed_response_promise<campaign_status> promise;
   bool started = false;
+
+  ~campaign_state();
 
   static inline const char* name = "campaign";
 };
 
+/// Adds an ended session to `status`.
+void count(campaign_status& status, session_summary summary);
+
+/// The status of a campaign read from the store: `stored` and the records of its sessions.
+campaign_status stored_status(const stored_campaign& stored,
+                              const std::vector<session_record>& sessions);
+
+/// The status of a campaign with the progress of its running sessions folded in.
+campaign_status live_status(const campaign_state& state);
+
 /// Spawn with `system.spawn(campaign, spec, services, restored)`: `restored` holds the records
-/// already stored for this campaign (empty for a new one).
+/// already stored for this campaign (empty for a new one). A campaign that is stopped stops its
+/// sessions where they stand (their records say where).
 campaign_actor::behavior_type campaign(campaign_actor::stateful_pointer<campaign_state> self,
                                        campaign_spec spec, session_services services,
                                        std::vector<session_record> restored);

@@ -438,6 +438,7 @@ std::vector<std::string> llm_endpoint_state::headers_for(const chat_request& req
     headers.push_back(name + ": " + value);
   headers.push_back("X-Opforge-Operator: " + header_safe(request.op));
   headers.push_back("X-Opforge-Request: " + std::to_string(request.request_id));
+  headers.push_back("X-Opforge-Answer: " + std::to_string(request.answer_index));
   return headers;
 }
 

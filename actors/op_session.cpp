@@ -81,6 +81,8 @@ void apply(self_pointer self, step_result result) {
           [self](atom::ok) {
             auto& st = self->state;
             st.writing = false;
+            if (st.services.progress)
+              self->send(st.services.progress, atom::progress_v, summarize(st.record));
             if (st.cancel_pending) {
               st.cancel_pending = false;
               auto ctx = session_context{*st.services.templates, st.services.examples};
@@ -123,6 +125,7 @@ void ask(self_pointer self, const ask_llm& action) {
   request.campaign_id = st.record.campaign_id;
   request.session_id = st.record.session_id;
   request.op = st.record.op;
+  request.answer_index = st.record.total_calls;
   for (const auto& m : action.messages)
     request.messages.push_back({m.role, m.content});
   st.llm_request = request.request_id;

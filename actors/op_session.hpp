@@ -33,6 +33,7 @@ struct session_services {
   std::string device_kind = "interpreter";  // where tests run; also the lint profile
   double sample_timeout_s = 60;             // per-sample limit in the candidate process
   int64_t job_deadline_ms = 30 * 60 * 1000; // wall-clock budget of one device job
+  campaign_actor progress; // told where each session stands after each checkpoint; may be null
 };
 
 /// How an operator is named in ids and keys: its OpInfo name, then `/variant` when it has one.

@@ -66,6 +66,8 @@ caf::expected<std::unique_ptr<replay_server>> replay_server::start(const options
     args.insert(args.end(), {"--log", opts.hit_log});
   if (opts.cycle)
     args.push_back("--cycle");
+  if (opts.by_answer_index)
+    args.push_back("--by-answer-index");
   std::vector<std::string> env;
   std::string pythonpath = "PYTHONPATH=" + opts.worker_dir;
   for (char** e = environ; *e; ++e) {

@@ -26,6 +26,9 @@ public:
     uint32_t latency_ms = 0;
     std::string hit_log; // the server appends one JSON line per request; empty: none
     bool cycle = false;  // start over when an operator's answers run out
+    // Serve the answer each request names (X-Opforge-Answer) rather than the next one, so that a
+    // restarted daemon's resumed sessions get the answers they were waiting for.
+    bool by_answer_index = false;
   };
 
   /// Starts the server and waits (at most 30 s) for its port.

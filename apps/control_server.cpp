@@ -5,6 +5,7 @@
 #include "messages/device_messages.hpp"
 #include "messages/errors.hpp"
 #include "messages/msgpack_codec.hpp"
+#include "messages/session_messages.hpp"
 #include "messages/wire.hpp"
 
 #include <future>
@@ -67,6 +68,97 @@ nlohmann::json part(const caf::expected<Status>& status) {
   if (!status)
     return {{"error", render(status.error())}};
   return to_json(*status);
+}
+
+nlohmann::json to_json(const session_summary& s) {
+  return {{"session_id", s.session_id},
+          {"op", s.op},
+          {"state", s.state},
+          {"end_reason", s.end_reason},
+          {"dialogs", s.dialogs},
+          {"llm_calls", s.llm_calls},
+          {"faults", s.faults},
+          {"prompt_tokens", s.prompt_tokens},
+          {"completion_tokens", s.completion_tokens},
+          {"kernel_key", s.kernel_key}};
+}
+
+nlohmann::json to_json(const campaign_status& c) {
+  auto finished = nlohmann::json::array();
+  for (const auto& s : c.finished)
+    finished.push_back(to_json(s));
+  return {{"campaign_id", c.campaign_id},
+          {"state", c.state},
+          {"error", c.error},
+          {"endpoint", c.endpoint},
+          {"device_kind", c.device_kind},
+          {"created_ms", c.created_ms},
+          {"ended_ms", c.ended_ms},
+          {"operators", c.operators},
+          {"waiting", c.waiting},
+          {"running", c.running},
+          {"succeeded", c.succeeded},
+          {"failed", c.failed},
+          {"states", c.states},
+          {"llm_calls", c.llm_calls},
+          {"prompt_tokens", c.prompt_tokens},
+          {"completion_tokens", c.completion_tokens},
+          {"faults", c.faults},
+          {"finished", finished}};
+}
+
+// The fields of a `run` request (messages/PROTOCOL.md); each wrong one is named.
+caf::expected<campaign_request> run_request(const wire::map_reader& fields) {
+  auto bad = [](const std::string& key, const char* expected) {
+    return caf::make_error(errc::request_invalid,
+                           "run: '" + key + "' must be " + std::string{expected});
+  };
+  campaign_request out;
+  auto strings = [&](const char* key, std::vector<std::string>& into) -> caf::error {
+    auto* value = fields.find(key);
+    if (!value || value->type == msgpack::type::NIL)
+      return {};
+    if (value->type != msgpack::type::ARRAY)
+      return bad(key, "a list of strings");
+    for (uint32_t i = 0; i < value->via.array.size; ++i) {
+      auto& item = value->via.array.ptr[i];
+      if (item.type != msgpack::type::STR)
+        return bad(key, "a list of strings");
+      into.emplace_back(item.via.str.ptr, item.via.str.size);
+    }
+    return {};
+  };
+  auto flag = [&](const char* key, bool& into) -> caf::error {
+    if (!fields.find(key))
+      return {};
+    auto value = fields.boolean(key);
+    if (!value)
+      return bad(key, "true or false");
+    into = *value;
+    return {};
+  };
+  auto count = [&](const char* key, uint32_t& into) -> caf::error {
+    auto value = fields.integer_or(key, 0);
+    if (!value || *value < 0 || *value > 100000)
+      return bad(key, "a count from 0 (the daemon's default) to 100000");
+    into = static_cast<uint32_t>(*value);
+    return {};
+  };
+  auto text = [&](const char* key, std::string& into) -> caf::error {
+    auto value = fields.string_or(key, "");
+    if (!value)
+      return bad(key, "a string");
+    into = *value;
+    return {};
+  };
+  for (auto err : {strings("names", out.names), strings("categories", out.categories),
+                   flag("all", out.all), flag("failed", out.failed), strings("dtypes", out.dtypes),
+                   text("endpoint", out.endpoint), text("device_kind", out.device_kind),
+                   count("concurrency", out.concurrency), count("max_dialogs", out.max_dialogs),
+                   count("max_calls_per_dialog", out.max_calls_per_dialog)})
+    if (err)
+      return err;
+  return out;
 }
 
 std::string encode(const nlohmann::json& reply) {
@@ -185,12 +277,15 @@ control_server::answer_type control_server::answer(std::string_view request) {
     return {encode(status())};
   if (*type == "workers")
     return {encode(workers())};
+  if (*type == "run" || *type == "campaign" || *type == "campaigns" || *type == "cancel")
+    return {encode(campaigns(*type, *fields))};
   if (*type == "shutdown") {
     spdlog::info("shutdown requested over the control socket");
     return {encode({{"ok", true}}), true};
   }
   return {encode(failure("unknown request type '" + *type +
-                         "' (this daemon knows: status, workers, shutdown)"))};
+                         "' (this daemon knows: status, workers, run, campaign, campaigns, cancel, "
+                         "shutdown)"))};
 }
 
 nlohmann::json control_server::status() const {
@@ -218,6 +313,46 @@ nlohmann::json control_server::workers() const {
   for (auto& w : *list)
     out.push_back(to_json(w));
   return {{"ok", true}, {"workers", out}};
+}
+
+} // namespace opforge
+
+namespace opforge {
+
+nlohmann::json control_server::campaigns(const std::string& type,
+                                         const wire::map_reader& fields) const {
+  auto& sys = *context_.system;
+  const auto& manager = context_.campaigns;
+  auto reply = [](const caf::expected<campaign_status>& status) {
+    if (!status)
+      return failure(message(status.error()));
+    return nlohmann::json{{"ok", true}, {"campaign", to_json(*status)}};
+  };
+  if (type == "run") {
+    auto request = run_request(fields);
+    if (!request)
+      return failure(message(request.error()));
+    return reply(
+        ask<campaign_status>(sys, actor_query_bound, manager, atom::submit_v, std::move(*request)));
+  }
+  if (type == "campaigns") {
+    auto list = ask<std::vector<campaign_status>>(sys, actor_query_bound, manager, atom::list_v);
+    if (!list)
+      return failure(message(list.error()));
+    auto out = nlohmann::json::array();
+    for (const auto& c : *list)
+      out.push_back(to_json(c));
+    return {{"ok", true}, {"campaigns", out}};
+  }
+  auto id = fields.string_or("id", "");
+  if (!id)
+    return failure(message(id.error()));
+  if (type == "cancel") {
+    if (id->empty())
+      return failure("cancel: name the campaign ('id')");
+    return reply(ask<campaign_status>(sys, actor_query_bound, manager, atom::cancel_v, *id));
+  }
+  return reply(ask<campaign_status>(sys, actor_query_bound, manager, atom::status_v, *id));
 }
 
 } // namespace opforge

@@ -6,6 +6,7 @@
 
 #include "actors/actors.hpp"
 #include "config/config.hpp"
+#include "messages/msgpack_codec.hpp"
 
 #include <chrono>
 #include <functional>
@@ -28,6 +29,7 @@ struct control_context {
   caf::actor_system* system = nullptr;
   store_actor store;
   device_manager_actor devices;
+  campaign_manager_actor campaigns;
   std::string version;
   config cfg;
   /// host:port the metrics endpoint actually listens on; empty when disabled.
@@ -66,6 +68,8 @@ private:
 
   nlohmann::json status() const;
   nlohmann::json workers() const;
+  /// `run`, `campaign`, `campaigns` and `cancel`: what the campaign manager says.
+  nlohmann::json campaigns(const std::string& type, const wire::map_reader& fields) const;
 
   control_context context_;
   int wakeup_fd_ = -1;

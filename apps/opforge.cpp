@@ -7,10 +7,15 @@
 #include "config/config.hpp"
 #include "messages/errors.hpp"
 
+#include <chrono>
 #include <cmath>
+#include <csignal>
 #include <iostream>
+#include <sstream>
+#include <thread>
 
 #include <CLI/CLI.hpp>
+#include <unistd.h>
 
 using namespace opforge;
 
@@ -19,17 +24,8 @@ namespace {
 constexpr int exit_unreachable = 1;
 constexpr int exit_bad_config = 2;
 
-// The one line a user reads: the error's own words, without the code name render() puts first.
-std::string describe(const caf::error& err) {
-  auto text = render(err);
-  if (err.category() != caf::atom("opforge"))
-    return text;
-  auto code = std::string{to_string(static_cast<errc>(err.code()))} + ": ";
-  return text.rfind(code, 0) == 0 ? text.substr(code.size()) : text;
-}
-
 int fail(const caf::error& err, int code) {
-  std::cerr << "opforge: " << describe(err) << '\n';
+  std::cerr << "opforge: " << message(err) << '\n';
   return code;
 }
 
@@ -164,6 +160,222 @@ int run_client(const config& cfg, const client_options& opts, const std::string&
   return 0;
 }
 
+// -- campaigns
+// -------------------------------------------------------------------------------------
+
+// What `opforge run` sends: operators by name, category, all or failed, and the overrides.
+struct run_options {
+  std::vector<std::string> names;
+  std::vector<std::string> categories;
+  bool all = false;
+  bool failed = false;
+  std::string dtypes;
+  std::string endpoint;
+  std::string device;
+  uint32_t concurrency = 0;
+  uint32_t max_dialogs = 0;
+  uint32_t max_calls = 0;
+  bool detach = false;
+
+  void add_to(CLI::App& cmd) {
+    cmd.add_option("operators", names, "OpInfo names (e.g. abs nn.functional.relu)");
+    cmd.add_option("--category", categories, "every operator of a catalog category (repeatable)");
+    cmd.add_flag("--all", all, "every operator of the catalog");
+    cmd.add_flag("--failed", failed, "the operators whose sessions failed in earlier campaigns");
+    cmd.add_option("--dtypes", dtypes, "comma-separated dtypes (default: campaigns.dtypes)");
+    cmd.add_option("--endpoint", endpoint, "LLM endpoint by name (default: the first configured)");
+    cmd.add_option("--device", device, "where candidates are tested: cuda or interpreter")
+        ->check(CLI::IsMember({"cuda", "interpreter"}));
+    cmd.add_option("--concurrency", concurrency, "sessions at once");
+    cmd.add_option("--max-dialogs", max_dialogs, "dialogs per operator");
+    cmd.add_option("--max-calls", max_calls, "LLM calls per dialog");
+    cmd.add_flag("--detach", detach, "submit and return; follow later with `opforge attach`");
+  }
+
+  nlohmann::json request() const {
+    nlohmann::json out{{"type", "run"},
+                       {"names", names},
+                       {"categories", categories},
+                       {"all", all},
+                       {"failed", failed},
+                       {"endpoint", endpoint},
+                       {"device_kind", device},
+                       {"concurrency", concurrency},
+                       {"max_dialogs", max_dialogs},
+                       {"max_calls_per_dialog", max_calls}};
+    auto list = nlohmann::json::array();
+    std::stringstream items{dtypes};
+    for (std::string item; std::getline(items, item, ',');)
+      if (!item.empty())
+        list.push_back(item);
+    out["dtypes"] = list;
+    return out;
+  }
+};
+
+volatile std::sig_atomic_t detach_requested = 0;
+
+bool ended(const std::string& state) {
+  return state != "resolving" && state != "running";
+}
+
+std::string clock_text(double seconds) {
+  auto s = static_cast<long>(std::max(seconds, 0.0));
+  char text[32];
+  std::snprintf(text, sizeof text, "%02ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+  return text;
+}
+
+std::string tokens_text(uint64_t tokens) {
+  if (tokens < 10000)
+    return std::to_string(tokens);
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1fk", static_cast<double>(tokens) / 1000);
+  return text;
+}
+
+double now_s() {
+  return std::chrono::duration<double>{std::chrono::system_clock::now().time_since_epoch()}.count();
+}
+
+// One line: where the campaign stands, LLM use, elapsed time and a naive remaining estimate.
+std::string progress_line(const nlohmann::json& c) {
+  auto count = [&](const char* key) { return c.value(key, uint64_t{0}); };
+  if (c.value("state", std::string{}) == "resolving")
+    return "resolving: a worker is reading the catalog for the requested operators";
+  auto done = count("succeeded") + count("failed");
+  auto ended_ms = c.value("ended_ms", int64_t{0});
+  auto elapsed = (ended_ms > 0 ? static_cast<double>(ended_ms) / 1000 : now_s()) -
+                 static_cast<double>(c.value("created_ms", int64_t{0})) / 1000;
+  std::string line = "[" + clock_text(elapsed) + "] " + c.value("state", std::string{}) + ": " +
+                     std::to_string(done) + "/" + std::to_string(count("operators")) + " ended (" +
+                     std::to_string(count("succeeded")) + " passed, " +
+                     std::to_string(count("failed")) + " failed), " +
+                     std::to_string(count("running")) + " running";
+  std::string states;
+  auto by_state = c.value("states", nlohmann::json::object());
+  for (auto& [state, n] : by_state.items())
+    states += (states.empty() ? "" : " ") + state + " " + n.dump();
+  if (!states.empty())
+    line += " (" + states + ")";
+  line += ", " + std::to_string(count("waiting")) + " waiting | LLM " +
+          std::to_string(count("llm_calls")) + " calls, " +
+          tokens_text(count("prompt_tokens") + count("completion_tokens")) + " tokens";
+  if (done > 0 && done < count("operators"))
+    line += " | ~" +
+            clock_text(elapsed / static_cast<double>(done) *
+                       static_cast<double>(count("operators") - done)) +
+            " left";
+  return line;
+}
+
+void print_session_line(const nlohmann::json& s) {
+  auto state = s.value("state", std::string{});
+  std::cout << "  " << (state == "SUCCESS" ? "PASS" : "FAIL") << "  " << s.value("op", "") << "  ("
+            << s.value("llm_calls", 0) << " LLM calls, " << s.value("dialogs", 0)
+            << " dialogs): " << s.value("end_reason", "") << '\n';
+}
+
+void print_campaign_end(const nlohmann::json& c) {
+  auto state = c.value("state", std::string{});
+  std::cout << "campaign " << c.value("campaign_id", "") << " " << state;
+  if (!c.value("error", std::string{}).empty())
+    std::cout << ": " << c.value("error", "");
+  std::cout << '\n';
+  if (state == "rejected")
+    return;
+  std::cout << "  " << c.value("succeeded", 0) << " of " << c.value("operators", 0)
+            << " operators passed and are in the kernel library; " << c.value("failed", 0)
+            << " failed; " << c.value("llm_calls", 0) << " LLM calls, "
+            << tokens_text(c.value("prompt_tokens", uint64_t{0}) +
+                           c.value("completion_tokens", uint64_t{0}))
+            << " tokens, " << c.value("faults", 0) << " faults retried\n";
+  if (c.value("endpoint", std::string{}) == "demo")
+    std::cout << "  (the demo endpoint replays hand-written answers, not a model: configure "
+                 "llm.endpoints or OPFORGE_LLM_URL for real runs)\n";
+}
+
+// Follows a campaign until it ends or the user detaches (Ctrl-C). Exit status: 0 when it ended
+// "done", 1 when it was rejected, cancelled or interrupted, or the daemon went away.
+int follow(const config& cfg, const client_options& opts, std::string id) {
+  std::signal(SIGINT, [](int) { detach_requested = 1; });
+  bool tty = ::isatty(STDOUT_FILENO);
+  size_t printed = 0;
+  std::string last_line;
+  for (;;) {
+    auto reply = control_request(cfg.control.listen, {{"type", "campaign"}, {"id", id}},
+                                 std::chrono::milliseconds{opts.timeout_ms});
+    if (!reply) {
+      if (tty)
+        std::cout << '\n';
+      return fail(reply.error(), exit_unreachable);
+    }
+    auto c = (*reply)["campaign"];
+    id = c.value("campaign_id", id); // "" asked for the newest
+    auto finished = c.value("finished", nlohmann::json::array());
+    if (tty && printed < finished.size())
+      std::cout << "\r\033[K";
+    for (; printed < finished.size(); ++printed)
+      print_session_line(finished[printed]);
+    auto line = progress_line(c);
+    if (tty)
+      std::cout << "\r\033[K" << line << std::flush;
+    else if (line.substr(line.find(']')) != last_line)
+      std::cout << line << std::endl;
+    last_line = line.substr(line.find(']'));
+    if (ended(c.value("state", std::string{}))) {
+      if (tty)
+        std::cout << '\n';
+      print_campaign_end(c);
+      return c.value("state", std::string{}) == "done" ? 0 : exit_unreachable;
+    }
+    for (int i = 0; i < 5 && !detach_requested; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds{100});
+    if (detach_requested) {
+      std::cout << (tty ? "\n" : "") << "detached: campaign " << id
+                << " goes on in the daemon; `opforge attach " << id
+                << "` follows it again, `opforge cancel " << id << "` stops it\n";
+      return 0;
+    }
+  }
+}
+
+int run_campaign(const config& cfg, const client_options& opts, const run_options& run) {
+  auto reply = control_request(cfg.control.listen, run.request(),
+                               std::chrono::milliseconds{opts.timeout_ms});
+  if (!reply)
+    return fail(reply.error(), exit_unreachable);
+  auto c = (*reply)["campaign"];
+  auto id = c.value("campaign_id", std::string{});
+  if (opts.json && run.detach) {
+    std::cout << c.dump(2) << '\n';
+    return 0;
+  }
+  std::cout << "campaign " << id << " submitted (endpoint " << c.value("endpoint", "")
+            << ", device " << c.value("device_kind", "") << ")\n";
+  if (run.detach) {
+    std::cout << "follow it with `opforge attach " << id << "`\n";
+    return 0;
+  }
+  return follow(cfg, opts, id);
+}
+
+void print_campaigns(const nlohmann::json& reply) {
+  auto list = reply.value("campaigns", nlohmann::json::array());
+  if (list.empty()) {
+    std::cout << "no campaigns yet: start one with `opforge run`\n";
+    return;
+  }
+  for (auto& c : list) {
+    std::cout << c.value("campaign_id", "") << "  " << c.value("state", "") << "  "
+              << c.value("operators", 0) << " operators  endpoint " << c.value("endpoint", "")
+              << "  device " << c.value("device_kind", "");
+    if (!c.value("error", std::string{}).empty())
+      std::cout << "  (" << c.value("error", "") << ")";
+    std::cout << '\n';
+  }
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -185,7 +397,19 @@ int main(int argc, char** argv) {
   auto* status_cmd = app.add_subcommand("status", "show what the running daemon is doing");
   auto* workers_cmd = app.add_subcommand("workers", "list the connected device and lint workers");
   auto* shutdown_cmd = app.add_subcommand("shutdown", "stop the running daemon cleanly");
-  for (auto* cmd : {status_cmd, workers_cmd, shutdown_cmd}) {
+  run_options run;
+  auto* run_cmd =
+      app.add_subcommand("run", "start a campaign over operators and follow it (Ctrl-C detaches)");
+  run.add_to(*run_cmd);
+  std::string campaign_id;
+  auto* attach_cmd =
+      app.add_subcommand("attach", "follow a campaign's progress again (Ctrl-C detaches)");
+  attach_cmd->add_option("campaign", campaign_id, "campaign id (default: the newest)");
+  auto* campaigns_cmd = app.add_subcommand("campaigns", "list every campaign, newest first");
+  auto* cancel_cmd = app.add_subcommand("cancel", "cancel a running campaign");
+  cancel_cmd->add_option("campaign", campaign_id, "campaign id")->required();
+  for (auto* cmd :
+       {status_cmd, workers_cmd, shutdown_cmd, run_cmd, attach_cmd, campaigns_cmd, cancel_cmd}) {
     common.add_to(*cmd);
     client.add_to(*cmd);
   }
@@ -219,6 +443,21 @@ int main(int argc, char** argv) {
     return run_client(*cfg, client, "status", print_status);
   if (cmd == workers_cmd)
     return run_client(*cfg, client, "workers", print_workers);
+  if (cmd == run_cmd)
+    return run_campaign(*cfg, client, run);
+  if (cmd == attach_cmd)
+    return follow(*cfg, client, campaign_id);
+  if (cmd == campaigns_cmd)
+    return run_client(*cfg, client, "campaigns", print_campaigns);
+  if (cmd == cancel_cmd) {
+    auto reply = control_request(cfg->control.listen, {{"type", "cancel"}, {"id", campaign_id}},
+                                 std::chrono::milliseconds{client.timeout_ms});
+    if (!reply)
+      return fail(reply.error(), exit_unreachable);
+    std::cout << "campaign " << campaign_id << " is being cancelled: running sessions stop, "
+              << "waiting ones never start\n";
+    return 0;
+  }
   return run_client(*cfg, client, "shutdown",
                     [](const nlohmann::json&) { std::cout << "the daemon is shutting down\n"; });
 }

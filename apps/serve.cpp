@@ -1,9 +1,11 @@
 #include "apps/serve.hpp"
 
+#include "actors/campaign_manager.hpp"
 #include "actors/metrics.hpp"
 #include "actors/store.hpp"
 #include "actors/system_config.hpp"
 #include "apps/actor_query.hpp"
+#include "apps/campaign_setup.hpp"
 #include "apps/control_server.hpp"
 #include "devices/spawn_device_manager.hpp"
 #include "devices/supervisor.hpp"
@@ -11,6 +13,7 @@
 #include "messages/errors.hpp"
 #include "messages/type_ids.hpp"
 #include "messages/wire.hpp"
+#include "persistence/rocksdb_store.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -193,11 +196,29 @@ bool nvidia_gpu_present() {
   return ::pclose(pipe) == 0 && found;
 }
 
-// The local worker processes, connecting to where the workers socket really listens.
-supervisor_config local_workers(config cfg, const std::string& workers_endpoint) {
-  if (std::any_of(cfg.local_workers.begin(), cfg.local_workers.end(),
-                  [](auto& group) { return group.kind == "auto"; }))
+// `auto` device kinds become cuda when this host has a GPU, else interpreter.
+config resolve_device_kinds(config cfg) {
+  bool any_auto = cfg.campaigns.device_kind == "auto" ||
+                  std::any_of(cfg.local_workers.begin(), cfg.local_workers.end(),
+                              [](auto& group) { return group.kind == "auto"; });
+  if (any_auto)
     resolve_auto_kinds(cfg, nvidia_gpu_present());
+  return cfg;
+}
+
+// The campaigns a previous daemon left running, read before the store actor opens the database.
+caf::expected<std::vector<unfinished_campaign>> unfinished_campaigns(const config& cfg) {
+  auto db = open_rocksdb_store(cfg.data_dir / "store");
+  if (!db)
+    return db.error();
+  auto loaded = load_unfinished_campaigns(**db);
+  if (auto err = (*db)->close())
+    return err;
+  return loaded;
+}
+
+// The local worker processes, connecting to where the workers socket really listens.
+supervisor_config local_workers(const config& cfg, const std::string& workers_endpoint) {
   supervisor_config out;
   for (auto& group : cfg.local_workers)
     out.workers.push_back(
@@ -217,12 +238,19 @@ std::string describe(const supervisor_config& local) {
 
 // The daemon's actors and threads, from start to a clean stop. They start in this order and stop
 // in reverse, on every path out, so nothing is left waiting on a part already gone.
-caf::error run(caf::actor_system& sys, const config& cfg, const std::string& version,
+caf::error run(caf::actor_system& sys, const config& given, const std::string& version,
                std::shared_ptr<metrics> families, const std::string& metrics_address,
                stop_events& stop) {
   // Quiet until ready, so that a daemon that cannot start prints nothing but its one error line.
   auto level = spdlog::get_level();
   spdlog::set_level(std::max(level, spdlog::level::warn));
+  auto cfg = resolve_device_kinds(given);
+  auto plan = plan_endpoints(cfg, process_env);
+  if (!plan)
+    return plan.error();
+  auto unfinished = unfinished_campaigns(cfg);
+  if (!unfinished)
+    return unfinished.error();
   auto store = spawn_store(sys, cfg.data_dir / "store", families);
   if (!store)
     return store.error();
@@ -235,10 +263,20 @@ caf::error run(caf::actor_system& sys, const config& cfg, const std::string& ver
       ask<device_manager_status>(sys, std::chrono::seconds{30}, *devices, atom::status_v);
   if (!devices_status)
     return devices_status.error();
+  auto parts = start_campaign_parts(sys, cfg, *plan, families);
+  if (!parts)
+    return parts.error();
+  scope_exit stop_parts{[&] { parts->stop(); }};
+  parts->setup.store = *store;
+  parts->setup.devices = *devices;
+  parts->setup.unfinished = std::move(*unfinished);
+  auto campaigns = sys.spawn(campaign_manager, parts->setup);
+  scope_exit stop_campaigns{[&] { stop_actor(sys, campaigns, "campaign manager"); }};
   zmq::context_t zmq;
   control_context context{&sys,
                           *store,
                           *devices,
+                          campaigns,
                           version,
                           cfg,
                           metrics_address,
@@ -254,10 +292,12 @@ caf::error run(caf::actor_system& sys, const config& cfg, const std::string& ver
     return supervised.error();
   spdlog::set_level(level);
   spdlog::info("opforge {} ready: pid {}, data in {}, control on {}, workers on {}, local "
-               "workers: {}, metrics on {}",
+               "workers: {}, metrics on {}, campaigns on {} with endpoint {}{}",
                version, ::getpid(), cfg.data_dir.string(), cfg.control.listen,
                devices_status->endpoint, describe(local),
-               metrics_address.empty() ? "(disabled)" : "http://" + metrics_address + "/metrics");
+               metrics_address.empty() ? "(disabled)" : "http://" + metrics_address + "/metrics",
+               cfg.campaigns.device_kind, plan->default_endpoint,
+               plan->demo ? " (the demo cassette: hand-written answers, not a model)" : "");
   for (;;) {
     families->uptime().Set(
         std::chrono::duration<double>{std::chrono::steady_clock::now() - context.started}.count());

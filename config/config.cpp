@@ -363,6 +363,36 @@ void parse(reader& in, store_config& out) {
   in.field("sync", out.sync);
 }
 
+check<std::string> dtype_list() {
+  return [](const std::string& value) -> std::optional<std::string> {
+    static const std::vector<std::string> known{"bfloat16", "float16", "float32", "int32", "int64"};
+    std::stringstream items{value};
+    size_t count = 0;
+    for (std::string item; std::getline(items, item, ',');) {
+      ++count;
+      if (std::find(known.begin(), known.end(), item) == known.end())
+        return "lists " + in_quotes(item) +
+               "; dtypes are comma-separated, from bfloat16, float16, float32, int32, int64";
+    }
+    if (count == 0)
+      return std::string{"must name at least one dtype"};
+    return std::nullopt;
+  };
+}
+
+void parse(reader& in, campaigns_config& out) {
+  in.field("device_kind", out.device_kind, one_of({"auto", "interpreter", "cuda"}));
+  in.field("dtypes", out.dtypes, dtype_list());
+  in.field("concurrency", out.concurrency, at_least(1));
+  in.field("max_dialogs", out.max_dialogs, at_least(1));
+  in.field("max_calls_per_dialog", out.max_calls_per_dialog, at_least(1));
+  in.field("sample_timeout_s", out.sample_timeout_s, at_least(1));
+  in.field("job_deadline_s", out.job_deadline_s, at_least(1));
+  in.field("prompts_dir", out.prompts_dir);
+  in.field("examples_dir", out.examples_dir);
+  in.field("demo_cassette", out.demo_cassette);
+}
+
 void parse(reader& in, config& out) {
   in.field("data_dir", out.data_dir);
   in.section("log", out.log);
@@ -373,6 +403,7 @@ void parse(reader& in, config& out) {
   in.section("metrics", out.metrics);
   in.section("store", out.store);
   in.delegate("llm", out.llm, parse_llm_section);
+  in.section("campaigns", out.campaigns);
 }
 
 caf::expected<YAML::Node> read_file(const std::filesystem::path& file) {
@@ -446,9 +477,13 @@ caf::expected<config> load_config(const config_sources& sources) {
 }
 
 void resolve_auto_kinds(config& cfg, bool gpu_present) {
+  auto resolve = [gpu_present](std::string& kind) {
+    if (kind == "auto")
+      kind = gpu_present ? "cuda" : "interpreter";
+  };
   for (auto& group : cfg.local_workers)
-    if (group.kind == "auto")
-      group.kind = gpu_present ? "cuda" : "interpreter";
+    resolve(group.kind);
+  resolve(cfg.campaigns.device_kind);
 }
 
 caf::error prepare_runtime(const config& cfg) {

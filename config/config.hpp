@@ -65,6 +65,26 @@ struct store_config {
   bool sync = true;
 };
 
+/// Defaults of `opforge run` and what every campaign's sessions need.
+struct campaigns_config {
+  /// Where candidates are tested: `interpreter`, `cuda`, or `auto` (cuda when `nvidia-smi -L`
+  /// lists a GPU). `opforge run --device` overrides it per campaign.
+  std::string device_kind = "auto";
+  /// Comma-separated dtypes a campaign asks for; each operator gets those it supports.
+  std::string dtypes = "bfloat16,float16,float32,int32,int64";
+  /// Sessions of one campaign running at once.
+  int64_t concurrency = 8;
+  int64_t max_dialogs = 3;
+  int64_t max_calls_per_dialog = 15;
+  /// Per-sample limit in the candidate process, and the budget of one device job.
+  int64_t sample_timeout_s = 60;
+  int64_t job_deadline_s = 1800;
+  std::filesystem::path prompts_dir = "config/prompts";
+  std::filesystem::path examples_dir = "config/examples";
+  /// What `opforge run` replays when no LLM endpoint is configured: hand-written answers.
+  std::filesystem::path demo_cassette = "config/demo/cassette.jsonl";
+};
+
 struct config {
   std::filesystem::path data_dir = "var";
   log_config log;
@@ -78,6 +98,7 @@ struct config {
   store_config store;
   /// LLM endpoints and the summarizer (config/endpoint_config.hpp).
   llm_config llm;
+  campaigns_config campaigns;
 
   /// The build's OPFORGE_PYTHON, or `python3` when the build named none.
   static std::string default_python();
@@ -105,7 +126,7 @@ std::optional<std::string> process_env(const std::string& name);
 /// Builds the configuration from its sources and checks every value; resolves control.listen.
 caf::expected<config> load_config(const config_sources& sources);
 
-/// Resolves local workers of kind `auto` to `cuda` or `interpreter`.
+/// Resolves local workers and campaigns of kind `auto` to `cuda` or `interpreter`.
 void resolve_auto_kinds(config& cfg, bool gpu_present);
 
 /// Creates the data directory if needed and checks that the daemon can write there, and that the

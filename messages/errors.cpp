@@ -102,4 +102,10 @@ std::string render(const caf::error& err) {
   return caf::to_string(err);
 }
 
+std::string message(const caf::error& err) {
+  if (err && err.category() == caf::atom("opforge") && !err.context().empty())
+    return render_context(err.context());
+  return render(err);
+}
+
 } // namespace opforge

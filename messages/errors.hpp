@@ -55,6 +55,10 @@ void register_error_category(caf::actor_system_config& cfg);
 /// Renders any CAF error, including opforge's, as one line.
 std::string render(const caf::error& err);
 
+/// What a user reads: an opforge error's own words without its code name (which `render` puts
+/// first), or `render` for an error without words.
+std::string message(const caf::error& err);
+
 } // namespace opforge
 
 CAF_ERROR_CODE_ENUM(opforge::errc, "opforge")

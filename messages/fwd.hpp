@@ -52,5 +52,6 @@ struct summary_result;
 // ------------------------------------------------------------------------
 struct session_summary;
 struct campaign_status;
+struct campaign_request;
 
 } // namespace opforge

@@ -58,6 +58,9 @@ struct chat_request {
   std::string campaign_id;
   std::string session_id;
   std::string op; // the operator the session works on; the replay server matches answers by it
+  // How many answers the session has received before this request: a replay server serves the
+  // answer at this position, so a session resumed after a crash gets the answer it waited for.
+  uint32_t answer_index = 0;
   std::vector<chat_message> messages;
   uint32_t max_tokens = 0; // 0: the endpoint's configured max_tokens
 };
@@ -65,7 +68,7 @@ struct chat_request {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, chat_request& x) {
   return f(caf::meta::type_name("chat_request"), x.request_id, x.campaign_id, x.session_id, x.op,
-           x.messages, x.max_tokens);
+           x.answer_index, x.messages, x.max_tokens);
 }
 
 /// Tokens of one answer, or summed over many. `estimated` is set when any part was estimated from

@@ -4,6 +4,7 @@
 // and the progress of a campaign.
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -11,7 +12,8 @@
 
 namespace opforge {
 
-/// The outcome of one operator session, as its op_session actor replies to `run`.
+/// The outcome of one operator session, as its op_session actor replies to `run`; while it runs,
+/// the same fields report its progress to its campaign (`state` is then the current state).
 struct session_summary {
   std::string session_id{};
   std::string op{};
@@ -34,23 +36,54 @@ typename Inspector::result_type inspect(Inspector& f, session_summary& x) {
 /// A campaign at a glance.
 struct campaign_status {
   std::string campaign_id{};
-  std::string state{}; // "running", "done" or "cancelled"
+  // "resolving" (asking a worker for the catalog), "running", "done", "cancelled", "interrupted"
+  // (sessions could not checkpoint; they resume when the daemon starts again) or "rejected"
+  std::string state{};
+  std::string error{}; // why it was rejected
+  std::string endpoint{};
+  std::string device_kind{};
+  int64_t created_ms = 0; // wall clock
+  int64_t ended_ms = 0;   // 0 while it runs
   uint64_t operators = 0;
   uint64_t waiting = 0; // not started yet
   uint64_t running = 0;
   uint64_t succeeded = 0;
   uint64_t failed = 0;
-  uint64_t llm_calls = 0;
+  std::map<std::string, uint64_t> states{}; // running sessions by state (GENERATE, LINT, TEST)
+  uint64_t llm_calls = 0;                   // of every session, running ones included
   uint64_t prompt_tokens = 0;
   uint64_t completion_tokens = 0;
+  uint64_t faults = 0;
   std::vector<session_summary> finished{}; // in the order they finished
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, campaign_status& x) {
-  return f(caf::meta::type_name("campaign_status"), x.campaign_id, x.state, x.operators, x.waiting,
-           x.running, x.succeeded, x.failed, x.llm_calls, x.prompt_tokens, x.completion_tokens,
+  return f(caf::meta::type_name("campaign_status"), x.campaign_id, x.state, x.error, x.endpoint,
+           x.device_kind, x.created_ms, x.ended_ms, x.operators, x.waiting, x.running, x.succeeded,
+           x.failed, x.states, x.llm_calls, x.prompt_tokens, x.completion_tokens, x.faults,
            x.finished);
+}
+
+/// What `opforge run` asks for. Empty or zero fields take the daemon's `campaigns:` defaults.
+struct campaign_request {
+  std::vector<std::string> names{};      // OpInfo names
+  std::vector<std::string> categories{}; // catalog categories
+  bool all = false;                      // every operator of the catalog
+  bool failed = false;                   // the operators whose sessions failed in earlier campaigns
+  std::vector<std::string> dtypes{};
+  std::string endpoint{};
+  std::string device_kind{};
+  uint32_t concurrency = 0;
+  uint32_t max_dialogs = 0;
+  uint32_t max_calls_per_dialog = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, campaign_request& x) {
+  return f(caf::meta::type_name("campaign_request"), x.names, x.categories, x.all, x.failed,
+           x.dtypes, x.endpoint, x.device_kind, x.concurrency, x.max_dialogs,
+           x.max_calls_per_dialog);
 }
 
 } // namespace opforge

@@ -2,7 +2,8 @@
 
 // The one CAF type-id block of opforge: every atom and every message type that crosses an actor
 // boundary is registered here, grouped by the part of the daemon that owns it. Register the block
-// with `cfg.add_message_types<caf::id_block::opforge>()` (`actors/system_config.hpp` does, for every process).
+// with `cfg.add_message_types<caf::id_block::opforge>()` (`actors/system_config.hpp` does, for
+// every process).
 
 #include "messages/fwd.hpp"
 
@@ -65,7 +66,11 @@ CAF_ADD_TYPE_ID(opforge, (opforge::summary_result))
 
 // -- sessions and campaigns ----------------------------------------------------------------------
 CAF_ADD_ATOM(opforge, opforge::atom, run, "run")
+CAF_ADD_ATOM(opforge, opforge::atom, progress, "progress")
+CAF_ADD_ATOM(opforge, opforge::atom, list, "list")
 CAF_ADD_TYPE_ID(opforge, (opforge::session_summary))
 CAF_ADD_TYPE_ID(opforge, (opforge::campaign_status))
+CAF_ADD_TYPE_ID(opforge, (std::vector<opforge::campaign_status>))
+CAF_ADD_TYPE_ID(opforge, (opforge::campaign_request))
 
 CAF_END_TYPE_ID_BLOCK(opforge)

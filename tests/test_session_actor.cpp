@@ -321,8 +321,8 @@ TEST_F(SessionActor, CampaignRunsEveryOperatorAndResumesWhatWasUnfinished) {
   ASSERT_TRUE(stored_campaign);
   auto decoded = decode_campaign(*stored_campaign);
   ASSERT_TRUE(decoded);
-  EXPECT_EQ(decoded->second, "done");
-  EXPECT_EQ(decoded->first.operators.size(), 3u);
+  EXPECT_EQ(decoded->state, "done");
+  EXPECT_EQ(decoded->spec.operators.size(), 3u);
   // Restored with its finished sessions, a campaign counts them and runs nothing again.
   std::vector<session_record> restored;
   for (const auto& kv : scan(family::sessions, prefix_of("c1")))
@@ -354,5 +354,5 @@ TEST_F(SessionActor, CancelledCampaignCancelsItsRunningSessionAndStartsNoOther) 
   EXPECT_EQ(chat->calls("neg") + chat->calls("sigmoid"), 0u);
   auto stored_campaign = stored(family::campaigns, "c1");
   ASSERT_TRUE(stored_campaign);
-  EXPECT_EQ(decode_campaign(*stored_campaign)->second, "cancelled");
+  EXPECT_EQ(decode_campaign(*stored_campaign)->state, "cancelled");
 }

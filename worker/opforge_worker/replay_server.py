@@ -21,8 +21,14 @@ entry) or by a cassette entry's ``fault`` field (which does):
 
 An entry with status 0 (a recorded transport failure) is replayed by closing the connection.
 
+With ``--by-answer-index`` the server keeps no position: it serves the answer the
+``X-Opforge-Answer`` header asks for (how many answers the session already has), counting only the
+operator's answer entries (status 200, no fault). A daemon restarted after a crash then gets
+exactly the answer its resumed session was waiting for, and a request for an answer already served
+shows in the hit log as the same index twice.
+
 Usage: ``python -m opforge_worker.replay_server --cassette F --port 0 [--latency-ms N]
-[--log HITS.jsonl] [--cycle]``; the first line on stdout is the bound port.
+[--log HITS.jsonl] [--cycle] [--by-answer-index]``; the first line on stdout is the bound port.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from typing import Any
 FAULT_HEADER = "X-Opforge-Fault"
 OPERATOR_HEADER = "X-Opforge-Operator"
 REQUEST_HEADER = "X-Opforge-Request"
+ANSWER_HEADER = "X-Opforge-Answer"
 MAX_REQUEST_BYTES = 64 << 20
 
 CONTEXT_ERRORS: dict[str, dict[str, Any]] = {
@@ -110,6 +117,15 @@ class Cassette:
                     raise CassetteError(f"{path}:{number}: expected an object with an operator")
                 self._entries[entry.get("operator", "")].append(entry)
 
+    def answer(self, operator: str, index: int) -> dict[str, Any] | None:
+        """The operator's answer entry at ``index`` (faults and failures not counted), if any."""
+        answers = [
+            entry
+            for entry in self._entries.get(operator, [])
+            if not entry.get("fault") and int(entry.get("status", 200)) == 200
+        ]
+        return answers[index] if 0 <= index < len(answers) else None
+
     def next(self, operator: str) -> tuple[int, dict[str, Any] | None]:
         """The position served and the next entry for this operator (None when exhausted)."""
         with self._lock:
@@ -149,9 +165,11 @@ class ReplayServer(ThreadingHTTPServer):
         cassette: Cassette,
         latency_s: float = 0.0,
         hits: HitLog | None = None,
+        by_answer_index: bool = False,
     ) -> None:
         super().__init__(address, ReplayHandler)
         self.cassette = cassette
+        self.by_answer_index = by_answer_index
         self.latency_s = latency_s
         self.hits = hits or HitLog(None)
         self.stopping = threading.Event()
@@ -197,7 +215,17 @@ class ReplayHandler(BaseHTTPRequestHandler):
             return
         operator = self.headers.get(OPERATOR_HEADER, "")
         fault = self.headers.get(FAULT_HEADER, "")
-        index, entry = (None, None) if fault else self.server.cassette.next(operator)
+        if fault:
+            index, entry = None, None
+        elif self.server.by_answer_index:
+            try:
+                index = int(self.headers.get(ANSWER_HEADER, ""))
+            except ValueError:
+                self._send_json(400, {"error": {"message": f"{ANSWER_HEADER} must be a number"}})
+                return
+            entry = self.server.cassette.answer(operator, index)
+        else:
+            index, entry = self.server.cassette.next(operator)
         if entry is not None:
             fault = str(entry.get("fault", ""))
         self.server.hits.write(
@@ -320,6 +348,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-ms", type=float, default=0.0, help="delay before each answer")
     parser.add_argument("--log", type=Path, help="append one JSON line per request served")
     parser.add_argument("--cycle", action="store_true", help="start over when answers run out")
+    parser.add_argument(
+        "--by-answer-index",
+        action="store_true",
+        help=f"serve the answer the {ANSWER_HEADER} header names instead of the next one",
+    )
     args = parser.parse_args(argv)
     try:
         cassette = Cassette(args.cassette, cycle=args.cycle)
@@ -327,7 +360,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"replay_server: {e}", file=sys.stderr)
         return 2
     server = ReplayServer(
-        (args.host, args.port), cassette, args.latency_ms / 1000, HitLog(args.log)
+        (args.host, args.port),
+        cassette,
+        args.latency_ms / 1000,
+        HitLog(args.log),
+        by_answer_index=args.by_answer_index,
     )
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     print(server.server_address[1], flush=True)

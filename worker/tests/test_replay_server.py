@@ -45,9 +45,16 @@ def write_cassette(path: Path, entries: list[dict]) -> Path:
 def serve(tmp_path: Path) -> Iterator:
     servers: list[ReplayServer] = []
 
-    def start(entries: list[dict], cycle: bool = False) -> ReplayServer:
+    def start(
+        entries: list[dict], cycle: bool = False, by_answer_index: bool = False
+    ) -> ReplayServer:
         cassette = Cassette(write_cassette(tmp_path / "tape.jsonl", entries), cycle=cycle)
-        server = ReplayServer(("127.0.0.1", 0), cassette, hits=HitLog(tmp_path / "hits.jsonl"))
+        server = ReplayServer(
+            ("127.0.0.1", 0),
+            cassette,
+            hits=HitLog(tmp_path / "hits.jsonl"),
+            by_answer_index=by_answer_index,
+        )
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append(server)
         return server
@@ -59,12 +66,18 @@ def serve(tmp_path: Path) -> Iterator:
 
 
 def post(
-    server: ReplayServer, operator: str = "add", fault: str = "", timeout: float = 10
+    server: ReplayServer,
+    operator: str = "add",
+    fault: str = "",
+    timeout: float = 10,
+    answer_index: str = "",
 ) -> tuple[int, dict[str, str], bytes]:
     connection = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=timeout)
     headers = {"Content-Type": "application/json", "X-Opforge-Operator": operator}
     if fault:
         headers["X-Opforge-Fault"] = fault
+    if answer_index:
+        headers["X-Opforge-Answer"] = answer_index
     body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
     connection.request("POST", "/v1/chat/completions", body, headers)
     response = connection.getresponse()
@@ -94,6 +107,31 @@ def test_answers_are_served_per_operator_in_order_and_labelled(serve) -> None:
     status, _, payload = post(server, "add")
     assert status == 404
     assert "no answer #2 for operator 'add'" in json.loads(payload)["error"]["message"]
+
+
+def test_by_answer_index_serves_the_answer_asked_for_and_skips_faults(serve, tmp_path) -> None:
+    server = serve(
+        [
+            {"operator": "add", "response": answer("first")},
+            {"operator": "add", "fault": "500"},
+            {"operator": "add", "status": 0},
+            {"operator": "add", "response": answer("second")},
+        ],
+        by_answer_index=True,
+    )
+
+    def text(index: str) -> str:
+        status, _, payload = post(server, "add", answer_index=index)
+        assert status == 200, payload
+        return json.loads(payload)["choices"][0]["message"]["content"]
+
+    # A resumed session asks again for the answer it was waiting for, and gets that one.
+    assert [text("1"), text("0"), text("1")] == ["second", "first", "second"]
+    status, _, payload = post(server, "add", answer_index="2")
+    assert status == 404 and b"no answer #2" in payload
+    assert post(server, "add", answer_index="x")[0] == 400
+    hits = [json.loads(line) for line in (tmp_path / "hits.jsonl").read_text().splitlines()]
+    assert [h["index"] for h in hits] == [1, 0, 1, 2]
 
 
 def test_cycle_starts_over(serve) -> None:
