@@ -40,10 +40,22 @@ std::string corrupt_entry(family f, const std::string& key, const caf::error& er
          "' is unreadable: " + render(err);
 }
 
-caf::expected<std::vector<key_value>> scan(caf::actor_system& sys, const store_actor& store,
-                                           family f, std::string prefix, uint64_t limit) {
-  return ask<std::vector<key_value>>(sys, store_read_bound, store, atom::scan_v, f,
-                                     std::move(prefix), limit);
+// At most `limit` entries of a scan, and whether the store holds more.
+struct bounded_scan {
+  std::vector<key_value> entries;
+  bool truncated = false;
+};
+
+caf::expected<bounded_scan> scan(caf::actor_system& sys, const store_actor& store, family f,
+                                 std::string prefix, uint64_t limit) {
+  auto entries = ask<std::vector<key_value>>(sys, store_read_bound, store, atom::scan_v, f,
+                                             std::move(prefix), limit + 1);
+  if (!entries)
+    return std::move(entries.error());
+  bool truncated = entries->size() > limit;
+  if (truncated)
+    entries->pop_back();
+  return bounded_scan{std::move(*entries), truncated};
 }
 
 caf::expected<std::optional<std::string>> get(caf::actor_system& sys, const store_actor& store,
@@ -117,21 +129,18 @@ nlohmann::json list_sessions(caf::actor_system& sys, const store_actor& store,
   }
   auto entries = scan(sys, store, family::sessions,
                       filter.campaign.empty() ? std::string{} : prefix_of(filter.campaign),
-                      max_listed_sessions + 1);
+                      max_listed_sessions);
   if (!entries)
     return failure(store_failure(entries.error()));
-  bool truncated = entries->size() > max_listed_sessions;
-  if (truncated)
-    entries->pop_back();
   auto sessions = nlohmann::json::array();
-  for (const auto& entry : *entries) {
+  for (const auto& entry : entries->entries) {
     auto record = decode_record(entry.value);
     if (!record)
       return failure(corrupt_entry(family::sessions, entry.key, record.error()));
     if (!wanted || record->state == *wanted)
       sessions.push_back(summary(*record));
   }
-  return {{"ok", true}, {"sessions", std::move(sessions)}, {"truncated", truncated}};
+  return {{"ok", true}, {"sessions", std::move(sessions)}, {"truncated", entries->truncated}};
 }
 
 nlohmann::json show_session(caf::actor_system& sys, const store_actor& store, const std::string& op,
@@ -140,14 +149,14 @@ nlohmann::json show_session(caf::actor_system& sys, const store_actor& store, co
     return failure("show needs an operator id: an OpInfo name, or name/variant");
   caf::expected<std::optional<std::string>> stored{std::nullopt};
   if (campaign.empty()) {
-    auto campaigns = scan(sys, store, family::campaigns, "", max_searched_campaigns + 1);
+    auto campaigns = scan(sys, store, family::campaigns, "", max_searched_campaigns);
     if (!campaigns)
       return failure(store_failure(campaigns.error()));
     // The scan yields the oldest first: past the bound, the newest would be the ones left out.
-    if (campaigns->size() > max_searched_campaigns)
+    if (campaigns->truncated)
       return failure("the store holds more than " + std::to_string(max_searched_campaigns) +
                      " campaigns: name the campaign of operator '" + op + "'");
-    stored = newest_session(sys, store, *campaigns, op);
+    stored = newest_session(sys, store, campaigns->entries, op);
   } else {
     stored = get(sys, store, family::sessions, session_key(campaign, op));
   }
@@ -159,15 +168,11 @@ nlohmann::json show_session(caf::actor_system& sys, const store_actor& store, co
   auto record = decode_record(**stored);
   if (!record)
     return failure("the session of operator '" + op + "' is unreadable: " + render(record.error()));
-  auto entries =
-      scan(sys, store, family::events, prefix_of(record->session_id), max_shown_events + 1);
+  auto entries = scan(sys, store, family::events, prefix_of(record->session_id), max_shown_events);
   if (!entries)
     return failure(store_failure(entries.error()));
-  bool truncated = entries->size() > max_shown_events;
-  if (truncated)
-    entries->pop_back();
   auto events = nlohmann::json::array();
-  for (const auto& entry : *entries) {
+  for (const auto& entry : entries->entries) {
     auto transition = decode_transition(entry.value);
     if (!transition)
       return failure(corrupt_entry(family::events, entry.key, transition.error()));
@@ -180,7 +185,7 @@ nlohmann::json show_session(caf::actor_system& sys, const store_actor& store, co
   return {{"ok", true},
           {"session", std::move(session)},
           {"events", std::move(events)},
-          {"truncated", truncated}};
+          {"truncated", entries->truncated}};
 }
 
 } // namespace opforge
