@@ -103,18 +103,52 @@ nlohmann::json to_json(const session_transition& t) {
           {"detail", t.detail},     {"at_ms", t.at_ms},          {"content", t.content}};
 }
 
-// The stored record of `op` in the newest of `campaigns` (`campaigns` entries in key order) that
-// has one: campaign ids sort in the order they were created, so the search walks from the last.
-caf::expected<std::optional<std::string>> newest_session(caf::actor_system& sys,
-                                                         const store_actor& store,
-                                                         const std::vector<key_value>& campaigns,
-                                                         const std::string& op) {
-  for (auto campaign = campaigns.rbegin(); campaign != campaigns.rend(); ++campaign) {
-    auto stored = get(sys, store, family::sessions, session_key(campaign->key, op));
+// The stored record of `op` in the first of `campaigns` that has one.
+caf::expected<std::optional<std::string>> first_session(caf::actor_system& sys,
+                                                        const store_actor& store,
+                                                        const std::vector<std::string>& campaigns,
+                                                        const std::string& op) {
+  for (const auto& campaign : campaigns) {
+    auto stored = get(sys, store, family::sessions, session_key(campaign, op));
     if (!stored || *stored)
       return stored;
   }
   return std::nullopt;
+}
+
+// The operator ids `name/variant` with a session in the first of `campaigns` that has any: an
+// OpInfo name with variants has no session of its own, and `show max` should point at `max/binary`.
+caf::expected<std::vector<std::string>> variants_of(caf::actor_system& sys,
+                                                    const store_actor& store,
+                                                    const std::vector<std::string>& campaigns,
+                                                    const std::string& name) {
+  std::vector<std::string> ids;
+  for (const auto& campaign : campaigns) {
+    auto found =
+        scan(sys, store, family::sessions, session_key(campaign, name + "/"), max_hinted_variants);
+    if (!found)
+      return std::move(found.error());
+    for (const auto& entry : found->entries)
+      ids.push_back(entry.key.substr(prefix_of(campaign).size()));
+    if (!ids.empty())
+      break;
+  }
+  return ids;
+}
+
+// The reply when none of `campaigns` (searched for `show`) has a session of `op`.
+nlohmann::json no_session(caf::actor_system& sys, const store_actor& store,
+                          const std::vector<std::string>& campaigns, const std::string& op,
+                          const std::string& named_campaign) {
+  auto variants = variants_of(sys, store, campaigns, op);
+  if (!variants)
+    return failure(store_failure(variants.error()));
+  std::string hint;
+  for (const auto& id : *variants)
+    hint += (hint.empty() ? " (sessions exist for " : ", ") + id;
+  return failure("no session for operator '" + op + "'" +
+                 (named_campaign.empty() ? std::string{} : " in campaign " + named_campaign) +
+                 (hint.empty() ? hint : hint + ")"));
 }
 
 } // namespace
@@ -147,24 +181,26 @@ nlohmann::json show_session(caf::actor_system& sys, const store_actor& store, co
                             const std::string& campaign) {
   if (op.empty())
     return failure("show needs an operator id: an OpInfo name, or name/variant");
-  caf::expected<std::optional<std::string>> stored{std::nullopt};
+  // The campaigns to search, in order: the one named, or all of them from the newest (campaign
+  // ids sort in the order they were created).
+  std::vector<std::string> campaigns{campaign};
   if (campaign.empty()) {
-    auto campaigns = scan(sys, store, family::campaigns, "", max_searched_campaigns);
-    if (!campaigns)
-      return failure(store_failure(campaigns.error()));
+    auto stored = scan(sys, store, family::campaigns, "", max_searched_campaigns);
+    if (!stored)
+      return failure(store_failure(stored.error()));
     // The scan yields the oldest first: past the bound, the newest would be the ones left out.
-    if (campaigns->truncated)
+    if (stored->truncated)
       return failure("the store holds more than " + std::to_string(max_searched_campaigns) +
                      " campaigns: name the campaign of operator '" + op + "'");
-    stored = newest_session(sys, store, campaigns->entries, op);
-  } else {
-    stored = get(sys, store, family::sessions, session_key(campaign, op));
+    campaigns.clear();
+    for (auto c = stored->entries.rbegin(); c != stored->entries.rend(); ++c)
+      campaigns.push_back(c->key);
   }
+  auto stored = first_session(sys, store, campaigns, op);
   if (!stored)
     return failure(store_failure(stored.error()));
   if (!*stored)
-    return failure("no session for operator '" + op + "'" +
-                   (campaign.empty() ? std::string{} : " in campaign " + campaign));
+    return no_session(sys, store, campaigns, op, campaign);
   auto record = decode_record(**stored);
   if (!record)
     return failure("the session of operator '" + op + "' is unreadable: " + render(record.error()));

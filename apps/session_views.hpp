@@ -24,6 +24,10 @@ inline constexpr uint64_t max_listed_sessions = 2000;
 /// At most this many campaigns are searched by `show` for the newest one that has the operator.
 inline constexpr uint64_t max_searched_campaigns = 2000;
 
+/// At most this many variants are named when `show` is given an OpInfo name that has only
+/// sessions of its variants.
+inline constexpr uint64_t max_hinted_variants = 8;
+
 /// At most this many events are read for one `show` reply; a reply that stopped there says
 /// `truncated`.
 inline constexpr uint64_t max_shown_events = 10000;

@@ -306,8 +306,9 @@ TEST_F(SessionViews, UnknownOperatorsAndCampaignsAreClearErrors) {
   EXPECT_EQ(show("nothing")["error"], "no session for operator 'nothing'");
   EXPECT_EQ(show("exp", "20991231-000000-none")["error"],
             "no session for operator 'exp' in campaign 20991231-000000-none");
-  // An OpInfo name with variants is not any one of them.
-  EXPECT_EQ(show("max")["error"], "no session for operator 'max'");
+  // An OpInfo name with variants is not any one of them, but points at them.
+  EXPECT_EQ(show("max")["error"], "no session for operator 'max' (sessions exist for max/binary)");
+  EXPECT_EQ(show("max", newer)["error"], "no session for operator 'max' in campaign " + newer);
   EXPECT_EQ(show("")["error"], "show needs an operator id: an OpInfo name, or name/variant");
 }
 
