@@ -185,7 +185,7 @@ struct session_options {
 // One line per session, in columns as wide as their widest entry; the end reason comes last.
 void print_sessions(const nlohmann::json& reply, const session_options& selected) {
   auto sessions = reply.value("sessions", nlohmann::json::array());
-  if (sessions.empty()) {
+  if (sessions.empty() && !reply.value("truncated", false)) {
     std::cout << "no " << (selected.state.empty() ? "" : selected.state + " ") << "sessions"
               << (selected.campaign.empty() ? "" : " in campaign " + selected.campaign) << '\n';
     return;
@@ -211,8 +211,7 @@ void print_sessions(const nlohmann::json& reply, const session_options& selected
     std::cout << row.back() << '\n';
   }
   if (reply.value("truncated", false))
-    std::cout << "(only the first " << sessions.size()
-              << " sessions read: narrow the list with --campaign)\n";
+    std::cout << "(more sessions than one reply holds: narrow the list with --campaign)\n";
 }
 
 // `text` with every line indented by `by` spaces.
