@@ -27,7 +27,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(session_record, session_id, camp
                                                 total_faults, messages, proposal, last_feedback,
                                                 verdict, prompt_tokens, completion_tokens, history,
                                                 end_reason)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(session_transition, revision, from, to, detail, at_ms)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(session_transition, revision, from, to, detail,
+                                                at_ms, content)
 
 void to_json(nlohmann::json& out, const session_budgets& b) {
   out = {{"max_dialogs", b.max_dialogs},
@@ -87,8 +88,9 @@ public:
 
   session_record& rec() { return rec_; }
 
-  void move_to(session_state to, std::string detail) {
-    transitions_.push_back({++rec_.revision, rec_.state, to, std::move(detail), 0});
+  void move_to(session_state to, std::string detail, std::string content = {}) {
+    transitions_.push_back(
+        {++rec_.revision, rec_.state, to, std::move(detail), 0, std::move(content)});
     rec_.state = to;
   }
 
@@ -140,9 +142,10 @@ public:
            " does not fit the endpoint's context window (" + context_usage() + ")");
       return;
     }
-    move_to(session_state::generate, "dialog " + std::to_string(rec_.dialog) + " of " +
-                                         std::to_string(b.max_dialogs) + ": " + to_string(kind) +
-                                         " prompt");
+    move_to(session_state::generate,
+            "dialog " + std::to_string(rec_.dialog) + " of " + std::to_string(b.max_dialogs) +
+                ": " + to_string(kind) + " prompt",
+            rec_.messages.back().content);
   }
 
   // Records the verdict and either asks again in this dialog or opens the next one: when this
@@ -154,7 +157,7 @@ public:
                    (attempt.detail.empty() ? "" : " (" + attempt.detail + ")");
     rec_.history.push_back(std::move(attempt));
     rec_.last_feedback = prompt;
-    move_to(session_state::feedback, std::move(summary));
+    move_to(session_state::feedback, std::move(summary), prompt);
     if (rec_.calls_in_dialog >= rec_.budgets.max_calls_per_dialog) {
       move_to(session_state::prompt, "dialog " + std::to_string(rec_.dialog) + " used its " +
                                          std::to_string(rec_.calls_in_dialog) + " calls");
@@ -188,9 +191,11 @@ public:
     rec_.prompt_tokens += answer.prompt_tokens;
     rec_.completion_tokens += answer.completion_tokens;
     rec_.messages.push_back({"assistant", answer.content});
-    move_to(session_state::parse, "answer " + std::to_string(rec_.calls_in_dialog) + " of dialog " +
-                                      std::to_string(rec_.dialog) +
-                                      (answer.truncated ? " (cut off at the token limit)" : ""));
+    move_to(session_state::parse,
+            "answer " + std::to_string(rec_.calls_in_dialog) + " of dialog " +
+                std::to_string(rec_.dialog) +
+                (answer.truncated ? " (cut off at the token limit)" : ""),
+            answer.content);
     auto parsed = parse_answer(answer.content, rec_.wrapper);
     if (auto* problem = std::get_if<format_problem>(&parsed)) {
       auto what = answer.truncated ? "it was cut off at the token limit, so keep it shorter; and " +
@@ -372,6 +377,14 @@ caf::expected<session_record> decode_record(std::string_view bytes) {
 std::string encode_transition(const session_transition& transition) {
   auto bytes = nlohmann::json::to_msgpack(nlohmann::json(transition));
   return {bytes.begin(), bytes.end()};
+}
+
+caf::expected<session_transition> decode_transition(std::string_view bytes) {
+  try {
+    return nlohmann::json::from_msgpack(bytes.begin(), bytes.end()).get<session_transition>();
+  } catch (const nlohmann::json::exception& e) {
+    return caf::make_error(errc::store_corrupt, std::string{"session event: "} + e.what());
+  }
 }
 
 std::chrono::milliseconds retry_delay(uint32_t consecutive_faults) {

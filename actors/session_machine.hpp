@@ -168,9 +168,16 @@ struct session_transition {
   session_state to = session_state::prompt;
   std::string detail;
   int64_t at_ms = 0; // wall-clock time, stamped by the actor that records it
+  // The full text that crossed the session's boundary on this transition, kept here because the
+  // record holds only the current dialog: the prompt that opens a dialog (PROMPT -> GENERATE),
+  // the model's answer (GENERATE -> PARSE), the feedback prompt (into FEEDBACK). Empty otherwise.
+  std::string content;
 };
 
+/// The msgpack value stored for a transition, and back. Events written before `content` existed
+/// decode with it empty. Decoding errors are errc::store_corrupt.
 std::string encode_transition(const session_transition& transition);
+caf::expected<session_transition> decode_transition(std::string_view bytes);
 
 struct step_result {
   session_record record;

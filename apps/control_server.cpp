@@ -2,6 +2,7 @@
 
 #include "actors/store.hpp"
 #include "apps/actor_query.hpp"
+#include "apps/session_views.hpp"
 #include "messages/device_messages.hpp"
 #include "messages/errors.hpp"
 #include "messages/msgpack_codec.hpp"
@@ -279,13 +280,27 @@ control_server::answer_type control_server::answer(std::string_view request) {
     return {encode(workers())};
   if (*type == "run" || *type == "campaign" || *type == "campaigns" || *type == "cancel")
     return {encode(campaigns(*type, *fields))};
+  if (*type == "sessions") {
+    auto campaign = fields->string_or("campaign", "");
+    auto state = fields->string_or("state", "");
+    if (!campaign || !state)
+      return malformed(campaign ? state.error() : campaign.error());
+    return {encode(list_sessions(*context_.system, context_.store, {*campaign, *state}))};
+  }
+  if (*type == "show") {
+    auto op = fields->string("op");
+    auto campaign = fields->string_or("campaign", "");
+    if (!op || !campaign)
+      return malformed(op ? campaign.error() : op.error());
+    return {encode(show_session(*context_.system, context_.store, *op, *campaign))};
+  }
   if (*type == "shutdown") {
     spdlog::info("shutdown requested over the control socket");
     return {encode({{"ok", true}}), true};
   }
   return {encode(failure("unknown request type '" + *type +
                          "' (this daemon knows: status, workers, run, campaign, campaigns, cancel, "
-                         "shutdown)"))};
+                         "sessions, show, shutdown)"))};
 }
 
 nlohmann::json control_server::status() const {

@@ -7,12 +7,15 @@
 #include "config/config.hpp"
 #include "messages/errors.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <functional>
 #include <iostream>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <unistd.h>
@@ -147,9 +150,9 @@ void print_workers(const nlohmann::json& reply) {
   }
 }
 
-int run_client(const config& cfg, const client_options& opts, const std::string& type,
-               void (*print)(const nlohmann::json&)) {
-  auto reply = control_request(cfg.control.listen, {{"type", type}},
+int run_request(const config& cfg, const client_options& opts, nlohmann::json request,
+                const std::function<void(const nlohmann::json&)>& print) {
+  auto reply = control_request(cfg.control.listen, std::move(request),
                                std::chrono::milliseconds{opts.timeout_ms});
   if (!reply)
     return fail(reply.error(), exit_unreachable);
@@ -160,8 +163,7 @@ int run_client(const config& cfg, const client_options& opts, const std::string&
   return 0;
 }
 
-// -- campaigns
-// -------------------------------------------------------------------------------------
+// -- campaigns ---------------------------------------------------------------------------------
 
 // What `opforge run` sends: operators by name, category, all or failed, and the overrides.
 struct run_options {
@@ -376,6 +378,112 @@ void print_campaigns(const nlohmann::json& reply) {
   }
 }
 
+int run_client(const config& cfg, const client_options& opts, const std::string& type,
+               void (*print)(const nlohmann::json&)) {
+  return run_request(cfg, opts, {{"type", type}}, print);
+}
+
+// -- sessions and show -------------------------------------------------------------------------
+
+// What `sessions` and `show` select.
+struct session_options {
+  std::string campaign;
+  std::string state;
+  std::string op;
+};
+
+// One line per session, in columns as wide as their widest entry; the end reason comes last.
+void print_sessions(const nlohmann::json& reply, const session_options& selected) {
+  auto sessions = reply.value("sessions", nlohmann::json::array());
+  if (sessions.empty() && !reply.value("truncated", false)) {
+    std::cout << "no " << (selected.state.empty() ? "" : selected.state + " ") << "sessions"
+              << (selected.campaign.empty() ? "" : " in campaign " + selected.campaign) << '\n';
+    return;
+  }
+  std::vector<std::vector<std::string>> rows{
+      {"OPERATOR", "CAMPAIGN", "STATE", "DIALOGS", "CALLS", "LAST OUTCOME", "END"}};
+  for (auto& s : sessions) {
+    auto text = [&](const char* key) {
+      auto value = s.value(key, std::string{});
+      return value.empty() ? std::string{"-"} : value;
+    };
+    rows.push_back({text("operator"), text("campaign_id"), text("state"),
+                    std::to_string(s.value("dialog", 0)), std::to_string(s.value("total_calls", 0)),
+                    text("last_outcome"), text("end_reason")});
+  }
+  std::vector<size_t> widths(rows.front().size() - 1, 0);
+  for (auto& row : rows)
+    for (size_t i = 0; i < widths.size(); ++i)
+      widths[i] = std::max(widths[i], row[i].size());
+  for (auto& row : rows) {
+    for (size_t i = 0; i < widths.size(); ++i)
+      std::cout << row[i] << std::string(widths[i] - row[i].size() + 2, ' ');
+    std::cout << row.back() << '\n';
+  }
+  if (reply.value("truncated", false))
+    std::cout << "(more sessions than one reply holds: narrow the list with --campaign)\n";
+}
+
+// `text` with every line indented by `by` spaces.
+std::string indented(const std::string& text, size_t by) {
+  std::istringstream lines{text};
+  std::string out, line;
+  while (std::getline(lines, line))
+    out += (line.empty() ? "" : std::string(by, ' ') + line) + '\n';
+  return out;
+}
+
+std::string joined(const nlohmann::json& items) {
+  std::string out;
+  for (auto& item : items)
+    out += (out.empty() ? "" : ", ") + item.get<std::string>();
+  return out;
+}
+
+// The session's transcript: a header, then every transition in order, each dialog opening with
+// its prompt, each answer and feedback prompt in full under the transition that carried it; then
+// the accepted kernel.
+void print_show(const nlohmann::json& reply) {
+  auto session = reply.value("session", nlohmann::json::object());
+  auto text = [&](const char* key) { return session.value(key, std::string{}); };
+  auto variant = text("variant");
+  auto budgets = session.value("budgets", nlohmann::json::object());
+  std::cout << "operator  " << text("op") << (variant.empty() ? "" : "/" + variant) << '\n'
+            << "campaign  " << text("campaign_id") << '\n'
+            << "state     " << text("state")
+            << (text("end_reason").empty() ? "" : ": " + text("end_reason")) << '\n'
+            << "dtypes    " << joined(session.value("dtypes", nlohmann::json::array())) << '\n'
+            << "calls     " << session.value("total_calls", 0) << " in "
+            << session.value("dialog", 0) << " dialogs (budget " << budgets.value("max_dialogs", 0)
+            << " dialogs of " << budgets.value("max_calls_per_dialog", 0) << " calls), "
+            << session.value("total_faults", 0) << " faults\n"
+            << "tokens    " << session.value("prompt_tokens", 0) << " prompt, "
+            << session.value("completion_tokens", 0) << " completion\n";
+  auto events = reply.value("events", nlohmann::json::array());
+  if (events.empty())
+    std::cout << "\nno transitions recorded\n";
+  for (auto& e : events) {
+    auto from = e.value("from", std::string{});
+    auto to = e.value("to", std::string{});
+    auto detail = e.value("detail", std::string{});
+    auto content = e.value("content", std::string{});
+    if (from == "PROMPT" && to == "GENERATE") {
+      std::cout << '\n' << detail << '\n';
+      if (!content.empty())
+        std::cout << "  prompt:\n" << indented(content, 6);
+      continue;
+    }
+    auto step = from + " -> " + to;
+    std::cout << "  " << step << std::string(22 - std::min<size_t>(step.size(), 20), ' ') << detail
+              << '\n'
+              << indented(content, 6);
+  }
+  if (reply.value("truncated", false))
+    std::cout << "(only the first " << events.size() << " transitions read)\n";
+  if (text("state") == "SUCCESS")
+    std::cout << "\naccepted kernel:\n" << indented(text("proposal"), 4);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -408,8 +516,19 @@ int main(int argc, char** argv) {
   auto* campaigns_cmd = app.add_subcommand("campaigns", "list every campaign, newest first");
   auto* cancel_cmd = app.add_subcommand("cancel", "cancel a running campaign");
   cancel_cmd->add_option("campaign", campaign_id, "campaign id")->required();
-  for (auto* cmd :
-       {status_cmd, workers_cmd, shutdown_cmd, run_cmd, attach_cmd, campaigns_cmd, cancel_cmd}) {
+
+  session_options selected;
+  auto* sessions_cmd = app.add_subcommand("sessions", "list operator sessions, one line each");
+  sessions_cmd->add_option("--state", selected.state, "only sessions in this state, e.g. FAILED");
+  auto* show_cmd = app.add_subcommand(
+      "show", "an operator's session: every prompt, answer, verdict and feedback in order");
+  show_cmd->add_option("OP", selected.op, "operator id: OpInfo name, or name/variant")->required();
+  for (auto* cmd : {sessions_cmd, show_cmd})
+    cmd->add_option("--campaign", selected.campaign,
+                    "campaign id (default: every campaign; for show, the newest that has OP)");
+
+  for (auto* cmd : {status_cmd, workers_cmd, shutdown_cmd, run_cmd, attach_cmd, campaigns_cmd,
+                    cancel_cmd, sessions_cmd, show_cmd}) {
     common.add_to(*cmd);
     client.add_to(*cmd);
   }
@@ -449,15 +568,22 @@ int main(int argc, char** argv) {
     return follow(*cfg, client, campaign_id);
   if (cmd == campaigns_cmd)
     return run_client(*cfg, client, "campaigns", print_campaigns);
-  if (cmd == cancel_cmd) {
-    auto reply = control_request(cfg->control.listen, {{"type", "cancel"}, {"id", campaign_id}},
-                                 std::chrono::milliseconds{client.timeout_ms});
-    if (!reply)
-      return fail(reply.error(), exit_unreachable);
-    std::cout << "campaign " << campaign_id << " is being cancelled: running sessions stop, "
-              << "waiting ones never start\n";
-    return 0;
-  }
+  if (cmd == cancel_cmd)
+    return run_request(*cfg, client, {{"type", "cancel"}, {"id", campaign_id}},
+                       [&campaign_id](const nlohmann::json&) {
+                         std::cout << "campaign " << campaign_id
+                                   << " is being cancelled: running sessions stop, waiting ones "
+                                      "never start\n";
+                       });
+  if (cmd == sessions_cmd)
+    return run_request(
+        *cfg, client,
+        {{"type", "sessions"}, {"campaign", selected.campaign}, {"state", selected.state}},
+        [&selected](const nlohmann::json& reply) { print_sessions(reply, selected); });
+  if (cmd == show_cmd)
+    return run_request(*cfg, client,
+                       {{"type", "show"}, {"op", selected.op}, {"campaign", selected.campaign}},
+                       print_show);
   return run_client(*cfg, client, "shutdown",
                     [](const nlohmann::json&) { std::cout << "the daemon is shutting down\n"; });
 }

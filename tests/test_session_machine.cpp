@@ -107,8 +107,10 @@ protected:
 
   void check(step_result result) {
     EXPECT_FALSE(result.transitions.empty()) << "the event was ignored";
-    for (const auto& t : result.transitions)
+    for (const auto& t : result.transitions) {
       log.push_back(std::string{to_string(t.from)} + "->" + to_string(t.to));
+      transitions.push_back(t);
+    }
     record = std::move(result.record);
     auto restored = decode_record(encode_record(record));
     ASSERT_TRUE(restored) << render(restored.error());
@@ -124,6 +126,7 @@ protected:
   session_context context{templates, "WORKED EXAMPLES"};
   session_record record;
   std::vector<std::string> log;
+  std::vector<session_transition> transitions; // every transition made, in order
 };
 
 } // namespace
@@ -143,6 +146,7 @@ TEST_F(SessionMachine, StartsWithTheInitialPrompt) {
   EXPECT_NE(prompt.find("WORKED EXAMPLES"), std::string::npos);
   EXPECT_NE(prompt.find("`exp_wrapper`"), std::string::npos);
   EXPECT_NE(prompt.find("float32, bfloat16"), std::string::npos);
+  EXPECT_EQ(transitions[0].content, prompt) << "the opening prompt is kept in full";
 }
 
 TEST_F(SessionMachine, PassingCandidateSucceeds) {
@@ -163,6 +167,10 @@ TEST_F(SessionMachine, PassingCandidateSucceeds) {
   EXPECT_EQ(record.prompt_tokens, 1000u);
   EXPECT_EQ(record.completion_tokens, 300u);
   EXPECT_EQ(record.revision, 5u);
+  ASSERT_EQ(transitions.size(), 5u);
+  EXPECT_EQ(transitions[1].content, good_answer) << "the answer is kept in full";
+  for (auto i : {2, 3, 4})
+    EXPECT_EQ(transitions[i].content, "") << log[i] << " carries no text";
 }
 
 TEST_F(SessionMachine, UnparsableAnswerGetsFormatFeedback) {
@@ -192,6 +200,11 @@ TEST_F(SessionMachine, LintViolationsAreReportedWithRuleLineAndHint) {
             std::string::npos);
   EXPECT_EQ(record.history.back().outcome, "lint_violation");
   EXPECT_EQ(record.history.back().detail, "no-torch-compute");
+  ASSERT_EQ(log.size(), 5u);
+  EXPECT_EQ(log[3], "LINT->FEEDBACK");
+  EXPECT_EQ(transitions[3].detail, "lint: lint_violation (no-torch-compute)");
+  EXPECT_EQ(transitions[3].content, last_prompt()) << "the feedback sent is kept in full";
+  EXPECT_EQ(transitions[4].content, "") << "FEEDBACK->GENERATE repeats nothing";
 }
 
 TEST_F(SessionMachine, SyntaxErrorsGoBackAsLintFeedback) {
@@ -296,6 +309,9 @@ TEST_F(SessionMachine, CallBudgetOpensANewDialogFromTheLatestProposal) {
   EXPECT_NE(prompt.find("wrong values for dtype bfloat16"), std::string::npos);
   EXPECT_EQ(log[log.size() - 2], "FEEDBACK->PROMPT");
   EXPECT_EQ(log.back(), "PROMPT->GENERATE");
+  EXPECT_EQ(transitions.back().content, prompt) << "the second dialog's opening prompt is kept";
+  EXPECT_EQ(transitions[log.size() - 3].content, record.last_feedback)
+      << "the feedback that ended the first dialog is kept, though never sent in it";
 }
 
 TEST_F(SessionMachine, BudgetExhaustionFails) {
@@ -437,4 +453,35 @@ TEST(SessionRecord, CorruptBytesAreErrorsNotCrashes) {
       decode_record({reinterpret_cast<const char*>(other_schema.data()), other_schema.size()});
   ASSERT_FALSE(decoded);
   EXPECT_EQ(render(decoded.error()), "store_corrupt: session record: schema 99, expected 1");
+}
+
+TEST(SessionTransition, RoundTripsAndReadsEventsWrittenBeforeContent) {
+  session_transition t{7,
+                       session_state::generate,
+                       session_state::parse,
+                       "answer 1 of dialog 1",
+                       1700000000000,
+                       "the whole answer\n```python\npass\n```"};
+  auto decoded = decode_transition(encode_transition(t));
+  ASSERT_TRUE(decoded) << render(decoded.error());
+  EXPECT_EQ(decoded->revision, 7u);
+  EXPECT_EQ(decoded->from, session_state::generate);
+  EXPECT_EQ(decoded->to, session_state::parse);
+  EXPECT_EQ(decoded->detail, t.detail);
+  EXPECT_EQ(decoded->at_ms, t.at_ms);
+  EXPECT_EQ(decoded->content, t.content);
+
+  auto old = json::to_msgpack(json{
+      {"revision", 3}, {"from", "LINT"}, {"to", "TEST"}, {"detail", "lint clean"}, {"at_ms", 5}});
+  auto legacy = decode_transition({reinterpret_cast<const char*>(old.data()), old.size()});
+  ASSERT_TRUE(legacy) << render(legacy.error());
+  EXPECT_EQ(legacy->to, session_state::test);
+  EXPECT_EQ(legacy->detail, "lint clean");
+  EXPECT_EQ(legacy->content, "");
+
+  for (std::string bytes : {std::string{}, std::string{"\xc1"}, std::string{"\x93\x01\x02\x03"}}) {
+    auto corrupt = decode_transition(bytes);
+    ASSERT_FALSE(corrupt);
+    EXPECT_EQ(corrupt.error().code(), static_cast<uint8_t>(errc::store_corrupt));
+  }
 }
