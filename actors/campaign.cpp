@@ -77,7 +77,10 @@ void launch(self_pointer self, const operator_spec& op) {
       restored != st.restored.end() ? std::move(restored->second) : new_session(st.spec, op);
   if (restored != st.restored.end())
     st.restored.erase(restored);
-  auto session = self->spawn(op_session, std::move(record), st.services);
+  // Only the sessions hold the campaign's handle: in its own state it would keep it alive forever.
+  auto services = st.services;
+  services.progress = caf::actor_cast<campaign_actor>(self);
+  auto session = self->spawn(op_session, std::move(record), std::move(services));
   st.running.emplace(id, session);
   ++st.status.running;
   auto name = op.op;
@@ -330,7 +333,6 @@ campaign_actor::behavior_type campaign(campaign_actor::stateful_pointer<campaign
   auto& st = self->state;
   st.spec = std::move(spec);
   st.services = std::move(services);
-  st.services.progress = caf::actor_cast<campaign_actor>(self);
   st.status.campaign_id = st.spec.campaign_id;
   st.status.state = "running";
   st.status.endpoint = st.spec.endpoint;

@@ -436,6 +436,10 @@ bool is_executable(const std::string& program) {
 
 } // namespace
 
+std::filesystem::path resource_path(std::string_view relative) {
+  return std::filesystem::path{OPFORGE_CONFIG_DIR} / relative;
+}
+
 std::string config::default_python() {
 #ifdef OPFORGE_DEFAULT_PYTHON
   if (std::string_view{OPFORGE_DEFAULT_PYTHON}.size() > 0)

@@ -5,6 +5,7 @@
 // an errc::config_* code whose context is one line naming the file, key, variable or flag.
 
 #include "config/endpoint_config.hpp"
+#include "config/resources.hpp"
 
 #include <cstdint>
 #include <filesystem>
@@ -79,10 +80,10 @@ struct campaigns_config {
   /// Per-sample limit in the candidate process, and the budget of one device job.
   int64_t sample_timeout_s = 60;
   int64_t job_deadline_s = 1800;
-  std::filesystem::path prompts_dir = "config/prompts";
-  std::filesystem::path examples_dir = "config/examples";
+  std::filesystem::path prompts_dir = resource_path("prompts");
+  std::filesystem::path examples_dir = resource_path("examples");
   /// What `opforge run` replays when no LLM endpoint is configured: hand-written answers.
-  std::filesystem::path demo_cassette = "config/demo/cassette.jsonl";
+  std::filesystem::path demo_cassette = resource_path("demo/cassette.jsonl");
 };
 
 struct config {

@@ -19,6 +19,8 @@
 //       mode: llm                          # llm | deterministic | off (the "without" ablation)
 //       endpoint: local-vllm
 
+#include "config/resources.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -73,7 +75,7 @@ struct summarizer_config {
   size_t llm_threshold_chars = 4000; // ask the LLM only when pre-processing left more than this
   size_t max_chars = 6000;           // the deterministic summary never exceeds this
   size_t context_lines = 12;         // lines kept around the first error
-  std::string prompt_file = "config/prompts/summary.md";
+  std::string prompt_file = resource_path("prompts/summary.md").string();
   uint32_t max_tokens = 1024;
 };
 
