@@ -8,14 +8,14 @@ imports (worker/CANDIDATE.md). ``serve`` answers the judge's requests (see ``har
   until the next ``load``;
 - ``call``: move one sample's inputs to the device, run the wrapper under the dynamic checks
   (``checks.py``), synchronize the device, and send back what the checks found and, after a call
-  that succeeded, the outputs and the inputs' state after the call as CPU tensors. Expected
-  outputs are never sent here. A device fault wherever it surfaces is the candidate's crash.
+  that succeeded, the outputs and the inputs' state after the call as CPU tensors (raw bytes,
+  ``transport.py``). Expected outputs are never sent here. A device fault wherever it surfaces is
+  the candidate's crash.
 """
 
 from __future__ import annotations
 
 import builtins
-import io
 import os
 import resource
 import time
@@ -43,6 +43,7 @@ from opforge_worker.checks import (
     tensor_leaves,
 )
 from opforge_worker.sandbox import AuditGuard, CodeOwners, recv_message, send_message
+from opforge_worker.transport import decode_inputs, encode_tensors
 
 _MAX_TEXT = 20_000
 _UNTRUSTING_CHECKS = frozenset({"integrity", "sandbox", "thread", "dispatch_escape"})
@@ -156,7 +157,7 @@ class CandidateServer:
         return reply
 
     def _call(self, header: dict, blob: bytes) -> tuple[dict, bytes]:
-        sample = torch.load(io.BytesIO(blob), weights_only=False)
+        sample = decode_inputs(blob)
         policy = CallPolicy(
             frozenset(header["op_names"]), header["launch_exempt"], header["host_read_allowed"]
         )
@@ -202,9 +203,9 @@ class CandidateServer:
         if reply["launches"] == 0 and not policy.launch_exempt and produced:
             findings.add("no_launch", "no Triton kernel was launched")
         reply["findings"] = findings.items
-        buffer = io.BytesIO()
-        torch.save({"outputs": leaves, "inputs_after": [t.detach().cpu() for t in inputs]}, buffer)
-        return buffer.getvalue()
+        reply["tensors"], blob = encode_tensors([*leaves, *(t.detach().cpu() for t in inputs)])
+        reply["outputs"] = len(leaves)
+        return blob
 
     def _guarded(
         self, body: Callable[[], None], timeout_s: float, policy: CallPolicy | None
