@@ -5,7 +5,8 @@
     h.close()
 
 The caller's process is the judge: it generates the OpInfo samples on CPU from the request's
-seed, computes the reference with CPU ATen, and compares. One warm candidate process
+seed, computes the reference with CPU ATen, and compares. Samples and references are prepared once
+per (operator, variant, dtype, seed) and cached (``samples.py``). One warm candidate process
 (``sandbox.CandidateProcess``) runs the candidates, one after another; it is replaced after a
 crash, a timeout, a CUDA error, and after a call that tampered with the checks or attempted
 something the sandbox refused (the process is no longer trusted).
@@ -25,9 +26,10 @@ import traceback
 from pathlib import Path
 
 from opforge_worker import opinfo as opinfo_db
-from opforge_worker.checks import tensor_leaves
-from opforge_worker.judge import Judge, ReferenceError, ReplyError, describe_sample, report_verdict
+from opforge_worker import samples as samples_module
+from opforge_worker.judge import Judge, ReplyError, report_verdict
 from opforge_worker.results import Failure, ResultBuilder
+from opforge_worker.samples import PreparedSample, SampleCache
 from opforge_worker.sandbox import (
     CallCancelled,
     CandidateDied,
@@ -54,10 +56,18 @@ class _StopTest(Exception):
 
 
 class Harness:
-    def __init__(self, device_kind: str = "interpreter", tolerances_path=None, scratch_root=None):
+    def __init__(
+        self,
+        device_kind: str = "interpreter",
+        tolerances_path=None,
+        scratch_root=None,
+        sample_cache: SampleCache | None = None,
+    ):
         if device_kind not in DEVICE_KINDS:
             raise ValueError(f"device_kind must be one of {DEVICE_KINDS}, got {device_kind!r}")
         self.device_kind = device_kind
+        #: Prepared samples, by default the process's (shared by every Harness in it).
+        self.samples = sample_cache or samples_module.CACHE
         self.settings = load_settings(tolerances_path)
         self._owned_scratch = scratch_root is None
         root = Path(scratch_root or tempfile.mkdtemp(prefix="opforge-harness-"))
@@ -183,8 +193,8 @@ class _TestRun:
                 )
             )
         try:
-            samples = opinfo_db.samples_for(opinfo, "cpu", torch_dtype, self.seed)
-            fresh = opinfo_db.samples_for(opinfo, "cpu", torch_dtype, self.seed + 1)
+            samples = self.harness.samples.samples(opinfo, torch_dtype, self.seed)
+            fresh = self.harness.samples.samples(opinfo, torch_dtype, self.seed + 1)
         except Exception as error:
             self._stop(
                 Failure(
@@ -210,14 +220,14 @@ class _TestRun:
                 self.result.record_pass(dtype)
                 continue
             failure.dtype, failure.sample_index = dtype, index
-            failure.sample = failure.sample or describe_sample(sample)
+            failure.sample = failure.sample or sample.description
             self.result.record_failure(failure)
             if self.mode == "first_failure" or self.deaths >= _MAX_PROCESS_DEATHS:
                 raise _StopTest
 
-    def _run_sample(self, sample, replay) -> Failure | None:
+    def _run_sample(self, sample: PreparedSample, replay: PreparedSample | None) -> Failure | None:
         failure = self._call(sample)
-        if failure is not None or replay is None or not _same_shapes(sample, replay):
+        if failure is not None or replay is None or replay.layout != sample.layout:
             return failure
         failure = self._call(replay)
         if failure is not None and failure.outcome == "accuracy_error":
@@ -227,21 +237,18 @@ class _TestRun:
                 "passed; results must not depend on earlier calls: " + failure.message
             )
         if failure is not None:
-            failure.sample = "fresh values of " + describe_sample(replay)
+            failure.sample = "fresh values of " + replay.description
         return failure
 
-    def _call(self, sample) -> Failure | None:
+    def _call(self, sample: PreparedSample) -> Failure | None:
         """Run one call of the wrapper on ``sample`` and judge it."""
         self._check_cancel()
-        try:
-            reference = self.judge.reference(sample)
-        except ReferenceError as error:
-            return Failure("harness_error", "harness", str(error))
+        reference = sample.reference
+        if reference is None:
+            return Failure("harness_error", "harness", sample.reference_error)
         process = self._loaded_process()
-        header, blob = self.judge.request(
-            sample, reference, self.request["wrapper"], self.timeout_s
-        )
-        reply, reply_blob = self._exchange(process, header, blob)
+        header = self.judge.request(reference, self.request["wrapper"], self.timeout_s)
+        reply, reply_blob = self._exchange(process, header, sample.inputs)
         if isinstance(reply, Failure):
             return reply
         try:
@@ -356,10 +363,3 @@ def _request_problem(request: dict) -> str | None:
     if request["timeout_s"] <= 0:
         return "'timeout_s' must be positive"
     return None
-
-
-def _same_shapes(sample, other) -> bool:
-    def shapes(s):
-        return [(t.shape, t.dtype) for t in tensor_leaves([s.input, *s.args, s.kwargs])]
-
-    return shapes(sample) == shapes(other) and sample.kwargs.keys() == other.kwargs.keys()
