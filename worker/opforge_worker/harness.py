@@ -19,12 +19,14 @@ samples of ``seed + 1``), so that answers cached across calls fail.
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
 import threading
 import traceback
 from pathlib import Path
 
+from opforge_worker import compile_cache as compile_cache_module
 from opforge_worker import opinfo as opinfo_db
 from opforge_worker import samples as samples_module
 from opforge_worker.judge import Judge, ReplyError, report_verdict
@@ -40,6 +42,8 @@ from opforge_worker.sandbox import (
     SandboxStartError,
 )
 from opforge_worker.settings import load_settings
+
+log = logging.getLogger("opforge_worker.harness")
 
 DEVICE_KINDS = ("interpreter", "cuda")
 MODES = ("first_failure", "all")
@@ -62,12 +66,17 @@ class Harness:
         tolerances_path=None,
         scratch_root=None,
         sample_cache: SampleCache | None = None,
+        compile_cache: compile_cache_module.CompileCache | None = None,
     ):
         if device_kind not in DEVICE_KINDS:
             raise ValueError(f"device_kind must be one of {DEVICE_KINDS}, got {device_kind!r}")
         self.device_kind = device_kind
         #: Prepared samples, by default the process's (shared by every Harness in it).
         self.samples = sample_cache or samples_module.CACHE
+        #: Triton's compiled kernels per candidate source, by default under the worker's cache.
+        self.compile_cache = compile_cache or compile_cache_module.CompileCache(
+            compile_cache_module.default_root(), device_kind
+        )
         self.settings = load_settings(tolerances_path)
         self._owned_scratch = scratch_root is None
         root = Path(scratch_root or tempfile.mkdtemp(prefix="opforge-harness-"))
@@ -138,11 +147,13 @@ class _TestRun:
         self.cancel = cancel
         self.result = ResultBuilder(dtypes=[str(d) for d in request.get("dtypes") or []])
         self.loaded_in: CandidateProcess | None = None
+        self.triton_cache: Path | None = None  # where the loaded source's kernels are compiled
         self.deaths = 0
 
     def run(self) -> dict:
         try:
             self._run()
+            self._keep_compiled_kernels()
         except _StopTest:
             pass
         except JobCancelled:
@@ -180,6 +191,15 @@ class _TestRun:
         self.timeout_s = float(request["timeout_s"])
         for dtype in self.result.dtypes:
             self._run_dtype(opinfo, dtype)
+
+    def _keep_compiled_kernels(self) -> None:
+        """After a pass, store what Triton compiled for this source, for its next validation."""
+        if self.triton_cache is None or self.result.failure is not None:
+            return
+        try:
+            self.harness.compile_cache.keep(self.request["source"], self.triton_cache)
+        except OSError as error:  # a full disk costs the next validation a compile, no verdict
+            log.warning("compiled kernels of %s not stored: %s", self.request["op"], error)
 
     def _run_dtype(self, opinfo, dtype: str) -> None:
         torch_dtype = opinfo_db.dtype_from_name(dtype)
@@ -274,11 +294,16 @@ class _TestRun:
         job_dir = process.new_job_dir()
         path = job_dir / "candidate.py"
         path.write_text(self.request["source"])
+        # Triton compiles this source's kernels into a directory of its own, seeded with what its
+        # earlier validations compiled (compile_cache.py).
+        self.triton_cache = job_dir / "triton-cache"
+        self.harness.compile_cache.seed(self.request["source"], self.triton_cache)
         header = {
             "cmd": "load",
             "path": str(path),
             "wrapper": self.request["wrapper"],
             "timeout_s": self.timeout_s,
+            "triton_cache": str(self.triton_cache),
         }
         reply, _ = self._exchange(process, header, b"")
         if isinstance(reply, Failure):
