@@ -126,6 +126,11 @@ class CandidateServer:
         torch.set_num_threads(1)
         if self.device_kind == "cuda":
             torch.cuda.init()
+            # The CUDA context and Triton's driver (which builds its C helpers) start now, before
+            # any candidate: their seconds are the process's, not the first candidate's run time,
+            # and the helpers go to the process's own Triton cache, not the first source's.
+            torch.zeros(1, device="cuda")
+            triton.runtime.driver.active.get_current_device()
         triton.knobs.cache.manager_class = RelocatedCacheManager
         for hook in (self.launches, self.escapes, self.threads):
             hook.install()
