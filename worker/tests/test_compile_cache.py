@@ -73,32 +73,23 @@ def test_least_recently_used_sources_are_evicted_beyond_the_bound(tmp_path):
     assert not store.directory("b").exists()
 
 
-#: An honest exp that also writes into its own Triton cache directory, as Triton would, and plants
-#: a link to a judge file there.
+#: What an honest exp also does: it writes into its own Triton cache directory, as Triton would,
+#: and plants a link to a judge file there.
 PLANTING = """
-import os
-
-@triton.jit
-def exp_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    x = tl.load(x_ptr + offsets, mask=mask)
-    tl.store(out_ptr + offsets, tl.exp(x), mask=mask)
-
-
-def exp(input):
     entry = os.path.join(triton.knobs.cache.dir, "PLANTED")
     os.makedirs(entry, exist_ok=True)
     with open(os.path.join(entry, "kernel.bin"), "w") as stream:
         stream.write("from the planting source")
     if not os.path.lexists(os.path.join(entry, "leak")):
         os.symlink(SECRET, os.path.join(entry, "leak"))
-    x = input.contiguous()
-    out = torch.empty_like(x)
-    if x.numel():
-        exp_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
-    return out
 """
+
+
+def planting_exp(secret: Path) -> str:
+    planting = PLANTING.replace("SECRET", repr(str(secret)))
+    return "import os\n" + source("honest/exp").replace(
+        "def exp(input):\n", "def exp(input):" + planting
+    )
 
 
 def job_caches(harness: Harness) -> list[Path]:
@@ -108,7 +99,7 @@ def job_caches(harness: Harness) -> list[Path]:
 def test_what_a_candidate_writes_reaches_only_its_own_next_validation(tmp_path):
     secret = tmp_path / "judge-secret"
     secret.write_text("api key")
-    planting = PLANTING.replace("SECRET", repr(str(secret)))
+    planting = planting_exp(secret)
     store = CompileCache(tmp_path / "store", DEVICE)
 
     with Harness(DEVICE, compile_cache=store) as harness:
@@ -165,31 +156,34 @@ def test_an_unchanged_source_is_not_compiled_again(tmp_path):
     assert sorted(entry.name for entry in compiled.iterdir()) == stored
 
 
+#: A kernel to compile, loaded as the candidate process loads sources.
+COPY_KERNEL = """
+@triton.jit
+def copy_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets))
+"""
+
+
 def test_triton_finds_entries_copied_from_another_directory(tmp_path, monkeypatch):
     # Triton's own compiler for an H100 (no GPU needed to compile): compile into one directory,
     # copy it as the judge does, and compile again from the copy.
     import shutil
 
     import triton
-    import triton.language as tl
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from opforge_worker.candidate import RelocatedCacheManager
+    from opforge_worker.candidate import RelocatedCacheManager, load_candidate
 
-    @triton.jit
-    def copy_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
-        offsets = tl.arange(0, BLOCK)
-        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets))
+    (tmp_path / "kernel.py").write_text(COPY_KERNEL)
+    kernel = load_candidate(tmp_path / "kernel.py")["copy_kernel"]
 
     def compile_in(directory: Path):
         monkeypatch.setattr(triton.knobs.cache, "dir", str(directory))
         monkeypatch.setattr(triton.knobs.cache, "manager_class", RelocatedCacheManager)
-        source = ASTSource(
-            copy_kernel,
-            {"x_ptr": "*fp32", "out_ptr": "*fp32", "BLOCK": "constexpr"},
-            constexprs={"BLOCK": 64},
-        )
+        signature = {"x_ptr": "*fp32", "out_ptr": "*fp32", "BLOCK": "constexpr"}
+        source = ASTSource(kernel, signature, constexprs={"BLOCK": 64})
         return triton.compile(source, target=GPUTarget("cuda", 90, 32))
 
     first = compile_in(tmp_path / "first")
