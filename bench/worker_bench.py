@@ -123,10 +123,11 @@ def aten_validated(
     decoded, run by ATen on the device, brought back and compared with the CPU reference."""
     import torch
     from opforge_worker.checks import tensor_leaves
-    from opforge_worker.compare import tensor_diff
+    from opforge_worker.compare import dtype_name, tensor_diff
     from opforge_worker.opinfo import find_opinfo
     from opforge_worker.settings import load_settings
     from opforge_worker.transport import decode_inputs
+    from torch.utils._pytree import tree_map
 
     device = torch.device("cuda" if device_kind == "cuda" else "cpu")
     settings = load_settings()
@@ -137,16 +138,11 @@ def aten_validated(
         for dtype in dtypes_by_file[candidate.path]:
             for seed in (0, 1):
                 for sample in sample_cache.samples(opinfo, getattr(torch, dtype), seed):
-                    inputs = decode_inputs(sample.inputs)
-                    args = [
-                        t.to(device) if isinstance(t, torch.Tensor) else t
-                        for t in inputs["args"]
-                    ]
-                    kwargs = {
-                        k: v.to(device) if isinstance(v, torch.Tensor) else v
-                        for k, v in inputs["kwargs"].items()
-                    }
-                    outputs = opinfo.op(*args, **kwargs)
+                    inputs = tree_map(
+                        lambda v: v.to(device) if isinstance(v, torch.Tensor) else v,
+                        decode_inputs(sample.inputs),
+                    )
+                    outputs = opinfo.op(*inputs["args"], **inputs["kwargs"])
                     if device.type == "cuda":
                         torch.cuda.synchronize()
                     actual = [t.cpu() for t in tensor_leaves(outputs)]
@@ -154,7 +150,7 @@ def aten_validated(
                         actual, tensor_leaves(sample.reference.expected), strict=False
                     ):
                         tolerance = settings.tolerance(
-                            opinfo.name, str(expected.dtype)[6:]
+                            opinfo.name, dtype_name(expected.dtype)
                         )
                         mismatches += tensor_diff(got, expected, tolerance) is not None
                     calls += 1
