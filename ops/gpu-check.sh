@@ -13,8 +13,8 @@
 # One device command may run 10 minutes and the whole check takes longer: name the steps of each
 # call, e.g. three calls on an H100:
 #   OPFORGE_GPU_STEPS=pytest-harness bash ops/gpu-check.sh
-#   OPFORGE_GPU_STEPS="pytest-rest validate" bash ops/gpu-check.sh
-#   OPFORGE_GPU_STEPS=bench bash ops/gpu-check.sh
+#   OPFORGE_GPU_STEPS=pytest-rest bash ops/gpu-check.sh
+#   OPFORGE_GPU_STEPS="validate bench" bash ops/gpu-check.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/opforge-gpu-check}
