@@ -7,7 +7,9 @@
     `validate` layout) against all its samples for every dtype it supports, with `--slots`
     harnesses in parallel (what a worker with that many slots does): a cold pass (fresh harnesses,
     empty sample and compile caches: the first validation after a compiler drop) and a warm pass
-    (the same library again: re-validation on an unchanged toolchain), side by side with two
+    (the same library again: re-validation on an unchanged toolchain) and a restart pass (fresh
+    harnesses and samples, the compiled kernels kept: a worker restart, or a torch drop with the
+    same Triton), side by side with two
     baselines over the same samples: (i) ATen on the device alone (the samples generated from the
     same seed on the device, the operator run on each, synchronised; goal: harness within 1.5x)
     and (ii) ATen validated the harness's way in-process (no Triton, no sandbox: every sample and
@@ -211,7 +213,9 @@ def library_validation(
 ) -> dict:
     """Cold pass (fresh harnesses, empty sample and compile caches: the first validation after a
     compiler drop), warm pass (the same harnesses again: re-validation on an unchanged
-    toolchain), and the two ATen baselines over the same samples."""
+    toolchain), restart pass (fresh harnesses and sample cache, the compile store kept: a worker
+    restarted, or a torch drop with the same Triton), and the two ATen baselines over the same
+    samples."""
     from opforge_worker.compile_cache import CompileCache
     from opforge_worker.harness import Harness
     from opforge_worker.opinfo import find_opinfo
@@ -219,20 +223,28 @@ def library_validation(
 
     skipped = [c for c in candidates if find_opinfo(c.op, c.variant) is None]
     candidates = [c for c in candidates if c not in skipped]
-    sample_cache = SampleCache()
     compile_cache = CompileCache(store_root, device_kind)
-    harnesses = [
-        Harness(device_kind, sample_cache=sample_cache, compile_cache=compile_cache)
-        for _ in range(slots)
-    ]
-    try:
-        cold = validate_library(harnesses, candidates, device_kind)
-        warm = validate_library(harnesses, candidates, device_kind)
-    finally:
-        for harness in harnesses:
-            harness.close()
-    dtypes_by_file = cold.pop("dtypes_by_file")
-    warm.pop("dtypes_by_file")
+
+    def passes(sample_cache, count: int) -> list[dict]:
+        harnesses = [
+            Harness(device_kind, sample_cache=sample_cache, compile_cache=compile_cache)
+            for _ in range(slots)
+        ]
+        try:
+            return [
+                validate_library(harnesses, candidates, device_kind)
+                for _ in range(count)
+            ]
+        finally:
+            for harness in harnesses:
+                harness.close()
+
+    sample_cache = SampleCache()
+    cold, warm = passes(sample_cache, 2)
+    (restart,) = passes(SampleCache(), 1)
+    dtypes_by_file = cold["dtypes_by_file"]
+    for done in (cold, warm, restart):
+        del done["dtypes_by_file"]
     aten = aten_pass(candidates, device_kind, dtypes_by_file)
     validated = aten_validated(candidates, device_kind, dtypes_by_file, sample_cache)
     return {
@@ -240,10 +252,12 @@ def library_validation(
         "slots": slots,
         "cold": cold,
         "warm": warm,
+        "restart": restart,
         "aten_device": aten,
         "aten_validated": validated,
         "ratio_cold_to_aten": cold["wall_s"] / aten["wall_s"],
         "ratio_warm_to_aten": warm["wall_s"] / aten["wall_s"],
+        "ratio_restart_to_aten": restart["wall_s"] / aten["wall_s"],
         "ratio_warm_to_aten_validated": warm["wall_s"] / validated["wall_s"],
         "skipped_not_an_operator": [str(c.path.relative_to(ROOT)) for c in skipped],
     }
@@ -306,7 +320,7 @@ def markdown(report: dict) -> str:
         )
     if "library" in report:
         lib = report["library"]
-        cold, warm = lib["cold"], lib["warm"]
+        cold, warm, restart = lib["cold"], lib["warm"], lib["restart"]
         aten, validated = lib["aten_device"], lib["aten_validated"]
         kernels = f"library of {lib['candidates']} kernels, {lib['slots']} slot(s)"
         lines += [
@@ -321,6 +335,12 @@ def markdown(report: dict) -> str:
                 f"{warm['passed']} pass; compile {warm['compile_s']:.2f} s, run {warm['run_s']:.2f} s:"
                 f" **{lib['ratio_warm_to_aten']:.2f}x** ATen on the device, "
                 f"{lib['ratio_warm_to_aten_validated']:.2f}x ATen validated in-process | <= 1.5x |"
+            ),
+            (
+                f"| (b) {kernels}, restart pass (fresh harnesses and samples, compiled kernels "
+                f"kept) | {restart['wall_s']:.2f} s, {restart['passed']} pass; compile "
+                f"{restart['compile_s']:.2f} s, run {restart['run_s']:.2f} s: "
+                f"{lib['ratio_restart_to_aten']:.2f}x ATen on the device | - |"
             ),
             (
                 f"| (b) baseline (i): ATen on the device alone, samples generated there | "
