@@ -3,12 +3,18 @@
 # repository root (python 3.12, torch 2.11, triton 3.6 there; no registry access):
 #   1. here, once: ops/fetch-gpu-wheels.sh            (wheels the host lacks, into .whl/)
 #   2. device run, carry [".whl"], command:  bash ops/gpu-check.sh
-# It installs the carried wheels into /tmp/site, runs the worker's pytest suite with
-# OPFORGE_TEST_DEVICE=cuda, validates config/examples on cuda, and runs bench/worker_bench.py.
+# It installs the carried wheels into /tmp/site, then runs its steps:
+#   pytest-harness  the harness suites (tests/test_harness_*.py) on cuda
+#   pytest-rest     the rest of the worker's suite with OPFORGE_TEST_DEVICE=cuda
+#   validate        `validate config/examples --device cuda`
+#   bench           bench/worker_bench.py (its table is in bench.log, its numbers in the JSON)
 # Everything it saw lands in $OUT (at most 8 files: the device tool's limit), each step's exit
 # status in $OUT/summary.txt. Exit status: non-zero if any step failed.
-# One device command may run 10 minutes: to split the check over two calls, name the steps, e.g.
-#   OPFORGE_GPU_STEPS=pytest bash ops/gpu-check.sh    then    OPFORGE_GPU_STEPS="validate bench" ...
+# One device command may run 10 minutes and the whole check takes longer: name the steps of each
+# call, e.g. three calls on an H100:
+#   OPFORGE_GPU_STEPS=pytest-harness bash ops/gpu-check.sh
+#   OPFORGE_GPU_STEPS=pytest-rest bash ops/gpu-check.sh
+#   OPFORGE_GPU_STEPS="validate bench" bash ops/gpu-check.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/opforge-gpu-check}
@@ -21,7 +27,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
   --target /tmp/site .whl/*.whl || { echo "gpu-check: installing .whl/ failed" >&2; exit 1; }
 export PYTHONPATH=/tmp/site:$PWD/worker
 
-steps=" ${OPFORGE_GPU_STEPS:-pytest validate bench} "
+steps=" ${OPFORGE_GPU_STEPS:-pytest-harness pytest-rest validate bench} "
 status=0
 step() { # step NAME LOG COMMAND...: runs COMMAND, output to $out/LOG, records its exit status
   local name=$1 log=$2
@@ -39,10 +45,12 @@ step() { # step NAME LOG COMMAND...: runs COMMAND, output to $out/LOG, records i
   python3 -m opforge_worker fingerprint --device cuda
 } >"$out/environment.txt" 2>&1
 
-step pytest pytest.log bash -c 'cd worker && python3 -m pytest -q -p no:cacheprovider -rfEs'
+pytest=(python3 -m pytest -q -p no:cacheprovider -rfEs)
+step pytest-harness pytest-harness.log bash -c "cd worker && ${pytest[*]} tests/test_harness_*.py"
+step pytest-rest pytest-rest.log bash -c \
+  "cd worker && ${pytest[*]} \$(ls tests/test_*.py | grep -v '^tests/test_harness_')"
 step validate validate.log python3 -m opforge_worker validate config/examples --device cuda \
   --json "$out/validate.json"
-step bench bench.log python3 bench/worker_bench.py --device cuda --json "$out/bench-cuda.json" \
-  --markdown "$out/bench-cuda.md"
+step bench bench.log python3 bench/worker_bench.py --device cuda --json "$out/bench-cuda.json"
 cat "$out/summary.txt"
 exit $status

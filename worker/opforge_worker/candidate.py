@@ -5,17 +5,19 @@ A candidate source is plain Python: one wrapper function and ``@triton.jit`` ker
 imports (worker/CANDIDATE.md). ``serve`` answers the judge's requests (see ``harness.py``):
 
 - ``load``: compile and execute the source from its file in a job directory; the namespace lives
-  until the next ``load``;
+  until the next ``load``, and Triton compiles its kernels into the cache directory the judge
+  named for this source (``compile_cache.py``);
 - ``call``: move one sample's inputs to the device, run the wrapper under the dynamic checks
   (``checks.py``), synchronize the device, and send back what the checks found and, after a call
-  that succeeded, the outputs and the inputs' state after the call as CPU tensors. Expected
-  outputs are never sent here. A device fault wherever it surfaces is the candidate's crash.
+  that succeeded, the outputs and the inputs' state after the call as CPU tensors (raw bytes,
+  ``transport.py``). Expected outputs are never sent here. A device fault wherever it surfaces is
+  the candidate's crash.
 """
 
 from __future__ import annotations
 
 import builtins
-import io
+import json
 import os
 import resource
 import time
@@ -28,6 +30,7 @@ import torch
 import triton
 import triton.language as tl
 from triton.compiler.errors import CompilationError
+from triton.runtime.cache import FileCacheManager
 
 from opforge_worker.checks import (
     BackendCompileError,
@@ -43,6 +46,7 @@ from opforge_worker.checks import (
     tensor_leaves,
 )
 from opforge_worker.sandbox import AuditGuard, CodeOwners, recv_message, send_message
+from opforge_worker.transport import decode_inputs, encode_tensors
 
 _MAX_TEXT = 20_000
 _UNTRUSTING_CHECKS = frozenset({"integrity", "sandbox", "thread", "dispatch_escape"})
@@ -86,6 +90,25 @@ def _is_device_fault(error: BaseException) -> bool:
     return isinstance(error, accelerator_error) or "CUDA error" in text or "[CUDA]" in text
 
 
+class RelocatedCacheManager(FileCacheManager):
+    """Triton's file cache, reading entries the judge copied in from its store.
+
+    Triton records a compiled kernel's files with their absolute paths, which name the directory
+    they were first compiled in; here each is looked up by name in the entry's own directory.
+    """
+
+    def get_group(self, filename: str) -> dict[str, str] | None:
+        path = self.get_file(f"__grp__{filename}")
+        if path is None:
+            return None
+        with open(path) as stream:
+            children = json.load(stream).get("child_paths")
+        if not isinstance(children, dict):
+            return None
+        found = {name: self._make_path(os.path.basename(child)) for name, child in children.items()}
+        return {name: child for name, child in found.items() if os.path.exists(child)}
+
+
 class CandidateServer:
     def __init__(self, conn: Connection, device_kind: str, scratch: Path, options: dict):
         self.conn = conn
@@ -103,6 +126,12 @@ class CandidateServer:
         torch.set_num_threads(1)
         if self.device_kind == "cuda":
             torch.cuda.init()
+            # The CUDA context and Triton's driver (which builds its C helpers) start now, before
+            # any candidate: their seconds are the process's, not the first candidate's run time,
+            # and the helpers go to the process's own Triton cache, not the first source's.
+            torch.zeros(1, device="cuda")
+            triton.runtime.driver.active.get_current_device()
+        triton.knobs.cache.manager_class = RelocatedCacheManager
         for hook in (self.launches, self.escapes, self.threads):
             hook.install()
         self.integrity = Integrity(self.launches, self.escapes, self.threads)
@@ -143,6 +172,7 @@ class CandidateServer:
 
     def _load(self, header: dict) -> dict:
         self.namespace = {}
+        triton.knobs.cache.dir = header["triton_cache"]
 
         def load():
             self.namespace = load_candidate(Path(header["path"]))
@@ -156,7 +186,7 @@ class CandidateServer:
         return reply
 
     def _call(self, header: dict, blob: bytes) -> tuple[dict, bytes]:
-        sample = torch.load(io.BytesIO(blob), weights_only=False)
+        sample = decode_inputs(blob)
         policy = CallPolicy(
             frozenset(header["op_names"]), header["launch_exempt"], header["host_read_allowed"]
         )
@@ -202,9 +232,9 @@ class CandidateServer:
         if reply["launches"] == 0 and not policy.launch_exempt and produced:
             findings.add("no_launch", "no Triton kernel was launched")
         reply["findings"] = findings.items
-        buffer = io.BytesIO()
-        torch.save({"outputs": leaves, "inputs_after": [t.detach().cpu() for t in inputs]}, buffer)
-        return buffer.getvalue()
+        reply["tensors"], blob = encode_tensors([*leaves, *(t.detach().cpu() for t in inputs)])
+        reply["outputs"] = len(leaves)
+        return blob
 
     def _guarded(
         self, body: Callable[[], None], timeout_s: float, policy: CallPolicy | None

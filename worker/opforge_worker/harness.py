@@ -5,7 +5,8 @@
     h.close()
 
 The caller's process is the judge: it generates the OpInfo samples on CPU from the request's
-seed, computes the reference with CPU ATen, and compares. One warm candidate process
+seed, computes the reference with CPU ATen, and compares. Samples and references are prepared once
+per (operator, variant, dtype, seed) and cached (``samples.py``). One warm candidate process
 (``sandbox.CandidateProcess``) runs the candidates, one after another; it is replaced after a
 crash, a timeout, a CUDA error, and after a call that tampered with the checks or attempted
 something the sandbox refused (the process is no longer trusted).
@@ -18,16 +19,19 @@ samples of ``seed + 1``), so that answers cached across calls fail.
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
 import threading
 import traceback
 from pathlib import Path
 
+from opforge_worker import compile_cache as compile_cache_module
 from opforge_worker import opinfo as opinfo_db
-from opforge_worker.checks import tensor_leaves
-from opforge_worker.judge import Judge, ReferenceError, ReplyError, describe_sample, report_verdict
+from opforge_worker import samples as samples_module
+from opforge_worker.judge import Judge, ReplyError, report_verdict
 from opforge_worker.results import Failure, ResultBuilder
+from opforge_worker.samples import PreparedSample, SampleCache
 from opforge_worker.sandbox import (
     CallCancelled,
     CandidateDied,
@@ -38,6 +42,8 @@ from opforge_worker.sandbox import (
     SandboxStartError,
 )
 from opforge_worker.settings import load_settings
+
+log = logging.getLogger("opforge_worker.harness")
 
 DEVICE_KINDS = ("interpreter", "cuda")
 MODES = ("first_failure", "all")
@@ -54,10 +60,23 @@ class _StopTest(Exception):
 
 
 class Harness:
-    def __init__(self, device_kind: str = "interpreter", tolerances_path=None, scratch_root=None):
+    def __init__(
+        self,
+        device_kind: str = "interpreter",
+        tolerances_path=None,
+        scratch_root=None,
+        sample_cache: SampleCache | None = None,
+        compile_cache: compile_cache_module.CompileCache | None = None,
+    ):
         if device_kind not in DEVICE_KINDS:
             raise ValueError(f"device_kind must be one of {DEVICE_KINDS}, got {device_kind!r}")
         self.device_kind = device_kind
+        #: Prepared samples, by default the process's (shared by every Harness in it).
+        self.samples = sample_cache or samples_module.CACHE
+        #: Triton's compiled kernels per candidate source, by default under the worker's cache.
+        self.compile_cache = compile_cache or compile_cache_module.CompileCache(
+            compile_cache_module.default_root(), device_kind
+        )
         self.settings = load_settings(tolerances_path)
         self._owned_scratch = scratch_root is None
         root = Path(scratch_root or tempfile.mkdtemp(prefix="opforge-harness-"))
@@ -128,11 +147,13 @@ class _TestRun:
         self.cancel = cancel
         self.result = ResultBuilder(dtypes=[str(d) for d in request.get("dtypes") or []])
         self.loaded_in: CandidateProcess | None = None
+        self.triton_cache: Path | None = None  # where the loaded source's kernels are compiled
         self.deaths = 0
 
     def run(self) -> dict:
         try:
             self._run()
+            self._keep_compiled_kernels()
         except _StopTest:
             pass
         except JobCancelled:
@@ -171,6 +192,15 @@ class _TestRun:
         for dtype in self.result.dtypes:
             self._run_dtype(opinfo, dtype)
 
+    def _keep_compiled_kernels(self) -> None:
+        """After a pass, store what Triton compiled for this source, for its next validation."""
+        if self.triton_cache is None or self.result.failure is not None:
+            return
+        try:
+            self.harness.compile_cache.keep(self.request["source"], self.triton_cache)
+        except OSError as error:  # a full disk costs the next validation a compile, no verdict
+            log.warning("compiled kernels of %s not stored: %s", self.request["op"], error)
+
     def _run_dtype(self, opinfo, dtype: str) -> None:
         torch_dtype = opinfo_db.dtype_from_name(dtype)
         if torch_dtype not in opinfo.supported_dtypes("cpu"):
@@ -183,8 +213,8 @@ class _TestRun:
                 )
             )
         try:
-            samples = opinfo_db.samples_for(opinfo, "cpu", torch_dtype, self.seed)
-            fresh = opinfo_db.samples_for(opinfo, "cpu", torch_dtype, self.seed + 1)
+            samples = self.harness.samples.samples(opinfo, torch_dtype, self.seed)
+            fresh = self.harness.samples.samples(opinfo, torch_dtype, self.seed + 1)
         except Exception as error:
             self._stop(
                 Failure(
@@ -210,14 +240,14 @@ class _TestRun:
                 self.result.record_pass(dtype)
                 continue
             failure.dtype, failure.sample_index = dtype, index
-            failure.sample = failure.sample or describe_sample(sample)
+            failure.sample = failure.sample or sample.description
             self.result.record_failure(failure)
             if self.mode == "first_failure" or self.deaths >= _MAX_PROCESS_DEATHS:
                 raise _StopTest
 
-    def _run_sample(self, sample, replay) -> Failure | None:
+    def _run_sample(self, sample: PreparedSample, replay: PreparedSample | None) -> Failure | None:
         failure = self._call(sample)
-        if failure is not None or replay is None or not _same_shapes(sample, replay):
+        if failure is not None or replay is None or replay.layout != sample.layout:
             return failure
         failure = self._call(replay)
         if failure is not None and failure.outcome == "accuracy_error":
@@ -227,21 +257,18 @@ class _TestRun:
                 "passed; results must not depend on earlier calls: " + failure.message
             )
         if failure is not None:
-            failure.sample = "fresh values of " + describe_sample(replay)
+            failure.sample = "fresh values of " + replay.description
         return failure
 
-    def _call(self, sample) -> Failure | None:
+    def _call(self, sample: PreparedSample) -> Failure | None:
         """Run one call of the wrapper on ``sample`` and judge it."""
         self._check_cancel()
-        try:
-            reference = self.judge.reference(sample)
-        except ReferenceError as error:
-            return Failure("harness_error", "harness", str(error))
+        reference = sample.reference
+        if reference is None:
+            return Failure("harness_error", "harness", sample.reference_error)
         process = self._loaded_process()
-        header, blob = self.judge.request(
-            sample, reference, self.request["wrapper"], self.timeout_s
-        )
-        reply, reply_blob = self._exchange(process, header, blob)
+        header = self.judge.request(reference, self.request["wrapper"], self.timeout_s)
+        reply, reply_blob = self._exchange(process, header, sample.inputs)
         if isinstance(reply, Failure):
             return reply
         try:
@@ -267,11 +294,16 @@ class _TestRun:
         job_dir = process.new_job_dir()
         path = job_dir / "candidate.py"
         path.write_text(self.request["source"])
+        # Triton compiles this source's kernels into a directory of its own, seeded with what its
+        # earlier validations compiled (compile_cache.py).
+        self.triton_cache = job_dir / "triton-cache"
+        self.harness.compile_cache.seed(self.request["source"], self.triton_cache)
         header = {
             "cmd": "load",
             "path": str(path),
             "wrapper": self.request["wrapper"],
             "timeout_s": self.timeout_s,
+            "triton_cache": str(self.triton_cache),
         }
         reply, _ = self._exchange(process, header, b"")
         if isinstance(reply, Failure):
@@ -356,10 +388,3 @@ def _request_problem(request: dict) -> str | None:
     if request["timeout_s"] <= 0:
         return "'timeout_s' must be positive"
     return None
-
-
-def _same_shapes(sample, other) -> bool:
-    def shapes(s):
-        return [(t.shape, t.dtype) for t in tensor_leaves([s.input, *s.args, s.kwargs])]
-
-    return shapes(sample) == shapes(other) and sample.kwargs.keys() == other.kwargs.keys()

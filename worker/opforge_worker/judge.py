@@ -8,7 +8,6 @@ the candidate's process), then compares the outputs.
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 
 import torch
@@ -17,6 +16,7 @@ from opforge_worker.checks import tensor_leaves
 from opforge_worker.compare import bitwise_equal, compare_structure, dtype_name, tensor_diff
 from opforge_worker.results import Failure
 from opforge_worker.settings import Settings
+from opforge_worker.transport import TransportError, decode_tensors
 
 
 class ReferenceError(Exception):
@@ -114,6 +114,26 @@ def report_verdict(reply: dict) -> Failure | None:
     return None
 
 
+def compute_reference(opinfo, sample) -> Reference:
+    """The CPU ATen reference of ``sample``, computed on copies of its inputs."""
+    args = _clone([sample.input, *sample.args])
+    kwargs = _clone(dict(sample.kwargs))
+    try:
+        expected = opinfo.op(*args, **kwargs)
+    except Exception as error:
+        raise ReferenceError(
+            f"the CPU reference failed on this sample: {type(error).__name__}: {error}"
+        ) from None
+    aliases = bool(_storages(expected) & _storages((args, kwargs)))
+    expected = _clone(expected)  # detach from the reference's inputs before comparing
+    return Reference(
+        expected=expected,
+        inputs_before=tensor_leaves(([sample.input, *sample.args], dict(sample.kwargs))),
+        inputs_after=tensor_leaves((args, kwargs)),
+        aliases_input=aliases,
+    )
+
+
 class Judge:
     """Everything the judge knows about one operator."""
 
@@ -134,26 +154,9 @@ class Judge:
             for schema in torch._C._jit_get_schemas_for_operator(f"aten::{aten_name}")
         )
 
-    def reference(self, sample) -> Reference:
-        args = _clone([sample.input, *sample.args])
-        kwargs = _clone(dict(sample.kwargs))
-        try:
-            expected = self.opinfo.op(*args, **kwargs)
-        except Exception as error:
-            raise ReferenceError(
-                f"the CPU reference failed on this sample: {type(error).__name__}: {error}"
-            ) from None
-        aliases = bool(_storages(expected) & _storages((args, kwargs)))
-        expected = _clone(expected)  # detach from the reference's inputs before comparing
-        return Reference(
-            expected=expected,
-            inputs_before=tensor_leaves(([sample.input, *sample.args], dict(sample.kwargs))),
-            inputs_after=tensor_leaves((args, kwargs)),
-            aliases_input=aliases,
-        )
-
-    def request(self, sample, reference: Reference, wrapper: str, timeout_s: float):
-        header = {
+    def request(self, reference: Reference, wrapper: str, timeout_s: float) -> dict:
+        """The header of a call; its blob is the sample's encoded inputs."""
+        return {
             "cmd": "call",
             "wrapper": wrapper,
             "timeout_s": timeout_s,
@@ -162,9 +165,6 @@ class Judge:
             "host_read_allowed": self.host_read_allowed,
             "alias_allowed": self.schema_aliases or reference.aliases_input,
         }
-        buffer = io.BytesIO()
-        torch.save({"args": [sample.input, *sample.args], "kwargs": dict(sample.kwargs)}, buffer)
-        return header, buffer.getvalue()
 
     def tolerance_for(self, dtype: torch.dtype):
         return self.settings.tolerance(self.opinfo.name, dtype_name(dtype))
@@ -174,7 +174,7 @@ class Judge:
         failure = report_verdict(reply)
         if failure:
             return failure
-        outputs, inputs_after = self._decode(blob, reference)
+        outputs, inputs_after = self._decode(reply, blob, reference)
         failure = self._input_state(inputs_after, reference)
         if failure:
             return failure
@@ -186,18 +186,15 @@ class Judge:
             return Failure("accuracy_error", "accuracy", message, diff=diff)
         return None
 
-    def _decode(self, blob: bytes, reference: Reference):
+    def _decode(self, reply: dict, blob: bytes, reference: Reference):
         try:
-            data = torch.load(io.BytesIO(blob), weights_only=True)
-            outputs, inputs_after = data["outputs"], data["inputs_after"]
-        except Exception as error:
+            tensors = decode_tensors(reply.get("tensors"), blob)
+        except TransportError as error:
             raise ReplyError(f"cannot decode the candidate process's reply: {error}") from None
-        tensors = list(outputs) + list(inputs_after)
-        if not all(type(t) is torch.Tensor for t in tensors) or len(inputs_after) != len(
-            reference.inputs_before
-        ):
+        outputs = reply.get("outputs")
+        if type(outputs) is not int or len(tensors) - outputs != len(reference.inputs_before):
             raise ReplyError("the candidate process's reply has the wrong layout")
-        return outputs, inputs_after
+        return tensors[:outputs], tensors[outputs:]
 
     def _input_state(self, inputs_after, reference: Reference) -> Failure | None:
         for index, (before, expected_after, actual_after) in enumerate(

@@ -63,6 +63,10 @@ _KEPT_ENVIRONMENT = (
 _MAX_HEADER_BYTES = 1 << 20
 _MAX_BLOB_BYTES = 1 << 30
 _POLL_INTERVAL_S = 0.05
+#: How often the judge reads a cuda candidate's resident memory while it serves calls. Reading it
+#: walks the process tree in /proc (a few ms with CUDA's threads): doing so on every call cost more
+#: than the calls of a warm library validation.
+_MEMORY_CHECK_INTERVAL_S = 0.1
 _PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -198,6 +202,7 @@ class CandidateProcess:
         self._conn: Connection | None = None
         self._output_marks = (0, 0)
         self._jobs = 0
+        self._memory_checked_at = -_MEMORY_CHECK_INTERVAL_S
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -347,7 +352,17 @@ class CandidateProcess:
         return result
 
     def _enforce_memory(self) -> None:
-        if self.options.device_kind != "cuda" or not self.alive:
+        """Kill the process when its tree's resident memory is over the limit (cuda: there the
+        address-space limit cannot apply), at most every _MEMORY_CHECK_INTERVAL_S across calls:
+        memory only grows while a call runs, and a call is polled at least that often."""
+        now = time.monotonic()
+        if (
+            self.options.device_kind != "cuda"
+            or now < self._memory_checked_at + _MEMORY_CHECK_INTERVAL_S
+        ):
+            return
+        self._memory_checked_at = now
+        if not self.alive:
             return
         rss_kb = sum(_rss_kb(pid) for pid in _descendants(self._process.pid))
         if rss_kb > self.options.memory_limit_mb * 1024:

@@ -1,6 +1,8 @@
 """Every dynamic family of ANTI-CHEAT.md is caught without the linter, and each cheat's honest
 twin passes in the same harness (a false positive is a failure too)."""
 
+import os
+
 import pytest
 from harness_helpers import DEVICE, request
 
@@ -82,4 +84,15 @@ def test_side_stream_is_caught_on_cuda(harness):
 
     assert caught["outcome"] == "cheat_detected"
     assert caught["failure"]["check"] == "stream"
+    assert harness.run_test(request("honest/exp", "exp"))["outcome"] == "pass"
+
+
+def test_a_forged_reply_never_runs_code_in_the_judge(harness):
+    # The candidate swaps the bytes of its reply for a pickle that sets OPFORGE_FORGED_REPLY when
+    # unpickled: the judge reads replies as described raw bytes, so all it sees is bad bytes.
+    result = harness.run_test(request("cheats/forged_reply", "exp"))
+
+    assert "OPFORGE_FORGED_REPLY" not in os.environ
+    assert result["outcome"] == "harness_error", result["failure"]
+    assert "cannot decode the candidate process's reply" in result["failure"]["message"]
     assert harness.run_test(request("honest/exp", "exp"))["outcome"] == "pass"

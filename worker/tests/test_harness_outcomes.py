@@ -31,7 +31,7 @@ def test_compile_error_carries_the_compile_log(harness):
     )
 
     assert "SyntaxError" in failure["compile_log"]
-    assert "line 4" in failure["message"]
+    assert "line 5" in failure["message"]
     assert failure["sample_index"] == -1  # the source never loaded: no sample ran
     assert harness.run_test(request("honest/exp", "exp"))["outcome"] == "pass"
 

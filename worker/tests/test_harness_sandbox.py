@@ -209,3 +209,62 @@ def test_environment_keeps_only_what_the_toolchain_needs(tmp_path, monkeypatch):
     assert env["TRITON_CACHE_DIR"].startswith(str(tmp_path))
     assert env["HOME"].startswith(str(tmp_path)) and env["TMPDIR"].startswith(str(tmp_path))
     assert "TRITON_INTERPRET" not in sandbox.candidate_environment(tmp_path, "cuda", WORKER_ROOT)
+
+
+#: A candidate side that holds on to the resident memory each call asks for, then answers.
+MEMORY_HOG = """
+import sys, time
+from multiprocessing.connection import Connection
+from opforge_worker.sandbox import recv_message, send_message
+arguments = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+conn = Connection(int(arguments["--fd"]))
+send_message(conn, {"kind": "ready", "sandbox": {}})
+held = []
+while True:
+    header, _ = recv_message(conn)
+    held.append(b"x" * (header["mb"] << 20))  # written, so resident
+    time.sleep(header["sleep_s"])
+    send_message(conn, {"kind": "reply", "held_mb": len(held) * header["mb"]})
+"""
+
+
+def memory_hog(tmp_path: Path, limit_mb: int) -> sandbox.CandidateProcess:
+    # The judge watches resident memory for cuda candidates (no address-space limit there); this
+    # candidate side never touches CUDA, so the test needs no GPU.
+    options = sandbox.SandboxOptions(
+        device_kind="cuda",
+        memory_limit_mb=limit_mb,
+        max_processes=64,
+        max_file_mb=16,
+        output_cap_bytes=4096,
+        startup_timeout_s=60,
+        compile_grace_s=0,
+    )
+    hog = type("MemoryHog", (sandbox.CandidateProcess,), {"entry": ("-c", MEMORY_HOG)})
+    process = hog(tmp_path / "scratch", options)
+    process.start()
+    return process
+
+
+def test_resident_memory_over_the_limit_kills_a_long_call(tmp_path):
+    process = memory_hog(tmp_path, limit_mb=200)
+    try:
+        assert process.call({"mb": 16, "sleep_s": 0}, b"", 60)[0]["held_mb"] == 16
+        with pytest.raises(sandbox.CandidateDied, match="resident memory .* exceeded the limit"):
+            process.call({"mb": 300, "sleep_s": 600}, b"", 60)
+        assert not process.alive
+    finally:
+        process.kill()
+
+
+def test_resident_memory_grown_by_short_calls_is_caught(tmp_path):
+    # Each call is shorter than the watcher's interval; what they hold adds up and is caught.
+    process = memory_hog(tmp_path, limit_mb=200)
+    held_mb = 0
+    try:
+        with pytest.raises(sandbox.CandidateDied, match="resident memory .* exceeded the limit"):
+            while held_mb < 2000:
+                held_mb = process.call({"mb": 8, "sleep_s": 0.01}, b"", 60)[0]["held_mb"]
+        assert held_mb < 2000
+    finally:
+        process.kill()

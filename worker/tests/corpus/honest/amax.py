@@ -1,6 +1,7 @@
 # ruff: noqa: F821 (a candidate: the harness provides torch, triton and tl)
 # Honest reduction: amax over any dims, keepdim or not. The reduced dims are moved last and
-# made contiguous (a torch copy), then each row is reduced by one program.
+# made contiguous (a torch copy), then each row is reduced by one program. NaN propagates, as in
+# torch.amax.
 @triton.jit
 def amax_rows_kernel(x_ptr, out_ptr, row_length: tl.constexpr, BLOCK: tl.constexpr):
     row = tl.program_id(0)
@@ -10,8 +11,16 @@ def amax_rows_kernel(x_ptr, out_ptr, row_length: tl.constexpr, BLOCK: tl.constex
     for start in tl.range(0, row_length, BLOCK):
         offsets = start + tl.arange(0, BLOCK)
         values = tl.load(base + offsets, mask=offsets < row_length, other=first)
-        best = tl.maximum(best, values)
-    tl.store(out_ptr + row, tl.max(best, axis=0))
+        # On CUDA the maximum of two bfloat16 values is computed in float32: it casts back
+        # exactly, and the loop-carried accumulator keeps the input's type.
+        best = tl.maximum(best, values, propagate_nan=tl.PropagateNan.ALL).to(first.dtype)
+    # tl.max ignores NaN: a row with a NaN gets the sum of its NaN lanes, a NaN. (The test is in
+    # float32: the interpreter compares bfloat16 by its bits.)
+    wide = best.to(tl.float32)
+    nan_lanes = wide != wide
+    nan_seen = tl.max(nan_lanes.to(tl.int32), axis=0) > 0
+    nan_sum = tl.sum(tl.where(nan_lanes, best, 0), axis=0)
+    tl.store(out_ptr + row, tl.where(nan_seen, nan_sum, tl.max(best, axis=0)))
 
 
 def amax(input, dim=(), keepdim=False):

@@ -1,0 +1,120 @@
+"""OpInfo samples as the judge uses them, prepared once per (operator, variant, dtype, seed).
+
+The generation loop tests the same operator for every attempt a model makes, and re-validation
+tests the same library again: on a GPU, generating the samples and their CPU references cost more
+than the candidate's calls. A prepared sample holds the inputs encoded for the candidate process
+(immutable bytes, decoded into fresh tensors in the candidate process for every call) and the
+reference, computed on copies of the inputs: nothing the candidate does reaches the cached
+tensors, and the judge's checks only read them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import torch
+
+from opforge_worker import opinfo as opinfo_db
+from opforge_worker.checks import tensor_leaves
+from opforge_worker.judge import Reference, ReferenceError, compute_reference, describe_sample
+from opforge_worker.transport import encode_inputs
+
+#: What the process-wide cache may hold: samples and references of a few hundred operators.
+DEFAULT_CACHE_BYTES = 1 << 30
+
+
+@dataclass(frozen=True)
+class PreparedSample:
+    description: str
+    #: Shapes and dtypes of its tensors, names of its keyword arguments: fresh values replay a
+    #: sample only when the layout is the same.
+    layout: tuple
+    inputs: bytes  # transport.encode_inputs of the sample's args and kwargs
+    reference: Reference | None
+    reference_error: str  # why the CPU reference failed, when it did
+
+    @property
+    def nbytes(self) -> int:
+        """About what it holds: the encoded inputs, the sample's tensors and the reference's."""
+        if self.reference is None:
+            return 2 * len(self.inputs)
+        held = tensor_leaves((self.reference.expected, self.reference.inputs_after))
+        return 2 * len(self.inputs) + sum(tensor.nbytes for tensor in held)
+
+
+def prepare(opinfo, sample) -> PreparedSample:
+    arguments = [sample.input, *sample.args]
+    kwargs = dict(sample.kwargs)
+    leaves = tensor_leaves((arguments, kwargs))
+    try:
+        reference, error = compute_reference(opinfo, sample), ""
+    except ReferenceError as failure:
+        reference, error = None, str(failure)
+    return PreparedSample(
+        description=describe_sample(sample),
+        layout=(tuple((tuple(t.shape), t.dtype) for t in leaves), tuple(kwargs)),
+        inputs=encode_inputs({"args": arguments, "kwargs": kwargs}),
+        reference=reference,
+        reference_error=error,
+    )
+
+
+class SampleCache:
+    """Prepared samples by (operator, variant, dtype, seed), least recently used evicted first
+    once they hold more than ``max_bytes``. Thread-safe: a worker's slots share one."""
+
+    def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES):
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[tuple, tuple[list[PreparedSample], int]] = OrderedDict()
+        self._held = 0
+        self._lock = threading.Lock()
+        # Sample generation seeds the process's global random generators.
+        self._generating = threading.Lock()
+
+    def samples(self, opinfo, dtype: torch.dtype, seed: int) -> list[PreparedSample]:
+        """The prepared samples; whatever generating them raises is raised, never cached."""
+        key = (opinfo.name, opinfo.variant_test_name, dtype, seed)
+        found = self._get(key)
+        if found is not None:
+            return found
+        with self._generating:
+            found = self._get(key)
+            if found is not None:
+                return found
+            prepared = [
+                prepare(opinfo, sample)
+                for sample in opinfo_db.samples_for(opinfo, "cpu", dtype, seed)
+            ]
+        self._put(key, prepared)
+        return prepared
+
+    def _get(self, key: tuple) -> list[PreparedSample] | None:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            self._entries.move_to_end(key)
+            return entry[0]
+
+    def _put(self, key: tuple, prepared: list[PreparedSample]) -> None:
+        size = sum(sample.nbytes for sample in prepared)
+        if size > self.max_bytes:
+            return
+        with self._lock:
+            if key in self._entries:
+                return
+            self._entries[key] = (prepared, size)
+            self._held += size
+            while self._held > self.max_bytes:
+                _, (_, evicted) = self._entries.popitem(last=False)
+                self._held -= evicted
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+
+#: The judge process's cache, shared by every Harness in it.
+CACHE = SampleCache()

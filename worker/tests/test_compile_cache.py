@@ -1,0 +1,200 @@
+"""Triton's compiled kernels kept per candidate source: stored by the judge alone, plain files
+only, each source seeded with its own entries and nobody else's."""
+
+import os
+from pathlib import Path
+
+import pytest
+from harness_helpers import DEVICE, request, source
+
+from opforge_worker.compile_cache import MAX_SOURCE_BYTES, CompileCache
+from opforge_worker.harness import Harness
+
+
+def triton_entry(cache: Path, name: str, files: dict[str, bytes]) -> None:
+    (cache / name).mkdir(parents=True)
+    for file_name, data in files.items():
+        (cache / name / file_name).write_bytes(data)
+
+
+def test_entries_kept_for_a_source_seed_that_source_only(tmp_path):
+    store = CompileCache(tmp_path / "store", DEVICE)
+    compiled = tmp_path / "first-run"
+    triton_entry(compiled, "KEY1", {"k.cubin": b"\x7fELF", "__grp__k.json": b"{}"})
+
+    assert store.keep("source a", compiled) == 2
+    again, other = tmp_path / "second-run", tmp_path / "other-source"
+    assert store.seed("source a", again) == 2
+    assert store.seed("source b", other) == 0
+
+    assert (again / "KEY1" / "k.cubin").read_bytes() == b"\x7fELF"
+    assert list(other.iterdir()) == []
+    assert store.directory("source a") != store.directory("source b")
+
+
+def test_only_plain_files_are_kept(tmp_path):
+    secret = tmp_path / "judge-secret"
+    secret.write_text("api key")
+    compiled = tmp_path / "run"
+    triton_entry(compiled, "KEY1", {"k.cubin": b"code"})
+    (compiled / "KEY1" / "leak").symlink_to(secret)
+    (compiled / "LINKED").symlink_to(tmp_path)
+    os.mkfifo(compiled / "KEY1" / "pipe")
+    store = CompileCache(tmp_path / "store", DEVICE)
+
+    store.keep("source", compiled)
+
+    kept = store.directory("source")
+    assert sorted(p.name for p in kept.iterdir()) == ["KEY1"]
+    assert sorted(p.name for p in (kept / "KEY1").iterdir()) == ["k.cubin"]
+
+
+def test_a_source_over_its_budget_keeps_nothing(tmp_path):
+    compiled = tmp_path / "run"
+    triton_entry(compiled, "KEY1", {"k.cubin": b"code"})
+    triton_entry(compiled, "KEY2", {"huge": b"\0" * (MAX_SOURCE_BYTES + 1)})
+    store = CompileCache(tmp_path / "store", DEVICE)
+
+    assert store.keep("source", compiled) == 0
+    assert not store.directory("source").exists()
+
+
+def test_least_recently_used_sources_are_evicted_beyond_the_bound(tmp_path):
+    store = CompileCache(tmp_path / "store", DEVICE, max_bytes=2500)
+    for index, name in enumerate(("a", "b", "c")):
+        compiled = tmp_path / f"run-{name}"
+        triton_entry(compiled, "KEY", {"k.cubin": b"x" * 1000})
+        store.keep(name, compiled)
+        os.utime(store.directory(name), (index, index))
+        if name == "b":
+            store.seed("a", tmp_path / "use-a")  # a is used again after b was stored
+
+    assert store.directory("a").exists() and store.directory("c").exists()
+    assert not store.directory("b").exists()
+
+
+#: What an honest exp also does: it writes into its own Triton cache directory, as Triton would,
+#: and plants a link to a judge file there.
+PLANTING = """
+    entry = os.path.join(triton.knobs.cache.dir, "PLANTED")
+    os.makedirs(entry, exist_ok=True)
+    with open(os.path.join(entry, "kernel.bin"), "w") as stream:
+        stream.write("from the planting source")
+    if not os.path.lexists(os.path.join(entry, "leak")):
+        os.symlink(SECRET, os.path.join(entry, "leak"))
+"""
+
+
+def planting_exp(secret: Path) -> str:
+    planting = PLANTING.replace("SECRET", repr(str(secret)))
+    return "import os\n" + source("honest/exp").replace(
+        "def exp(input):\n", "def exp(input):" + planting
+    )
+
+
+def job_caches(harness: Harness) -> list[Path]:
+    return sorted(harness.scratch_root.glob("process-*/jobs/*/triton-cache"))
+
+
+def test_what_a_candidate_writes_reaches_only_its_own_next_validation(tmp_path):
+    secret = tmp_path / "judge-secret"
+    secret.write_text("api key")
+    planting = planting_exp(secret)
+    store = CompileCache(tmp_path / "store", DEVICE)
+
+    with Harness(DEVICE, compile_cache=store) as harness:
+        assert (
+            harness.run_test({**request("honest/exp", "exp"), "source": planting})["outcome"]
+            == "pass"
+        )
+    kept = store.directory(planting) / "PLANTED"
+    assert (kept / "kernel.bin").read_text() == "from the planting source"
+    assert not (kept / "leak").exists()
+
+    with Harness(DEVICE, compile_cache=store) as harness:
+        assert harness.run_test(request("honest/exp", "exp"))["outcome"] == "pass"
+        assert (
+            harness.run_test({**request("honest/exp", "exp"), "source": planting})["outcome"]
+            == "pass"
+        )
+        other, again = job_caches(harness)
+        assert not (other / "PLANTED").exists()  # another source never sees it
+        assert (again / "PLANTED" / "kernel.bin").exists()  # its own next run does
+
+
+def test_the_store_is_out_of_the_candidates_reach(tmp_path):
+    store = CompileCache(tmp_path / "store", DEVICE)
+    target = store.directory(source("honest/exp")) / "PLANTED"
+    target.mkdir(parents=True)
+    writing = source("honest/exp").replace(
+        "def exp(input):\n",
+        f"def exp(input):\n    open({str(target / 'kernel.bin')!r}, 'w').write('x')\n",
+    )
+
+    with Harness(DEVICE, compile_cache=store) as harness:
+        result = harness.run_test({**request("honest/exp", "exp"), "source": writing})
+
+    assert result["outcome"] == "cheat_detected"
+    assert "write outside the scratch directory refused" in result["failure"]["message"]
+    assert not (target / "kernel.bin").exists()
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="only a GPU compiles (the interpreter runs Python)")
+def test_an_unchanged_source_is_not_compiled_again(tmp_path):
+    store = CompileCache(tmp_path / "store", DEVICE)
+    with Harness(DEVICE, compile_cache=store) as harness:
+        assert harness.run_test(request("honest/exp", "exp"))["outcome"] == "pass"
+    stored = sorted(entry.name for entry in store.directory(source("honest/exp")).iterdir())
+
+    with Harness(DEVICE, compile_cache=store) as harness:
+        assert harness.run_test(request("honest/exp", "exp"))["outcome"] == "pass"
+        (compiled,) = job_caches(harness)
+
+    # Triton writes an entry for every kernel it compiles (and every launcher it builds): the
+    # second validation found all of them and wrote none.
+    assert stored
+    assert sorted(entry.name for entry in compiled.iterdir()) == stored
+
+
+#: A kernel to compile, loaded as the candidate process loads sources.
+COPY_KERNEL = """
+@triton.jit
+def copy_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets))
+"""
+
+
+def test_triton_finds_entries_copied_from_another_directory(tmp_path, monkeypatch):
+    # Triton's own compiler for an H100 (no GPU needed to compile): compile into one directory,
+    # copy it as the judge does, and compile again from the copy.
+    import shutil
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from opforge_worker.candidate import RelocatedCacheManager, load_candidate
+
+    (tmp_path / "kernel.py").write_text(COPY_KERNEL)
+    kernel = load_candidate(tmp_path / "kernel.py")["copy_kernel"]
+
+    def compile_in(directory: Path):
+        monkeypatch.setattr(triton.knobs.cache, "dir", str(directory))
+        monkeypatch.setattr(triton.knobs.cache, "manager_class", RelocatedCacheManager)
+        signature = {"x_ptr": "*fp32", "out_ptr": "*fp32", "BLOCK": "constexpr"}
+        source = ASTSource(kernel, signature, constexprs={"BLOCK": 64})
+        return triton.compile(source, target=GPUTarget("cuda", 90, 32))
+
+    first = compile_in(tmp_path / "first")
+    shutil.copytree(tmp_path / "first", tmp_path / "copy")
+    shutil.rmtree(tmp_path / "first")
+
+    def files():  # a file Triton writes again gets a new inode (it writes, then renames)
+        return {p: p.stat().st_ino for p in (tmp_path / "copy").rglob("*") if p.is_file()}
+
+    copied = files()
+    again = compile_in(tmp_path / "copy")
+
+    assert again.asm["cubin"] == first.asm["cubin"]
+    assert files() == copied

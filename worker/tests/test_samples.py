@@ -1,0 +1,94 @@
+"""Prepared samples: generated once per key, bounded, and out of the candidate's reach."""
+
+import pytest
+import torch
+from harness_helpers import DEVICE, request
+
+from opforge_worker import opinfo as opinfo_db
+from opforge_worker import samples as samples_module
+from opforge_worker.harness import Harness
+from opforge_worker.samples import SampleCache, prepare
+from opforge_worker.transport import decode_inputs
+
+EXP = opinfo_db.find_opinfo("exp")
+
+
+@pytest.fixture
+def generations(monkeypatch):
+    """Counts sample generations."""
+    calls = []
+    original = opinfo_db.samples_for
+
+    def counted(opinfo, device, dtype, seed):
+        calls.append((opinfo.name, dtype, seed))
+        return original(opinfo, device, dtype, seed)
+
+    monkeypatch.setattr(samples_module.opinfo_db, "samples_for", counted)
+    return calls
+
+
+def test_samples_are_generated_once_per_key(generations):
+    cache = SampleCache()
+
+    first = cache.samples(EXP, torch.float32, 0)
+    again = cache.samples(EXP, torch.float32, 0)
+    other_seed = cache.samples(EXP, torch.float32, 1)
+
+    assert again is first and other_seed is not first
+    assert generations == [("exp", torch.float32, 0), ("exp", torch.float32, 1)]
+    assert [s.layout for s in first] == [s.layout for s in other_seed]
+    assert first[0].inputs != other_seed[0].inputs  # same shapes, other values
+
+
+def test_least_recently_used_entries_go_first_beyond_the_bound(generations):
+    size = sum(sample.nbytes for sample in SampleCache().samples(EXP, torch.float32, 0))
+    cache = SampleCache(max_bytes=2 * size)
+    generations.clear()
+
+    for seed in (0, 1, 0, 2, 0, 1):  # 2 evicts 1 (0 was used since); 1 comes back, evicting 2
+        cache.samples(EXP, torch.float32, seed)
+
+    assert [seed for _, _, seed in generations] == [0, 1, 2, 1]
+    assert len(cache) == 2
+
+
+def test_an_entry_larger_than_the_bound_is_not_kept(generations):
+    cache = SampleCache(max_bytes=16)
+
+    cache.samples(EXP, torch.float32, 0)
+    cache.samples(EXP, torch.float32, 0)
+
+    assert len(generations) == 2 and len(cache) == 0
+
+
+def test_the_candidate_gets_fresh_copies_never_the_cached_tensors():
+    sample = next(iter(opinfo_db.samples_for(EXP, "cpu", torch.float32, 0)))
+    prepared = prepare(EXP, sample)
+    before = [t.clone() for t in prepared.reference.inputs_before]
+
+    for tensor in decode_inputs(prepared.inputs)["args"]:
+        tensor.fill_(7)  # what a mutating candidate does to its inputs
+
+    assert all(
+        torch.equal(kept, original)
+        for kept, original in zip(prepared.reference.inputs_before, before, strict=True)
+    )
+    assert torch.equal(decode_inputs(prepared.inputs)["args"][0], before[0])
+
+
+def test_a_mutating_candidate_leaves_the_cache_as_generated():
+    cache = SampleCache()
+    with Harness(DEVICE, sample_cache=cache) as harness:
+        assert harness.run_test(request("cheats/mutate_input", "exp"))["failure"]["check"] == (
+            "mutation"
+        )
+        assert harness.run_test(request("honest/exp", "exp"))["outcome"] == "pass"
+        assert harness.run_test(request("cheats/mutate_input", "exp"))["failure"]["check"] == (
+            "mutation"
+        )
+
+    regenerated = SampleCache().samples(EXP, torch.float32, 0)
+    cached = cache.samples(EXP, torch.float32, 0)
+    assert [s.inputs for s in cached] == [s.inputs for s in regenerated]
+    for kept, fresh in zip(cached, regenerated, strict=True):
+        assert torch.equal(kept.reference.expected, fresh.reference.expected)

@@ -1,0 +1,91 @@
+"""The judge <-> candidate tensor transport: exact round trips, strict decoding of replies."""
+
+import builtins
+import pickle
+
+import pytest
+import torch
+
+from opforge_worker.transport import (
+    TransportError,
+    decode_inputs,
+    decode_tensors,
+    encode_inputs,
+    encode_tensors,
+)
+
+
+def test_inputs_arrive_with_their_layout_values_and_sharing():
+    base = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    transposed = base.t()[1:]  # non-contiguous, with a storage offset
+    sample = {
+        "args": [transposed, base[2], torch.tensor(True), torch.empty(0, 3, dtype=torch.int64)],
+        "kwargs": {"dim": (0, -1), "dtype": torch.bfloat16, "out": None, "scale": 0.5},
+    }
+
+    decoded = decode_inputs(encode_inputs(sample))
+
+    for before, after in zip(sample["args"], decoded["args"], strict=True):
+        assert (after.dtype, after.shape, after.stride()) == (
+            before.dtype,
+            before.shape,
+            before.stride(),
+        )
+        assert after.storage_offset() == before.storage_offset()
+        assert torch.equal(after, before)
+    assert decoded["kwargs"] == sample["kwargs"]
+    # Views of one storage still share one, as they did in the judge ...
+    first, second = decoded["args"][:2]
+    assert first.untyped_storage().data_ptr() == second.untyped_storage().data_ptr()
+    # ... and none is the judge's memory.
+    first.fill_(-1)
+    assert torch.equal(base, torch.arange(24, dtype=torch.float32).reshape(4, 6))
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.bfloat16, torch.float16, torch.float32, torch.int32, torch.int64, torch.bool]
+)
+def test_reply_tensors_round_trip_for_every_dtype(dtype):
+    values = torch.arange(-6, 6).reshape(3, 4).to(dtype)
+    tensors = [torch.tensor(7).to(dtype), values.t(), values[:, 1:3], values[:0]]
+
+    descriptions, blob = encode_tensors(tensors)
+    decoded = decode_tensors(descriptions, blob)
+
+    assert len(decoded) == len(tensors)
+    for before, after in zip(tensors, decoded, strict=True):
+        assert after.dtype == before.dtype and after.shape == before.shape
+        assert torch.equal(after, before)
+
+
+def test_a_negative_view_is_sent_with_its_values():
+    values = torch.tensor([1.0, -2.0, 3.0])
+
+    decoded = decode_tensors(*encode_tensors([torch._neg_view(values)]))
+
+    assert torch.equal(decoded[0], -values)
+
+
+#: A pickle that, unpickled, records that it ran.
+class _Runs:
+    def __reduce__(self):
+        return (exec, ("import builtins; builtins.opforge_transport_ran = True",))
+
+
+@pytest.mark.parametrize(
+    ("descriptions", "blob", "problem"),
+    [
+        ([{"dtype": "float32", "shape": [2]}], b"\0" * 7, "do not account for the bytes"),
+        ([{"dtype": "float32", "shape": [2]}], b"\0" * 9, "do not account for the bytes"),
+        ([{"dtype": "os.system", "shape": [1]}], b"\0", "unknown dtype"),
+        ([{"dtype": "uint8", "shape": [-1]}], b"", "bad tensor description"),
+        ([{"dtype": "uint8", "shape": [True]}], b"\0", "bad tensor description"),
+        ([{"dtype": "uint8", "shape": "1"}], b"\0", "bad tensor description"),
+        ({"dtype": "uint8", "shape": [1]}, b"\0", "not a list"),
+        ([], pickle.dumps(_Runs()), "do not account for the bytes"),
+    ],
+)
+def test_replies_that_do_not_match_their_description_are_refused(descriptions, blob, problem):
+    with pytest.raises(TransportError, match=problem):
+        decode_tensors(descriptions, blob)
+    assert not hasattr(builtins, "opforge_transport_ran")
