@@ -60,8 +60,21 @@ void count(campaign_status& status, session_summary summary) {
 
 namespace {
 
+// Moves a session's count in opforge_sessions{state} from where it was (if anywhere) to `to`.
+void track_state(campaign_state& st, const std::string& session_id, const std::string* to) {
+  if (!st.services.telemetry)
+    return;
+  if (auto was = st.live.find(session_id); was != st.live.end())
+    st.services.telemetry->sessions(was->second.state).Decrement();
+  if (to)
+    st.services.telemetry->sessions(*to).Increment();
+}
+
 void finished(self_pointer self, session_summary summary) {
   auto& st = self->state;
+  track_state(st, summary.session_id, nullptr);
+  if (st.services.telemetry)
+    st.services.telemetry->sessions_ended(summary.state).Increment();
   st.running.erase(summary.session_id);
   st.live.erase(summary.session_id);
   --st.status.running;
@@ -92,6 +105,7 @@ void launch(self_pointer self, const operator_spec& op) {
               auto& st = self->state;
               spdlog::error("campaign {}: session {} stopped: {}", st.spec.campaign_id, id,
                             render(err));
+              track_state(st, id, nullptr);
               st.running.erase(id);
               st.live.erase(id);
               --st.status.running;
@@ -261,6 +275,9 @@ campaign_state::~campaign_state() {
   // through its reply, not by taking the campaign down), so a stopped campaign stops them here.
   for (const auto& [id, session] : running)
     caf::anon_send_exit(session, caf::exit_reason::user_shutdown);
+  if (services.telemetry)
+    for (const auto& [id, progress] : live)
+      services.telemetry->sessions(progress.state).Decrement();
 }
 
 campaign_status stored_status(const stored_campaign& stored,
@@ -379,8 +396,10 @@ campaign_actor::behavior_type campaign(campaign_actor::stateful_pointer<campaign
       },
       [self](atom::progress, session_summary& progress) {
         auto& st = self->state;
-        if (st.running.count(progress.session_id))
-          st.live[progress.session_id] = std::move(progress);
+        if (!st.running.count(progress.session_id))
+          return;
+        track_state(st, progress.session_id, &progress.state);
+        st.live[progress.session_id] = std::move(progress);
       },
   };
 }

@@ -61,6 +61,10 @@ metrics::metrics(std::string version)
                             "HTTP attempts under way per endpoint")},
       summaries_{family(prometheus::BuildCounter(), *registry_, "opforge_summaries_total",
                         "Compiler-log summaries by method (raw, deterministic, llm, fallback)")},
+      sessions_{family(prometheus::BuildGauge(), *registry_, "opforge_sessions",
+                       "Running operator sessions by the state they wait in")},
+      sessions_ended_{family(prometheus::BuildCounter(), *registry_, "opforge_sessions_ended_total",
+                             "Operator sessions that ended, by outcome (SUCCESS, FAILED)")},
       uptime_{family(prometheus::BuildGauge(), *registry_, "opforge_uptime_seconds",
                      "Seconds since the daemon started")
                   .Add({})} {
@@ -117,6 +121,14 @@ prometheus::Gauge& metrics::llm_in_flight(const std::string& endpoint) {
 
 prometheus::Counter& metrics::summaries(const std::string& method) {
   return summaries_.Add({{"method", method}});
+}
+
+prometheus::Gauge& metrics::sessions(const std::string& state) {
+  return sessions_.Add({{"state", state}});
+}
+
+prometheus::Counter& metrics::sessions_ended(const std::string& outcome) {
+  return sessions_ended_.Add({{"outcome", outcome}});
 }
 
 } // namespace opforge

@@ -62,6 +62,13 @@ public:
   /// opforge_summaries_total{method}: compiler-log summaries by how they were made.
   prometheus::Counter& summaries(const std::string& method);
 
+  // -- sessions and campaigns ------------------------------------------------------------------
+
+  /// opforge_sessions{state}: running operator sessions by the state they wait in.
+  prometheus::Gauge& sessions(const std::string& state);
+  /// opforge_sessions_ended_total{outcome}: sessions that ended, SUCCESS or FAILED.
+  prometheus::Counter& sessions_ended(const std::string& outcome);
+
   // -- build -----------------------------------------------------------------------------------
 
   /// opforge_uptime_seconds: seconds since the daemon started.
@@ -84,6 +91,8 @@ private:
   prometheus::Family<prometheus::Gauge>& llm_breaker_state_;
   prometheus::Family<prometheus::Gauge>& llm_in_flight_;
   prometheus::Family<prometheus::Counter>& summaries_;
+  prometheus::Family<prometheus::Gauge>& sessions_;
+  prometheus::Family<prometheus::Counter>& sessions_ended_;
   prometheus::Gauge& uptime_;
 };
 

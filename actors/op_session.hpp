@@ -7,6 +7,7 @@
 // spawned again from its stored record after a crash asks for exactly what it was waiting for.
 
 #include "actors/actors.hpp"
+#include "actors/metrics.hpp"
 #include "actors/session_machine.hpp"
 #include "config/prompt_templates.hpp"
 #include "messages/session_messages.hpp"
@@ -34,6 +35,7 @@ struct session_services {
   double sample_timeout_s = 60;             // per-sample limit in the candidate process
   int64_t job_deadline_ms = 30 * 60 * 1000; // wall-clock budget of one device job
   campaign_actor progress; // told where each session stands after each checkpoint; may be null
+  std::shared_ptr<metrics> telemetry; // sessions by state and outcome; may be null
 };
 
 /// How an operator is named in ids and keys: its OpInfo name, then `/variant` when it has one.
