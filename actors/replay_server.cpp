@@ -68,6 +68,9 @@ caf::expected<std::unique_ptr<replay_server>> replay_server::start(const options
     args.push_back("--cycle");
   if (opts.by_answer_index)
     args.push_back("--by-answer-index");
+  // The server asks the kernel to stop it when this process dies, so that a daemon killed by
+  // SIGKILL (no destructor runs) leaves no server behind.
+  args.insert(args.end(), {"--parent-pid", std::to_string(getpid())});
   std::vector<std::string> env;
   std::string pythonpath = "PYTHONPATH=" + opts.worker_dir;
   for (char** e = environ; *e; ++e) {
