@@ -352,8 +352,10 @@ def die_with_parent(parent_pid: int) -> str | None:
     """Asks the kernel for SIGTERM when the parent dies; why that cannot hold, or None.
 
     The signal is armed before the parent is checked, so a parent that dies in between is seen
-    as gone rather than missed.
+    as gone rather than missed. A parent that blocks SIGTERM (a daemon that takes signals in one
+    thread) passes its mask on; the signal is unblocked here, or it would never arrive.
     """
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
         return f"prctl(PR_SET_PDEATHSIG): {os.strerror(ctypes.get_errno())}"

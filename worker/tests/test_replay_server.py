@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -271,9 +272,11 @@ linux_only = pytest.mark.skipif(
 def test_a_parent_killed_by_sigkill_takes_the_server_with_it(tmp_path: Path) -> None:
     tape = write_cassette(tmp_path / "t.jsonl", [{"operator": "add", "response": answer("x")}])
     # The parent starts the server with its own pid, reports the server's pid and port, and
-    # waits to be killed, as a daemon that dies mid-campaign does.
+    # waits to be killed, as a daemon that dies mid-campaign does; like the daemon, it blocks
+    # SIGTERM, and its children inherit the mask.
     parent_script = (
-        "import os, subprocess, sys, time\n"
+        "import os, signal, subprocess, sys, time\n"
+        "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})\n"
         "server = subprocess.Popen([sys.executable, '-m', 'opforge_worker.replay_server',"
         f" '--cassette', {str(tape)!r}, '--parent-pid', str(os.getpid())],"
         " stdout=subprocess.PIPE, text=True)\n"
@@ -294,7 +297,10 @@ def test_a_parent_killed_by_sigkill_takes_the_server_with_it(tmp_path: Path) -> 
     deadline = time.monotonic() + 30
     while not gone(server_pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert gone(server_pid), "the replay server outlived its parent"
+    outlived = not gone(server_pid)
+    if outlived:
+        os.kill(server_pid, signal.SIGKILL)
+    assert not outlived, "the replay server outlived its parent"
 
 
 @linux_only
