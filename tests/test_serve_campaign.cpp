@@ -121,30 +121,21 @@ bool running(const std::vector<std::string>& stat) {
   return !stat.empty() && stat[0] != "Z" && stat[0] != "X";
 }
 
-std::vector<pid_t> every_pid() {
-  std::vector<pid_t> out;
+// Fields of proc_stat() that processes are selected by.
+constexpr size_t parent_field = 1;
+constexpr size_t group_field = 2;
+
+// The running processes whose proc_stat() `field` is `value`.
+std::set<pid_t> running_with(size_t field, pid_t value) {
+  std::set<pid_t> out;
   for (const auto& entry : fs::directory_iterator{"/proc"}) {
     auto name = entry.path().filename().string();
-    if (name.find_first_not_of("0123456789") == std::string::npos)
-      out.push_back(std::stoi(name));
+    if (name.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    auto stat = proc_stat(std::stoi(name));
+    if (running(stat) && std::stoi(stat[field]) == value)
+      out.insert(std::stoi(name));
   }
-  return out;
-}
-
-std::set<pid_t> children_of(pid_t parent) {
-  std::set<pid_t> out;
-  for (auto pid : every_pid())
-    if (auto stat = proc_stat(pid); running(stat) && std::stoi(stat[1]) == parent)
-      out.insert(pid);
-  return out;
-}
-
-// The processes still running in process group `group` (a local worker and what it started).
-std::set<pid_t> running_in_group(pid_t group) {
-  std::set<pid_t> out;
-  for (auto pid : every_pid())
-    if (auto stat = proc_stat(pid); running(stat) && std::stoi(stat[2]) == group)
-      out.insert(pid);
   return out;
 }
 
@@ -311,7 +302,7 @@ TEST_F(ServeCampaign, AKilledDaemonResumesItsCampaignToTheSameResults) {
   ASSERT_TRUE(eventually([&] { return hits(hit_log).size() >= 5; }, campaign_bound))
       << slurp(dir / "serve.err");
   auto workers = json::parse(opforge(data_dir, {"workers", "--json"}).out).at("workers");
-  auto children = children_of(daemon);
+  auto children = running_with(parent_field, daemon);
   ASSERT_EQ(::kill(daemon, SIGKILL), 0);
   ASSERT_EQ(wait_for_daemon(), 128 + SIGKILL);
 
@@ -321,7 +312,7 @@ TEST_F(ServeCampaign, AKilledDaemonResumesItsCampaignToTheSameResults) {
   for (const auto& worker : workers) {
     pid_t group = worker.at("pid");
     EXPECT_TRUE(children.count(group)) << "worker " << group << " is not a child of the daemon";
-    EXPECT_TRUE(eventually([&] { return running_in_group(group).empty(); }))
+    EXPECT_TRUE(eventually([&] { return running_with(group_field, group).empty(); }))
         << "worker " << group << "'s process group outlived the daemon";
   }
   ASSERT_EQ(children.size(), workers.size() + 1) << "expected the workers and a replay server";
