@@ -157,9 +157,6 @@ protected:
     CliTest::SetUp();
     // The demo endpoint is what serve starts when no LLM is configured.
     ::unsetenv("OPFORGE_LLM_URL");
-    // The daemon's workers and replay server import this tree's worker package, wherever the
-    // interpreter has one installed.
-    ::setenv("PYTHONPATH", (std::string{OPFORGE_SOURCE_DIR} + "/worker").c_str(), 1);
     // The default local workers, on a private socket so that suites can run side by side.
     write("demo.yaml", "workers: {listen: '" + workers_endpoint() + "'}\n");
     // The same answers behind a slow endpoint, so that a campaign is still running when it is
