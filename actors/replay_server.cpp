@@ -5,6 +5,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -68,15 +69,24 @@ caf::expected<std::unique_ptr<replay_server>> replay_server::start(const options
     args.push_back("--cycle");
   if (opts.by_answer_index)
     args.push_back("--by-answer-index");
+  // The server asks the kernel to stop it when this process dies, so that a daemon killed by
+  // SIGKILL (no destructor runs) leaves no server behind.
+  args.insert(args.end(), {"--parent-pid", std::to_string(getpid())});
   std::vector<std::string> env;
-  std::string pythonpath = "PYTHONPATH=" + opts.worker_dir;
+  // An empty entry would put the working directory on the server's import path.
+  std::string pythonpath = opts.worker_dir;
   for (char** e = environ; *e; ++e) {
-    if (std::strncmp(*e, "PYTHONPATH=", 11) == 0)
-      pythonpath += std::string{":"} + (*e + 11);
-    else
-      env.emplace_back(*e);
+    std::string_view entry{*e};
+    if (!entry.starts_with("PYTHONPATH=")) {
+      env.emplace_back(entry);
+      continue;
+    }
+    auto inherited = entry.substr(std::string_view{"PYTHONPATH="}.size());
+    if (!inherited.empty())
+      pythonpath += (pythonpath.empty() ? "" : ":") + std::string{inherited};
   }
-  env.push_back(pythonpath);
+  if (!pythonpath.empty())
+    env.push_back("PYTHONPATH=" + pythonpath);
   std::vector<char*> argv;
   for (auto& a : args)
     argv.push_back(a.data());
@@ -92,8 +102,17 @@ caf::expected<std::unique_ptr<replay_server>> replay_server::start(const options
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+  // The daemon blocks SIGTERM and SIGINT to take them in its signal thread; a child inherits the
+  // mask, and the server would then ignore both the stop below and its parent-death signal.
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attributes, &none);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK);
   pid_t pid = 0;
-  auto rc = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
+  auto rc = posix_spawnp(&pid, argv[0], &actions, &attributes, argv.data(), envp.data());
+  posix_spawnattr_destroy(&attributes);
   posix_spawn_file_actions_destroy(&actions);
   close(out[1]);
   if (rc != 0) {

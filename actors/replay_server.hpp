@@ -3,7 +3,8 @@
 // A replay server child process (`python -m opforge_worker.replay_server`): what an endpoint of
 // kind `replay` talks to, and what the tests and the benchmark run the real client against.
 // Starting it blocks until the server printed its port: call it while setting the daemon up (or
-// from a test), never from an actor.
+// from a test), never from an actor. The server stops when the thread that started it exits (the
+// kernel's parent-death signal follows the thread), so start it from the main thread.
 
 #include "config/endpoint_config.hpp"
 

@@ -271,6 +271,13 @@ std::string progress_line(const nlohmann::json& c) {
   return line;
 }
 
+// A progress line without its leading clock, so that a log gets a line only when something
+// changed. The "resolving" line has no clock.
+std::string without_clock(const std::string& line) {
+  auto end = line.find("] ");
+  return end == std::string::npos ? line : line.substr(end);
+}
+
 void print_session_line(const nlohmann::json& s) {
   auto state = s.value("state", std::string{});
   std::cout << "  " << (state == "SUCCESS" ? "PASS" : "FAIL") << "  " << s.value("op", "") << "  ("
@@ -322,9 +329,9 @@ int follow(const config& cfg, const client_options& opts, std::string id) {
     auto line = progress_line(c);
     if (tty)
       std::cout << "\r\033[K" << line << std::flush;
-    else if (line.substr(line.find(']')) != last_line)
+    else if (without_clock(line) != last_line)
       std::cout << line << std::endl;
-    last_line = line.substr(line.find(']'));
+    last_line = without_clock(line);
     if (ended(c.value("state", std::string{}))) {
       if (tty)
         std::cout << '\n';

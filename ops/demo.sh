@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # The README's first command: sets up (ops/setup.sh), starts `opforge serve` with its embedded
-# defaults (data in ./var, local workers supervised by the daemon), waits until its local workers
-# have connected, shows what the daemon sees, and shuts it down cleanly.
+# defaults (local workers supervised by the daemon, no LLM configured, so campaigns replay the
+# demo's hand-written answers), waits until its local workers have connected, runs the demo
+# campaign and shows its sessions and one dialog, then shuts the daemon down cleanly.
+# The data directory is var/demo, emptied first: once a campaign has given every demo operator an
+# accepted kernel, `opforge run` has nothing left to do on that store, so each demo starts afresh
+# (and the daemon's default ./var, which real campaigns use, is left alone).
 #   OPFORGE_BUILD_DIR   build directory (default: build)
 #   DEMO_WORKER_WAIT_S  how long to wait for the local workers (default: 180; the first start
 #                       imports torch and triton)
@@ -10,9 +14,11 @@ cd "$(dirname "$0")/.."
 ops/setup.sh
 
 opforge=${OPFORGE_BUILD_DIR:-$PWD/build}/opforge
-mkdir -p var
-log=var/demo-serve.log
-"$opforge" serve >"$log" 2>&1 &
+data=var/demo
+rm -rf "$data"
+mkdir -p "$data"
+log=$data/serve.log
+"$opforge" serve --data-dir "$data" >"$log" 2>&1 &
 daemon=$!
 trap 'kill "$daemon" 2>/dev/null || true' EXIT
 
@@ -22,13 +28,18 @@ fail() {
   exit 1
 }
 
+# Every client command talks to this daemon through its data directory's control socket.
+client() {
+  "$opforge" "$@" --data-dir "$data"
+}
+
 # The daemon answers within a second or two; it exits at once on a bad configuration.
 for ((i = 0; i < 150; i++)); do
-  "$opforge" status >/dev/null 2>&1 && break
+  client status >/dev/null 2>&1 && break
   kill -0 "$daemon" 2>/dev/null || fail "opforge serve exited"
   sleep 0.2
 done
-"$opforge" status >/dev/null || fail "the daemon does not answer"
+client status >/dev/null || fail "the daemon does not answer"
 
 # The embedded defaults supervise two local workers, a device worker (cuda when a GPU is present,
 # else the interpreter) and a lint worker; each is one "worker_id" in `opforge workers --json`.
@@ -36,27 +47,37 @@ expected_workers=2
 wait_s=${DEMO_WORKER_WAIT_S:-180}
 echo "demo: waiting for the $expected_workers local workers to connect (at most $wait_s s)"
 deadline=$((SECONDS + wait_s))
-until (($("$opforge" workers --json | grep -o '"worker_id"' | wc -l) >= expected_workers)); do
+until (($(client workers --json | grep -o '"worker_id"' | wc -l) >= expected_workers)); do
   ((SECONDS < deadline)) || fail "the local workers did not all connect within $wait_s s"
   kill -0 "$daemon" 2>/dev/null || fail "opforge serve exited"
   sleep 0.5
 done
 
 echo
-echo "\$ opforge status"
-"$opforge" status
-echo
 echo "\$ opforge workers"
-"$opforge" workers
-metrics=$("$opforge" status --json | sed -n 's/.*"metrics": "\(.*\)".*/\1/p')
+client workers
+echo
+echo "\$ opforge run      # no LLM configured: the demo's hand-written answers for 4 operators"
+client run || fail "the demo campaign did not pass"
+echo
+echo "\$ opforge sessions"
+client sessions
+echo
+# The whole dialog is long (prompts quote the worked examples); its outline leaves out the bodies
+# of prompts, answers and feedback and keeps the transitions and the accepted kernel.
+echo "\$ opforge show sigmoid      # the dialog's outline: prompt, answer and feedback texts left out"
+dialog=$(client show sigmoid)
+awk '/^accepted kernel:/ { kernel = 1 } kernel || !/^      /' <<<"$dialog" | cat -s
+metrics=$(client status --json | sed -n 's/.*"metrics": "\(.*\)".*/\1/p')
 if [[ -n $metrics ]]; then
   echo
-  echo "\$ curl -s http://$metrics/metrics | grep '^opforge_' | head -n 12"
-  curl -s "http://$metrics/metrics" | grep '^opforge_' | head -n 12 || true
+  echo "\$ curl -s http://$metrics/metrics | grep -E '^opforge_(jobs|llm_requests|llm_tokens)_total'"
+  curl -s "http://$metrics/metrics" | grep -E '^opforge_(jobs|llm_requests|llm_tokens)_total' || true
 fi
 echo
 echo "\$ opforge shutdown"
-"$opforge" shutdown
+client shutdown
 wait "$daemon" || fail "opforge serve did not exit cleanly (exit code $?)"
 trap - EXIT
-echo "demo: the daemon stopped cleanly; its log is in $log"
+echo "demo: the daemon stopped cleanly; its data and log are in $data (try \`$opforge show abs" \
+  "--data-dir $data\`)"

@@ -81,6 +81,9 @@ protected:
     fs::remove_all(dir);
     fs::create_directories(dir);
     data = dir / "var";
+    // The daemon's workers and replay server import this tree's worker package, not whichever
+    // the interpreter has installed (a worktree shares the main checkout's venv).
+    ::setenv("PYTHONPATH", OPFORGE_SOURCE_DIR "/worker", 1);
     // No local workers and a private workers socket, so that suites can run side by side; a slow
     // heartbeat, so that a scripted worker stays alive without beating.
     write("quiet.yaml", "local_workers: []\nworkers: {listen: '" + workers_endpoint() +

@@ -27,14 +27,21 @@ operator's answer entries (status 200, no fault). A daemon restarted after a cra
 exactly the answer its resumed session was waiting for, and a request for an answer already served
 shows in the hit log as the same index twice.
 
+With ``--parent-pid PID`` (Linux) the server stops when that process dies, even by SIGKILL: a
+daemon killed mid-campaign leaves no server behind holding a port and appending to the hit log
+that its restarted self uses.
+
 Usage: ``python -m opforge_worker.replay_server --cassette F --port 0 [--latency-ms N]
-[--log HITS.jsonl] [--cycle] [--by-answer-index]``; the first line on stdout is the bound port.
+[--log HITS.jsonl] [--cycle] [--by-answer-index] [--parent-pid PID]``; the first line on stdout is
+the bound port.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
+import os
 import signal
 import sys
 import threading
@@ -49,6 +56,7 @@ OPERATOR_HEADER = "X-Opforge-Operator"
 REQUEST_HEADER = "X-Opforge-Request"
 ANSWER_HEADER = "X-Opforge-Answer"
 MAX_REQUEST_BYTES = 64 << 20
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 CONTEXT_ERRORS: dict[str, dict[str, Any]] = {
     "openai": {
@@ -340,6 +348,22 @@ class ReplayHandler(BaseHTTPRequestHandler):
         self.wfile.write(payload)
 
 
+def die_with_parent(parent_pid: int) -> str | None:
+    """Asks the kernel for SIGTERM when the parent dies; why that cannot hold, or None.
+
+    The signal is armed before the parent is checked, so a parent that dies in between is seen
+    as gone rather than missed. A parent that blocks SIGTERM (a daemon that takes signals in one
+    thread) passes its mask on; the signal is unblocked here, or it would never arrive.
+    """
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+        return f"prctl(PR_SET_PDEATHSIG): {os.strerror(ctypes.get_errno())}"
+    if os.getppid() != parent_pid:
+        return f"parent process {parent_pid} is gone"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m opforge_worker.replay_server")
     parser.add_argument("--cassette", type=Path, required=True, help="JSON Lines cassette")
@@ -353,7 +377,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help=f"serve the answer the {ANSWER_HEADER} header names instead of the next one",
     )
+    parser.add_argument(
+        "--parent-pid", type=int, help="stop when this process (the parent) dies (Linux)"
+    )
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    if args.parent_pid is not None and (why := die_with_parent(args.parent_pid)):
+        print(f"replay_server: {why}", file=sys.stderr)
+        return 1
     try:
         cassette = Cassette(args.cassette, cycle=args.cycle)
     except (OSError, CassetteError) as e:
@@ -366,7 +397,6 @@ def main(argv: list[str] | None = None) -> int:
         HitLog(args.log),
         by_answer_index=args.by_answer_index,
     )
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     print(server.server_address[1], flush=True)
     try:
         server.serve_forever()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -250,3 +252,69 @@ def test_command_line_prints_the_port_first(tmp_path: Path) -> None:
     finally:
         process.terminate()
         assert process.wait(timeout=10) == 0
+
+
+def gone(pid: int) -> bool:
+    """True once `pid` has exited (a zombie waiting for a non-reaping init counts as exited)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return True
+    return state in ("Z", "X")
+
+
+linux_only = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's"
+)
+
+
+@linux_only
+def test_a_parent_killed_by_sigkill_takes_the_server_with_it(tmp_path: Path) -> None:
+    tape = write_cassette(tmp_path / "t.jsonl", [{"operator": "add", "response": answer("x")}])
+    # The parent starts the server with its own pid, reports the server's pid and port, and
+    # waits to be killed, as a daemon that dies mid-campaign does; like the daemon, it blocks
+    # SIGTERM, and its children inherit the mask.
+    parent_script = (
+        "import os, signal, subprocess, sys, time\n"
+        "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})\n"
+        "server = subprocess.Popen([sys.executable, '-m', 'opforge_worker.replay_server',"
+        f" '--cassette', {str(tape)!r}, '--parent-pid', str(os.getpid())],"
+        " stdout=subprocess.PIPE, text=True)\n"
+        "print(server.pid, server.stdout.readline().strip(), flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", parent_script], cwd=WORKER_DIR, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        server_pid, port = map(int, parent.stdout.readline().split())
+        with socket.create_connection(("127.0.0.1", port), timeout=10):
+            pass
+        assert not gone(server_pid)
+    finally:
+        parent.kill()
+        parent.wait(timeout=10)
+    deadline = time.monotonic() + 30
+    while not gone(server_pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    outlived = not gone(server_pid)
+    if outlived:
+        os.kill(server_pid, signal.SIGKILL)
+    assert not outlived, "the replay server outlived its parent"
+
+
+@linux_only
+def test_a_parent_pid_that_is_not_the_parent_stops_it_at_once(tmp_path: Path) -> None:
+    tape = write_cassette(tmp_path / "t.jsonl", [{"operator": "add", "response": answer("x")}])
+    # This test process is the server's parent; its own parent is not.
+    result = subprocess.run(
+        [sys.executable, "-m", "opforge_worker.replay_server", "--cassette", str(tape)]
+        + ["--parent-pid", str(os.getppid())],
+        cwd=WORKER_DIR,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr == f"replay_server: parent process {os.getppid()} is gone\n"

@@ -1,0 +1,354 @@
+// The generation loop through the real binary: `opforge serve` with its default local workers (one
+// interpreter device worker and one lint worker, real Python) and the demo's recorded answers,
+// driven by `opforge run`, `attach`, `sessions` and `show`. The daemon is then killed with SIGKILL
+// in the middle of a campaign and restarted: every session resumes from its checkpoint, no recorded
+// answer is asked for again, and the results equal those of an uninterrupted run.
+
+#include "actors/op_session.hpp"
+#include "actors/session_machine.hpp"
+#include "messages/errors.hpp"
+#include "persistence/keys.hpp"
+#include "persistence/rocksdb_store.hpp"
+#include "tests/cli_test_support.hpp"
+
+#include <iterator>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+using namespace opforge;
+using namespace opforge::cli_testing;
+using json = nlohmann::json;
+using ::testing::HasSubstr;
+
+namespace {
+
+// Starting the workers imports torch and triton, and the interpreter runs every test sample: a
+// campaign takes seconds to a minute on a busy machine. Bounds only keep a hang from stalling CI.
+constexpr auto campaign_bound = std::chrono::milliseconds{240s};
+
+const std::vector<std::string> demo_operators{"abs", "neg", "nn.functional.relu", "sigmoid"};
+
+const std::string demo_cassette = std::string{OPFORGE_SOURCE_DIR} + "/config/demo/cassette.jsonl";
+
+// What a session ended as: the values an interrupted campaign must reproduce.
+struct session_result {
+  std::string state;
+  uint32_t llm_calls = 0;
+  std::string first_outcome;
+  std::string kernel_key;
+
+  bool operator==(const session_result&) const = default;
+};
+
+void PrintTo(const session_result& r, std::ostream* os) {
+  *os << "{" << r.state << ", " << r.llm_calls << " calls, first " << r.first_outcome << ", kernel "
+      << r.kernel_key << "}";
+}
+
+// The demo cassette's hand-written answers: `abs` first fails at run time, `neg` passes at once,
+// `relu` first breaks a lint rule and `sigmoid` first computes wrong values.
+const std::map<std::string, std::pair<uint32_t, std::string>> demo_script{
+    {"abs", {2, "runtime_error"}},
+    {"neg", {1, "pass"}},
+    {"nn.functional.relu", {2, "lint_violation"}},
+    {"sigmoid", {2, "accuracy_error"}}};
+
+// Every session record in the store of a daemon that is not running, by operator.
+std::map<std::string, session_record> stored_sessions(const fs::path& data_dir) {
+  std::map<std::string, session_record> out;
+  auto db = open_rocksdb_store(data_dir / "store");
+  if (!db) {
+    ADD_FAILURE() << "cannot open the store: " << render(db.error());
+    return out;
+  }
+  auto err = (*db)->scan(family::sessions, "", [&](std::string_view, std::string_view value) {
+    auto record = decode_record(value);
+    if (!record) {
+      ADD_FAILURE() << render(record.error());
+      return false;
+    }
+    out.emplace(record->op, std::move(*record));
+    return true;
+  });
+  EXPECT_FALSE(err) << render(err);
+  EXPECT_FALSE((*db)->close());
+  return out;
+}
+
+std::map<std::string, session_result> results(const fs::path& data_dir) {
+  std::map<std::string, session_result> out;
+  for (const auto& [op, record] : stored_sessions(data_dir))
+    out[op] = {std::string{to_string(record.state)}, record.total_calls,
+               record.history.empty() ? "" : record.history.front().outcome,
+               summarize(record).kernel_key};
+  return out;
+}
+
+struct hit {
+  std::string op;
+  int index;
+  auto operator<=>(const hit&) const = default;
+};
+
+// The replay server's hit log: one line per request it received.
+std::vector<hit> hits(const fs::path& log) {
+  std::vector<hit> out;
+  std::ifstream in{log};
+  for (std::string line; std::getline(in, line);) {
+    auto entry = json::parse(line);
+    out.push_back({entry.at("operator"), entry.at("index")});
+  }
+  return out;
+}
+
+// The fields of /proc/PID/stat after the command name: state, ppid, pgrp...; empty when gone.
+std::vector<std::string> proc_stat(pid_t pid) {
+  auto text = slurp("/proc/" + std::to_string(pid) + "/stat");
+  auto end = text.rfind(')');
+  if (end == std::string::npos)
+    return {};
+  std::istringstream fields{text.substr(end + 1)};
+  return {std::istream_iterator<std::string>{fields}, std::istream_iterator<std::string>{}};
+}
+
+// A process that exited is gone, even while it waits as a zombie for a parent that never reaps.
+bool running(const std::vector<std::string>& stat) {
+  return !stat.empty() && stat[0] != "Z" && stat[0] != "X";
+}
+
+// Fields of proc_stat() that processes are selected by.
+constexpr size_t parent_field = 1;
+constexpr size_t group_field = 2;
+
+// The running processes whose proc_stat() `field` is `value`.
+std::set<pid_t> running_with(size_t field, pid_t value) {
+  std::set<pid_t> out;
+  for (const auto& entry : fs::directory_iterator{"/proc"}) {
+    auto name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    auto stat = proc_stat(std::stoi(name));
+    if (running(stat) && std::stoi(stat[field]) == value)
+      out.insert(std::stoi(name));
+  }
+  return out;
+}
+
+// Polls `done` until it holds or `bound` passes; whether it held.
+template <class Predicate>
+bool eventually(Predicate done, std::chrono::milliseconds bound = process_bound) {
+  auto deadline = std::chrono::steady_clock::now() + bound;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline)
+      return false;
+    std::this_thread::sleep_for(20ms);
+  }
+  return true;
+}
+
+class ServeCampaign : public CliTest {
+protected:
+  void SetUp() override {
+    CliTest::SetUp();
+    // The demo endpoint is what serve starts when no LLM is configured.
+    ::unsetenv("OPFORGE_LLM_URL");
+    // The default local workers, on a private socket so that suites can run side by side.
+    write("demo.yaml", "workers: {listen: '" + workers_endpoint() + "'}\n");
+    // The same answers behind a slow endpoint, so that a campaign is still running when it is
+    // killed. Naming endpoints replaces the demo, so campaigns name their operators.
+    write("slow.yaml", "workers: {listen: '" + workers_endpoint() +
+                           "'}\nllm: {endpoints: [{name: demo, kind: replay, cassette: '" +
+                           demo_cassette + "', replay_latency_ms: 1500}]}\n");
+  }
+
+  // Starts `opforge serve` with `config_file` on `data_dir` and waits until it answers.
+  void serve_on(const fs::path& data_dir, const std::string& config_file) {
+    daemon = spawn({"serve", "--config", (dir / config_file).string(), "--data-dir",
+                    data_dir.string(), "--metrics-listen", ""},
+                   dir / "serve.out", dir / "serve.err");
+    ASSERT_TRUE(eventually([&] {
+      return opforge(data_dir, {"status"}).code == 0 || ::waitpid(daemon, nullptr, WNOHANG) != 0;
+    })) << "serve never answered: "
+        << slurp(dir / "serve.err");
+    ASSERT_EQ(::waitpid(daemon, nullptr, WNOHANG), 0)
+        << "serve exited: " << slurp(dir / "serve.err");
+  }
+
+  // Runs an opforge client command against the daemon on `data_dir`.
+  outcome opforge(const fs::path& data_dir, std::vector<std::string> args,
+                  std::chrono::milliseconds bound = process_bound) {
+    args.insert(args.end(), {"--data-dir", data_dir.string()});
+    auto pid = spawn(args, dir / "cli.out", dir / "cli.err");
+    int code = wait_for(pid, bound);
+    return {code, slurp(dir / "cli.out"), slurp(dir / "cli.err")};
+  }
+
+  // Stops the daemon cleanly, so that its store can be read.
+  void shut_down(const fs::path& data_dir) {
+    EXPECT_EQ(opforge(data_dir, {"shutdown"}).code, 0);
+    EXPECT_EQ(wait_for_daemon(), 0) << slurp(dir / "serve.err");
+  }
+
+  // Serves `data_dir` with the demo configuration and runs the demo campaign to its end.
+  void run_demo(const fs::path& data_dir) {
+    serve_on(data_dir, "demo.yaml");
+    auto run = opforge(data_dir, {"run"}, campaign_bound);
+    ASSERT_EQ(run.code, 0) << run.out << run.err << slurp(dir / "serve.err");
+    for (const auto& op : demo_operators)
+      EXPECT_THAT(run.out, HasSubstr("  PASS  " + op + "  (")) << run.out;
+    EXPECT_THAT(run.out, HasSubstr("4 of 4 operators passed")) << run.out;
+  }
+};
+
+void expect_demo_results(const std::map<std::string, session_result>& got) {
+  ASSERT_EQ(got.size(), demo_script.size());
+  for (const auto& [op, expected] : demo_script) {
+    const auto& result = got.at(op);
+    EXPECT_EQ(result.state, "SUCCESS") << op;
+    EXPECT_EQ(result.llm_calls, expected.first) << op;
+    EXPECT_EQ(result.first_outcome, expected.second) << op;
+    EXPECT_THAT(result.kernel_key, ::testing::StartsWith(op)) << op;
+  }
+}
+
+} // namespace
+
+TEST_F(ServeCampaign, TheDemoCampaignRunsEndToEndAndIsNotRepeated) {
+  auto data_dir = dir / "demo";
+  ASSERT_NO_FATAL_FAILURE(run_demo(data_dir));
+
+  auto sessions = opforge(data_dir, {"sessions"});
+  ASSERT_EQ(sessions.code, 0) << sessions.err;
+  std::istringstream lines{sessions.out};
+  std::map<std::string, std::string> state_of;
+  std::string line;
+  std::getline(lines, line); // the header
+  while (std::getline(lines, line)) {
+    std::istringstream fields{line};
+    std::string op, campaign, state;
+    fields >> op >> campaign >> state;
+    state_of[op] = state;
+  }
+  EXPECT_EQ(state_of, (std::map<std::string, std::string>{{"abs", "SUCCESS"},
+                                                          {"neg", "SUCCESS"},
+                                                          {"nn.functional.relu", "SUCCESS"},
+                                                          {"sigmoid", "SUCCESS"}}))
+      << sessions.out;
+
+  // `abs` first fails at run time; the feedback quotes the error, the second answer is accepted.
+  auto show = opforge(data_dir, {"show", "abs"});
+  ASSERT_EQ(show.code, 0) << show.err;
+  EXPECT_THAT(show.out, HasSubstr("TEST -> FEEDBACK      test: runtime_error (")) << show.out;
+  EXPECT_THAT(show.out, HasSubstr("arange's range must be a power of 2")) << show.out;
+  EXPECT_THAT(show.out, HasSubstr("TEST -> SUCCESS       passed ")) << show.out;
+  EXPECT_THAT(show.out, HasSubstr("accepted kernel:\n    @triton.jit\n    def abs_kernel("))
+      << show.out;
+
+  // Each recorded answer was asked for once.
+  auto served = hits(data_dir / "replay-demo.jsonl");
+  EXPECT_EQ(std::multiset<hit>(served.begin(), served.end()),
+            (std::multiset<hit>{{"abs", 0},
+                                {"abs", 1},
+                                {"neg", 0},
+                                {"nn.functional.relu", 0},
+                                {"nn.functional.relu", 1},
+                                {"sigmoid", 0},
+                                {"sigmoid", 1}}));
+
+  // Every operator has a kernel now: the campaign is rejected once the catalog is read.
+  auto again = opforge(data_dir, {"run"}, campaign_bound);
+  EXPECT_EQ(again.code, 1) << again.out << again.err;
+  EXPECT_THAT(again.out, HasSubstr(" rejected: nothing to do: ")) << again.out;
+  for (const auto& op : demo_operators)
+    EXPECT_THAT(again.out, HasSubstr(op + ": already has an accepted kernel")) << again.out;
+
+  // The demo endpoint has answers for its own operators only.
+  auto other = opforge(data_dir, {"run", "add"});
+  EXPECT_EQ(other.code, 1);
+  EXPECT_EQ(other.err, "opforge: operator 'add': endpoint 'demo' replays recorded answers only for "
+                       "abs, neg, nn.functional.relu, sigmoid; configure an LLM endpoint "
+                       "(llm.endpoints, or OPFORGE_LLM_URL) for others\n");
+  EXPECT_EQ(hits(data_dir / "replay-demo.jsonl").size(), served.size());
+
+  shut_down(data_dir);
+  expect_demo_results(results(data_dir));
+}
+
+TEST_F(ServeCampaign, AKilledDaemonResumesItsCampaignToTheSameResults) {
+  ASSERT_NO_FATAL_FAILURE(run_demo(dir / "uninterrupted"));
+  shut_down(dir / "uninterrupted");
+  auto expected = results(dir / "uninterrupted");
+  expect_demo_results(expected);
+
+  auto data_dir = dir / "crashed";
+  auto hit_log = data_dir / "replay-demo.jsonl";
+  serve_on(data_dir, "slow.yaml");
+  std::vector<std::string> run_args{"run", "--detach", "--json"};
+  run_args.insert(run_args.end(), demo_operators.begin(), demo_operators.end());
+  auto submitted = opforge(data_dir, run_args);
+  ASSERT_EQ(submitted.code, 0) << submitted.out << submitted.err;
+  auto campaign_id = json::parse(submitted.out).at("campaign_id").get<std::string>();
+
+  // Four first requests, then one asking for a second answer: that session has recorded its first
+  // answer, and the others still wait for theirs (1.5 s each), so the campaign is mid-way.
+  ASSERT_TRUE(eventually([&] { return hits(hit_log).size() >= 5; }, campaign_bound))
+      << slurp(dir / "serve.err");
+  auto workers = json::parse(opforge(data_dir, {"workers", "--json"}).out).at("workers");
+  auto children = running_with(parent_field, daemon);
+  ASSERT_EQ(::kill(daemon, SIGKILL), 0);
+  ASSERT_EQ(wait_for_daemon(), 128 + SIGKILL);
+
+  // Nothing the daemon started outlives it: the local workers (each leads its process group) and
+  // the replay server stop when their parent dies.
+  ASSERT_EQ(workers.size(), 2u) << workers;
+  for (const auto& worker : workers) {
+    pid_t group = worker.at("pid");
+    EXPECT_TRUE(children.count(group)) << "worker " << group << " is not a child of the daemon";
+    EXPECT_TRUE(eventually([&] { return running_with(group_field, group).empty(); }))
+        << "worker " << group << "'s process group outlived the daemon";
+  }
+  ASSERT_EQ(children.size(), workers.size() + 1) << "expected the workers and a replay server";
+  for (auto child : children)
+    EXPECT_TRUE(eventually([&] { return !running(proc_stat(child)); }))
+        << "child " << child << " outlived the daemon";
+
+  auto at_kill = stored_sessions(data_dir);
+  auto served_before = hits(hit_log).size();
+  ASSERT_EQ(at_kill.size(), demo_operators.size());
+  uint32_t recorded = 0;
+  bool all_ended = true;
+  for (const auto& [op, record] : at_kill) {
+    EXPECT_EQ(record.campaign_id, campaign_id);
+    recorded += record.total_calls;
+    all_ended = all_ended && (record.state == session_state::success);
+  }
+  ASSERT_GT(recorded, 0u) << "no answer was recorded before the kill";
+  ASSERT_FALSE(all_ended) << "the campaign ended before the kill";
+
+  serve_on(data_dir, "slow.yaml");
+  auto attached = opforge(data_dir, {"attach", campaign_id}, campaign_bound);
+  EXPECT_EQ(attached.code, 0) << attached.out << attached.err << slurp(dir / "serve.err");
+  EXPECT_THAT(attached.out, HasSubstr("campaign " + campaign_id + " done")) << attached.out;
+  auto campaigns = json::parse(opforge(data_dir, {"campaigns", "--json"}).out).at("campaigns");
+  ASSERT_EQ(campaigns.size(), 1u) << campaigns;
+  EXPECT_EQ(campaigns[0].at("campaign_id"), campaign_id);
+  EXPECT_EQ(campaigns[0].at("state"), "done");
+  shut_down(data_dir);
+
+  auto resumed = results(data_dir);
+  EXPECT_EQ(resumed, expected);
+  // After the restart each session asked for exactly the answers it had not recorded, once each.
+  auto served = hits(hit_log);
+  std::multiset<hit> asked_after(served.begin() + static_cast<ptrdiff_t>(served_before),
+                                 served.end());
+  std::multiset<hit> missing;
+  for (const auto& [op, record] : at_kill)
+    for (auto index = record.total_calls; index < resumed.at(op).llm_calls; ++index)
+      missing.insert({op, static_cast<int>(index)});
+  EXPECT_EQ(asked_after, missing);
+}
