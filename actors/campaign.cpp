@@ -13,8 +13,9 @@ namespace opforge {
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(operator_spec, op, variant, category, docstring,
                                                 dtypes)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(campaign_spec, campaign_id, endpoint, device_kind,
-                                                created_ms, budgets, concurrency, operators)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(campaign_spec, campaign_id, endpoint, model,
+                                                device_kind, created_ms, budgets, concurrency,
+                                                operators)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(stored_campaign, spec, state, error, ended_ms)
 
 namespace {
@@ -240,6 +241,7 @@ session_record new_session(const campaign_spec& campaign, const operator_spec& s
   r.dtypes = spec.dtypes;
   r.docstring = spec.docstring;
   r.endpoint = campaign.endpoint;
+  r.model = campaign.model;
   r.budgets = campaign.budgets;
   return r;
 }

@@ -39,6 +39,7 @@ struct operator_spec {
 struct campaign_spec {
   std::string campaign_id;
   std::string endpoint;
+  std::string model;                       // what the endpoint serves
   std::string device_kind = "interpreter"; // where its candidates are tested
   int64_t created_ms = 0;                  // wall clock
   session_budgets budgets;

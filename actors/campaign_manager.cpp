@@ -297,6 +297,7 @@ caf::expected<campaign_spec> accept(const campaign_manager_setup& setup,
   spec.budgets.max_dialogs = or_default(request.max_dialogs, defaults.max_dialogs);
   spec.budgets.max_calls_per_dialog =
       or_default(request.max_calls_per_dialog, defaults.max_calls_per_dialog);
+  spec.model = endpoint->second.config.model;
   spec.budgets.context_window_tokens = endpoint->second.config.context_window;
   spec.budgets.reply_reserve_tokens = endpoint->second.config.max_tokens;
   spec.created_ms = now_ms();

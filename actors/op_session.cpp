@@ -56,6 +56,7 @@ json kernel_entry(const session_record& r, int64_t at_ms) {
           {"campaign_id", r.campaign_id},
           {"session_id", r.session_id},
           {"endpoint", r.endpoint},
+          {"model", r.model},
           {"dialogs", r.dialog},
           {"llm_calls", r.total_calls},
           {"calls_in_last_dialog", r.calls_in_dialog},

@@ -22,7 +22,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(session_attempt, dialog, call, s
                                                 detail)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(session_record, session_id, campaign_id, op,
                                                 variant, wrapper, dtypes, docstring, seed_kernel,
-                                                endpoint, budgets, state, revision, dialog,
+                                                endpoint, model, budgets, state, revision, dialog,
                                                 calls_in_dialog, total_calls, consecutive_faults,
                                                 total_faults, messages, proposal, last_feedback,
                                                 verdict, prompt_tokens, completion_tokens, history,

@@ -81,6 +81,7 @@ struct session_record {
   std::string docstring;   // the operator's docstring with the docstrings it references
   std::string seed_kernel; // a repair session's starting point; empty for a fresh one
   std::string endpoint;
+  std::string model; // what the endpoint serves, for the kernel's provenance
   session_budgets budgets;
   // Where it is.
   session_state state = session_state::prompt;

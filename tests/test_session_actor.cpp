@@ -69,6 +69,7 @@ protected:
     campaign_spec s;
     s.campaign_id = "c1";
     s.endpoint = "scripted";
+    s.model = "scripted-model";
     s.budgets.max_dialogs = dialogs;
     s.budgets.max_calls_per_dialog = calls;
     s.concurrency = 2;
@@ -176,6 +177,8 @@ TEST_F(SessionActor, EveryFeedbackPathThenSuccessCheckpointedWithTheKernel) {
   auto entry = json::from_msgpack(*kernel);
   EXPECT_EQ(entry["op"], "exp");
   EXPECT_EQ(entry["campaign_id"], "c1");
+  EXPECT_EQ(entry["endpoint"], "scripted");
+  EXPECT_EQ(entry["model"], "scripted-model");
   EXPECT_EQ(entry["llm_calls"], 9);
   EXPECT_EQ(entry["dialogs"], 1);
   EXPECT_EQ(entry["tests_passed"], 10);
