@@ -129,3 +129,19 @@ def test_batches_split_by_bytes_give_the_same_verdicts(harness, monkeypatch):
     assert result["per_dtype"]["float32"] == {"run": 3, "passed": 2, "outcome": "accuracy_error"}
     assert result["failure"]["sample_index"] == 2
     assert honest["outcome"] == "pass" and honest["tests_run"] == 6
+
+
+def test_calls_run_past_a_failure_do_not_change_its_verdict_even_when_they_crash(harness):
+    fails_then_crashes = misbehaving(1, 'raise ValueError("first")').replace(
+        WRAPPER, WRAPPER + "    if input.dim() == 3:\n        far_kernel[(1,)](input, BLOCK=16)\n"
+    )
+    candidate = fails_then_crashes + CRASH_KERNEL
+
+    first = run(harness, candidate)
+    every = run(harness, candidate, mode="all")
+
+    assert first["outcome"] == "runtime_error" and first["failure"]["sample_index"] == 0
+    assert first["tests_run"] == 1
+    assert every["outcome"] == "runtime_error" and every["failure"]["sample_index"] == 0
+    assert every["per_dtype"]["float32"] == {"run": 3, "passed": 1, "outcome": "runtime_error"}
+    assert run(harness, HONEST)["outcome"] == "pass"
