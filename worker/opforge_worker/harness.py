@@ -366,7 +366,7 @@ class _TestRun:
         if isinstance(reply, Failure):
             batch.ended = True
             return reply, blob
-        if reply.get("kind") != "reply" or reply.get("index", batch.replies) != batch.replies:
+        if reply.get("kind") != "reply" or reply.get("index") != batch.replies:
             self.harness._discard_process()
             batch.ended = True
             failure = Failure(
