@@ -7,11 +7,15 @@ imports (worker/CANDIDATE.md). ``serve`` answers the judge's requests (see ``har
 - ``load``: compile and execute the source from its file in a job directory; the namespace lives
   until the next ``load``, and Triton compiles its kernels into the cache directory the judge
   named for this source (``compile_cache.py``);
-- ``call``: move one sample's inputs to the device, run the wrapper under the dynamic checks
-  (``checks.py``), synchronize the device, and send back what the checks found and, after a call
-  that succeeded, the outputs and the inputs' state after the call as CPU tensors (raw bytes,
-  ``transport.py``). Expected outputs are never sent here. A device fault wherever it surfaces is
-  the candidate's crash.
+- ``call_batch``: for each sample of the batch in order, move its inputs to the device, run the
+  wrapper under the dynamic checks (``checks.py``), synchronize the device, and send back one reply
+  per sample as soon as it is done: what the checks found and, after a call that succeeded, the
+  outputs and the inputs' state after the call as CPU tensors (raw bytes, ``transport.py``).
+  Expected outputs are never sent here. A device fault wherever it surfaces is the candidate's
+  crash. The replies are the judge's progress markers: a death or a timeout is the sample whose
+  reply is missing. The batch ends after the last sample, after a reply that asks for a fresh
+  process, or when the judge sent ``stop`` (it found a failure); ``batch_end`` follows its
+  replies.
 """
 
 from __future__ import annotations
@@ -147,26 +151,19 @@ class CandidateServer:
                 header, blob = recv_message(self.conn)
             except Exception:  # the judge went away: nothing left to serve
                 return
+            command = header.get("cmd")
+            if command == "stop":  # for a batch that had ended before the judge's stop came
+                continue
+            if command == "call_batch":
+                self._call_batch(header, blob)
+                continue
             try:
-                reply, blob = self._handle(header, blob)
+                if command != "load":
+                    raise ValueError(f"bad request {header!r}")
+                reply = self._load(header)
             except Exception as error:  # noqa: BLE001 (the harness's own failure, reported)
-                # The candidate's code runs inside _guarded, which catches what it raises: what
-                # arrives here is the harness's fault, and must not look like a crash.
-                reply = {
-                    "status": "harness_error",
-                    "message": f"candidate process: {error!r}",
-                    "backtrace": _clip(traceback.format_exc()),
-                    "recycle": True,
-                }
-                blob = b""
-            send_message(self.conn, {"kind": "reply", **reply}, blob)
-
-    def _handle(self, header: dict, blob: bytes) -> tuple[dict, bytes]:
-        if header.get("cmd") == "load":
-            return self._load(header), b""
-        if header.get("cmd") == "call":
-            return self._call(header, blob)
-        raise ValueError(f"bad request {header!r}")
+                reply = _harness_error(error)
+            send_message(self.conn, {"kind": "reply", **reply})
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -185,7 +182,32 @@ class CandidateServer:
             )
         return reply
 
-    def _call(self, header: dict, blob: bytes) -> tuple[dict, bytes]:
+    def _call_batch(self, header: dict, blob: bytes) -> None:
+        """Run the batch's samples in order, one reply each, then ``batch_end``."""
+        view, position = memoryview(blob), 0
+        # A malformed header (the judge's bug) still gets a reply: a harness error, not a crash.
+        for index, size in enumerate(header.get("sizes") or [0]):
+            try:
+                sample = view[position : position + size]
+                position += size
+                call = {**header, "alias_allowed": header["alias_allowed"][index]}
+                reply, reply_blob = self._call(call, sample)
+            except Exception as error:  # noqa: BLE001 (the harness's own failure, reported)
+                reply, reply_blob = _harness_error(error), b""
+            reply.update(index=index, output_marks=_output_marks())
+            send_message(self.conn, {"kind": "reply", **reply}, reply_blob)
+            if reply.get("recycle") or self._stop_requested():
+                break
+        send_message(self.conn, {"kind": "batch_end"})
+
+    def _stop_requested(self) -> bool:
+        """Whether the judge sent ``stop`` (the only request it sends while a batch runs)."""
+        if not self.conn.poll(0):
+            return False
+        header, _ = recv_message(self.conn)
+        return header.get("cmd") == "stop"
+
+    def _call(self, header: dict, blob) -> tuple[dict, bytes]:
         sample = decode_inputs(blob)
         policy = CallPolicy(
             frozenset(header["op_names"]), header["launch_exempt"], header["host_read_allowed"]
@@ -327,6 +349,22 @@ class CandidateServer:
         budget = (timeout_s + self.options["compile_grace_s"]) * (os.cpu_count() or 1) + 10
         soft = int(usage.ru_utime + usage.ru_stime + budget) + 1
         resource.setrlimit(resource.RLIMIT_CPU, (soft, resource.RLIM_INFINITY))
+
+
+def _harness_error(error: Exception) -> dict:
+    # The candidate's code runs inside _guarded, which catches what it raises: what arrives here
+    # is the harness's fault, and must not look like a crash.
+    return {
+        "status": "harness_error",
+        "message": f"candidate process: {error!r}",
+        "backtrace": _clip(traceback.format_exc()),
+        "recycle": True,
+    }
+
+
+def _output_marks() -> list[int]:
+    """How much the process has printed so far (its output files, opened for appending)."""
+    return [os.fstat(fd).st_size for fd in (1, 2)]
 
 
 def serve(

@@ -15,6 +15,13 @@ process's environment and where it puts the inputs.
 
 Every sample is called twice: with its inputs, then with fresh values of the same shapes (the
 samples of ``seed + 1``), so that answers cached across calls fail.
+
+The calls of one dtype go to the candidate process in batches (one request of at most
+``_BATCH_BYTES`` of inputs), so that a warm validation does not pay a round trip per call. The
+candidate process replies to each call as soon as it is done, and the judge checks every reply in
+order exactly as it would one call's: each reply is also the progress marker that puts a death
+or a timeout (each call has its own ``timeout_s``) on the right sample. At the first failure the
+judge tells the candidate process to stop and drops the replies to calls it ran past it.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import shutil
 import tempfile
 import threading
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 
 from opforge_worker import compile_cache as compile_cache_module
@@ -49,6 +57,8 @@ DEVICE_KINDS = ("interpreter", "cuda")
 MODES = ("first_failure", "all")
 #: Crashes and timeouts after which a test in mode ``all`` stops: each costs a fresh process.
 _MAX_PROCESS_DEATHS = 3
+#: The inputs one batch of calls may carry (a sample larger than this goes alone).
+_BATCH_BYTES = 64 << 20
 
 
 class JobCancelled(Exception):
@@ -136,6 +146,27 @@ class Harness:
             self._process.kill()
             shutil.rmtree(self._process.scratch, ignore_errors=True)
             self._process = None
+
+
+@dataclass
+class _Batch:
+    """One batch of calls sent to a candidate process, its replies consumed in order."""
+
+    process: CandidateProcess
+    calls: int
+    replies: int = 0
+    ended: bool = False  # batch_end received, or the process is gone
+    output_marks: object = None  # where the output of the next call begins, as reported
+
+
+def _calls(sample: PreparedSample, replay: PreparedSample | None) -> list[PreparedSample]:
+    """The calls a sample makes when they all pass: itself, then its fresh values; a call
+    without a reference is not made (it fails in the judge)."""
+    if sample.reference is None:
+        return []
+    if replay is None or replay.layout != sample.layout or replay.reference is None:
+        return [sample]
+    return [sample, replay]
 
 
 class _TestRun:
@@ -233,23 +264,67 @@ class _TestRun:
                     dtype=dtype,
                 )
             )
-        for index, sample in enumerate(samples):
-            replay = fresh[index] if index < len(fresh) else None
-            failure = self._run_sample(sample, replay)
-            if failure is None:
-                self.result.record_pass(dtype)
-                continue
-            failure.dtype, failure.sample_index = dtype, index
-            failure.sample = failure.sample or sample.description
-            self.result.record_failure(failure)
-            if self.mode == "first_failure" or self.deaths >= _MAX_PROCESS_DEATHS:
-                raise _StopTest
+        replays = [fresh[index] if index < len(fresh) else None for index in range(len(samples))]
+        start = 0
+        while start < len(samples):
+            start = self._run_batch(dtype, samples, replays, start)
 
-    def _run_sample(self, sample: PreparedSample, replay: PreparedSample | None) -> Failure | None:
-        failure = self._call(sample)
+    def _run_batch(
+        self,
+        dtype: str,
+        samples: list[PreparedSample],
+        replays: list[PreparedSample | None],
+        start: int,
+    ) -> int:
+        """Run the samples from ``start`` in one batch, up to its byte budget or the first
+        failure; the index of the next sample to run."""
+        self._check_cancel()
+        end, calls, size = start, [], 0
+        while end < len(samples):
+            more = _calls(samples[end], replays[end])
+            more_size = sum(len(call.inputs) for call in more)
+            if end > start and size + more_size > _BATCH_BYTES:
+                break
+            calls += more
+            size += more_size
+            end += 1
+        batch = self._send_batch(calls)
+        try:
+            for index in range(start, end):
+                failure = self._run_sample(batch, samples[index], replays[index])
+                if failure is None:
+                    self.result.record_pass(dtype)
+                    continue
+                failure.dtype, failure.sample_index = dtype, index
+                failure.sample = failure.sample or samples[index].description
+                self.result.record_failure(failure)
+                if self.mode == "first_failure" or self.deaths >= _MAX_PROCESS_DEATHS:
+                    raise _StopTest
+                return index + 1
+        finally:
+            self._end_batch(batch)
+        return end
+
+    def _send_batch(self, calls: list[PreparedSample]) -> _Batch:
+        process = self._loaded_process()
+        batch = _Batch(process, len(calls), ended=not calls)
+        if calls:
+            header = self.judge.batch_request(
+                [call.reference for call in calls],
+                [len(call.inputs) for call in calls],
+                self.request["wrapper"],
+                self.timeout_s,
+            )
+            process.send(header, b"".join(call.inputs for call in calls))
+        return batch
+
+    def _run_sample(
+        self, batch: _Batch, sample: PreparedSample, replay: PreparedSample | None
+    ) -> Failure | None:
+        failure = self._call(batch, sample)
         if failure is not None or replay is None or replay.layout != sample.layout:
             return failure
-        failure = self._call(replay)
+        failure = self._call(batch, replay)
         if failure is not None and failure.outcome == "accuracy_error":
             failure.outcome, failure.check = "cheat_detected", "fresh_inputs"
             failure.message = (
@@ -260,15 +335,13 @@ class _TestRun:
             failure.sample = "fresh values of " + replay.description
         return failure
 
-    def _call(self, sample: PreparedSample) -> Failure | None:
-        """Run one call of the wrapper on ``sample`` and judge it."""
-        self._check_cancel()
+    def _call(self, batch: _Batch, sample: PreparedSample) -> Failure | None:
+        """Judge the batch's next reply, the call of the wrapper on ``sample``."""
         reference = sample.reference
         if reference is None:
             return Failure("harness_error", "harness", sample.reference_error)
-        process = self._loaded_process()
-        header = self.judge.request(reference, self.request["wrapper"], self.timeout_s)
-        reply, reply_blob = self._exchange(process, header, sample.inputs)
+        process = batch.process
+        reply, reply_blob = self._next_reply(batch)
         if isinstance(reply, Failure):
             return reply
         try:
@@ -277,10 +350,60 @@ class _TestRun:
             failure = Failure("harness_error", "harness", str(error))
             reply["recycle"] = True
         if failure:
-            failure.stdout, failure.stderr = self._output(process)
+            failure.stdout, failure.stderr = self._output(process, reply.get("output_marks"))
         if reply.get("recycle"):
             self.harness._discard_process()
+            batch.ended = True
         return failure
+
+    def _next_reply(self, batch: _Batch):
+        """The reply to the batch's next call, or a Failure (and the batch is over)."""
+        process = batch.process
+        process.mark_output_at(batch.output_marks)
+        reply, blob = self._awaited(
+            process, lambda: process.receive(self.timeout_s, True, self.cancel)
+        )
+        if isinstance(reply, Failure):
+            batch.ended = True
+            return reply, blob
+        if reply.get("kind") != "reply" or reply.get("index") != batch.replies:
+            self.harness._discard_process()
+            batch.ended = True
+            failure = Failure(
+                "harness_error",
+                "harness",
+                f"the candidate process answered call {batch.replies} of a batch with "
+                f"{reply.get('kind')!r} {reply.get('index')!r}",
+            )
+            return failure, b""
+        batch.replies += 1
+        batch.output_marks = reply.get("output_marks")
+        self.result.compile_s += reply.get("compile_s", 0.0)
+        self.result.run_s += reply.get("run_s", 0.0)
+        return reply, blob
+
+    def _end_batch(self, batch: _Batch) -> None:
+        """Read the batch to its end, after telling the candidate process to stop when calls are
+        left: replies past a failure are dropped; the process is replaced when they break it."""
+        if batch.ended or batch.process is not self.harness._process:
+            return
+        process = batch.process
+        if batch.replies < batch.calls:
+            process.send({"cmd": "stop"})
+        while True:
+            try:
+                reply, _ = process.receive(self.timeout_s, True, self.cancel)
+            except CallCancelled:
+                self.harness._discard_process()
+                raise JobCancelled(f"test of {self.request.get('op')} cancelled") from None
+            except (CandidateTimedOut, CandidateDied, CandidateProtocolError):
+                self.harness._discard_process()
+                return
+            if reply.get("kind") == "batch_end":
+                return
+            if reply.get("kind") != "reply" or reply.get("recycle"):
+                self.harness._discard_process()
+                return
 
     def _loaded_process(self) -> CandidateProcess:
         """The warm process with this test's candidate loaded (started or reloaded as needed)."""
@@ -305,7 +428,9 @@ class _TestRun:
             "timeout_s": self.timeout_s,
             "triton_cache": str(self.triton_cache),
         }
-        reply, _ = self._exchange(process, header, b"")
+        reply, _ = self._awaited(
+            process, lambda: process.call(header, b"", self.timeout_s, self.cancel)
+        )
         if isinstance(reply, Failure):
             self._stop(reply)
         try:
@@ -321,10 +446,10 @@ class _TestRun:
         self.loaded_in = process
         return process
 
-    def _exchange(self, process: CandidateProcess, header: dict, blob: bytes):
-        """Send one request; a Failure when the process died, timed out or broke protocol."""
+    def _awaited(self, process: CandidateProcess, receive):
+        """``receive()``'s reply; a Failure when the process died, timed out or broke protocol."""
         try:
-            reply, reply_blob = process.call(header, blob, self.timeout_s, self.cancel)
+            return receive()
         except CallCancelled:
             self.harness._discard_process()
             raise JobCancelled(f"test of {self.request.get('op')} cancelled") from None
@@ -344,9 +469,6 @@ class _TestRun:
         except CandidateProtocolError as error:
             self.harness._discard_process()
             return Failure("harness_error", "harness", str(error)), b""
-        self.result.compile_s += reply.get("compile_s", 0.0) if header["cmd"] == "call" else 0.0
-        self.result.run_s += reply.get("run_s", 0.0) if header["cmd"] == "call" else 0.0
-        return reply, reply_blob
 
     def _died(self, failure: Failure, process: CandidateProcess) -> Failure:
         self.deaths += 1
@@ -358,8 +480,8 @@ class _TestRun:
         if self.cancel.is_set():
             raise JobCancelled(f"test of {self.request.get('op')} cancelled")
 
-    def _output(self, process: CandidateProcess) -> tuple[str, str]:
-        tail = process.output_tail()
+    def _output(self, process: CandidateProcess, until=None) -> tuple[str, str]:
+        tail = process.output_tail(until)
         return tail["stdout"], tail["stderr"]
 
     def _stop(self, failure: Failure):

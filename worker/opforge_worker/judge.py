@@ -154,16 +154,20 @@ class Judge:
             for schema in torch._C._jit_get_schemas_for_operator(f"aten::{aten_name}")
         )
 
-    def request(self, reference: Reference, wrapper: str, timeout_s: float) -> dict:
-        """The header of a call; its blob is the sample's encoded inputs."""
+    def batch_request(
+        self, references: list[Reference], sizes: list[int], wrapper: str, timeout_s: float
+    ) -> dict:
+        """The header of a batch of calls; its blob is the samples' encoded inputs one after
+        another, ``sizes`` their lengths; ``timeout_s`` is each call's."""
         return {
-            "cmd": "call",
+            "cmd": "call_batch",
             "wrapper": wrapper,
             "timeout_s": timeout_s,
             "op_names": sorted(self.op_names),
             "launch_exempt": self.launch_exempt,
             "host_read_allowed": self.host_read_allowed,
-            "alias_allowed": self.schema_aliases or reference.aliases_input,
+            "sizes": sizes,
+            "alias_allowed": [self.schema_aliases or ref.aliases_input for ref in references],
         }
 
     def tolerance_for(self, dtype: torch.dtype):

@@ -286,10 +286,14 @@ class CandidateProcess:
         self, header: dict, blob: bytes, timeout_s: float, cancel: threading.Event | None = None
     ) -> tuple[dict, bytes]:
         """Send one request and wait for its reply, killing the process on death or timeout."""
+        self.send(header, blob)
+        return self.receive(timeout_s, extend_for_compile=True, cancel=cancel)
+
+    def send(self, header: dict, blob: bytes = b"") -> None:
+        """Send one request; output printed from now on belongs to it (``output_tail``)."""
         self._mark_output()
         with contextlib.suppress(OSError):  # the process died; receive() reports how
             send_message(self._conn, header, blob)
-        return self.receive(timeout_s, extend_for_compile=True, cancel=cancel)
 
     def receive(
         self, timeout_s: float, extend_for_compile: bool, cancel: threading.Event | None = None
@@ -335,16 +339,25 @@ class CandidateProcess:
             _file_size(self.scratch / name) for name in ("stdout.log", "stderr.log")
         )
 
-    def output_tail(self) -> dict[str, str]:
-        """What the process printed since the last call began, capped."""
+    def mark_output_at(self, marks) -> None:
+        """Output from ``marks`` (the stdout and stderr sizes the process reported at the end of
+        a batch's call) on belongs to its next call; marks that are not two sizes are ignored."""
+        self._output_marks = _output_sizes(marks) or self._output_marks
+
+    def output_tail(self, until=None) -> dict[str, str]:
+        """What the process printed since the last call began, capped; up to ``until`` (sizes
+        the process reported when the call ended) when they are two sizes: a batch's process
+        may have printed for its next call already."""
         cap = self.options.output_cap_bytes
+        ends = _output_sizes(until) or (None, None)
         result = {}
-        for name, mark in zip(("stdout", "stderr"), self._output_marks, strict=True):
+        for name, mark, end in zip(("stdout", "stderr"), self._output_marks, ends, strict=True):
             path = self.scratch / f"{name}.log"
+            length = cap + 1 if end is None else max(0, min(cap + 1, end - mark))
             try:
                 with path.open("rb") as stream:
                     stream.seek(mark)
-                    data = stream.read(cap + 1)
+                    data = stream.read(length)
             except OSError:
                 data = b""
             text = data[:cap].decode(errors="replace")
@@ -410,6 +423,12 @@ def candidate_environment(scratch: Path, device_kind: str, package_root: str) ->
         env["TRITON_INTERPRET"] = "1"
         env["CUDA_VISIBLE_DEVICES"] = ""
     return env
+
+
+def _output_sizes(marks) -> tuple[int, int] | None:
+    """``marks`` (from the candidate process) when they are two sizes, else None."""
+    sizes = marks if isinstance(marks, list) and len(marks) == 2 else ()
+    return tuple(sizes) if sizes and all(type(s) is int and s >= 0 for s in sizes) else None
 
 
 def _file_size(path: Path) -> int:

@@ -1,0 +1,147 @@
+"""The calls of a dtype run in batches: a failure on one sample of a batch is that sample's.
+
+exp's float32 samples are, in order: a (20,) tensor, an empty (1, 0, 3) tensor and a 0-dim tensor.
+Each candidate here is honest exp except on one of them, picked by its number of dimensions.
+"""
+
+import pytest
+from harness_helpers import DEVICE, request, source
+
+from opforge_worker import harness as harness_module
+from opforge_worker.harness import Harness
+
+HONEST = source("honest/exp")
+#: The honest wrapper's first line, after which each candidate misbehaves on one sample.
+WRAPPER = "def exp(input):\n"
+CRASH_KERNEL = """
+@triton.jit
+def far_kernel(x_ptr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offsets, tl.load(x_ptr + offsets + (1 << 44)))
+"""
+
+
+#: exp(0) for a 0-dim input, from a kernel: a wrong answer that launches and falls back to nothing.
+EXP_OF_ZERO = """out = torch.zeros_like(input)
+exp_kernel[(1,)](out, out, 1, BLOCK=16)
+return out"""
+
+
+def misbehaving(dims: int, body: str, kernels: str = "") -> str:
+    """honest exp whose wrapper runs ``body`` first when its input has ``dims`` dimensions."""
+    assert WRAPPER in HONEST
+    guard = f"    if input.dim() == {dims}:\n" + "".join(
+        f"        {line}\n" for line in body.splitlines()
+    )
+    return HONEST.replace(WRAPPER, WRAPPER + guard) + kernels
+
+
+def run(harness, candidate: str, **overrides) -> dict:
+    return harness.run_test({**request("honest/exp", "exp"), "source": candidate, **overrides})
+
+
+@pytest.fixture(scope="module")
+def harness():
+    with Harness(DEVICE) as harness:
+        yield harness
+
+
+@pytest.mark.parametrize(
+    ("candidate", "outcome", "check"),
+    [
+        (misbehaving(3, 'raise ValueError("only here")'), "runtime_error", "runtime"),
+        (misbehaving(3, "far_kernel[(1,)](input, BLOCK=16)", CRASH_KERNEL), "crash", "crash"),
+        (misbehaving(3, "while True:\n    pass"), "timeout", "timeout"),
+    ],
+    ids=["runtime_error", "crash", "timeout"],
+)
+def test_a_failure_mid_batch_is_reported_on_its_sample(harness, candidate, outcome, check):
+    first = run(harness, candidate, timeout_s=5)
+    every = run(harness, candidate, timeout_s=5, mode="all")
+
+    assert first["outcome"] == outcome, first["failure"]
+    assert first["failure"]["check"] == check
+    assert first["failure"]["sample_index"] == 1
+    assert first["failure"]["sample"].startswith("(Tensor[float32](1, 0, 3)")
+    assert (first["tests_run"], first["tests_passed"]) == (2, 1)
+    # The samples after the failing one still run, in a fresh process after a death.
+    assert every["per_dtype"]["float32"] == {"run": 3, "passed": 2, "outcome": outcome}
+    assert every["failure"]["sample_index"] == 1
+    assert run(harness, HONEST)["outcome"] == "pass"
+
+
+def test_a_wrong_answer_on_the_last_sample_is_an_accuracy_error_there(harness):
+    wrong = misbehaving(0, EXP_OF_ZERO)
+
+    result = run(harness, wrong, mode="all")
+
+    assert result["outcome"] == "accuracy_error"
+    assert result["failure"]["sample_index"] == 2
+    assert result["failure"]["sample"].startswith("(Tensor[float32]() = ")
+    assert result["per_dtype"]["float32"] == {"run": 3, "passed": 2, "outcome": "accuracy_error"}
+
+
+def test_a_mutation_of_one_samples_input_is_caught_on_it(harness):
+    computes_then_overwrites_its_input = """out = torch.empty_like(input)
+exp_kernel[(1,)](input, out, 1, BLOCK=16)
+input.copy_(out)
+return out"""
+    mutating = misbehaving(0, computes_then_overwrites_its_input)
+
+    result = run(harness, mutating, mode="all")
+
+    assert result["outcome"] == "cheat_detected", result["failure"]
+    assert result["failure"]["check"] == "mutation"
+    assert result["failure"]["sample_index"] == 2
+    assert result["per_dtype"]["float32"] == {"run": 3, "passed": 2, "outcome": "cheat_detected"}
+    assert run(harness, HONEST)["outcome"] == "pass"
+
+
+def test_a_failures_output_is_what_its_own_call_printed(harness):
+    failing = misbehaving(0, "raise ValueError('no')")
+    printing = failing.replace(WRAPPER, WRAPPER + "    print('called on', input.dim())\n")
+
+    failure = run(harness, printing)["failure"]
+
+    # Sample 2's fresh values may have run and printed too before the judge's stop came.
+    assert failure["sample_index"] == 2
+    assert failure["stdout"] == "called on 0\n"
+
+
+def test_each_call_of_a_batch_gets_its_own_time_budget(harness):
+    slow = HONEST.replace(WRAPPER, WRAPPER + "    import time\n    time.sleep(1)\n")
+
+    result = run(harness, slow, timeout_s=2.5)
+
+    # Six calls of a second each in one batch, none of them over its 2.5 s.
+    assert result["outcome"] == "pass", result["failure"]
+
+
+def test_batches_split_by_bytes_give_the_same_verdicts(harness, monkeypatch):
+    monkeypatch.setattr(harness_module, "_BATCH_BYTES", 1)  # every sample in a batch of its own
+    wrong = misbehaving(0, EXP_OF_ZERO)
+
+    result = run(harness, wrong, mode="all")
+    honest = harness.run_test(
+        request("honest/index_select", "index_select", ["float32", "int64"], mode="all")
+    )
+
+    assert result["per_dtype"]["float32"] == {"run": 3, "passed": 2, "outcome": "accuracy_error"}
+    assert result["failure"]["sample_index"] == 2
+    assert honest["outcome"] == "pass" and honest["tests_run"] == 6
+
+
+def test_calls_run_past_a_failure_do_not_change_its_verdict_even_when_they_crash(harness):
+    fails_then_crashes = misbehaving(1, 'raise ValueError("first")').replace(
+        WRAPPER, WRAPPER + "    if input.dim() == 3:\n        far_kernel[(1,)](input, BLOCK=16)\n"
+    )
+    candidate = fails_then_crashes + CRASH_KERNEL
+
+    first = run(harness, candidate)
+    every = run(harness, candidate, mode="all")
+
+    assert first["outcome"] == "runtime_error" and first["failure"]["sample_index"] == 0
+    assert first["tests_run"] == 1
+    assert every["outcome"] == "runtime_error" and every["failure"]["sample_index"] == 0
+    assert every["per_dtype"]["float32"] == {"run": 3, "passed": 1, "outcome": "runtime_error"}
+    assert run(harness, HONEST)["outcome"] == "pass"
