@@ -36,9 +36,9 @@ def misbehaving(dims: int, body: str, kernels: str = "") -> str:
     return HONEST.replace(WRAPPER, WRAPPER + guard) + kernels
 
 
-#: Per-call limit for the tests that end in a failure. On cuda a new source's first calls also
-#: build Triton's launchers (C compiles per candidate source), which the harness counts as run
-#: time, not compile time: 5 s is too tight there.
+#: Per-call limit for the tests that end in a failure. On cuda, after a crash or a timeout the
+#: next batch runs in a new process whose first call there took longer than 5 s on an H100 (not
+#: yet measured where: the launchers and binary loads count as compile time, with its grace).
 FAILING_CALL_TIMEOUT_S = 5 if DEVICE == "interpreter" else 30
 
 
