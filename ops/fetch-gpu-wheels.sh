@@ -17,6 +17,7 @@ wheels=(
 
 # Keep the wheels out of git, and out of the working tree's commits.
 exclude=$(git rev-parse --git-common-dir)/info/exclude
+mkdir -p "$(dirname "$exclude")"
 [ "$dest" != .whl ] || grep -qx '/.whl/' "$exclude" 2>/dev/null || echo '/.whl/' >>"$exclude"
 
 platforms=()
