@@ -136,10 +136,19 @@ class CandidateServer:
             torch.zeros(1, device="cuda")
             triton.runtime.driver.active.get_current_device()
         triton.knobs.cache.manager_class = RelocatedCacheManager
+        self._warm_dispatch_recorder()
         for hook in (self.launches, self.escapes, self.threads):
             hook.install()
         self.integrity = Integrity(self.launches, self.escapes, self.threads)
         self.audit.install()
+
+    def _warm_dispatch_recorder(self) -> None:
+        """Run one op under the dispatch recorder now. torch imports ``torch._dynamo`` the first
+        time a dispatch mode is entered (seconds: 1.2 s on a CPU here); that is the process's
+        start-up, not the first candidate's run time, which its per-call limit bounds."""
+        policy = CallPolicy(frozenset(), launch_exempt=True, host_read_allowed=True)
+        with DispatchRecorder(policy, Findings(), self.launches, self.owners):
+            torch.empty(1, device=self.device)
 
     def _notify_compile(self) -> None:
         send_message(self.conn, {"kind": "compile_begin"})
