@@ -77,15 +77,14 @@ class CompileCache:
     def keep(self, source: str, triton_cache: Path) -> int:
         """Store the entries Triton wrote into ``triton_cache`` under ``source``; how many files
         were added. Entries already stored are left as they are."""
-        found = _plain_entries(triton_cache)
-        if not found:
-            return 0
         stored = self.directory(source)
+        known = set(os.listdir(stored)) if stored.is_dir() else set()
+        found = _plain_entries(triton_cache, skip=known)
+        if not found:
+            return 0  # nothing new (a re-validation): no copy, and the store did not grow
         stored.mkdir(parents=True, exist_ok=True)
         added = 0
         for name, files in found.items():
-            if (stored / name).exists():
-                continue
             staging = stored / f".staging-{uuid.uuid4().hex}"
             staging.mkdir()
             for file_name, data in files.items():
@@ -113,9 +112,10 @@ class CompileCache:
                 held -= size
 
 
-def _plain_entries(triton_cache: Path) -> dict[str, dict[str, bytes]]:
-    """Triton's entries in ``triton_cache``: {entry: {file: bytes}}, plain files only, read
-    without following links, empty when over the budget (a candidate filled it)."""
+def _plain_entries(triton_cache: Path, skip: set[str]) -> dict[str, dict[str, bytes]]:
+    """Triton's entries in ``triton_cache`` but those named in ``skip``: {entry: {file: bytes}},
+    plain files only, read without following links, empty when over the budget (a candidate
+    filled it)."""
     try:
         top = os.open(triton_cache, _OPEN_FLAGS | os.O_DIRECTORY)
     except OSError:
@@ -124,7 +124,7 @@ def _plain_entries(triton_cache: Path) -> dict[str, dict[str, bytes]]:
     budget, files = MAX_SOURCE_BYTES, 0
     try:
         for name in os.listdir(top):
-            if name.startswith(("tmp.", ".")):
+            if name.startswith(("tmp.", ".")) or name in skip:
                 continue
             try:
                 entry = os.open(name, _OPEN_FLAGS | os.O_DIRECTORY, dir_fd=top)

@@ -32,6 +32,23 @@ def test_entries_kept_for_a_source_seed_that_source_only(tmp_path):
     assert store.directory("source a") != store.directory("source b")
 
 
+def test_a_revalidation_adds_only_what_was_compiled_anew(tmp_path):
+    store = CompileCache(tmp_path / "store", DEVICE)
+    compiled = tmp_path / "first-run"
+    triton_entry(compiled, "KEY1", {"k.cubin": b"stored"})
+    store.keep("source", compiled)
+    again = tmp_path / "second-run"
+    store.seed("source", again)
+    (again / "KEY1" / "k.cubin").write_bytes(b"rewritten by the candidate process")
+    triton_entry(again, "KEY2", {"k.cubin": b"new specialization"})
+
+    assert store.keep("source", again) == 1
+    assert store.keep("source", again) == 0
+    kept = store.directory("source")
+    assert (kept / "KEY1" / "k.cubin").read_bytes() == b"stored"
+    assert (kept / "KEY2" / "k.cubin").read_bytes() == b"new specialization"
+
+
 def test_only_plain_files_are_kept(tmp_path):
     secret = tmp_path / "judge-secret"
     secret.write_text("api key")
