@@ -9,7 +9,8 @@ seed, computes the reference with CPU ATen, and compares. Samples and references
 per (operator, variant, dtype, seed) and cached (``samples.py``). One warm candidate process
 (``sandbox.CandidateProcess``) runs the candidates, one after another; it is replaced after a
 crash, a timeout, a CUDA error, and after a call that tampered with the checks or attempted
-something the sandbox refused (the process is no longer trusted).
+something the sandbox refused (the process is no longer trusted); its replacement starts at
+once, in the background, so that neither the verdict nor the next test waits for its start-up.
 cuda and interpreter take exactly the same path; the device kind changes only the candidate
 process's environment and where it puts the inputs.
 
@@ -26,6 +27,7 @@ judge tells the candidate process to stop and drops the replies to calls it ran 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import tempfile
@@ -93,6 +95,10 @@ class Harness:
         root.mkdir(parents=True, exist_ok=True)
         self.scratch_root = root.resolve()
         self._process: CandidateProcess | None = None
+        #: The replacement started when a process is discarded, before the next test needs it:
+        #: a new process takes seconds to start (torch, CUDA), and the verdict that discarded
+        #: the last one should not wait for them, nor should the next test when it comes later.
+        self._standby: CandidateProcess | None = None
         self._processes_started = 0
         self._lock = threading.Lock()
 
@@ -106,7 +112,10 @@ class Harness:
     def close(self) -> None:
         """Kill the candidate process and remove scratch space this harness created."""
         with self._lock:
-            self._discard_process()
+            self._discard_process(replace=False)
+            if self._standby is not None:
+                self._remove(self._standby)
+                self._standby = None
             if self._owned_scratch:
                 shutil.rmtree(self.scratch_root, ignore_errors=True)
 
@@ -122,7 +131,17 @@ class Harness:
         """The warm candidate process, started if there is none (SandboxStartError if it fails)."""
         if self._process is not None and self._process.alive:
             return self._process
-        self._discard_process()
+        self._discard_process(replace=False)
+        process, self._standby = self._standby or self._spawn(), None
+        try:
+            process.await_ready()
+        except SandboxStartError:
+            self._remove(process)
+            raise
+        self._process = process
+        return process
+
+    def _spawn(self) -> CandidateProcess:
         self._processes_started += 1
         scratch = self.scratch_root / f"process-{self._processes_started}"
         settings = self.settings
@@ -137,15 +156,24 @@ class Harness:
             extra_read_paths=list(settings.extra_read_paths),
         )
         process = CandidateProcess(scratch, options)
-        process.start()
-        self._process = process
+        process.spawn()
         return process
 
-    def _discard_process(self) -> None:
-        if self._process is not None:
-            self._process.kill()
-            shutil.rmtree(self._process.scratch, ignore_errors=True)
-            self._process = None
+    def _discard_process(self, replace: bool = True) -> None:
+        """Kill the warm process; with ``replace``, start the next one in the background."""
+        if self._process is None:
+            return
+        self._remove(self._process)
+        self._process = None
+        if replace and self._standby is None:
+            # A failure to start is reported by process() when a process is needed.
+            with contextlib.suppress(SandboxStartError):
+                self._standby = self._spawn()
+
+    @staticmethod
+    def _remove(process: CandidateProcess) -> None:
+        process.kill()
+        shutil.rmtree(process.scratch, ignore_errors=True)
 
 
 @dataclass

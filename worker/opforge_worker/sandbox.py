@@ -208,6 +208,12 @@ class CandidateProcess:
 
     def start(self) -> None:
         """Spawn and wait until torch and triton are imported inside the sandbox."""
+        self.spawn()
+        self.await_ready()
+
+    def spawn(self) -> None:
+        """Start the process without waiting for it (``await_ready`` does): its seconds of
+        start-up can pass while the judge does other work."""
         for sub in ("jobs", "tmp", "home", "triton-cache"):
             (self.scratch / sub).mkdir(parents=True, exist_ok=True)
         judge_end, candidate_end = socket.socketpair()
@@ -241,6 +247,9 @@ class CandidateProcess:
             stdout.close()
             stderr.close()
         self._conn = Connection(judge_end.detach())
+
+    def await_ready(self) -> None:
+        """Wait for the spawned process's ready message (SandboxStartError if none comes)."""
         try:
             ready, _ = self.receive(self.options.startup_timeout_s, extend_for_compile=False)
         except (CandidateDied, CandidateTimedOut, CandidateProtocolError) as error:

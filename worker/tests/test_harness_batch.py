@@ -36,10 +36,9 @@ def misbehaving(dims: int, body: str, kernels: str = "") -> str:
     return HONEST.replace(WRAPPER, WRAPPER + guard) + kernels
 
 
-#: Per-call limit for the tests that end in a failure. On cuda, after a crash or a timeout the
-#: next batch runs in a new process whose first call there took longer than 5 s on an H100 (not
-#: yet measured where: the launchers and binary loads count as compile time, with its grace).
-FAILING_CALL_TIMEOUT_S = 5 if DEVICE == "interpreter" else 30
+#: Per-call limit for the tests that end in a failure. After a crash or a timeout the next batch
+#: runs in a new process: its first call must fit in it too (compiles have their own grace).
+FAILING_CALL_TIMEOUT_S = 5
 
 
 def run(harness, candidate: str, **overrides) -> dict:
@@ -74,6 +73,22 @@ def test_a_failure_mid_batch_is_reported_on_its_sample(harness, candidate, outco
     assert every["per_dtype"]["float32"] == {"run": 3, "passed": 2, "outcome": outcome}
     assert every["failure"]["sample_index"] == 1
     assert run(harness, HONEST)["outcome"] == "pass"
+
+
+def test_the_replacement_of_a_crashed_process_starts_before_the_next_test(harness):
+    crashing = misbehaving(0, "far_kernel[(1,)](input, BLOCK=16)", CRASH_KERNEL)
+    run(harness, HONEST)
+    started = harness._processes_started
+
+    crashed = run(harness, crashing, timeout_s=FAILING_CALL_TIMEOUT_S)
+
+    assert crashed["outcome"] == "crash", crashed["failure"]
+    standby = harness._standby
+    assert standby is not None and standby.alive
+    assert harness._processes_started == started + 1
+    assert run(harness, HONEST)["outcome"] == "pass"
+    assert harness._process is standby and harness._standby is None
+    assert harness._processes_started == started + 1
 
 
 def test_a_wrong_answer_on_the_last_sample_is_an_accuracy_error_there(harness):
