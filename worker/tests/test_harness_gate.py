@@ -6,10 +6,15 @@ so each would pass with a torch fallback behind one trivial kernel launch if it 
 corpus and the worked examples pass with the gate on (test_harness_honest.py, test_examples.py).
 """
 
+import shutil
+import threading
+
 import pytest
 from harness_helpers import CORPUS, DEVICE, request, source
 
 from opforge_worker.harness import Harness
+from opforge_worker.jobs import handlers_for
+from opforge_worker.validate import validate_directory
 
 
 @pytest.fixture(scope="module")
@@ -85,6 +90,24 @@ def test_harmful_candidate_is_refused_before_it_runs(harness, name):
     refused_before_running(harness.run_test(request(f"harmful/{name}", "exp")))
 
     assert harness._processes_started == started
+
+
+def test_the_daemons_test_job_is_gated():
+    handlers, release = handlers_for("device", DEVICE, 1)
+    try:
+        result = handlers["test"](request("tamper/reply_filter", "exp"), threading.Event())
+    finally:
+        release()
+
+    refused_before_running(result)
+
+
+def test_validate_is_gated(tmp_path):
+    shutil.copy(CORPUS / "tamper" / "reply_filter.py", tmp_path / "exp.py")
+
+    (result,) = validate_directory(tmp_path, DEVICE, dtypes=["float32"])
+
+    refused_before_running(result)
 
 
 def test_rules_outside_the_gate_leave_the_verdict_to_the_dynamic_checks(harness):
