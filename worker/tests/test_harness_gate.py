@@ -80,6 +80,20 @@ def test_every_violation_of_a_refused_rule_is_a_finding_with_line_text_and_hint(
     ]
 
 
+def test_an_oversized_source_is_refused_unparsed(harness):
+    limit = harness.lint_profile.max_source_chars
+    padded = source("honest/exp") + "#" * limit
+
+    failure = refused_before_running(
+        harness.run_test({**request("honest/exp", "exp"), "source": padded})
+    )
+
+    assert failure["findings"] == [
+        f"static: source_too_large at line 1: The candidate is longer than {limit} characters; "
+        "write a focused wrapper and kernels."
+    ]
+
+
 HARMFUL = ["env_secret", "exit", "fork_bomb", "segfault_ctypes", "socket_connect", "write_outside"]
 
 
