@@ -14,7 +14,8 @@
 
 Each of these runs in the candidate's own process, so a candidate that sets out to tamper with
 them could; ``Integrity`` verifies after every call that the hooks are still the ones installed,
-and the audit hook (sandbox.py) refuses frame and gc introspection from candidate code.
+the audit hook (sandbox.py) refuses frame, code and gc introspection from candidate code, and the
+harness's static gate (harness.py) does not run a source that could reach them at all.
 """
 
 from __future__ import annotations

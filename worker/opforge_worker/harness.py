@@ -4,6 +4,15 @@
     payload = h.run_test(request, cancel=None)  # request/result: messages/PROTOCOL.md "test"
     h.close()
 
+Before a candidate runs, the harness lints its source with the device kind's linter profile and
+refuses it (``cheat_detected``, check ``static``) when it breaks one of the profile's
+``refused_before_test`` rules: reflection, private and dunder attributes, modules, patching,
+imports, classes. The dynamic checks run in the candidate's own interpreter, where code that can
+reflect reaches them (a dispatch mode's findings, a traceback's frames, a hook's globals) and can
+erase what they saw; they hold only against code that cannot reach them, and this static gate
+keeps such code from running. It does not depend on a ``lint`` job having run first: a ``test``
+job's verdict stands alone. ``static_gate=False`` is for tests of the dynamic layer on its own.
+
 The caller's process is the judge: it generates the OpInfo samples on CPU from the request's
 seed, computes the reference with CPU ATen, and compares. Samples and references are prepared once
 per (operator, variant, dtype, seed) and cached (``samples.py``). One warm candidate process
@@ -40,6 +49,7 @@ from opforge_worker import compile_cache as compile_cache_module
 from opforge_worker import opinfo as opinfo_db
 from opforge_worker import samples as samples_module
 from opforge_worker.judge import Judge, ReplyError, report_verdict
+from opforge_worker.linter import lint_source, load_profile
 from opforge_worker.results import Failure, ResultBuilder
 from opforge_worker.samples import PreparedSample, SampleCache
 from opforge_worker.sandbox import (
@@ -79,10 +89,13 @@ class Harness:
         scratch_root=None,
         sample_cache: SampleCache | None = None,
         compile_cache: compile_cache_module.CompileCache | None = None,
+        static_gate: bool = True,
     ):
         if device_kind not in DEVICE_KINDS:
             raise ValueError(f"device_kind must be one of {DEVICE_KINDS}, got {device_kind!r}")
         self.device_kind = device_kind
+        #: The linter profile of the static gate (named like the device kind), None when it is off.
+        self.lint_profile = load_profile(device_kind) if static_gate else None
         #: Prepared samples, by default the process's (shared by every Harness in it).
         self.samples = sample_cache or samples_module.CACHE
         #: Triton's compiled kernels per candidate source, by default under the worker's cache.
@@ -244,12 +257,39 @@ class _TestRun:
                     f"{request.get('variant', '')!r} in this torch",
                 )
             )
+        self._static_gate()
         self.judge = Judge(opinfo, self.harness.settings)
         self.mode = request.get("mode", "first_failure")
         self.seed = int(request.get("seed", 0))
         self.timeout_s = float(request["timeout_s"])
         for dtype in self.result.dtypes:
             self._run_dtype(opinfo, dtype)
+
+    def _static_gate(self) -> None:
+        """Refuse, before it runs, a source that breaks a rule of ``refused_before_test``; a
+        source that does not parse goes on, for loading to report its compile error."""
+        profile = self.harness.lint_profile
+        if profile is None:
+            return
+        request = self.request
+        report = lint_source(
+            request["source"], op=request["op"], wrapper=request["wrapper"], profile=profile
+        )
+        refused = [
+            _describe_violation(violation)
+            for violation in report["violations"]
+            if violation["rule"] in profile.refused_before_test
+        ]
+        if refused:
+            more = f" ({len(refused) - 1} more in findings)" if len(refused) > 1 else ""
+            self._stop(
+                Failure(
+                    "cheat_detected",
+                    "static",
+                    f"static: refused before running: {refused[0]}{more}",
+                    findings=[f"static: {text}" for text in refused],
+                )
+            )
 
     def _keep_compiled_kernels(self) -> None:
         """After a pass, store what Triton compiled for this source, for its next validation."""
@@ -515,6 +555,12 @@ class _TestRun:
     def _stop(self, failure: Failure):
         self.result.record_failure(failure)
         raise _StopTest
+
+
+def _describe_violation(violation: dict) -> str:
+    """A lint violation in one line: rule, where, the offending text, the hint."""
+    text = f" `{violation['text']}`" if violation["text"] else ""
+    return f"{violation['rule']} at line {violation['line']}{text}: {violation['hint']}"
 
 
 def _request_problem(request: dict) -> str | None:

@@ -18,10 +18,13 @@ Shape (every key always present; msgpack-able: str, int, float, bool, None, list
         "sample": str,           # shapes, dtypes, strides and arguments of that sample
         "message": str,          # one paragraph saying what was wrong
         "check": str,            # which check failed: compile, runtime, crash, timeout, accuracy,
-                                 # harness, or a dynamic check: fallback, no_launch, host_read,
-                                 # thread, stream, output_type, output_device, aliasing, mutation,
-                                 # fresh_inputs, integrity, sandbox
-        "findings": [str],       # every dynamic-check finding of that call ("check: message")
+                                 # harness, static (the source was refused before it ran), or a
+                                 # dynamic check: fallback, no_launch, host_read, thread, stream,
+                                 # output_type, output_device, aliasing, mutation, fresh_inputs,
+                                 # integrity, dispatch_escape, sandbox
+        "findings": [str],       # every dynamic-check finding of that call ("check: message");
+                                 # for static, every violation that refused the source ("static:
+                                 # <rule> at line <n> `<text>`: <hint>")
         "compile_log": str,      # compile_error: the Triton/Python compiler's message
         "backtrace": str,        # runtime_error and crash: the Python traceback
         "cuda_error": str,       # crash on a device fault: the CUDA error text

@@ -16,7 +16,7 @@ Containment layers, strongest first (each is reported in the ready message, ``sa
 - resource limits: address space (interpreter only: CUDA reserves huge virtual ranges, so there
   the judge polls resident memory), processes, file size, core dumps; CPU time per call;
 - an audit hook that refuses, and records, what candidate code may not do (processes, signals,
-  sockets, ctypes, writes outside scratch, frame and gc introspection). It is best-effort:
+  sockets, ctypes, writes outside scratch, frame, code and gc introspection). It is best-effort:
   Python code in the same process can reach around it, which is why the kernel-level layers
   above exist;
 - a scrubbed environment (no API keys), stdout/stderr captured to files and read back capped.
@@ -740,6 +740,14 @@ _CANDIDATE_REFUSED = frozenset(
         "sys.setprofile",
         "os.setsid",
         "os.setpgid",
+        # CPython raises these for restricted attributes: reading a traceback's, generator's or
+        # coroutine's frame (tb_frame, gi_frame, cr_frame), a frame's or function's code
+        # (f_code, __code__), and replacing a function's code or defaults. A frame reached from
+        # a caught exception walks into the harness's frames and their locals, where the
+        # findings of the call are kept.
+        "object.__getattr__",
+        "object.__setattr__",
+        "object.__delattr__",
     }
 )
 _CANDIDATE_REFUSED_PREFIXES = ("ctypes.",)

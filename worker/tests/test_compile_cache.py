@@ -119,7 +119,9 @@ def test_what_a_candidate_writes_reaches_only_its_own_next_validation(tmp_path):
     planting = planting_exp(secret)
     store = CompileCache(tmp_path / "store", DEVICE)
 
-    with Harness(DEVICE, compile_cache=store) as harness:
+    # The planting source imports os, which the static gate refuses: what it tests is what
+    # reaches the store from a candidate that runs.
+    with Harness(DEVICE, compile_cache=store, static_gate=False) as harness:
         assert (
             harness.run_test({**request("honest/exp", "exp"), "source": planting})["outcome"]
             == "pass"
@@ -128,7 +130,7 @@ def test_what_a_candidate_writes_reaches_only_its_own_next_validation(tmp_path):
     assert (kept / "kernel.bin").read_text() == "from the planting source"
     assert not (kept / "leak").exists()
 
-    with Harness(DEVICE, compile_cache=store) as harness:
+    with Harness(DEVICE, compile_cache=store, static_gate=False) as harness:
         assert harness.run_test(request("honest/exp", "exp"))["outcome"] == "pass"
         assert (
             harness.run_test({**request("honest/exp", "exp"), "source": planting})["outcome"]
@@ -148,7 +150,7 @@ def test_the_store_is_out_of_the_candidates_reach(tmp_path):
         f"def exp(input):\n    open({str(target / 'kernel.bin')!r}, 'w').write('x')\n",
     )
 
-    with Harness(DEVICE, compile_cache=store) as harness:
+    with Harness(DEVICE, compile_cache=store, static_gate=False) as harness:  # `open` runs
         result = harness.run_test({**request("honest/exp", "exp"), "source": writing})
 
     assert result["outcome"] == "cheat_detected"

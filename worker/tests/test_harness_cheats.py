@@ -1,5 +1,8 @@
 """Every dynamic family of ANTI-CHEAT.md is caught without the linter, and each cheat's honest
-twin passes in the same harness (a false positive is a failure too)."""
+twin passes in the same harness (a false positive is a failure too).
+
+The harness runs without its static gate here: most of these cheats break a rule it refuses
+before running (test_harness_gate.py), and this suite tests the dynamic layer on its own."""
 
 import os
 
@@ -11,7 +14,7 @@ from opforge_worker.harness import Harness
 
 @pytest.fixture(scope="module")
 def harness():
-    with Harness(DEVICE) as harness:
+    with Harness(DEVICE, static_gate=False) as harness:
         yield harness
 
 

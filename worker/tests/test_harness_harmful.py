@@ -1,4 +1,7 @@
-"""Harmful candidates are contained and reported, and the harness keeps serving the next one."""
+"""Harmful candidates are contained and reported, and the harness keeps serving the next one.
+
+The harness runs without its static gate, which refuses nearly all of them before they run
+(test_harness_gate.py): containment must hold on its own."""
 
 import os
 from pathlib import Path
@@ -16,7 +19,7 @@ def harness():
     previous = os.environ.get("OPFORGE_TEST_SECRET")
     os.environ["OPFORGE_TEST_SECRET"] = SECRET
     try:
-        with Harness(DEVICE) as harness:
+        with Harness(DEVICE, static_gate=False) as harness:
             yield harness
     finally:
         if previous is None:

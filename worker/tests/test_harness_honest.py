@@ -1,4 +1,5 @@
-"""Honest kernels pass on every dtype they claim, through the real sandboxed candidate process."""
+"""Honest kernels pass on every dtype they claim, through the static gate and the real sandboxed
+candidate process."""
 
 import pytest
 from harness_helpers import DEVICE, request

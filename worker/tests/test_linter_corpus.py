@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from opforge_worker.linter import lint_source
+from opforge_worker.linter import lint_source, load_profile
 
 CORPUS = Path(__file__).parent / "corpus"
 
@@ -49,6 +49,15 @@ def test_honest_candidate_passes_lint(path, profile):
 def test_harmful_candidate_is_refused(path):
     for profile in ("cuda", "interpreter"):
         assert not lint_candidate(path, profile)["ok"]
+
+
+@pytest.mark.skipif(not corpus("tamper"), reason="the harness corpus is not in this checkout")
+@pytest.mark.parametrize("profile", ["cuda", "interpreter"])
+@pytest.mark.parametrize("path", corpus("tamper"), ids=lambda path: path.stem)
+def test_tampering_candidate_breaks_a_rule_refused_before_test(path, profile):
+    # The harness refuses these before they run (test_harness_gate.py): they reach the checks.
+    refused = load_profile(profile).refused_before_test
+    assert {v["rule"] for v in lint_candidate(path, profile)["violations"]} & refused
 
 
 # Cheats that only show at run time: the values are right, the memory behaviour is not.

@@ -43,6 +43,18 @@ def test_a_child_adds_to_its_parent(profiles):
     assert profile.max_source_chars == 5000
 
 
+def test_a_child_refuses_its_own_construct_before_test_besides_its_parents_rules(profiles):
+    profiles(
+        "extra",
+        "extends: base\n"
+        "constructs: {while_loop: {nodes: [While], hint: no loops}}\n"
+        "refused_before_test: [while_loop]\n",
+    )
+    refused = load_profile("extra").refused_before_test
+    assert {"while_loop", "dunder", "import"} <= refused
+    assert "try_except" not in refused
+
+
 MALFORMED = {
     "unknown key": ("extends: base\nfrobnicate: 1\n", "frobnicate", "unknown key"),
     "wrong type": (
@@ -104,6 +116,16 @@ MALFORMED = {
         "extends: base\nhints: {dunder: 'bad {name'}\n",
         "hints.dunder",
         "bad template",
+    ),
+    "rule refused before test that no check reports": (
+        "extends: base\nrefused_before_test: [dunder, no_such_rule]\n",
+        "refused_before_test",
+        "no rule has the id no_such_rule",
+    ),
+    "rule refused before test that is not an identifier": (
+        "extends: base\nrefused_before_test: [dunder, 3]\n",
+        "refused_before_test[1]",
+        "expected an identifier",
     ),
     "not a mapping": ("- a\n- b\n", "<file>", "a profile is a mapping"),
     "not YAML": ("extends: [base\n", "<file>", "not valid YAML"),

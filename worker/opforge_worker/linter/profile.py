@@ -102,6 +102,8 @@ class Profile:
     constructs: MappingProxyType[str, Construct]
     hints: MappingProxyType[str, str]
     max_source_chars: int
+    #: Rule ids whose violations the harness refuses before running a candidate (harness.py).
+    refused_before_test: frozenset[str]
 
 
 _REPO_CONFIG_DIR = Path(__file__).resolve().parents[3] / "config"
@@ -187,6 +189,7 @@ def _check_file(path: Path, data: dict) -> None:
         "constructs": _check_constructs,
         "hints": _check_hints,
         "max_source_chars": _check_positive_int,
+        "refused_before_test": _check_identifier_list,
     }
     for key, value in data.items():
         if key not in checks:
@@ -327,6 +330,7 @@ _REQUIRED = (
     "constructs",
     "hints",
     "max_source_chars",
+    "refused_before_test",
 )
 
 
@@ -340,6 +344,15 @@ def _build(name: str, data: dict, leaf: Path) -> Profile:
     for module, rules in data["modules"].items():
         if "scope" not in rules:
             raise ProfileError(leaf, f"modules.{module}.scope", "missing")
+    known_rules = RESERVED_RULES | set(data["constructs"])
+    unknown_rules = [rule for rule in data["refused_before_test"] if rule not in known_rules]
+    if unknown_rules:
+        raise ProfileError(
+            leaf,
+            "refused_before_test",
+            f"no rule has the id {', '.join(unknown_rules)} "
+            f"(known: {', '.join(sorted(known_rules))})",
+        )
     return Profile(
         name=name,
         kernel_name_pattern=re.compile(data["kernel_name_pattern"]),
@@ -371,4 +384,5 @@ def _build(name: str, data: dict, leaf: Path) -> Profile:
         ),
         hints=MappingProxyType(dict(data["hints"])),
         max_source_chars=data["max_source_chars"],
+        refused_before_test=frozenset(data["refused_before_test"]),
     )

@@ -1,0 +1,163 @@
+"""The harness's static gate: a source that could reach the dynamic checks never runs.
+
+The dynamic checks share the candidate's interpreter; the candidates of corpus/tamper erase what
+they found (through a dispatch mode, a traceback's frames, a hook's globals, the reply channel),
+so each would pass with a torch fallback behind one trivial kernel launch if it ran. The honest
+corpus and the worked examples pass with the gate on (test_harness_honest.py, test_examples.py).
+"""
+
+import shutil
+import threading
+
+import pytest
+from harness_helpers import CORPUS, DEVICE, request, source
+
+from opforge_worker.harness import Harness
+from opforge_worker.jobs import handlers_for
+from opforge_worker.validate import validate_directory
+
+
+@pytest.fixture(scope="module")
+def harness():
+    with Harness(DEVICE) as harness:
+        yield harness
+
+
+#: Each tamper candidate, with the violation through which it reaches the checks.
+TAMPERING = [
+    ("tamper/dispatch_findings", "module_attribute", "torch.utils._python_dispatch."),
+    ("tamper/frame_walk", "dunder", ".__traceback__"),
+    ("tamper/hook_globals", "dunder", "torch.Tensor.numpy.__globals__"),
+    ("tamper/reply_filter", "module_attribute", "torch.sys.modules"),
+]
+
+
+def test_every_tamper_candidate_is_listed():
+    listed = {name for name, _, _ in TAMPERING}
+    assert {f"tamper/{path.stem}" for path in (CORPUS / "tamper").glob("*.py")} == listed
+
+
+def refused_before_running(result) -> dict:
+    """The failure of a test the static gate refused, checked for what every such one has."""
+    assert result["outcome"] == "cheat_detected", result["failure"]
+    failure = result["failure"]
+    assert failure["check"] == "static"
+    assert failure["dtype"] == "" and failure["sample_index"] == -1
+    assert result["tests_run"] == 0 and result["sandbox"] == {}
+    findings = failure["findings"]
+    assert findings and all(finding.startswith("static: ") for finding in findings)
+    # The message names the first violation, and counts the others.
+    first = findings[0].removeprefix("static: ")
+    more = f" ({len(findings) - 1} more in findings)" if len(findings) > 1 else ""
+    assert failure["message"] == f"static: refused before running: {first}{more}"
+    return failure
+
+
+@pytest.mark.parametrize(("name", "rule", "text"), TAMPERING, ids=[t[0] for t in TAMPERING])
+def test_tampering_candidate_is_refused_before_it_runs(harness, name, rule, text):
+    started = harness._processes_started
+
+    failure = refused_before_running(harness.run_test(request(name, "exp")))
+
+    assert any(
+        finding.startswith(f"static: {rule} at line ") and f"`{text}" in finding
+        for finding in failure["findings"]
+    ), failure["findings"]
+    assert harness._processes_started == started  # no candidate process was even needed
+
+
+def test_every_violation_of_a_refused_rule_is_a_finding_with_line_text_and_hint(harness):
+    failure = refused_before_running(harness.run_test(request("tamper/hook_globals", "exp")))
+
+    assert failure["findings"] == [
+        "static: dunder at line 14 `torch.Tensor.numpy.__globals__`: "
+        "`torch.Tensor.numpy.__globals__`: dunder names and attributes are not allowed; "
+        "use the public API.",
+        "static: attribute_assignment at line 14 `.add`: Assigning `.add` is not allowed: "
+        "never patch modules or tensors; bind a local name instead.",
+        "static: module_attribute at line 16 `torch.exp`: `torch.exp` is not allowed by the "
+        f"{DEVICE} profile: torch may be used only for its allowed names.",
+    ]
+
+
+def test_an_oversized_source_is_refused_unparsed(harness):
+    limit = harness.lint_profile.max_source_chars
+    padded = source("honest/exp") + "#" * limit
+
+    failure = refused_before_running(
+        harness.run_test({**request("honest/exp", "exp"), "source": padded})
+    )
+
+    assert failure["findings"] == [
+        f"static: source_too_large at line 1: The candidate is longer than {limit} characters; "
+        "write a focused wrapper and kernels."
+    ]
+
+
+HARMFUL = ["env_secret", "exit", "fork_bomb", "segfault_ctypes", "socket_connect", "write_outside"]
+
+
+@pytest.mark.parametrize("name", HARMFUL)
+def test_harmful_candidate_is_refused_before_it_runs(harness, name):
+    started = harness._processes_started
+
+    refused_before_running(harness.run_test(request(f"harmful/{name}", "exp")))
+
+    assert harness._processes_started == started
+
+
+def test_the_daemons_test_job_is_gated():
+    handlers, release = handlers_for("device", DEVICE, 1)
+    try:
+        result = handlers["test"](request("tamper/reply_filter", "exp"), threading.Event())
+    finally:
+        release()
+
+    refused_before_running(result)
+
+
+def test_validate_is_gated(tmp_path):
+    shutil.copy(CORPUS / "tamper" / "reply_filter.py", tmp_path / "exp.py")
+
+    (result,) = validate_directory(tmp_path, DEVICE, dtypes=["float32"])
+
+    refused_before_running(result)
+
+
+def test_rules_outside_the_gate_leave_the_verdict_to_the_dynamic_checks(harness):
+    # `noop` breaks the kernel naming rule, which the gate lets through: the dispatch recorder
+    # catches the copy that computes the result, and the honest clone passes with the gate on.
+    copying = (
+        "@triton.jit\ndef noop(x_ptr):\n    pass\n\n\n"
+        "def clone(input):\n    noop[(1,)](input)\n"
+        "    return torch.empty_like(input).copy_(input)\n"
+    )
+
+    caught = harness.run_test({**request("honest/clone", "clone"), "source": copying})
+
+    assert caught["outcome"] == "cheat_detected", caught["failure"]
+    assert caught["failure"]["check"] == "fallback"
+    assert harness.run_test(request("honest/clone", "clone"))["outcome"] == "pass"
+
+
+def test_a_source_that_does_not_parse_is_a_compile_error_not_a_refusal(harness):
+    broken = "import os\n" + source("honest/exp").replace("):\n", ")\n", 1)
+
+    result = harness.run_test({**request("honest/exp", "exp"), "source": broken})
+
+    assert result["outcome"] == "compile_error", result["failure"]
+    assert "SyntaxError" in result["failure"]["compile_log"]
+
+
+def test_without_the_gate_a_frame_walk_from_a_traceback_is_refused_by_the_sandbox():
+    with Harness(DEVICE, static_gate=False) as harness:
+        result = harness.run_test(request("tamper/frame_walk", "exp"))
+        started = harness._processes_started
+        honest = harness.run_test(request("honest/exp", "exp"))
+
+        assert result["outcome"] == "cheat_detected", result["failure"]
+        assert result["failure"]["check"] == "sandbox"
+        assert "object.__getattr__ from candidate code refused" in result["failure"]["message"]
+        # The process that ran it is no longer trusted: the honest candidate runs in a new one.
+        assert honest["outcome"] == "pass", honest["failure"]
+        assert harness._processes_started == started + 1
