@@ -27,13 +27,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
 from triton.compiler.errors import CompilationError
 
-from opforge_worker.sandbox import CodeOwners
+from opforge_worker.sandbox import CodeOwners, path_prefixes
 
 # ATen op kinds, by overload-packet name with any trailing underscore removed.
 _EMPTY = frozenset(
@@ -331,11 +330,11 @@ class DispatchRecorder(TorchDispatchMode):
     def _inside_launch_machinery(self) -> bool:
         """Triton's interpreter copies arguments with torch during a launch; that is allowed."""
         return self.launches.depth > 0 and not self.owners.nearest_is_candidate(
-            sys._getframe(2), skip=(_TORCH_DIR,)
+            sys._getframe(2), skip=_TORCH_PREFIXES
         )
 
 
-_TORCH_DIR = str(Path(torch.__file__).resolve().parent) + os.sep
+_TORCH_PREFIXES = path_prefixes(os.path.dirname(torch.__file__))
 
 
 def _escape_hatches() -> list[tuple[object, str, str, str]]:
@@ -408,7 +407,7 @@ class EscapeHatches:
     def check(self, check: str, label: str) -> None:
         if self.findings is None:
             return
-        if not self.owners.nearest_is_candidate(sys._getframe(2), skip=(_TORCH_DIR,)):
+        if not self.owners.nearest_is_candidate(sys._getframe(2), skip=_TORCH_PREFIXES):
             return
         self.findings.add(check, f"wrapper called {label}")
 

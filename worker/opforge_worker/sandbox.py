@@ -664,6 +664,18 @@ def default_read_paths(extra: tuple[str, ...] = ()) -> list[str]:
     return sorted({os.path.realpath(path) for path in paths})
 
 
+def path_prefixes(*paths: str) -> tuple[str, ...]:
+    """Each path as a directory prefix, both as given (absolute) and resolved.
+
+    A frame's file name is the path its module was imported by, links unresolved: with the
+    Python installation or a virtual environment behind a symbolic link, only the unresolved
+    form matches, and a resolved-only prefix would take torch's or triton's frames for someone
+    else's (torch compute inside a kernel would then pass as launch machinery).
+    """
+    forms = {form(path) + os.sep for path in paths for form in (os.path.abspath, os.path.realpath)}
+    return tuple(sorted(forms))
+
+
 class CodeOwners:
     """Tells candidate code from library code by the file a frame runs in.
 
@@ -675,14 +687,11 @@ class CodeOwners:
     def __init__(self, candidate_root: Path):
         self.candidate_root = str(candidate_root) + os.sep
         triton_spec = importlib.util.find_spec("triton")
-        self.triton_root = os.path.dirname(os.path.realpath(triton_spec.origin)) + os.sep
-        stdlib = {sysconfig.get_path("stdlib"), sysconfig.get_path("platstdlib")}
-        self._stdlib = tuple(os.path.realpath(path) + os.sep for path in stdlib if path)
-        self._site = tuple(
-            os.path.realpath(path) + os.sep
-            for path in {sysconfig.get_path("purelib"), sysconfig.get_path("platlib")}
-            if path
-        )
+        self.triton_prefixes = path_prefixes(os.path.dirname(triton_spec.origin))
+        stdlib = (sysconfig.get_path("stdlib"), sysconfig.get_path("platstdlib"))
+        self._stdlib = path_prefixes(*filter(None, stdlib))
+        site = (sysconfig.get_path("purelib"), sysconfig.get_path("platlib"))
+        self._site = path_prefixes(*filter(None, site))
 
     def _transparent(self, filename: str) -> bool:
         if filename.startswith("<frozen"):
@@ -703,7 +712,7 @@ class CodeOwners:
 
     def nearest_is_triton(self, frame) -> bool:
         """Whether triton's own code (its compiler starting ptxas, say) is acting."""
-        return self.nearest_file(frame).startswith(self.triton_root)
+        return self.nearest_file(frame).startswith(self.triton_prefixes)
 
 
 #: Audit events candidate code may never raise, whoever it calls through.

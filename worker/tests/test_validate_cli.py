@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 WORKER_DIR = Path(__file__).resolve().parents[1]
 HONEST_EXP = WORKER_DIR / "tests" / "corpus" / "honest" / "exp.py"
 DEVICE = os.environ.get("OPFORGE_TEST_DEVICE", "interpreter")
@@ -76,3 +78,41 @@ def test_validate_prints_a_table_writes_json_and_fails_on_any_failure(tmp_path):
     outcomes = {r["file"]: r["outcome"] for r in written["results"]}
     assert outcomes == {"exp.py": "accuracy_error", "not_an_operator.py": "invalid"}
     assert "no OpInfo named 'not_an_operator'" in done.stdout
+
+
+def test_a_python_installation_behind_a_symbolic_link_still_tells_torch_from_the_candidate(
+    tmp_path,
+):
+    """Frames carry the file names modules were imported by, links unresolved: the checks that
+    exempt torch's and triton's own frames must match them in that form too. Through a linked
+    prefix, torch compute inside an interpreted kernel once passed as launch machinery (a false
+    pass: the cheat passes the static gate, so only the dispatch recorder stands against it)."""
+    if DEVICE != "interpreter":
+        pytest.skip("the cheat needs the interpreter: on a GPU its kernel does not compile")
+    import torch
+
+    prefix = Path(sys.prefix)
+    if not Path(torch.__file__).resolve().is_relative_to(prefix.resolve()):
+        pytest.skip("torch is not installed under this interpreter's prefix")
+    linked = tmp_path / "linked-prefix"
+    linked.symlink_to(prefix, target_is_directory=True)
+    python = linked / Path(os.path.abspath(sys.executable)).relative_to(prefix)
+    candidates = tmp_path / "candidates"
+    candidates.mkdir()
+    shutil.copy(
+        WORKER_DIR / "tests" / "corpus" / "cheats" / "kernel_method.py", candidates / "exp.py"
+    )
+    out = tmp_path / "out.json"
+
+    done = subprocess.run(
+        [python, "-m", "opforge_worker", "validate", str(candidates), "--device", DEVICE]
+        + ["--dtypes", "float32", "--json", str(out)],
+        cwd=WORKER_DIR,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    (result,) = json.loads(out.read_text())["results"]
+    assert (result["outcome"], result["failure"]["check"]) == ("cheat_detected", "fallback")
