@@ -151,8 +151,9 @@ def test_a_source_that_does_not_parse_is_a_compile_error_not_a_refusal(harness):
 
 def test_without_the_gate_a_frame_walk_from_a_traceback_is_refused_by_the_sandbox():
     with Harness(DEVICE, static_gate=False) as harness:
-        result = harness.run_test(request("tamper/frame_walk", "exp"))
+        harness.run_test(request("honest/exp", "exp"))
         started = harness._processes_started
+        result = harness.run_test(request("tamper/frame_walk", "exp"))
         honest = harness.run_test(request("honest/exp", "exp"))
 
         assert result["outcome"] == "cheat_detected", result["failure"]
