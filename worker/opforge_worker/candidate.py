@@ -6,7 +6,8 @@ imports (worker/CANDIDATE.md). ``serve`` answers the judge's requests (see ``har
 
 - ``load``: compile and execute the source from its file in a job directory; the namespace lives
   until the next ``load``, and Triton compiles its kernels into the cache directory the judge
-  named for this source (``compile_cache.py``);
+  named for this source, finding those compiled before in the source's directory of the
+  judge's compile store (``compile_cache.py``);
 - ``call_batch``: for each sample of the batch in order, move its inputs to the device, run the
   wrapper under the dynamic checks (``checks.py``), synchronize the device, and send back one reply
   per sample as soon as it is done: what the checks found and, after a call that succeeded, the
@@ -94,12 +95,31 @@ def _is_device_fault(error: BaseException) -> bool:
     return isinstance(error, accelerator_error) or "CUDA error" in text or "[CUDA]" in text
 
 
-class RelocatedCacheManager(FileCacheManager):
-    """Triton's file cache, reading entries the judge copied in from its store.
+class StoreBackedCacheManager(FileCacheManager):
+    """Triton's file cache in the loaded source's own directory, reading through to that
+    source's entries in the judge's compile store (``compile_cache.py``), which this process
+    may read but never write: an unchanged source loads its compiled kernels without a copy.
 
     Triton records a compiled kernel's files with their absolute paths, which name the directory
-    they were first compiled in; here each is looked up by name in the entry's own directory.
+    they were first compiled in; each is looked up by name, here first, then in the store.
     """
+
+    #: The loaded source's directory in the compile store, "" for none; set by each load.
+    store_dir = ""
+
+    def __init__(self, key, override=False, dump=False):
+        super().__init__(key, override, dump)
+        self.stored = os.path.join(self.store_dir, key) if self.store_dir else ""
+
+    def get_file(self, filename: str) -> str | None:
+        for directory in (self.cache_dir, self.stored):
+            path = os.path.join(directory, filename)
+            if directory and os.path.exists(path):
+                return path
+        return None
+
+    def has_file(self, filename: str) -> bool:
+        return self.get_file(filename) is not None
 
     def get_group(self, filename: str) -> dict[str, str] | None:
         path = self.get_file(f"__grp__{filename}")
@@ -109,8 +129,8 @@ class RelocatedCacheManager(FileCacheManager):
             children = json.load(stream).get("child_paths")
         if not isinstance(children, dict):
             return None
-        found = {name: self._make_path(os.path.basename(child)) for name, child in children.items()}
-        return {name: child for name, child in found.items() if os.path.exists(child)}
+        found = {name: self.get_file(os.path.basename(child)) for name, child in children.items()}
+        return {name: child for name, child in found.items() if child is not None}
 
 
 class CandidateServer:
@@ -135,7 +155,7 @@ class CandidateServer:
             # and the helpers go to the process's own Triton cache, not the first source's.
             torch.zeros(1, device="cuda")
             triton.runtime.driver.active.get_current_device()
-        triton.knobs.cache.manager_class = RelocatedCacheManager
+        triton.knobs.cache.manager_class = StoreBackedCacheManager
         self._warm_dispatch_recorder()
         for hook in (self.launches, self.escapes, self.threads):
             hook.install()
@@ -179,6 +199,7 @@ class CandidateServer:
     def _load(self, header: dict) -> dict:
         self.namespace = {}
         triton.knobs.cache.dir = header["triton_cache"]
+        StoreBackedCacheManager.store_dir = header["compile_store"]
 
         def load():
             self.namespace = load_candidate(Path(header["path"]))

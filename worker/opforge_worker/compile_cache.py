@@ -3,11 +3,11 @@
 Re-validating an unchanged kernel (the library after a torch drop with the same Triton, or after a
 worker restart) should not compile it again. Each candidate source gets its own directory in the
 store, keyed by the compiler's fingerprint and the source's sha256, and only the judge ever writes
-the store: before a source loads, the judge copies that source's entries into a fresh Triton cache
-directory in the candidate process's scratch (``seed``); after the source's test passed, it copies
-what Triton wrote there back under the same key (``keep``). A candidate process gets no access to
-the store at all, so a candidate can only ever fill its own source's directory, never plant an
-entry another source would load.
+the store: a source loads with a fresh Triton cache directory in the candidate process's scratch,
+where Triton writes, reading through to that source's directory of the store (``use``; the
+candidate process may read the store, never write it); after the source's test passed, the judge
+copies what Triton wrote anew back under the same key (``keep``). A candidate can thus only ever
+fill its own source's directory, never plant an entry another source would load.
 
 The judge reads a directory the candidate process could write: ``keep`` takes plain files only
 (never symbolic links or devices), two levels deep as Triton lays them out, within a size budget.
@@ -59,20 +59,14 @@ class CompileCache:
         digest = hashlib.sha256(source.encode()).hexdigest()
         return self.root / f"{compiler_fingerprint(self.device_kind)}-{digest}"
 
-    def seed(self, source: str, triton_cache: Path) -> int:
-        """Copy ``source``'s entries into ``triton_cache`` (created); how many files."""
-        triton_cache.mkdir(parents=True, exist_ok=True)
+    def use(self, source: str) -> Path | None:
+        """``source``'s directory, marked recently used (evicted last), or None if it has none."""
         stored = self.directory(source)
-        if not stored.is_dir():
-            return 0
-        with contextlib.suppress(OSError):
-            os.utime(stored)  # recently used: evicted last
-        copied = 0
-        for entry in stored.iterdir():
-            if entry.is_dir() and not entry.name.startswith("."):
-                shutil.copytree(entry, triton_cache / entry.name, dirs_exist_ok=True)
-                copied += sum(1 for _ in entry.iterdir())
-        return copied
+        try:
+            os.utime(stored)
+        except OSError:
+            return None
+        return stored
 
     def keep(self, source: str, triton_cache: Path) -> int:
         """Store the entries Triton wrote into ``triton_cache`` under ``source``; how many files

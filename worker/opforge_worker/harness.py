@@ -102,6 +102,7 @@ class Harness:
         self.compile_cache = compile_cache or compile_cache_module.CompileCache(
             compile_cache_module.default_root(), device_kind
         )
+        self.compile_cache.root.mkdir(parents=True, exist_ok=True)  # a path the sandbox can name
         self.settings = load_settings(tolerances_path)
         self._owned_scratch = scratch_root is None
         root = Path(scratch_root or tempfile.mkdtemp(prefix="opforge-harness-"))
@@ -166,7 +167,8 @@ class Harness:
             output_cap_bytes=settings.output_cap_bytes,
             startup_timeout_s=settings.startup_timeout_s,
             compile_grace_s=settings.compile_grace_s,
-            extra_read_paths=list(settings.extra_read_paths),
+            # The compile store, read-only: each source reads its own entries there.
+            extra_read_paths=[*settings.extra_read_paths, str(self.compile_cache.root)],
         )
         process = CandidateProcess(scratch, options)
         process.spawn()
@@ -485,16 +487,18 @@ class _TestRun:
         job_dir = process.new_job_dir()
         path = job_dir / "candidate.py"
         path.write_text(self.request["source"])
-        # Triton compiles this source's kernels into a directory of its own, seeded with what its
-        # earlier validations compiled (compile_cache.py).
+        # Triton compiles this source's kernels into a directory of its own, reading through to
+        # what its earlier validations compiled (compile_cache.py).
         self.triton_cache = job_dir / "triton-cache"
-        self.harness.compile_cache.seed(self.request["source"], self.triton_cache)
+        self.triton_cache.mkdir()
+        stored = self.harness.compile_cache.use(self.request["source"])
         header = {
             "cmd": "load",
             "path": str(path),
             "wrapper": self.request["wrapper"],
             "timeout_s": self.timeout_s,
             "triton_cache": str(self.triton_cache),
+            "compile_store": str(stored or ""),
         }
         reply, _ = self._awaited(
             process, lambda: process.call(header, b"", self.timeout_s, self.cancel)

@@ -17,18 +17,17 @@ def triton_entry(cache: Path, name: str, files: dict[str, bytes]) -> None:
         (cache / name / file_name).write_bytes(data)
 
 
-def test_entries_kept_for_a_source_seed_that_source_only(tmp_path):
+def test_entries_kept_for_a_source_are_found_for_that_source_only(tmp_path):
     store = CompileCache(tmp_path / "store", DEVICE)
     compiled = tmp_path / "first-run"
     triton_entry(compiled, "KEY1", {"k.cubin": b"\x7fELF", "__grp__k.json": b"{}"})
 
     assert store.keep("source a", compiled) == 2
-    again, other = tmp_path / "second-run", tmp_path / "other-source"
-    assert store.seed("source a", again) == 2
-    assert store.seed("source b", other) == 0
 
-    assert (again / "KEY1" / "k.cubin").read_bytes() == b"\x7fELF"
-    assert list(other.iterdir()) == []
+    stored = store.use("source a")
+    assert stored == store.directory("source a")
+    assert (stored / "KEY1" / "k.cubin").read_bytes() == b"\x7fELF"
+    assert store.use("source b") is None
     assert store.directory("source a") != store.directory("source b")
 
 
@@ -38,8 +37,7 @@ def test_a_revalidation_adds_only_what_was_compiled_anew(tmp_path):
     triton_entry(compiled, "KEY1", {"k.cubin": b"stored"})
     store.keep("source", compiled)
     again = tmp_path / "second-run"
-    store.seed("source", again)
-    (again / "KEY1" / "k.cubin").write_bytes(b"rewritten by the candidate process")
+    triton_entry(again, "KEY1", {"k.cubin": b"rewritten by the candidate process"})
     triton_entry(again, "KEY2", {"k.cubin": b"new specialization"})
 
     assert store.keep("source", again) == 1
@@ -84,7 +82,7 @@ def test_least_recently_used_sources_are_evicted_beyond_the_bound(tmp_path):
         store.keep(name, compiled)
         os.utime(store.directory(name), (index, index))
         if name == "b":
-            store.seed("a", tmp_path / "use-a")  # a is used again after b was stored
+            store.use("a")  # a is used again after b was stored
 
     assert store.directory("a").exists() and store.directory("c").exists()
     assert not store.directory("b").exists()
@@ -138,7 +136,8 @@ def test_what_a_candidate_writes_reaches_only_its_own_next_validation(tmp_path):
         )
         other, again = job_caches(harness)
         assert not (other / "PLANTED").exists()  # another source never sees it
-        assert (again / "PLANTED" / "kernel.bin").exists()  # its own next run does
+        assert (again / "PLANTED" / "kernel.bin").exists()  # planted again by its own run
+    assert not (store.directory(source("honest/exp")) / "PLANTED").exists()
 
 
 def test_the_store_is_out_of_the_candidates_reach(tmp_path):
@@ -169,12 +168,12 @@ def test_an_unchanged_source_is_not_compiled_again(tmp_path):
         assert harness.run_test(request("honest/exp", "exp"))["outcome"] == "pass"
         (compiled,) = job_caches(harness)
         # Read before the harness goes: closing it removes the candidate process's scratch.
-        entries = sorted(entry.name for entry in compiled.iterdir())
+        written = [path for path in compiled.rglob("*") if path.is_file()]
 
     # Triton writes an entry for every kernel it compiles (and every launcher it builds): the
-    # second validation found all of them and wrote none.
+    # second validation read all of them from the store and wrote none.
     assert stored
-    assert entries == stored
+    assert written == []
 
 
 #: A kernel to compile, loaded as the candidate process loads sources.
@@ -186,36 +185,33 @@ def copy_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
 """
 
 
-def test_triton_finds_entries_copied_from_another_directory(tmp_path, monkeypatch):
-    # Triton's own compiler for an H100 (no GPU needed to compile): compile into one directory,
-    # copy it as the judge does, and compile again from the copy.
-    import shutil
-
+def test_triton_reads_a_sources_entries_through_to_the_store(tmp_path, monkeypatch):
+    # Triton's own compiler for an H100 (no GPU needed to compile): compile into the directory
+    # that plays the store, then compile again in an empty directory that reads through to it.
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from opforge_worker.candidate import RelocatedCacheManager, load_candidate
+    from opforge_worker.candidate import StoreBackedCacheManager, load_candidate
 
     (tmp_path / "kernel.py").write_text(COPY_KERNEL)
     kernel = load_candidate(tmp_path / "kernel.py")["copy_kernel"]
+    monkeypatch.setattr(triton.knobs.cache, "manager_class", StoreBackedCacheManager)
 
-    def compile_in(directory: Path):
+    def compile_in(directory: Path, store: Path | None):
         monkeypatch.setattr(triton.knobs.cache, "dir", str(directory))
-        monkeypatch.setattr(triton.knobs.cache, "manager_class", RelocatedCacheManager)
+        monkeypatch.setattr(StoreBackedCacheManager, "store_dir", str(store or ""))
         signature = {"x_ptr": "*fp32", "out_ptr": "*fp32", "BLOCK": "constexpr"}
         source = ASTSource(kernel, signature, constexprs={"BLOCK": 64})
         return triton.compile(source, target=GPUTarget("cuda", 90, 32))
 
-    first = compile_in(tmp_path / "first")
-    shutil.copytree(tmp_path / "first", tmp_path / "copy")
-    shutil.rmtree(tmp_path / "first")
+    def files(directory: Path):  # a file Triton writes again gets a new inode
+        return {p: p.stat().st_ino for p in directory.rglob("*") if p.is_file()}
 
-    def files():  # a file Triton writes again gets a new inode (it writes, then renames)
-        return {p: p.stat().st_ino for p in (tmp_path / "copy").rglob("*") if p.is_file()}
-
-    copied = files()
-    again = compile_in(tmp_path / "copy")
+    first = compile_in(tmp_path / "store", None)
+    stored = files(tmp_path / "store")
+    again = compile_in(tmp_path / "job", tmp_path / "store")
 
     assert again.asm["cubin"] == first.asm["cubin"]
-    assert files() == copied
+    assert stored and files(tmp_path / "store") == stored
+    assert files(tmp_path / "job") == {}
