@@ -208,15 +208,27 @@ def validate_library(harnesses, candidates, device_kind: str) -> dict:
     }
 
 
+def median_run(runs: list[dict]) -> dict:
+    """The run of median wall time, with every run's wall time beside it."""
+    median = sorted(runs, key=lambda run: run["wall_s"])[len(runs) // 2]
+    return {**median, "walls_s": [round(run["wall_s"], 3) for run in runs]}
+
+
 def library_validation(
-    candidates, device_kind: str, slots: int, parallel_slots: int, store_root: Path
+    candidates,
+    device_kind: str,
+    slots: int,
+    parallel_slots: int,
+    repeats: int,
+    store_root: Path,
 ) -> dict:
     """Cold pass (fresh harnesses, empty sample and compile caches: the first validation after a
     compiler drop), warm pass (the same harnesses again: re-validation on an unchanged
     toolchain), restart pass (fresh harnesses and sample cache, the compile store kept: a worker
     restarted, or a torch drop with the same Triton), a warm pass with ``parallel_slots``
     harnesses (a worker with that many slots; its first pass, which starts their processes, is
-    not timed), and the two ATen baselines over the same samples."""
+    not timed), and the two ATen baselines over the same samples. The warm passes and the
+    baselines run ``repeats`` times each; their medians are compared."""
     from opforge_worker.compile_cache import CompileCache
     from opforge_worker.harness import Harness
     from opforge_worker.opinfo import find_opinfo
@@ -241,17 +253,25 @@ def library_validation(
                 harness.close()
 
     sample_cache = SampleCache()
-    cold, warm = passes(sample_cache, 2)
+    cold, *warms = passes(sample_cache, 1 + repeats)
     (restart,) = passes(SampleCache(), 1)
-    _, warm_parallel = passes(sample_cache, 2, parallel_slots)
+    _, *parallels = passes(sample_cache, 1 + repeats, parallel_slots)
     dtypes_by_file = cold["dtypes_by_file"]
-    for done in (cold, warm, restart, warm_parallel):
+    for done in (cold, restart, *warms, *parallels):
         del done["dtypes_by_file"]
-    aten = aten_pass(candidates, device_kind, dtypes_by_file)
-    validated = aten_validated(candidates, device_kind, dtypes_by_file, sample_cache)
+    atens = [aten_pass(candidates, device_kind, dtypes_by_file) for _ in range(repeats)]
+    validations = [
+        aten_validated(candidates, device_kind, dtypes_by_file, sample_cache)
+        for _ in range(repeats)
+    ]
+    # A warm pass takes about a second: one pass varies by tens of percent from run to run.
+    warm, warm_parallel, aten, validated = (
+        median_run(runs) for runs in (warms, parallels, atens, validations)
+    )
     return {
         "candidates": len(candidates),
         "slots": slots,
+        "repeats": repeats,
         "cold": cold,
         "warm": warm,
         "restart": restart,
@@ -303,6 +323,10 @@ def catalog_build(device_kind: str, ops: str | None) -> dict:
     }
 
 
+def walls(run: dict) -> str:
+    return ", ".join(f"{wall:.2f}" for wall in run["walls_s"])
+
+
 def markdown(report: dict) -> str:
     tools = report["toolchain"]
     lines = [
@@ -337,7 +361,8 @@ def markdown(report: dict) -> str:
                 f"{lib['ratio_cold_to_aten']:.2f}x ATen on the device | - |"
             ),
             (
-                f"| (b) {kernels}, warm pass (the same library again) | {warm['wall_s']:.2f} s, "
+                f"| (b) {kernels}, warm pass (the same library again; median of "
+                f"{lib['repeats']}: {walls(warm)}) | {warm['wall_s']:.2f} s, "
                 f"{warm['passed']} pass; compile {warm['compile_s']:.2f} s, run {warm['run_s']:.2f} s:"
                 f" **{lib['ratio_warm_to_aten']:.2f}x** ATen on the device, "
                 f"{lib['ratio_warm_to_aten_validated']:.2f}x ATen validated in-process | <= 1.5x |"
@@ -350,17 +375,19 @@ def markdown(report: dict) -> str:
             ),
             (
                 f"| (b) library of {lib['candidates']} kernels, {lib['parallel_slots']} slots, "
-                f"warm pass | {par['wall_s']:.2f} s, {par['passed']} pass; compile "
+                f"warm pass (median of {lib['repeats']}: {walls(par)}) | {par['wall_s']:.2f} s, {par['passed']} pass; compile "
                 f"{par['compile_s']:.2f} s, run {par['run_s']:.2f} s: "
                 f"**{lib['ratio_warm_parallel_to_aten']:.2f}x** ATen on the device | <= 1.5x |"
             ),
             (
-                f"| (b) baseline (i): ATen on the device alone, samples generated there | "
+                f"| (b) baseline (i): ATen on the device alone, samples generated there "
+                f"(median of {lib['repeats']}: {walls(aten)}) | "
                 f"{aten['wall_s']:.2f} s ({aten['samples']} samples) | - |"
             ),
             (
                 f"| (b) baseline (ii): ATen validated in-process (cached samples to the device, "
-                f"CPU reference, compare; fresh values too) | {validated['wall_s']:.2f} s "
+                f"CPU reference, compare; fresh values too; median of {lib['repeats']}: "
+                f"{walls(validated)}) | {validated['wall_s']:.2f} s "
                 f"({validated['calls']} calls, {validated['mismatches']} mismatches) | - |"
             ),
         ]
@@ -408,6 +435,12 @@ def main() -> int:
         default=4,
         help="harnesses of the parallel warm pass",
     )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=5,
+        help="timed warm passes and baseline runs; medians are compared",
+    )
     parser.add_argument("--json", type=Path, required=True)
     parser.add_argument("--markdown", type=Path)
     args = parser.parse_args()
@@ -444,6 +477,7 @@ def main() -> int:
                 args.device,
                 args.slots,
                 args.parallel_slots,
+                args.repeats,
                 Path(store) / "library",
             )
     if "catalog" in parts:
