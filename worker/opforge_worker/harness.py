@@ -146,7 +146,17 @@ class Harness:
         if self._process is not None and self._process.alive:
             return self._process
         self._discard_process(replace=False)
-        process, self._standby = self._standby or self._spawn(), None
+        standby, self._standby = self._standby, None
+        if standby is not None:
+            try:
+                return self._ready(standby)
+            except SandboxStartError as error:
+                # It waited unattended (killed from outside, say): that is no verdict's business.
+                log.warning("standby candidate process lost, starting another: %s", error)
+        return self._ready(self._spawn())
+
+    def _ready(self, process: CandidateProcess) -> CandidateProcess:
+        """``process`` once it is ready, as the warm process (SandboxStartError if it fails)."""
         try:
             process.await_ready()
         except SandboxStartError:

@@ -4,6 +4,9 @@ exp's float32 samples are, in order: a (20,) tensor, an empty (1, 0, 3) tensor a
 Each candidate here is honest exp except on one of them, picked by its number of dimensions.
 """
 
+import os
+import signal
+
 import pytest
 from harness_helpers import DEVICE, request, source
 
@@ -89,6 +92,17 @@ def test_the_replacement_of_a_crashed_process_starts_before_the_next_test(harnes
     assert run(harness, HONEST)["outcome"] == "pass"
     assert harness._process is standby and harness._standby is None
     assert harness._processes_started == started + 1
+
+
+def test_a_standby_process_lost_while_waiting_is_replaced_by_a_fresh_one(harness):
+    crashing = misbehaving(0, "far_kernel[(1,)](input, BLOCK=16)", CRASH_KERNEL)
+    assert run(harness, crashing, timeout_s=FAILING_CALL_TIMEOUT_S)["outcome"] == "crash"
+    standby = harness._standby
+    os.kill(standby._process.pid, signal.SIGKILL)
+    standby._process.wait()
+
+    assert run(harness, HONEST)["outcome"] == "pass"
+    assert harness._process is not standby and harness._process.alive
 
 
 def test_a_wrong_answer_on_the_last_sample_is_an_accuracy_error_there(harness):
