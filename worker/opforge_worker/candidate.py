@@ -7,7 +7,8 @@ imports (worker/CANDIDATE.md). ``serve`` answers the judge's requests (see ``har
 - ``load``: compile and execute the source from its file in a job directory; the namespace lives
   until the next ``load``, and Triton compiles its kernels into the cache directory the judge
   named for this source, finding those compiled before in the source's directory of the
-  judge's compile store (``compile_cache.py``);
+  judge's compile store (``compile_cache.py``); kernels an earlier load of the same source
+  compiled in this process are reused as they are (``checks.LoadedKernels``);
 - ``call_batch``: for each sample of the batch in order, move its inputs to the device, run the
   wrapper under the dynamic checks (``checks.py``), synchronize the device, and send back one reply
   per sample as soon as it is done: what the checks found and, after a call that succeeded, the
@@ -22,6 +23,7 @@ imports (worker/CANDIDATE.md). ``serve`` answers the judge's requests (see ``har
 from __future__ import annotations
 
 import builtins
+import hashlib
 import json
 import os
 import resource
@@ -45,6 +47,7 @@ from opforge_worker.checks import (
     Findings,
     Integrity,
     LaunchCounter,
+    LoadedKernels,
     ThreadWatch,
     dispatch_mode_intact,
     output_structure,
@@ -141,7 +144,10 @@ class CandidateServer:
         self.options = options
         self.owners = CodeOwners(scratch / "jobs")
         self.audit = AuditGuard(scratch, self.owners)
-        self.launches = LaunchCounter(self.owners, self._notify_compile, device_kind)
+        self.loaded_kernels = LoadedKernels()
+        self.launches = LaunchCounter(
+            self.owners, self._notify_compile, device_kind, self.loaded_kernels
+        )
         self.escapes = EscapeHatches(self.owners, self.launches)
         self.threads = ThreadWatch(self.owners)
         self.namespace: dict = {}
@@ -200,9 +206,11 @@ class CandidateServer:
         self.namespace = {}
         triton.knobs.cache.dir = header["triton_cache"]
         StoreBackedCacheManager.store_dir = header["compile_store"]
+        path = Path(header["path"])
+        self.loaded_kernels.source = hashlib.sha256(path.read_bytes()).hexdigest()
 
         def load():
-            self.namespace = load_candidate(Path(header["path"]))
+            self.namespace = load_candidate(path)
 
         reply = self._guarded(load, header["timeout_s"], policy=None)
         if reply["status"] == "ok" and not callable(self.namespace.get(header["wrapper"])):

@@ -2,7 +2,8 @@
 
 - ``LaunchCounter`` wraps triton's launch entry points (``JITFunction.run`` for compiled kernels,
   ``InterpretedFunction.run`` under TRITON_INTERPRET=1, both reached by ``kernel[grid](...)`` and
-  by the autotuner), counts real launches, times compilation and checks the launch stream.
+  by the autotuner), counts real launches, times compilation (reusing the kernels the process
+  has loaded already, when given them) and checks the launch stream.
 - ``DispatchRecorder`` is a TorchDispatchMode: every ATen op the wrapper runs is classified; only
   allocation, views, copies and metadata are allowed, and never the operator under test itself or
   an op of its own kind (a ``clone`` wrapper may not copy with torch).
@@ -25,6 +26,7 @@ import os
 import sys
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -198,13 +200,66 @@ class Findings:
             self.items.append((check, message))
 
 
+class LoadedKernels:
+    """The kernels this process has compiled or loaded, by source and by Triton's cache key.
+
+    Every test loads its source afresh, with new ``@triton.jit`` functions whose first launches
+    go to Triton's cache: reading a compiled kernel's files, building its launcher and loading
+    its binary onto the device cost milliseconds per kernel, a third of a warm library pass on an
+    H100. A source validated again in this process gets back the kernels its earlier loads
+    compiled. The key holds everything Triton's own cache key holds (the kernel's source and
+    dependencies, its specialization, the target, the options, the environment that
+    invalidates the cache), so a hit is the kernel Triton's cache would have returned; it also
+    holds the loaded source's digest, so that no source ever runs a kernel another source's
+    load produced.
+    """
+
+    def __init__(self, capacity: int = 256):
+        self.capacity = capacity
+        #: The sha256 of the loaded source, set by each load; "" reuses nothing.
+        self.source = ""
+        self._kernels: OrderedDict[tuple, object] = OrderedDict()
+
+    def key(self, src, target, options, env_vars) -> tuple | None:
+        from triton._C.libtriton import get_cache_invalidating_env_vars
+        from triton.compiler import ASTSource
+
+        if not self.source or not isinstance(src, ASTSource):
+            return None
+        return (
+            self.source,
+            src.hash(),
+            repr(target),
+            repr(sorted((options or {}).items())),
+            repr(sorted((env_vars or get_cache_invalidating_env_vars()).items())),
+        )
+
+    def find(self, key: tuple):
+        kernel = self._kernels.get(key)
+        if kernel is not None:
+            self._kernels.move_to_end(key)
+        return kernel
+
+    def keep(self, key: tuple, kernel) -> None:
+        self._kernels[key] = kernel
+        while len(self._kernels) > self.capacity:
+            self._kernels.popitem(last=False)
+
+
 class LaunchCounter:
     """Wraps triton's launch entry points once per process."""
 
-    def __init__(self, owners: CodeOwners, on_compile: Callable[[], None], device_kind: str):
+    def __init__(
+        self,
+        owners: CodeOwners,
+        on_compile: Callable[[], None],
+        device_kind: str,
+        loaded: LoadedKernels | None = None,
+    ):
         self.owners = owners
         self.on_compile = on_compile
         self.device_kind = device_kind
+        self.loaded = loaded
         self.depth = 0
         self.launches = 0
         self.compile_s = 0.0
@@ -213,6 +268,7 @@ class LaunchCounter:
         self.installed: dict[tuple[type, str], Callable] = {}
 
     def install(self) -> None:
+        import triton.compiler
         from triton.compiler.compiler import CompiledKernel
         from triton.runtime.autotuner import Autotuner
         from triton.runtime.interpreter import InterpretedFunction
@@ -220,7 +276,8 @@ class LaunchCounter:
 
         for cls in (JITFunction, InterpretedFunction):
             self._wrap(cls, "run", self._counted_run)
-        self._wrap(JITFunction, "_do_compile", self._timed_compile)
+        # What JITFunction compiles with (it imports the name when it first runs on a device).
+        self._wrap(triton.compiler, "compile", self._timed_compile)
         # On a device, a compiled kernel's first launch builds its launcher (a C compile) and
         # loads its binary: compile time, granted the compile grace, not the candidate's run time.
         self._wrap(CompiledKernel, "_init_handles", self._timed_load)
@@ -264,19 +321,26 @@ class LaunchCounter:
     def _timed_compile(self, original):
         counter = self
 
-        def do_compile(*args, **kwargs):
+        def compile(src, target=None, options=None, _env_vars=None):
+            key = counter.loaded.key(src, target, options, _env_vars) if counter.loaded else None
+            kernel = counter.loaded.find(key) if key else None
+            if kernel is not None:
+                return kernel
             counter.on_compile()
             start = time.perf_counter()
             try:
-                return original(*args, **kwargs)
+                kernel = original(src, target=target, options=options, _env_vars=_env_vars)
             except CompilationError:
                 raise
             except Exception as error:
                 raise BackendCompileError(f"{type(error).__name__}: {error}") from error
             finally:
                 counter.compile_s += time.perf_counter() - start
+            if key:
+                counter.loaded.keep(key, kernel)
+            return kernel
 
-        return do_compile
+        return compile
 
     def _timed_load(self, original):
         counter = self

@@ -215,3 +215,111 @@ def test_triton_reads_a_sources_entries_through_to_the_store(tmp_path, monkeypat
     assert again.asm["cubin"] == first.asm["cubin"]
     assert stored and files(tmp_path / "store") == stored
     assert files(tmp_path / "job") == {}
+
+
+def copy_source(block: int):
+    from triton.compiler import ASTSource
+
+    return lambda kernel: ASTSource(
+        kernel,
+        {"x_ptr": "*fp32", "out_ptr": "*fp32", "BLOCK": "constexpr"},
+        constexprs={"BLOCK": block},
+    )
+
+
+class LoadingProcess:
+    """Loads sources and compiles their kernels (for an H100, no GPU needed) as the candidate
+    process does: Triton's compiler behind LaunchCounter, each load in a Triton cache of its own."""
+
+    def __init__(self, root: Path, monkeypatch, capacity: int = 256):
+        import triton.compiler
+
+        from opforge_worker.checks import LaunchCounter, LoadedKernels
+        from opforge_worker.sandbox import CodeOwners
+
+        self.root, self.monkeypatch, self.loads = root, monkeypatch, 0
+        self.compiles: list[str] = []
+        self.loaded = LoadedKernels(capacity)
+        counter = LaunchCounter(
+            CodeOwners(root), lambda: self.compiles.append(self.name), "cuda", self.loaded
+        )
+        self.compile = counter._timed_compile(triton.compiler.compile)
+
+    def load(self, name: str, text: str):
+        """The source ``text`` loaded as ``name``; its Triton cache directory."""
+        import hashlib
+
+        import triton
+
+        from opforge_worker.candidate import load_candidate
+
+        self.loads += 1
+        self.name = name
+        path = self.root / f"load-{self.loads}" / "candidate.py"
+        path.parent.mkdir()
+        path.write_text(text)
+        self.loaded.source = hashlib.sha256(text.encode()).hexdigest()
+        self.monkeypatch.setattr(triton.knobs.cache, "dir", str(path.parent / "triton-cache"))
+        self.kernel = load_candidate(path)["copy_kernel"]
+        return path.parent / "triton-cache"
+
+    def run(self, make_source):
+        from triton.backends.compiler import GPUTarget
+
+        return self.compile(make_source(self.kernel), target=GPUTarget("cuda", 90, 32))
+
+
+def test_a_source_loaded_again_reuses_the_kernels_its_earlier_load_compiled(tmp_path, monkeypatch):
+    process = LoadingProcess(tmp_path, monkeypatch)
+    process.load("first", COPY_KERNEL)
+    first = process.run(copy_source(64))
+
+    cache = process.load("again", COPY_KERNEL)
+    again = process.run(copy_source(64))
+    other = process.run(copy_source(128))
+
+    assert again is first  # not even Triton's cache was read: nothing written, nothing told
+    assert process.compiles == ["first", "again"]  # the other specialization compiled
+    assert other is not first and other.asm["ptx"] != first.asm["ptx"]
+    assert [p.name for p in cache.rglob("*.ptx")] == ["copy_kernel.ptx"]
+
+
+def test_no_source_reuses_a_kernel_another_source_compiled(tmp_path, monkeypatch):
+    process = LoadingProcess(tmp_path, monkeypatch)
+    process.load("first", COPY_KERNEL)
+    first = process.run(copy_source(64))
+
+    # The same kernel in a different source (one more line): compiled for that source.
+    cache = process.load("other", COPY_KERNEL + "\nBLOCKS = 1\n")
+    other = process.run(copy_source(64))
+
+    assert process.compiles == ["first", "other"]
+    assert other is not first
+    assert [p.name for p in cache.rglob("*.cubin")] == ["copy_kernel.cubin"]
+
+
+def test_loaded_kernels_beyond_the_bound_are_dropped_least_recent_first(tmp_path, monkeypatch):
+    process = LoadingProcess(tmp_path, monkeypatch, capacity=1)
+    process.load("first", COPY_KERNEL)
+    process.run(copy_source(64))
+    process.run(copy_source(128))  # drops BLOCK=64
+
+    process.load("again", COPY_KERNEL)
+    process.run(copy_source(128))
+    process.run(copy_source(64))
+
+    assert process.compiles == ["first", "first", "again"]
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="only a GPU compiles (the interpreter runs Python)")
+def test_a_source_validated_again_in_the_same_process_loads_no_kernel(tmp_path):
+    store = CompileCache(tmp_path / "store", DEVICE)
+    with Harness(DEVICE, compile_cache=store) as harness:
+        first = harness.run_test(request("honest/exp", "exp"))
+        again = harness.run_test(request("honest/exp", "exp"))
+
+    assert first["outcome"] == again["outcome"] == "pass"
+    # Loading a kernel from Triton's cache or the store counts as compile time; reusing the
+    # kernels the first validation loaded costs none.
+    assert first["compile_s"] > 0
+    assert again["compile_s"] == 0.0

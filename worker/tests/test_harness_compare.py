@@ -174,7 +174,7 @@ def test_a_backend_failure_while_compiling_is_a_compile_error(tmp_path):
     compile_step = _compile_step_raising(RuntimeError("PassManager::run failed"), tmp_path)
 
     with pytest.raises(BackendCompileError, match="RuntimeError: PassManager::run failed"):
-        compile_step()
+        compile_step(object())
 
 
 def test_a_frontend_compilation_error_passes_through_unchanged(tmp_path):
@@ -182,5 +182,5 @@ def test_a_frontend_compilation_error_passes_through_unchanged(tmp_path):
     compile_step = _compile_step_raising(error, tmp_path)
 
     with pytest.raises(CompilationError) as caught:
-        compile_step()
+        compile_step(object())
     assert caught.value is error
