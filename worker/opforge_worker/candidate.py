@@ -57,6 +57,8 @@ from opforge_worker.sandbox import AuditGuard, CodeOwners, recv_message, send_me
 from opforge_worker.transport import decode_inputs, encode_tensors
 
 _MAX_TEXT = 20_000
+#: What the CPU-time limit of a request allows for (os.cpu_count reads /sys: 20 us a call).
+_CPUS = os.cpu_count() or 1
 _UNTRUSTING_CHECKS = frozenset({"integrity", "sandbox", "thread", "dispatch_escape"})
 
 
@@ -384,7 +386,7 @@ class CandidateServer:
     def _limit_cpu(self, timeout_s: float) -> None:
         """Bound CPU time for one request, beyond what the process has used so far."""
         usage = resource.getrusage(resource.RUSAGE_SELF)
-        budget = (timeout_s + self.options["compile_grace_s"]) * (os.cpu_count() or 1) + 10
+        budget = (timeout_s + self.options["compile_grace_s"]) * _CPUS + 10
         soft = int(usage.ru_utime + usage.ru_stime + budget) + 1
         resource.setrlimit(resource.RLIMIT_CPU, (soft, resource.RLIM_INFINITY))
 

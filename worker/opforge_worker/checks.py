@@ -283,6 +283,8 @@ class LaunchCounter:
         self._wrap(CompiledKernel, "_init_handles", self._timed_load)
         # The autotuner benchmarks with torch between launches; that is triton's doing.
         self._wrap(Autotuner, "run", self._machinery)
+        if self.device_kind == "cuda":
+            self.default_stream = torch.cuda.default_stream()
 
     def _wrap(self, cls: type, name: str, make: Callable) -> None:
         wrapper = make(getattr(cls, name))
@@ -365,8 +367,6 @@ class LaunchCounter:
 
     def begin(self, findings: Findings) -> None:
         self.launches, self.compile_s, self.findings = 0, 0.0, findings
-        if self.device_kind == "cuda":
-            self.default_stream = torch.cuda.default_stream()
 
     def end(self) -> None:
         self.findings = None

@@ -84,13 +84,20 @@ def decode_inputs(blob: bytes):
         storages.append(_writable_tensor(view[position : position + size]).untyped_storage())
         position += size
 
-    class Unpickler(pickle.Unpickler):
-        def persistent_load(self, pid):
-            index, dtype, shape, stride, offset = pid
-            tensor = torch.empty(0, dtype=DTYPES_BY_NAME[dtype])
-            return tensor.set_(storages[index], offset, shape, stride)
+    return _InputUnpickler(structure, storages).load()
 
-    return Unpickler(io.BytesIO(structure)).load()
+
+class _InputUnpickler(pickle.Unpickler):
+    """Unpickles the structure ``encode_inputs`` pickled, its tensors over ``storages``."""
+
+    def __init__(self, structure: bytes, storages: list[torch.UntypedStorage]):
+        super().__init__(io.BytesIO(structure))
+        self.storages = storages
+
+    def persistent_load(self, pid):
+        index, dtype, shape, stride, offset = pid
+        tensor = torch.empty(0, dtype=DTYPES_BY_NAME[dtype])
+        return tensor.set_(self.storages[index], offset, shape, stride)
 
 
 def encode_tensors(tensors: list[torch.Tensor]) -> tuple[list[dict], bytes]:
