@@ -324,23 +324,29 @@ class LaunchCounter:
         counter = self
 
         def compile(src, target=None, options=None, _env_vars=None):
-            key = counter.loaded.key(src, target, options, _env_vars) if counter.loaded else None
-            kernel = counter.loaded.find(key) if key else None
-            if kernel is not None:
-                return kernel
-            counter.on_compile()
-            start = time.perf_counter()
+            # The key hashes the kernel's dependencies, which can fail as compiling does.
             try:
-                kernel = original(src, target=target, options=options, _env_vars=_env_vars)
+                key = (
+                    counter.loaded.key(src, target, options, _env_vars) if counter.loaded else None
+                )
+                kernel = counter.loaded.find(key) if key else None
+                if kernel is None:
+                    kernel = timed(src, target, options, _env_vars)
+                    if key:
+                        counter.loaded.keep(key, kernel)
+                return kernel
             except CompilationError:
                 raise
             except Exception as error:
                 raise BackendCompileError(f"{type(error).__name__}: {error}") from error
+
+        def timed(src, target, options, env_vars):
+            counter.on_compile()
+            start = time.perf_counter()
+            try:
+                return original(src, target=target, options=options, _env_vars=env_vars)
             finally:
                 counter.compile_s += time.perf_counter() - start
-            if key:
-                counter.loaded.keep(key, kernel)
-            return kernel
 
         return compile
 

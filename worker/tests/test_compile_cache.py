@@ -323,3 +323,21 @@ def test_a_source_validated_again_in_the_same_process_loads_no_kernel(tmp_path):
     # kernels the first validation loaded costs none.
     assert first["compile_s"] > 0
     assert again["compile_s"] == 0.0
+
+
+TWICE = """
+def twice(x):
+    return x
+"""
+
+
+def test_a_kernel_that_cannot_be_hashed_is_a_compile_error_as_before(tmp_path, monkeypatch):
+    # Triton hashes a kernel's dependencies for its cache key, and refuses a plain Python
+    # function called from a kernel there: the key of the loaded kernels is computed the same way.
+    from opforge_worker.checks import BackendCompileError
+
+    process = LoadingProcess(tmp_path, monkeypatch)
+    process.load("first", COPY_KERNEL.replace("tl.load(x_ptr + offsets)", "twice(x_ptr)") + TWICE)
+    with pytest.raises(BackendCompileError, match="RuntimeError: Unsupported function referenced"):
+        process.run(copy_source(64))
+    assert process.compiles == []
