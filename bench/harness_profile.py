@@ -37,6 +37,7 @@ from opforge_worker.compile_cache import CompileCache
 from opforge_worker.harness import Harness
 from opforge_worker.opinfo import find_opinfo
 from opforge_worker.samples import SampleCache
+
 from worker_bench import DEFAULT_LIBRARY, request_for
 
 #: The candidate process's entry point, profiling each request into its scratch directory (the

@@ -13,7 +13,9 @@
     baselines over the same samples: (i) ATen on the device alone (the samples generated from the
     same seed on the device, the operator run on each, synchronised; goal: harness within 1.5x)
     and (ii) ATen validated the harness's way in-process (no Triton, no sandbox: every sample and
-    its fresh values to the device, ATen, back, compared with the CPU reference).
+    its fresh values to the device, ATen, back, compared with the CPU reference), and (iii) the
+    same with the candidates' own wrappers instead of ATen (what the kernels cost with Triton's
+    launches, before anything the harness adds).
 (c) catalog build: `python -m opforge_worker catalog` in a fresh process, cold (empty cache) and
     then cached.
 
@@ -117,12 +119,16 @@ def aten_pass(
     return {"wall_s": time.perf_counter() - started, "samples": samples_run}
 
 
-def aten_validated(
-    candidates, device_kind: str, dtypes_by_file: dict[Path, list[str]], sample_cache
+def validated_in_process(
+    calls_by_candidate: dict,
+    device_kind: str,
+    dtypes_by_file: dict[Path, list[str]],
+    sample_cache,
 ) -> dict:
-    """Baseline (ii): ATen validated the harness's way, in this process, without Triton or a
-    sandbox: every prepared sample and its fresh values (the cache the harness passes filled)
-    decoded, run by ATen on the device, brought back and compared with the CPU reference."""
+    """Baselines (ii) and (iii): the library validated the harness's way in this process,
+    without a sandbox or checks: every prepared sample and its fresh values (the cache the
+    harness passes filled) decoded, run on the device by ``calls_by_candidate[candidate]``
+    (ATen, or the candidate's own wrapper), brought back and compared with the CPU reference."""
     import torch
     from opforge_worker.checks import tensor_leaves
     from opforge_worker.compare import dtype_name, tensor_diff
@@ -135,7 +141,7 @@ def aten_validated(
     settings = load_settings()
     calls, mismatches = 0, 0
     started = time.perf_counter()
-    for candidate in candidates:
+    for candidate, run in calls_by_candidate.items():
         opinfo = find_opinfo(candidate.op, candidate.variant)
         for dtype in dtypes_by_file[candidate.path]:
             for seed in (0, 1):
@@ -144,7 +150,7 @@ def aten_validated(
                         lambda v: v.to(device) if isinstance(v, torch.Tensor) else v,
                         decode_inputs(sample.inputs),
                     )
-                    outputs = opinfo.op(*inputs["args"], **inputs["kwargs"])
+                    outputs = run(*inputs["args"], **inputs["kwargs"])
                     if device.type == "cuda":
                         torch.cuda.synchronize()
                     actual = [t.cpu() for t in tensor_leaves(outputs)]
@@ -161,6 +167,15 @@ def aten_validated(
         "calls": calls,
         "mismatches": mismatches,
     }
+
+
+def candidate_wrappers(candidates, device_kind: str) -> dict:
+    """Each candidate's wrapper, loaded in this process as the candidate process loads it."""
+    from opforge_worker.candidate import load_candidate
+
+    if device_kind == "interpreter":
+        os.environ["TRITON_INTERPRET"] = "1"  # read when @triton.jit decorates
+    return {c: load_candidate(c.path)[c.wrapper] for c in candidates}
 
 
 def validate_library(harnesses, candidates, device_kind: str) -> dict:
@@ -260,13 +275,18 @@ def library_validation(
     for done in (cold, restart, *warms, *parallels):
         del done["dtypes_by_file"]
     atens = [aten_pass(candidates, device_kind, dtypes_by_file) for _ in range(repeats)]
-    validations = [
-        aten_validated(candidates, device_kind, dtypes_by_file, sample_cache)
-        for _ in range(repeats)
-    ]
+    aten_calls = {c: find_opinfo(c.op, c.variant).op for c in candidates}
+    triton_calls = candidate_wrappers(candidates, device_kind)
+    validations, unsandboxed = (
+        [
+            validated_in_process(calls, device_kind, dtypes_by_file, sample_cache)
+            for _ in range(repeats)
+        ]
+        for calls in (aten_calls, triton_calls)
+    )
     # A warm pass takes about a second: one pass varies by tens of percent from run to run.
-    warm, warm_parallel, aten, validated = (
-        median_run(runs) for runs in (warms, parallels, atens, validations)
+    warm, warm_parallel, aten, validated, triton_validated = (
+        median_run(runs) for runs in (warms, parallels, atens, validations, unsandboxed)
     )
     return {
         "candidates": len(candidates),
@@ -279,11 +299,14 @@ def library_validation(
         "warm_parallel": warm_parallel,
         "aten_device": aten,
         "aten_validated": validated,
+        "triton_validated": triton_validated,
         "ratio_cold_to_aten": cold["wall_s"] / aten["wall_s"],
         "ratio_warm_to_aten": warm["wall_s"] / aten["wall_s"],
         "ratio_restart_to_aten": restart["wall_s"] / aten["wall_s"],
         "ratio_warm_parallel_to_aten": warm_parallel["wall_s"] / aten["wall_s"],
         "ratio_warm_to_aten_validated": warm["wall_s"] / validated["wall_s"],
+        "ratio_warm_to_triton_validated": warm["wall_s"] / triton_validated["wall_s"],
+        "ratio_triton_validated_to_aten": triton_validated["wall_s"] / aten["wall_s"],
         "skipped_not_an_operator": [str(c.path.relative_to(ROOT)) for c in skipped],
     }
 
@@ -352,6 +375,7 @@ def markdown(report: dict) -> str:
         cold, warm, restart = lib["cold"], lib["warm"], lib["restart"]
         par = lib["warm_parallel"]
         aten, validated = lib["aten_device"], lib["aten_validated"]
+        unsandboxed = lib["triton_validated"]
         kernels = f"library of {lib['candidates']} kernels, {lib['slots']} slot(s)"
         lines += [
             (
@@ -389,6 +413,14 @@ def markdown(report: dict) -> str:
                 f"CPU reference, compare; fresh values too; median of {lib['repeats']}: "
                 f"{walls(validated)}) | {validated['wall_s']:.2f} s "
                 f"({validated['calls']} calls, {validated['mismatches']} mismatches) | - |"
+            ),
+            (
+                f"| (b) baseline (iii): the candidates' own wrappers validated in-process like "
+                f"(ii), no sandbox, no checks (median of {lib['repeats']}: {walls(unsandboxed)})"
+                f" | {unsandboxed['wall_s']:.2f} s ({unsandboxed['calls']} calls, "
+                f"{unsandboxed['mismatches']} mismatches): "
+                f"{lib['ratio_triton_validated_to_aten']:.2f}x ATen on the device; the warm "
+                f"pass is {lib['ratio_warm_to_triton_validated']:.2f}x this | - |"
             ),
         ]
     if "catalog" in report:
