@@ -1,6 +1,7 @@
 """Comparison rules, settings and the result payload, without a candidate process."""
 
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -8,9 +9,12 @@ from triton.compiler.errors import CompilationError
 
 from opforge_worker.checks import BackendCompileError, Findings, LaunchCounter
 from opforge_worker.compare import bitwise_equal, compare_structure, tensor_diff
+from opforge_worker.judge import Judge, compute_reference
+from opforge_worker.opinfo import find_opinfo
 from opforge_worker.results import Failure, ResultBuilder
 from opforge_worker.sandbox import CodeOwners
 from opforge_worker.settings import Tolerance, load_settings
+from opforge_worker.transport import encode_tensors
 
 F32 = Tolerance(atol=1e-5, rtol=1.3e-5)
 
@@ -190,6 +194,37 @@ def test_bitwise_equal_compares_integers_and_bools_by_value_and_dtype():
     assert not bitwise_equal(torch.tensor([1, 2]), torch.tensor([1, 2], dtype=torch.int32))
     assert bitwise_equal(torch.tensor([True, False]), torch.tensor([True, False]))
     assert not bitwise_equal(torch.tensor([True, False]), torch.tensor([True, True]))
+
+
+def reply_with(output: torch.Tensor, input_after: torch.Tensor) -> tuple[dict, bytes]:
+    """A candidate process's reply to a call that returned ``output``."""
+    descriptions, blob = encode_tensors([output, input_after])
+    reply = {"status": "ok", "findings": [], "structure": {"type": "tensor", "index": 0}}
+    return {**reply, "tensors": descriptions, "outputs": 1}, blob
+
+
+@pytest.mark.parametrize("writes", [False, True], ids=["reads", "writes"])
+def test_the_inputs_state_after_a_call_is_the_references(writes):
+    # An operator that writes its input (as an in-place one would) must leave it as the
+    # reference does; one that does not write it must leave it untouched, bit for bit.
+    sample = SimpleNamespace(input=torch.tensor([1.0, -0.0]), args=(), kwargs={})
+    operator = SimpleNamespace(op=lambda x: x.mul_(2) if writes else x * 2)
+    reference = compute_reference(operator, sample)
+    judge = Judge(find_opinfo("exp"), load_settings())
+    output = torch.tensor([2.0, -0.0])
+    untouched, doubled = sample.input.clone(), output.clone()
+
+    assert reference.inputs_written == (writes,)
+    assert judge.verdict(*reply_with(output, doubled if writes else untouched), reference) is None
+    if writes:
+        failure = judge.verdict(*reply_with(output, untouched), reference)
+        assert (failure.outcome, failure.check) == ("accuracy_error", "accuracy")
+        assert failure.message == "input 0 after the call (the operator writes it): values differ"
+        assert failure.diff["first_mismatches"] == [{"index": [0], "actual": 1.0, "expected": 2.0}]
+    else:
+        failure = judge.verdict(*reply_with(output, torch.tensor([1.0, 0.0])), reference)
+        assert (failure.outcome, failure.check) == ("cheat_detected", "mutation")
+        assert failure.message.startswith("mutation: wrapper modified input 0 (Tensor[float32]")
 
 
 def test_shipped_settings_load():
