@@ -46,13 +46,11 @@ def _scalar(value: torch.Tensor):
 
 def tensor_diff(actual: torch.Tensor, expected: torch.Tensor, tolerance: Tolerance | None):
     """None when ``actual`` matches ``expected``; otherwise a summary of how it differs."""
-    dtype = expected.dtype
-    tolerant = dtype.is_floating_point and tolerance is not None
+    tolerant = expected.dtype.is_floating_point and tolerance is not None
+    holds_nan = expected.dtype.is_floating_point or expected.dtype.is_complex
     # Equal bytes match by either rule, except NaN by the exact one (there NaN != NaN): most
     # outputs of a passing candidate are equal to the byte, and checking that costs one pass.
-    if (tolerant or not (dtype.is_floating_point or dtype.is_complex)) and bitwise_equal(
-        actual, expected
-    ):
+    if (tolerant or not holds_nan) and bitwise_equal(actual, expected):
         return None
     summary = {
         "actual_shape": list(actual.shape),
