@@ -11,7 +11,9 @@ imports, classes. The dynamic checks run in the candidate's own interpreter, whe
 reflect reaches them (a dispatch mode's findings, a traceback's frames, a hook's globals) and can
 erase what they saw; they hold only against code that cannot reach them, and this static gate
 keeps such code from running. It does not depend on a ``lint`` job having run first: a ``test``
-job's verdict stands alone. ``static_gate=False`` is for tests of the dynamic layer on its own.
+job's verdict stands alone. A harness remembers the gate's verdict on the sources it saw last,
+so that validating a library again lints none of them again. ``static_gate=False`` is for tests
+of the dynamic layer on its own.
 
 The caller's process is the judge: it generates the OpInfo samples on CPU from the request's
 seed, computes the reference with CPU ATen, and compares. Samples and references are prepared once
@@ -37,11 +39,13 @@ judge tells the candidate process to stop and drops the replies to calls it ran 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import shutil
 import tempfile
 import threading
 import traceback
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,7 +53,7 @@ from opforge_worker import compile_cache as compile_cache_module
 from opforge_worker import opinfo as opinfo_db
 from opforge_worker import samples as samples_module
 from opforge_worker.judge import Judge, ReplyError, report_verdict
-from opforge_worker.linter import lint_source, load_profile
+from opforge_worker.linter import Profile, lint_source, load_profile
 from opforge_worker.results import Failure, ResultBuilder
 from opforge_worker.samples import PreparedSample, SampleCache
 from opforge_worker.sandbox import (
@@ -71,6 +75,9 @@ MODES = ("first_failure", "all")
 _MAX_PROCESS_DEATHS = 3
 #: The inputs one batch of calls may carry (a sample larger than this goes alone).
 _BATCH_BYTES = 64 << 20
+#: The sources whose static-gate verdict a harness remembers: a library's kernels, validated
+#: again and again (the generation loop's attempts, re-validations after a compiler drop).
+_GATED_SOURCES = 1024
 
 
 class JobCancelled(Exception):
@@ -96,6 +103,8 @@ class Harness:
         self.device_kind = device_kind
         #: The linter profile of the static gate (named like the device kind), None when it is off.
         self.lint_profile = load_profile(device_kind) if static_gate else None
+        #: The gate, which remembers its verdicts on the latest sources; None when it is off.
+        self.static_gate = _StaticGate(self.lint_profile) if static_gate else None
         #: Prepared samples, by default the process's (shared by every Harness in it).
         self.samples = sample_cache or samples_module.CACHE
         #: Triton's compiled kernels per candidate source, by default under the worker's cache.
@@ -280,18 +289,11 @@ class _TestRun:
     def _static_gate(self) -> None:
         """Refuse, before it runs, a source that breaks a rule of ``refused_before_test``; a
         source that does not parse goes on, for loading to report its compile error."""
-        profile = self.harness.lint_profile
-        if profile is None:
+        gate = self.harness.static_gate
+        if gate is None:
             return
         request = self.request
-        report = lint_source(
-            request["source"], op=request["op"], wrapper=request["wrapper"], profile=profile
-        )
-        refused = [
-            _describe_violation(violation)
-            for violation in report["violations"]
-            if violation["rule"] in profile.refused_before_test
-        ]
+        refused = gate.refused(request["source"], request["op"], request["wrapper"])
         if refused:
             more = f" ({len(refused) - 1} more in findings)" if len(refused) > 1 else ""
             self._stop(
@@ -569,6 +571,36 @@ class _TestRun:
     def _stop(self, failure: Failure):
         self.result.record_failure(failure)
         raise _StopTest
+
+
+class _StaticGate:
+    """The violations of rules of ``refused_before_test`` in a source, described: linted once
+    per source, operator and wrapper (all the lint's verdict depends on, with the profile) while
+    it is among the ``_GATED_SOURCES`` most recently gated. One test at a time uses it (under
+    the harness's lock)."""
+
+    def __init__(self, profile: Profile):
+        self.profile = profile
+        #: Keyed by the source's digest: a key holds 32 bytes, whatever the source's size.
+        self._refused: OrderedDict[tuple[bytes, str, str], tuple[str, ...]] = OrderedDict()
+
+    def refused(self, source: str, op: str, wrapper: str) -> tuple[str, ...]:
+        # surrogatepass: a JSON string may hold a lone surrogate, which still names one source.
+        digest = hashlib.sha256(source.encode("utf-8", "surrogatepass")).digest()
+        key = (digest, op, wrapper)
+        refused = self._refused.get(key)
+        if refused is not None:
+            self._refused.move_to_end(key)
+            return refused
+        report = lint_source(source, op=op, wrapper=wrapper, profile=self.profile)
+        refused = self._refused[key] = tuple(
+            _describe_violation(violation)
+            for violation in report["violations"]
+            if violation["rule"] in self.profile.refused_before_test
+        )
+        if len(self._refused) > _GATED_SOURCES:
+            self._refused.popitem(last=False)
+        return refused
 
 
 def _describe_violation(violation: dict) -> str:

@@ -15,7 +15,7 @@ import torch
 from opforge_worker.checks import tensor_leaves
 from opforge_worker.compare import bitwise_equal, compare_structure, dtype_name, tensor_diff
 from opforge_worker.results import Failure
-from opforge_worker.settings import Settings
+from opforge_worker.settings import Settings, Tolerance
 from opforge_worker.transport import TransportError, decode_tensors
 
 
@@ -32,6 +32,9 @@ class Reference:
     expected: object
     inputs_before: list[torch.Tensor]
     inputs_after: list[torch.Tensor]
+    #: Per input, whether the reference changed it (not bitwise equal after the call): known
+    #: once per sample, not worked out again for each call judged against it.
+    inputs_written: tuple[bool, ...]
     aliases_input: bool
 
 
@@ -126,10 +129,16 @@ def compute_reference(opinfo, sample) -> Reference:
         ) from None
     aliases = bool(_storages(expected) & _storages((args, kwargs)))
     expected = _clone(expected)  # detach from the reference's inputs before comparing
+    inputs_before = tensor_leaves(([sample.input, *sample.args], dict(sample.kwargs)))
+    inputs_after = tensor_leaves((args, kwargs))
     return Reference(
         expected=expected,
-        inputs_before=tensor_leaves(([sample.input, *sample.args], dict(sample.kwargs))),
-        inputs_after=tensor_leaves((args, kwargs)),
+        inputs_before=inputs_before,
+        inputs_after=inputs_after,
+        inputs_written=tuple(
+            not bitwise_equal(after, before)
+            for before, after in zip(inputs_before, inputs_after, strict=True)
+        ),
         aliases_input=aliases,
     )
 
@@ -153,6 +162,7 @@ class Judge:
             )
             for schema in torch._C._jit_get_schemas_for_operator(f"aten::{aten_name}")
         )
+        self._tolerances: dict[torch.dtype, Tolerance | None] = {}
 
     def batch_request(
         self, references: list[Reference], sizes: list[int], wrapper: str, timeout_s: float
@@ -170,8 +180,10 @@ class Judge:
             "alias_allowed": [self.schema_aliases or ref.aliases_input for ref in references],
         }
 
-    def tolerance_for(self, dtype: torch.dtype):
-        return self.settings.tolerance(self.opinfo.name, dtype_name(dtype))
+    def tolerance_for(self, dtype: torch.dtype) -> Tolerance | None:
+        if dtype not in self._tolerances:  # looked up for every tensor of every call
+            self._tolerances[dtype] = self.settings.tolerance(self.opinfo.name, dtype_name(dtype))
+        return self._tolerances[dtype]
 
     def verdict(self, reply: dict, blob: bytes, reference: Reference) -> Failure | None:
         """None for a pass, else the failure (without its dtype/sample fields)."""
@@ -201,10 +213,16 @@ class Judge:
         return tensors[:outputs], tensors[outputs:]
 
     def _input_state(self, inputs_after, reference: Reference) -> Failure | None:
-        for index, (before, expected_after, actual_after) in enumerate(
-            zip(reference.inputs_before, reference.inputs_after, inputs_after, strict=True)
+        for index, (before, expected_after, written, actual_after) in enumerate(
+            zip(
+                reference.inputs_before,
+                reference.inputs_after,
+                reference.inputs_written,
+                inputs_after,
+                strict=True,
+            )
         ):
-            if bitwise_equal(expected_after, before):
+            if not written:
                 if not bitwise_equal(actual_after, before):
                     return Failure(
                         "cheat_detected",

@@ -40,9 +40,13 @@ def _tolerance_table(raw: dict, where: str) -> dict[str, Tolerance]:
     table = {}
     for dtype, entry in (raw or {}).items():
         try:
-            table[dtype] = Tolerance(atol=float(entry["atol"]), rtol=float(entry["rtol"]))
+            tolerance = Tolerance(atol=float(entry["atol"]), rtol=float(entry["rtol"]))
         except (TypeError, KeyError, ValueError) as error:
             raise ValueError(f"{where}.{dtype}: needs numeric atol and rtol ({error})") from None
+        # A negative bound would fail even equal values, which compare.tensor_diff passes early.
+        if not (tolerance.atol >= 0 and tolerance.rtol >= 0):
+            raise ValueError(f"{where}.{dtype}: atol and rtol must not be negative ({entry})")
+        table[dtype] = tolerance
     return table
 
 

@@ -1,6 +1,7 @@
 """Comparison rules, settings and the result payload, without a candidate process."""
 
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -8,9 +9,12 @@ from triton.compiler.errors import CompilationError
 
 from opforge_worker.checks import BackendCompileError, Findings, LaunchCounter
 from opforge_worker.compare import bitwise_equal, compare_structure, tensor_diff
+from opforge_worker.judge import Judge, compute_reference
+from opforge_worker.opinfo import find_opinfo
 from opforge_worker.results import Failure, ResultBuilder
 from opforge_worker.sandbox import CodeOwners
 from opforge_worker.settings import Tolerance, load_settings
+from opforge_worker.transport import encode_tensors
 
 F32 = Tolerance(atol=1e-5, rtol=1.3e-5)
 
@@ -55,6 +59,83 @@ def test_nan_and_inf_at_the_same_positions_match():
     assert tensor_diff(expected.clone(), expected, F32) is None
 
 
+FLOATS = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_equal_bytes_match_nan_and_inf_included_whatever_the_layouts(dtype):
+    expected = torch.tensor([[math.nan, 1.5, math.inf], [-math.inf, -0.0, 3.0]], dtype=dtype)
+    transposed = expected.t().contiguous().t()  # the same values, column-major
+
+    assert tensor_diff(expected.clone(), transposed, F32) is None
+    assert tensor_diff(expected[0, 1].clone(), expected[0, 1], F32) is None  # 0-dim
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_nan_where_a_number_is_expected_differs_at_any_tolerance(dtype):
+    expected = torch.tensor([1.0, 2.0, 3.0], dtype=dtype)
+    actual = torch.tensor([1.0, math.nan, 3.0], dtype=dtype)
+
+    diff = tensor_diff(actual, expected, Tolerance(atol=1e9, rtol=1e9))
+
+    assert diff["nan_inf_mismatches"] == 1 and diff["mismatched"] == 1
+    assert diff["first_mismatches"] == [{"index": [1], "actual": "nan", "expected": 2.0}]
+
+
+def test_equal_values_in_other_bytes_match_signed_zeros_and_nan_payloads():
+    expected = torch.tensor([0.0, math.nan, 1.0])
+    actual = torch.tensor([-0.0, math.nan, 1.0])
+    actual.view(torch.int32)[1] ^= 1  # another NaN payload
+
+    assert actual[1].isnan() and not bitwise_equal(actual[1], expected[1])
+    assert tensor_diff(actual, expected, F32) is None
+    assert tensor_diff(expected, actual, Tolerance(atol=0.0, rtol=0.0)) is None
+
+
+def test_values_within_tolerance_in_other_bytes_match():
+    expected = torch.tensor([1.0, 100.0], dtype=torch.float16)
+    actual = torch.tensor([1.0, 100.0625], dtype=torch.float16)  # the next half after 100
+
+    assert tensor_diff(actual, expected, Tolerance(atol=1e-3, rtol=1e-3)) is None
+    assert tensor_diff(actual, expected, Tolerance(atol=1e-3, rtol=1e-4))["mismatched"] == 1
+
+
+@pytest.mark.parametrize(
+    ("dtype", "tolerance"), [(torch.float32, None), (torch.complex64, F32)], ids=str
+)
+def test_compared_exactly_nan_differs_even_from_the_same_bytes(dtype, tolerance):
+    # Floats without a tolerance, and complex numbers, compare with ==, where NaN != NaN.
+    expected = torch.tensor([math.nan, 1.0], dtype=dtype)
+
+    diff = tensor_diff(expected.clone(), expected, tolerance)
+
+    assert diff["mismatched"] == 1 and diff["first_mismatches"][0]["index"] == [0]
+
+
+def test_a_difference_out_of_tolerance_is_summarised_in_full():
+    expected = torch.tensor([[1.0, 2.0], [math.inf, 4.0]])
+    actual = torch.tensor([[1.0, 2.5], [math.inf, math.nan]])
+
+    assert tensor_diff(actual, expected, F32) == {
+        "actual_shape": [2, 2],
+        "expected_shape": [2, 2],
+        "actual_dtype": "float32",
+        "expected_dtype": "float32",
+        "atol": 1e-5,
+        "rtol": 1.3e-5,
+        "max_abs_error": 0.5,
+        "max_rel_error": 0.25,
+        "nan_inf_mismatches": 1,
+        "reason": "values differ",
+        "mismatched": 2,
+        "total": 4,
+        "first_mismatches": [
+            {"index": [0, 1], "actual": 2.5, "expected": 2.0},
+            {"index": [1, 1], "actual": "nan", "expected": 4.0},
+        ],
+    }
+
+
 def test_integers_compare_exactly():
     diff = tensor_diff(torch.tensor([1, 2, 4]), torch.tensor([1, 2, 3]), None)
 
@@ -93,6 +174,59 @@ def test_bitwise_equal_sees_nan_payloads_and_zero_signs():
     assert not bitwise_equal(torch.tensor([1.0]), torch.tensor([1.0], dtype=torch.float64))
 
 
+@pytest.mark.parametrize("dtype", [*FLOATS, torch.complex64, torch.complex128], ids=str)
+def test_bitwise_equal_compares_every_byte_of_every_float_width(dtype):
+    values = torch.tensor([[0.0, math.nan], [math.inf, 1.5]], dtype=dtype)
+    other_nan, negative_zero = values.clone(), values.clone()
+    other_nan.view(torch.uint8)[0, dtype.itemsize] ^= 1  # the lowest byte of values[0, 1]
+    negative_zero[0, 0] = -0.0
+
+    assert bitwise_equal(values.t().contiguous().t(), values)
+    assert bitwise_equal(values[1, 0].clone(), values[1, 0])
+    assert other_nan[0, 1].isnan() and not bitwise_equal(other_nan, values)
+    assert not bitwise_equal(negative_zero, values)
+    assert not bitwise_equal(values.t(), values)  # same shape, values transposed
+
+
+def test_bitwise_equal_compares_integers_and_bools_by_value_and_dtype():
+    assert bitwise_equal(torch.tensor([[1, -2], [3, 4]]).t(), torch.tensor([[1, 3], [-2, 4]]))
+    assert not bitwise_equal(torch.tensor([1, 2]), torch.tensor([1, 3]))
+    assert not bitwise_equal(torch.tensor([1, 2]), torch.tensor([1, 2], dtype=torch.int32))
+    assert bitwise_equal(torch.tensor([True, False]), torch.tensor([True, False]))
+    assert not bitwise_equal(torch.tensor([True, False]), torch.tensor([True, True]))
+
+
+def reply_with(output: torch.Tensor, input_after: torch.Tensor) -> tuple[dict, bytes]:
+    """A candidate process's reply to a call that returned ``output``."""
+    descriptions, blob = encode_tensors([output, input_after])
+    reply = {"status": "ok", "findings": [], "structure": {"type": "tensor", "index": 0}}
+    return {**reply, "tensors": descriptions, "outputs": 1}, blob
+
+
+@pytest.mark.parametrize("writes", [False, True], ids=["reads", "writes"])
+def test_the_inputs_state_after_a_call_is_the_references(writes):
+    # An operator that writes its input (as an in-place one would) must leave it as the
+    # reference does; one that does not write it must leave it untouched, bit for bit.
+    sample = SimpleNamespace(input=torch.tensor([1.0, -0.0]), args=(), kwargs={})
+    operator = SimpleNamespace(op=lambda x: x.mul_(2) if writes else x * 2)
+    reference = compute_reference(operator, sample)
+    judge = Judge(find_opinfo("exp"), load_settings())
+    output = torch.tensor([2.0, -0.0])
+    untouched, doubled = sample.input.clone(), output.clone()
+
+    assert reference.inputs_written == (writes,)
+    assert judge.verdict(*reply_with(output, doubled if writes else untouched), reference) is None
+    if writes:
+        failure = judge.verdict(*reply_with(output, untouched), reference)
+        assert (failure.outcome, failure.check) == ("accuracy_error", "accuracy")
+        assert failure.message == "input 0 after the call (the operator writes it): values differ"
+        assert failure.diff["first_mismatches"] == [{"index": [0], "actual": 1.0, "expected": 2.0}]
+    else:
+        failure = judge.verdict(*reply_with(output, torch.tensor([1.0, 0.0])), reference)
+        assert (failure.outcome, failure.check) == ("cheat_detected", "mutation")
+        assert failure.message.startswith("mutation: wrapper modified input 0 (Tensor[float32]")
+
+
 def test_shipped_settings_load():
     settings = load_settings()
 
@@ -106,6 +240,16 @@ def test_malformed_settings_name_the_problem(tmp_path):
     path.write_text("tolerances:\n  float32: {atol: fast}\n")
 
     with pytest.raises(ValueError, match="tolerances.float32"):
+        load_settings(path)
+
+
+def test_negative_tolerances_are_refused(tmp_path):
+    path = tmp_path / "tolerances.yaml"
+    path.write_text(
+        "tolerances: {}\nop_tolerances:\n  exp:\n    float16: {atol: 0, rtol: -1.0e-3}\n"
+    )
+
+    with pytest.raises(ValueError, match="op_tolerances.exp.float16: atol and rtol must not be"):
         load_settings(path)
 
 

@@ -6,14 +6,17 @@ so each would pass with a torch fallback behind one trivial kernel launch if it 
 corpus and the worked examples pass with the gate on (test_harness_honest.py, test_examples.py).
 """
 
+import copy
 import shutil
 import threading
 
 import pytest
 from harness_helpers import CORPUS, DEVICE, request, source
 
+from opforge_worker import harness as harness_module
 from opforge_worker.harness import Harness
 from opforge_worker.jobs import handlers_for
+from opforge_worker.linter import lint_source, load_profile
 from opforge_worker.validate import validate_directory
 
 
@@ -92,6 +95,74 @@ def test_an_oversized_source_is_refused_unparsed(harness):
         f"static: source_too_large at line 1: The candidate is longer than {limit} characters; "
         "write a focused wrapper and kernels."
     ]
+
+
+@pytest.fixture
+def linted(monkeypatch) -> list[str]:
+    """The sources the static gate lints, in order."""
+    sources = []
+
+    def linting(source, **options):
+        sources.append(source)
+        return lint_source(source, **options)
+
+    monkeypatch.setattr(harness_module, "lint_source", linting)
+    return sources
+
+
+def test_a_refused_source_is_refused_again_alike_without_a_second_lint(harness, linted):
+    refused = request("tamper/hook_globals", "exp")
+    refused["source"] += "# the test of the gate's memory\n"  # a source no other test gated
+
+    first = harness.run_test(refused)
+    expected = copy.deepcopy(first)
+    first["failure"]["findings"].clear()  # a caller's payload is its own to change
+    again = harness.run_test(refused)
+
+    refused_before_running(again)
+    assert again == expected
+    assert linted == [refused["source"]]
+
+
+def test_an_honest_source_passes_again_without_a_second_lint(harness, linted):
+    honest = request("honest/exp", "exp")
+    honest["source"] += "# the test of the gate's memory\n"
+
+    results = [harness.run_test(honest), harness.run_test(honest)]
+
+    assert [result["outcome"] for result in results] == ["pass", "pass"], results
+    assert linted == [honest["source"]]
+
+
+def test_a_source_changed_by_one_character_is_linted_afresh(harness, linted):
+    honest = request("honest/exp", "exp")
+    refused = request("tamper/hook_globals", "exp")
+    harness.run_test(honest)
+    harness.run_test(refused)
+    linted.clear()
+    honest_changed = honest["source"].replace("torch.empty(", "torch.emptx(")
+    refused_changed = refused["source"].replace("torch.exp(", "torch.exq(")
+
+    now_refused = harness.run_test({**honest, "source": honest_changed})
+    still_refused = harness.run_test({**refused, "source": refused_changed})
+
+    assert linted == [honest_changed, refused_changed]
+    assert any("`torch.emptx`" in f for f in refused_before_running(now_refused)["findings"])
+    findings = refused_before_running(still_refused)["findings"]
+    assert any("`torch.exq`" in finding for finding in findings), findings
+    assert not any("`torch.exp`" in finding for finding in findings), findings
+
+
+def test_the_gate_forgets_the_least_recently_gated_source_first(linted, monkeypatch):
+    monkeypatch.setattr(harness_module, "_GATED_SOURCES", 2)
+    gate = harness_module._StaticGate(load_profile(DEVICE))
+    first, second, third = (source("tamper/hook_globals") + f"# {n}\n" for n in range(3))
+
+    for gated in (first, second, first, third, first, second):
+        verdict = gate.refused(gated, "exp", "exp")
+        assert isinstance(verdict, tuple) and len(verdict) == 3
+
+    assert linted == [first, second, third, second]
 
 
 HARMFUL = ["env_secret", "exit", "fork_bomb", "segfault_ctypes", "socket_connect", "write_outside"]

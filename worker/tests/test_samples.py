@@ -92,3 +92,13 @@ def test_a_mutating_candidate_leaves_the_cache_as_generated():
     assert [s.inputs for s in cached] == [s.inputs for s in regenerated]
     for kept, fresh in zip(cached, regenerated, strict=True):
         assert torch.equal(kept.reference.expected, fresh.reference.expected)
+
+
+def test_an_opinfo_is_found_by_its_name_and_variant():
+    for opinfo in opinfo_db.load_op_db():
+        assert opinfo_db.find_opinfo(opinfo.name, opinfo.variant_test_name) is opinfo
+    assert opinfo_db.find_opinfo("max", "reduction_no_dim").variant_test_name == "reduction_no_dim"
+    assert opinfo_db.find_opinfo("max", "no such variant") is None
+    assert opinfo_db.find_opinfo("no such operator") is None
+    # A request's variant is whatever JSON value it sent.
+    assert opinfo_db.find_opinfo("exp", ["a list"]) is None
