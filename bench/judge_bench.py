@@ -35,6 +35,7 @@ from opforge_worker import validate
 from opforge_worker.compile_cache import CompileCache
 from opforge_worker.opinfo import find_opinfo
 from opforge_worker.sandbox import recv_message, send_message
+
 from worker_bench import DEFAULT_LIBRARY, request_for
 
 
