@@ -11,7 +11,14 @@
 # Everything it saw lands in $OUT (at most 8 files: the device tool's limit), each step's exit
 # status in $OUT/summary.txt. Exit status: non-zero if any step failed.
 # One device command may run 10 minutes and the whole check takes longer: name the steps of each
-# call, e.g. three calls on an H100:
+# call, and split the harness suites (7.5 min on an H100 in November 2026) with
+# OPFORGE_GPU_HARNESS_FILES (paths relative to worker/), e.g. four calls on an H100:
+#   OPFORGE_GPU_STEPS=pytest-harness OPFORGE_GPU_HARNESS_FILES="tests/test_harness_batch.py
+#     tests/test_harness_cheats.py tests/test_harness_gate.py" bash ops/gpu-check.sh
+#   OPFORGE_GPU_STEPS=pytest-harness OPFORGE_GPU_HARNESS_FILES="tests/test_harness_compare.py
+#     tests/test_harness_harmful.py tests/test_harness_honest.py tests/test_harness_outcomes.py
+#     tests/test_harness_sandbox.py" bash ops/gpu-check.sh
+# or, when one call has the time for them all, three:
 #   OPFORGE_GPU_STEPS=pytest-harness bash ops/gpu-check.sh
 #   OPFORGE_GPU_STEPS=pytest-rest bash ops/gpu-check.sh
 #   OPFORGE_GPU_STEPS="validate bench" bash ops/gpu-check.sh
@@ -46,7 +53,8 @@ step() { # step NAME LOG COMMAND...: runs COMMAND, output to $out/LOG, records i
 } >"$out/environment.txt" 2>&1
 
 pytest=(python3 -m pytest -q -p no:cacheprovider -rfEs)
-step pytest-harness pytest-harness.log bash -c "cd worker && ${pytest[*]} tests/test_harness_*.py"
+step pytest-harness pytest-harness.log bash -c \
+  "cd worker && ${pytest[*]} ${OPFORGE_GPU_HARNESS_FILES:-tests/test_harness_*.py}"
 step pytest-rest pytest-rest.log bash -c \
   "cd worker && ${pytest[*]} \$(ls tests/test_*.py | grep -v '^tests/test_harness_')"
 step validate validate.log python3 -m opforge_worker validate config/examples --device cuda \
