@@ -29,6 +29,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
@@ -241,9 +242,23 @@ class LoadedKernels:
         return kernel
 
     def keep(self, key: tuple, kernel) -> None:
+        # Its source's kernel function holds, as its globals, the namespace of the candidate
+        # that compiled it: kept, it would keep whatever that namespace holds (tensors on the
+        # device, say) alive for later candidates, whose verdicts its memory could change.
+        kernel.src = _CompiledSource(kernel.src)
         self._kernels[key] = kernel
         while len(self._kernels) > self.capacity:
             self._kernels.popitem(last=False)
+
+
+class _CompiledSource:
+    """What a compiled kernel still reads of its source: the constants and signature its
+    launcher is built from, the argument names, and no launch-metadata function."""
+
+    def __init__(self, src):
+        self.constants = dict(src.constants)
+        self.signature = dict(src.signature)
+        self.fn = SimpleNamespace(arg_names=list(src.fn.arg_names), launch_metadata=None)
 
 
 class LaunchCounter:

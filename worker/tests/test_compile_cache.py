@@ -298,6 +298,24 @@ def test_no_source_reuses_a_kernel_another_source_compiled(tmp_path, monkeypatch
     assert [p.name for p in cache.rglob("*.cubin")] == ["copy_kernel.cubin"]
 
 
+def test_loaded_kernels_keep_no_candidates_namespace_alive(tmp_path, monkeypatch):
+    import gc
+    import weakref
+
+    process = LoadingProcess(tmp_path, monkeypatch)
+    process.load("first", COPY_KERNEL + "\nTABLE = torch.zeros(4)\n")
+    first = process.run(copy_source(64))
+    table = weakref.ref(process.kernel.__globals__["TABLE"])
+
+    process.load("other", COPY_KERNEL)  # the first source's namespace is no longer needed
+    gc.collect()
+
+    assert table() is None
+    # What the launcher is built from is still there.
+    assert first.src.signature == {"x_ptr": "*fp32", "out_ptr": "*fp32", "BLOCK": "constexpr"}
+    assert first.src.constants == {(2,): 64}
+
+
 def test_loaded_kernels_beyond_the_bound_are_dropped_least_recent_first(tmp_path, monkeypatch):
     process = LoadingProcess(tmp_path, monkeypatch, capacity=1)
     process.load("first", COPY_KERNEL)
