@@ -84,14 +84,9 @@ class Case:
 
 
 def decoded_on(blob: bytes, device):
-    import torch
     from opforge_worker.transport import decode_inputs
-    from torch.utils._pytree import tree_map
 
-    inputs = tree_map(
-        lambda v: v.to(device) if isinstance(v, torch.Tensor) else v,
-        decode_inputs(blob),
-    )
+    inputs = decode_inputs(blob, device)
     return inputs["args"], inputs["kwargs"]
 
 

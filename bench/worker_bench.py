@@ -135,7 +135,6 @@ def validated_in_process(
     from opforge_worker.opinfo import find_opinfo
     from opforge_worker.settings import load_settings
     from opforge_worker.transport import decode_inputs
-    from torch.utils._pytree import tree_map
 
     device = torch.device("cuda" if device_kind == "cuda" else "cpu")
     settings = load_settings()
@@ -146,10 +145,7 @@ def validated_in_process(
         for dtype in dtypes_by_file[candidate.path]:
             for seed in (0, 1):
                 for sample in sample_cache.samples(opinfo, getattr(torch, dtype), seed):
-                    inputs = tree_map(
-                        lambda v: v.to(device) if isinstance(v, torch.Tensor) else v,
-                        decode_inputs(sample.inputs),
-                    )
+                    inputs = decode_inputs(sample.inputs, device)
                     outputs = run(*inputs["args"], **inputs["kwargs"])
                     if device.type == "cuda":
                         torch.cuda.synchronize()

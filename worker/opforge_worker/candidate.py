@@ -80,16 +80,6 @@ def load_candidate(path: Path) -> dict:
     return namespace
 
 
-def _to_device(value, device: torch.device):
-    if isinstance(value, torch.Tensor):
-        return value.to(device)
-    if isinstance(value, tuple | list):
-        return type(value)(_to_device(item, device) for item in value)
-    if isinstance(value, dict):
-        return {key: _to_device(item, device) for key, item in value.items()}
-    return value
-
-
 def _clip(text: str) -> str:
     return text if len(text) <= _MAX_TEXT else text[:_MAX_TEXT] + "\n[... truncated]"
 
@@ -248,15 +238,14 @@ class CandidateServer:
         return header.get("cmd") == "stop"
 
     def _call(self, header: dict, blob) -> tuple[dict, bytes]:
-        sample = decode_inputs(blob)
         policy = CallPolicy(
             frozenset(header["op_names"]), header["launch_exempt"], header["host_read_allowed"]
         )
         wrapper = self.namespace[header["wrapper"]]
         reply: dict = {"findings": []}
         try:
-            args = _to_device(sample["args"], self.device)
-            kwargs = _to_device(sample["kwargs"], self.device)
+            sample = decode_inputs(blob, self.device)
+            args, kwargs = sample["args"], sample["kwargs"]
             inputs = tensor_leaves((args, kwargs))
             box = {}
 
@@ -279,7 +268,7 @@ class CandidateServer:
     def _results(
         self, reply: dict, result, inputs: list[torch.Tensor], policy: CallPolicy, header: dict
     ) -> bytes:
-        """Describe the outputs into ``reply``; the outputs and inputs as CPU tensors."""
+        """Describe the outputs into ``reply``; the outputs' and inputs' bytes."""
         input_storages = {
             tensor.untyped_storage().data_ptr(): index
             for index, tensor in enumerate(inputs)
@@ -294,7 +283,7 @@ class CandidateServer:
         if reply["launches"] == 0 and not policy.launch_exempt and produced:
             findings.add("no_launch", "no Triton kernel was launched")
         reply["findings"] = findings.items
-        reply["tensors"], blob = encode_tensors([*leaves, *(t.detach().cpu() for t in inputs)])
+        reply["tensors"], blob = encode_tensors([*leaves, *inputs])
         reply["outputs"] = len(leaves)
         return blob
 

@@ -576,7 +576,7 @@ def output_structure(
     input_storages: dict[int, int],
     alias_allowed: bool,
 ):
-    """Describe ``value`` as JSON, moving its tensors (as CPU copies) into ``leaves``."""
+    """Describe ``value`` as JSON, putting its tensors (detached, where they are) in ``leaves``."""
     if isinstance(value, torch.Tensor):
         if type(value) is not torch.Tensor:
             findings.add(
@@ -590,7 +590,7 @@ def output_structure(
             findings.add(
                 "aliasing", f"output shares memory with input {input_storages[storage.data_ptr()]}"
             )
-        leaves.append(value.detach().to("cpu", copy=True))
+        leaves.append(value.detach())
         return {"type": "tensor", "index": len(leaves) - 1}
     if isinstance(value, tuple | list):
         items = [

@@ -15,7 +15,11 @@ from opforge_worker.transport import (
 )
 
 
-def test_inputs_arrive_with_their_layout_values_and_sharing():
+_DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
+
+
+@pytest.mark.parametrize("device", _DEVICES)
+def test_inputs_arrive_with_their_layout_values_and_sharing(device):
     base = torch.arange(24, dtype=torch.float32).reshape(4, 6)
     transposed = base.t()[1:]  # non-contiguous, with a storage offset
     sample = {
@@ -23,16 +27,17 @@ def test_inputs_arrive_with_their_layout_values_and_sharing():
         "kwargs": {"dim": (0, -1), "dtype": torch.bfloat16, "out": None, "scale": 0.5},
     }
 
-    decoded = decode_inputs(encode_inputs(sample))
+    decoded = decode_inputs(encode_inputs(sample), torch.device(device))
 
     for before, after in zip(sample["args"], decoded["args"], strict=True):
+        assert after.device.type == device
         assert (after.dtype, after.shape, after.stride()) == (
             before.dtype,
             before.shape,
             before.stride(),
         )
         assert after.storage_offset() == before.storage_offset()
-        assert torch.equal(after, before)
+        assert torch.equal(after.cpu(), before)
     assert decoded["kwargs"] == sample["kwargs"]
     # Views of one storage still share one, as they did in the judge ...
     first, second = decoded["args"][:2]
@@ -56,6 +61,22 @@ def test_reply_tensors_round_trip_for_every_dtype(dtype):
     for before, after in zip(tensors, decoded, strict=True):
         assert after.dtype == before.dtype and after.shape == before.shape
         assert torch.equal(after, before)
+
+
+@pytest.mark.parametrize(
+    "devices",
+    [(device, device) for device in _DEVICES] + [("cuda", "cpu")] * ("cuda" in _DEVICES),
+)
+def test_reply_tensors_are_sent_from_the_devices_they_are_on(devices):
+    # One device: joined there and copied at once; a wrong output's device: copied on its own.
+    values = [torch.arange(6, dtype=torch.bfloat16).reshape(2, 3).t(), torch.tensor([True, False])]
+
+    decoded = decode_tensors(
+        *encode_tensors([value.to(device) for value, device in zip(values, devices, strict=True)])
+    )
+
+    for value, after in zip(values, decoded, strict=True):
+        assert after.device.type == "cpu" and torch.equal(after, value)
 
 
 def test_a_negative_view_is_sent_with_its_values():
