@@ -299,7 +299,10 @@ class LaunchCounter:
         # The autotuner benchmarks with torch between launches; that is triton's doing.
         self._wrap(Autotuner, "run", self._machinery)
         if self.device_kind == "cuda":
-            self.default_stream = torch.cuda.default_stream()
+            self.default_stream = (
+                torch._C._cuda_getDevice(),
+                torch.cuda.default_stream().cuda_stream,
+            )
 
     def _wrap(self, cls: type, name: str, make: Callable) -> None:
         wrapper = make(getattr(cls, name))
@@ -383,7 +386,7 @@ class LaunchCounter:
     def _check_stream(self) -> None:
         if self.device_kind != "cuda" or self.findings is None:
             return
-        if torch.cuda.current_stream() != self.default_stream:
+        if _launch_stream() != self.default_stream:
             self.findings.add("stream", "kernel launched on a stream other than the default one")
 
     def begin(self, findings: Findings) -> None:
@@ -391,6 +394,13 @@ class LaunchCounter:
 
     def end(self) -> None:
         self.findings = None
+
+
+def _launch_stream() -> tuple[int, int]:
+    """The (device, raw stream) a Triton launch goes to, read as Triton's launcher reads it:
+    cheaper, on every launch, than building and comparing torch.cuda.Stream objects."""
+    device = torch._C._cuda_getDevice()
+    return device, torch._C._cuda_getCurrentRawStream(device)
 
 
 class DispatchRecorder(TorchDispatchMode):

@@ -14,7 +14,6 @@ from opforge_worker.transport import (
     encode_tensors,
 )
 
-
 _DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
 
 
