@@ -403,8 +403,19 @@ def _launch_stream() -> tuple[int, int]:
     return device, torch._C._cuda_getCurrentRawStream(device)
 
 
+#: Torch's mode stack itself, taken before EscapeHatches wraps the pop.
+_push_dispatch_mode = torch._C._push_on_torch_dispatch_stack
+_pop_dispatch_mode = torch._C._pop_torch_dispatch_stack
+
+
 class DispatchRecorder(TorchDispatchMode):
-    """Classifies every ATen op run while the wrapper runs."""
+    """Classifies every ATen op run while the wrapper runs.
+
+    It goes on and off torch's mode stack directly: TorchDispatchMode's own ``__exit__`` runs
+    under dynamo's disable wrapper and pops through the escape-hatch guard, whose frame walk
+    (and the audit event of its ``sys._getframe``) was paid on every call for the harness's own
+    pop. The flags it also keeps matter to torch.compile only.
+    """
 
     def __init__(
         self, policy: CallPolicy, findings: Findings, launches: LaunchCounter, owners: CodeOwners
@@ -414,6 +425,13 @@ class DispatchRecorder(TorchDispatchMode):
         self.findings = findings
         self.launches = launches
         self.owners = owners
+
+    def __enter__(self):
+        _push_dispatch_mode(self)
+        return self
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        _pop_dispatch_mode(None)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = func.overloadpacket.__name__
