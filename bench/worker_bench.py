@@ -165,12 +165,11 @@ def validated_in_process(
     }
 
 
-def candidate_wrappers(candidates, device_kind: str) -> dict:
-    """Each candidate's wrapper, loaded in this process as the candidate process loads it."""
+def candidate_wrappers(candidates) -> dict:
+    """Each candidate's wrapper, loaded in this process as the candidate process loads it (on
+    the interpreter, main() has set TRITON_INTERPRET before anything imported triton)."""
     from opforge_worker.candidate import load_candidate
 
-    if device_kind == "interpreter":
-        os.environ["TRITON_INTERPRET"] = "1"  # read when @triton.jit decorates
     return {c: load_candidate(c.path)[c.wrapper] for c in candidates}
 
 
@@ -195,12 +194,14 @@ def validate_library(harnesses, candidates, device_kind: str) -> dict:
             idle.put(harness)
         return candidate, dtypes, payload
 
-    started = time.perf_counter()
+    started, judge_started = time.perf_counter(), time.process_time()
     with concurrent.futures.ThreadPoolExecutor(max_workers=len(harnesses)) as pool:
         done = list(pool.map(run, candidates))
     wall = time.perf_counter() - started
     return {
         "wall_s": wall,
+        # The judge: this process, every harness's thread (candidate processes not included).
+        "judge_cpu_s": time.process_time() - judge_started,
         "compile_s": sum(payload["compile_s"] for _, _, payload in done),
         "run_s": sum(payload["run_s"] for _, _, payload in done),
         "tests": sum(payload["tests_run"] for _, _, payload in done),
@@ -229,16 +230,16 @@ def library_validation(
     candidates,
     device_kind: str,
     slots: int,
-    parallel_slots: int,
+    parallel_slots: list[int],
     repeats: int,
     store_root: Path,
 ) -> dict:
     """Cold pass (fresh harnesses, empty sample and compile caches: the first validation after a
     compiler drop), warm pass (the same harnesses again: re-validation on an unchanged
     toolchain), restart pass (fresh harnesses and sample cache, the compile store kept: a worker
-    restarted, or a torch drop with the same Triton), a warm pass with ``parallel_slots``
-    harnesses (a worker with that many slots; its first pass, which starts their processes, is
-    not timed), and the two ATen baselines over the same samples. The warm passes and the
+    restarted, or a torch drop with the same Triton), a warm pass with each count of
+    ``parallel_slots`` harnesses (a worker with that many slots; its first pass, which starts
+    their processes, is not timed), and the ATen baselines over the same samples. The warm passes and the
     baselines run ``repeats`` times each; their medians are compared."""
     from opforge_worker.compile_cache import CompileCache
     from opforge_worker.harness import Harness
@@ -266,13 +267,20 @@ def library_validation(
     sample_cache = SampleCache()
     cold, *warms = passes(sample_cache, 1 + repeats)
     (restart,) = passes(SampleCache(), 1)
-    _, *parallels = passes(sample_cache, 1 + repeats, parallel_slots)
+    parallels = {
+        count: passes(sample_cache, 1 + repeats, count)[1:] for count in parallel_slots
+    }
     dtypes_by_file = cold["dtypes_by_file"]
-    for done in (cold, restart, *warms, *parallels):
+    for done in (
+        cold,
+        restart,
+        *warms,
+        *(run for runs in parallels.values() for run in runs),
+    ):
         del done["dtypes_by_file"]
     atens = [aten_pass(candidates, device_kind, dtypes_by_file) for _ in range(repeats)]
     aten_calls = {c: find_opinfo(c.op, c.variant).op for c in candidates}
-    triton_calls = candidate_wrappers(candidates, device_kind)
+    triton_calls = candidate_wrappers(candidates)
     validations, unsandboxed = (
         [
             validated_in_process(calls, device_kind, dtypes_by_file, sample_cache)
@@ -281,9 +289,10 @@ def library_validation(
         for calls in (aten_calls, triton_calls)
     )
     # A warm pass takes about a second: one pass varies by tens of percent from run to run.
-    warm, warm_parallel, aten, validated, triton_validated = (
-        median_run(runs) for runs in (warms, parallels, atens, validations, unsandboxed)
+    warm, aten, validated, triton_validated = (
+        median_run(runs) for runs in (warms, atens, validations, unsandboxed)
     )
+    warm_parallel = {str(count): median_run(runs) for count, runs in parallels.items()}
     return {
         "candidates": len(candidates),
         "slots": slots,
@@ -291,7 +300,6 @@ def library_validation(
         "cold": cold,
         "warm": warm,
         "restart": restart,
-        "parallel_slots": parallel_slots,
         "warm_parallel": warm_parallel,
         "aten_device": aten,
         "aten_validated": validated,
@@ -299,7 +307,10 @@ def library_validation(
         "ratio_cold_to_aten": cold["wall_s"] / aten["wall_s"],
         "ratio_warm_to_aten": warm["wall_s"] / aten["wall_s"],
         "ratio_restart_to_aten": restart["wall_s"] / aten["wall_s"],
-        "ratio_warm_parallel_to_aten": warm_parallel["wall_s"] / aten["wall_s"],
+        "ratio_warm_parallel_to_aten": {
+            count: run["wall_s"] / aten["wall_s"]
+            for count, run in warm_parallel.items()
+        },
         "ratio_warm_to_aten_validated": warm["wall_s"] / validated["wall_s"],
         "ratio_warm_to_triton_validated": warm["wall_s"] / triton_validated["wall_s"],
         "ratio_triton_validated_to_aten": triton_validated["wall_s"] / aten["wall_s"],
@@ -369,7 +380,6 @@ def markdown(report: dict) -> str:
     if "library" in report:
         lib = report["library"]
         cold, warm, restart = lib["cold"], lib["warm"], lib["restart"]
-        par = lib["warm_parallel"]
         aten, validated = lib["aten_device"], lib["aten_validated"]
         unsandboxed = lib["triton_validated"]
         kernels = f"library of {lib['candidates']} kernels, {lib['slots']} slot(s)"
@@ -383,9 +393,10 @@ def markdown(report: dict) -> str:
             (
                 f"| (b) {kernels}, warm pass (the same library again; median of "
                 f"{lib['repeats']}: {walls(warm)}) | {warm['wall_s']:.2f} s, "
-                f"{warm['passed']} pass; compile {warm['compile_s']:.2f} s, run {warm['run_s']:.2f} s:"
-                f" **{lib['ratio_warm_to_aten']:.2f}x** ATen on the device, "
-                f"{lib['ratio_warm_to_aten_validated']:.2f}x ATen validated in-process | <= 1.5x |"
+                f"{warm['passed']} pass; compile {warm['compile_s']:.2f} s, run {warm['run_s']:.2f} s,"
+                f" judge CPU {warm['judge_cpu_s']:.2f} s: **{lib['ratio_warm_to_aten']:.2f}x** "
+                f"ATen on the device, {lib['ratio_warm_to_aten_validated']:.2f}x ATen validated "
+                "in-process | <= 1.5x |"
             ),
             (
                 f"| (b) {kernels}, restart pass (fresh harnesses and samples, compiled kernels "
@@ -393,12 +404,18 @@ def markdown(report: dict) -> str:
                 f"{restart['compile_s']:.2f} s, run {restart['run_s']:.2f} s: "
                 f"{lib['ratio_restart_to_aten']:.2f}x ATen on the device | - |"
             ),
+        ]
+        lines += [
             (
-                f"| (b) library of {lib['candidates']} kernels, {lib['parallel_slots']} slots, "
-                f"warm pass (median of {lib['repeats']}: {walls(par)}) | {par['wall_s']:.2f} s, {par['passed']} pass; compile "
-                f"{par['compile_s']:.2f} s, run {par['run_s']:.2f} s: "
-                f"**{lib['ratio_warm_parallel_to_aten']:.2f}x** ATen on the device | <= 1.5x |"
-            ),
+                f"| (b) library of {lib['candidates']} kernels, {count} slots, warm pass (median "
+                f"of {lib['repeats']}: {walls(par)}) | {par['wall_s']:.2f} s, {par['passed']} "
+                f"pass; compile {par['compile_s']:.2f} s, run {par['run_s']:.2f} s, judge CPU "
+                f"{par['judge_cpu_s']:.2f} s: **{lib['ratio_warm_parallel_to_aten'][count]:.2f}x**"
+                " ATen on the device | <= 1.5x |"
+            )
+            for count, par in lib["warm_parallel"].items()
+        ]
+        lines += [
             (
                 f"| (b) baseline (i): ATen on the device alone, samples generated there "
                 f"(median of {lib['repeats']}: {walls(aten)}) | "
@@ -459,9 +476,9 @@ def main() -> int:
     )
     parser.add_argument(
         "--parallel-slots",
-        type=int,
-        default=4,
-        help="harnesses of the parallel warm pass",
+        type=lambda text: [int(count) for count in text.split(",")],
+        default=[4, 8],
+        help="comma-separated harness counts, one parallel warm pass each",
     )
     parser.add_argument(
         "--repeats",
@@ -472,6 +489,9 @@ def main() -> int:
     parser.add_argument("--json", type=Path, required=True)
     parser.add_argument("--markdown", type=Path)
     args = parser.parse_args()
+    if args.device == "interpreter":
+        # For baseline (iii): triton must see it when first imported, not only when decorating.
+        os.environ["TRITON_INTERPRET"] = "1"
 
     from opforge_worker.harness import Harness
 
