@@ -6,10 +6,9 @@ dtype, shape, stride and offset, so that non-contiguous and overlapping inputs a
 made them. Only the candidate process unpickles it, and it holds the judge's own data.
 
 Outputs and inputs after a call come back as contiguous raw bytes described in the reply's JSON
-header (dtype and shape per tensor), copied off the device together. The judge reads them with
-``torch.frombuffer`` after checking that the description matches the bytes exactly; it never
-unpickles anything the candidate process sent: a pickle from the candidate would run the
-candidate's code in the judge.
+header (dtype and shape per tensor). The judge reads them with ``torch.frombuffer`` after
+checking that the description matches the bytes exactly; it never unpickles anything the
+candidate process sent: a pickle from the candidate would run the candidate's code in the judge.
 """
 
 from __future__ import annotations
@@ -106,21 +105,19 @@ class _InputUnpickler(pickle.Unpickler):
 
 
 def encode_tensors(tensors: list[torch.Tensor]) -> tuple[list[dict], bytes]:
-    """Tensors as (descriptions for a JSON header, their contiguous bytes one after another).
+    """Tensors, on any device, as (descriptions for a JSON header, their contiguous bytes one
+    after another).
 
-    Tensors on one device are joined there and copied to the host at once: one copy (and one
-    synchronisation) per call instead of one per tensor, the largest part of a warm call's data
-    path on a GPU. Tensors on several devices (a wrong output, reported by the checks) are copied
-    one by one.
+    Each is copied to the host as it is and made contiguous there. Joining them on the device
+    first, for one copy instead of several, was tried: on an H100 it took a call's
+    ``_results`` from 69 to 91 us (bench/check_costs.py), every device-side op being a launch.
     """
-    descriptions, flats = [], []
+    descriptions, chunks = [], []
     for tensor in tensors:
-        dense = tensor.detach().resolve_conj().resolve_neg().contiguous()
+        dense = tensor.detach().cpu().resolve_conj().resolve_neg().contiguous()
         descriptions.append({"dtype": _dtype_name(dense.dtype), "shape": list(dense.shape)})
-        flats.append(dense.reshape(-1).view(torch.uint8))
-    if len({flat.device for flat in flats}) == 1:
-        flats = [torch.cat(flats)] if len(flats) > 1 else flats
-    return descriptions, b"".join(flat.cpu().numpy().data for flat in flats)
+        chunks.append(dense.reshape(-1).view(torch.uint8).numpy().data)
+    return descriptions, b"".join(chunks)
 
 
 def _shape(description) -> list[int]:

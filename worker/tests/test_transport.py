@@ -67,7 +67,7 @@ def test_reply_tensors_round_trip_for_every_dtype(dtype):
     [(device, device) for device in _DEVICES] + [("cuda", "cpu")] * ("cuda" in _DEVICES),
 )
 def test_reply_tensors_are_sent_from_the_devices_they_are_on(devices):
-    # One device: joined there and copied at once; a wrong output's device: copied on its own.
+    # A wrong output's device (the checks report it) is sent all the same.
     values = [torch.arange(6, dtype=torch.bfloat16).reshape(2, 3).t(), torch.tensor([True, False])]
 
     decoded = decode_tensors(
