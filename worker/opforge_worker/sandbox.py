@@ -459,10 +459,13 @@ def _file_size(path: Path) -> int:
 def _children(pid: int) -> list[int]:
     """The children of every thread of ``pid`` (a child is listed under the thread that forked
     it, or that adopted it)."""
-    children = []
-    for listing in Path(f"/proc/{pid}/task").glob("*/children"):
-        with contextlib.suppress(OSError):
-            children.extend(int(child) for child in listing.read_text().split())
+    # os.listdir and open, not Path.glob: the cuda memory check walks a tree of CUDA's threads
+    # every _MEMORY_CHECK_INTERVAL_S, and glob took twice as long (1.2 ms for 41 threads).
+    children, task = [], f"/proc/{pid}/task"
+    with contextlib.suppress(OSError):
+        for thread in os.listdir(task):
+            with contextlib.suppress(OSError), open(f"{task}/{thread}/children") as listing:
+                children.extend(int(child) for child in listing.read().split())
     return children
 
 
