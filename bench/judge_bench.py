@@ -6,7 +6,8 @@ This validates the library once (worker_bench's default), recording every reply 
 then replays the judge's work on them, without a candidate process, and prints the median of
 --repeats timings of each part:
 
-- verdict: ``Judge.verdict`` on every reply (decoding it, the input-state check, the comparison);
+- verdict: ``Judge.verdict`` on every reply (decoding it, the input-state check, the comparison,
+  or none of them for a reply equal to the byte to the reference's exact reply: it says how many);
 - receive: every reply's header and blob sent over a socketpair and read by ``recv_message``;
 - static gate: the harness's lint of every test's source, as each ``run_test`` does it.
 
@@ -131,8 +132,13 @@ def main() -> None:
             ("receive", receives, len(recorded), "call"),
             ("static gate", static_gates, len(requests), "test"),
         ]
+        exact = sum(
+            judge._reproduces_exactly(reply, blob, reference)
+            for judge, reply, blob, reference in recorded
+        )
         print(
-            f"{len(recorded)} calls, {len(requests)} tests, median of {args.repeats}:"
+            f"{len(recorded)} calls ({exact} replies exact), {len(requests)} tests, "
+            f"median of {args.repeats}:"
         )
         for name, work, count, unit in parts:
             seconds = median_seconds(work, args.repeats)

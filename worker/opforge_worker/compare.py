@@ -64,6 +64,12 @@ def tensor_diff(actual: torch.Tensor, expected: torch.Tensor, tolerance: Toleran
         return {**summary, "reason": "dtype differs"}
     if tolerant:
         a, e = actual.double(), expected.double()
+        # ATen's isclose passes an element when |a - e| <= atol + |rtol * e| with that error
+        # finite (the float64 operations below), or when the two are equal, NaN equal to NaN:
+        # exactly the elements that pass below. A passing output, the common case, costs one op
+        # instead of the dozen that describe a mismatch (about 150 us even for a few elements).
+        if torch.isclose(a, e, rtol=tolerance.rtol, atol=tolerance.atol, equal_nan=True).all():
+            return None
         special = (
             (a.isnan() != e.isnan())
             | (a.isposinf() != e.isposinf())

@@ -3,12 +3,14 @@
 The reference runs here, on CPU ATen, on a private copy of the sample; the candidate process only
 ever receives the inputs. The verdict puts the candidate process's report (findings, errors) first,
 then checks the inputs' state after the call here (so the input-mutation check does not rely on
-the candidate's process), then compares the outputs.
+the candidate's process), then compares the outputs. A reply equal to the byte to the one the
+reference implies passes those checks without being decoded (``Judge._reproduces_exactly``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import marshal
+from dataclasses import dataclass, field
 
 import torch
 
@@ -16,7 +18,7 @@ from opforge_worker.checks import tensor_leaves
 from opforge_worker.compare import bitwise_equal, compare_structure, dtype_name, tensor_diff
 from opforge_worker.results import Failure
 from opforge_worker.settings import Settings, Tolerance
-from opforge_worker.transport import TransportError, decode_tensors
+from opforge_worker.transport import TransportError, decode_tensors, encode_tensors
 
 
 class ReferenceError(Exception):
@@ -25,6 +27,25 @@ class ReferenceError(Exception):
 
 class ReplyError(Exception):
     """The candidate process's reply does not decode: the pipe protocol broke."""
+
+
+@dataclass(frozen=True)
+class ExactReply:
+    """What the candidate process replies to a call whose outputs and inputs after it are the
+    reference's to the byte: the parts of the header the verdict reads, and the blob."""
+
+    #: (structure, tensor descriptions, outputs count) as the reply's JSON header holds them.
+    header: tuple
+    #: ``header`` in a form where 1, 1.0 and True differ (``_typed``): == takes them for equal.
+    typed_header: bytes
+    blob: bytes
+    #: Dtypes of the compared tensors (outputs, inputs the operator writes) that hold a NaN: equal
+    #: bytes match there only under a tolerance (compare.tensor_diff), which the judge knows.
+    nan_dtypes: frozenset[torch.dtype]
+
+
+#: Reference.exact_reply before its first use.
+_NOT_COMPUTED = object()
 
 
 @dataclass
@@ -36,6 +57,73 @@ class Reference:
     #: once per sample, not worked out again for each call judged against it.
     inputs_written: tuple[bool, ...]
     aliases_input: bool
+    _exact_reply: object = field(default=_NOT_COMPUTED, init=False, repr=False, compare=False)
+
+    def exact_reply(self) -> ExactReply | None:
+        """The reply to a call that reproduces the reference exactly; None where ``expected``
+        holds a Python value, which the comparison takes with rules of its own (types, a float's
+        tolerance) that equal JSON does not decide (1 == 1.0 == True). Computed on first use:
+        most samples of a failing candidate are never called. Slots sharing the reference may
+        both compute it: they compute the same."""
+        if self._exact_reply is _NOT_COMPUTED:
+            self._exact_reply = _exact_reply_of(self)
+        return self._exact_reply
+
+    @property
+    def exact_reply_nbytes(self) -> int:
+        """The bytes ``exact_reply`` holds, known before it is computed: a cache of references
+        accounts for them from the start."""
+        if _exact_structure(self.expected, []) is None:
+            return 0
+        return sum(t.nbytes for t in (*tensor_leaves(self.expected), *self.inputs_after))
+
+
+def _exact_structure(value, leaves: list[torch.Tensor]):
+    """``value`` described as checks.output_structure describes a result, its tensors appended
+    to ``leaves``; None when it holds anything but tensors, tuples and lists."""
+    if isinstance(value, torch.Tensor):
+        leaves.append(value)
+        return {"type": "tensor", "index": len(leaves) - 1}
+    if isinstance(value, tuple | list):
+        items = [_exact_structure(item, leaves) for item in value]
+        if any(item is None for item in items):
+            return None
+        return {"type": "tuple" if isinstance(value, tuple) else "list", "items": items}
+    return None
+
+
+def _typed(header: tuple) -> bytes:
+    """``header`` (JSON values) as bytes that tell 1, 1.0 and True apart: marshal writes each
+    value with its type, and its format 0 neither shares nor interns objects, so equal values of
+    equal types give equal bytes (two dicts in different orders differ: a miss, never a false
+    match, since marshal's bytes decode back to the value)."""
+    return marshal.dumps(header, 0)
+
+
+def _exact_reply_of(reference: Reference) -> ExactReply | None:
+    leaves: list[torch.Tensor] = []
+    structure = _exact_structure(reference.expected, leaves)
+    if structure is None:
+        return None
+    # transport.encode_tensors is what the candidate process encodes its reply with.
+    descriptions, blob = encode_tensors([*leaves, *reference.inputs_after])
+    header = (structure, descriptions, len(leaves))
+    written = (
+        after
+        for after, writes in zip(reference.inputs_after, reference.inputs_written, strict=True)
+        if writes
+    )
+    return ExactReply(
+        header=header,
+        typed_header=_typed(header),
+        blob=blob,
+        nan_dtypes=frozenset(
+            tensor.dtype
+            for tensor in (*leaves, *written)
+            if (tensor.dtype.is_floating_point or tensor.dtype.is_complex)
+            and bool(tensor.isnan().any())
+        ),
+    )
 
 
 def _clone(value):
@@ -190,6 +278,8 @@ class Judge:
         failure = report_verdict(reply)
         if failure:
             return failure
+        if self._reproduces_exactly(reply, blob, reference):
+            return None
         outputs, inputs_after = self._decode(reply, blob, reference)
         failure = self._input_state(inputs_after, reference)
         if failure:
@@ -201,6 +291,30 @@ class Judge:
             message, diff = found
             return Failure("accuracy_error", "accuracy", message, diff=diff)
         return None
+
+    def _reproduces_exactly(self, reply: dict, blob: bytes, reference: Reference) -> bool:
+        """Whether the reply is the reference's exact reply, which the checks below pass: most
+        replies of a passing candidate are, and comparing bytes costs far less than decoding.
+
+        Why they pass: the descriptions decode, account for the blob and give each tensor the
+        shape and dtype of the reference's tensor it stands for (the same encoder made them), with
+        the bytes of its contiguous copy. An input the reference does not write is bitwise equal
+        to itself before the call (``inputs_written``), so its bytes pass the mutation check; one
+        it writes, and each output (the same structure, the same indices), are bitwise equal to
+        the reference's tensor, which tensor_diff passes at once, or, without a tolerance, by
+        equal values: equal bytes are equal values except NaN, hence ``nan_dtypes``.
+        """
+        exact = reference.exact_reply()
+        if exact is None or blob != exact.blob:
+            return False
+        header = (reply.get("structure"), reply.get("tensors"), reply.get("outputs"))
+        # == first: it rejects most other headers at once and bounds what marshal is given.
+        if header != exact.header or _typed(header) != exact.typed_header:
+            return False
+        return all(
+            dtype.is_floating_point and self.tolerance_for(dtype) is not None
+            for dtype in exact.nan_dtypes
+        )
 
     def _decode(self, reply: dict, blob: bytes, reference: Reference):
         try:

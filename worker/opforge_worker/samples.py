@@ -37,11 +37,16 @@ class PreparedSample:
 
     @property
     def nbytes(self) -> int:
-        """About what it holds: the encoded inputs, the sample's tensors and the reference's."""
+        """About what it holds: the encoded inputs, the sample's tensors and the reference's,
+        with the reference's exact reply (computed on the first call judged against it)."""
         if self.reference is None:
             return 2 * len(self.inputs)
         held = tensor_leaves((self.reference.expected, self.reference.inputs_after))
-        return 2 * len(self.inputs) + sum(tensor.nbytes for tensor in held)
+        return (
+            2 * len(self.inputs)
+            + sum(tensor.nbytes for tensor in held)
+            + self.reference.exact_reply_nbytes
+        )
 
 
 def prepare(opinfo, sample) -> PreparedSample:

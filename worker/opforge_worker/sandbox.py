@@ -31,6 +31,7 @@ import importlib.util
 import json
 import os
 import resource
+import select
 import signal
 import socket
 import subprocess
@@ -200,6 +201,9 @@ class CandidateProcess:
         self.report: dict = {}
         self._process: subprocess.Popen | None = None
         self._conn: Connection | None = None
+        #: Waits for ``_conn`` to be readable. Connection.poll builds a selector on every call,
+        #: tens of microseconds of the judge's time per reply; this one is registered once.
+        self._readable: select.poll | None = None
         self._output_marks = (0, 0)
         self._jobs = 0
         self._memory_checked_at = -_MEMORY_CHECK_INTERVAL_S
@@ -247,6 +251,8 @@ class CandidateProcess:
             stdout.close()
             stderr.close()
         self._conn = Connection(judge_end.detach())
+        self._readable = select.poll()
+        self._readable.register(self._conn.fileno(), select.POLLIN)
 
     def await_ready(self) -> None:
         """Wait for the spawned process's ready message (SandboxStartError if none comes)."""
@@ -276,6 +282,7 @@ class CandidateProcess:
             self._conn.close()
         self._process = None
         self._conn = None
+        self._readable = None
 
     # -- calls ------------------------------------------------------------------------------
 
@@ -319,8 +326,10 @@ class CandidateProcess:
                 self.kill()
                 raise CandidateTimedOut(f"no answer within {timeout_s:g} s; process group killed")
             self._enforce_memory()
+            # Hang-up and error events count as ready, as in Connection.poll: reading then tells
+            # a death from a reply.
             try:
-                ready = self._conn.poll(min(remaining, _POLL_INTERVAL_S))
+                ready = bool(self._readable.poll(min(remaining, _POLL_INTERVAL_S) * 1000))
             except OSError:
                 ready = True
             if not ready:
@@ -450,10 +459,13 @@ def _file_size(path: Path) -> int:
 def _children(pid: int) -> list[int]:
     """The children of every thread of ``pid`` (a child is listed under the thread that forked
     it, or that adopted it)."""
-    children = []
-    for listing in Path(f"/proc/{pid}/task").glob("*/children"):
-        with contextlib.suppress(OSError):
-            children.extend(int(child) for child in listing.read_text().split())
+    # os.listdir and open, not Path.glob: the cuda memory check walks a tree of CUDA's threads
+    # every _MEMORY_CHECK_INTERVAL_S, and glob took twice as long (1.2 ms for 41 threads).
+    children, task = [], f"/proc/{pid}/task"
+    with contextlib.suppress(OSError):
+        for thread in os.listdir(task):
+            with contextlib.suppress(OSError), open(f"{task}/{thread}/children") as listing:
+                children.extend(int(child) for child in listing.read().split())
     return children
 
 

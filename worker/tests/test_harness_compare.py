@@ -136,6 +136,45 @@ def test_a_difference_out_of_tolerance_is_summarised_in_full():
     }
 
 
+def mismatches_by_the_rule(actual, expected, tolerance: Tolerance) -> torch.Tensor:
+    """Per element, whether it breaks the rule compare.py states (in float64)."""
+    a, e = actual.double(), expected.double()
+    special = (
+        (a.isnan() != e.isnan()) | (a.isposinf() != e.isposinf()) | (a.isneginf() != e.isneginf())
+    )
+    both_finite = a.isfinite() & e.isfinite()
+    return special | both_finite & ((a - e).abs() > tolerance.atol + tolerance.rtol * e.abs())
+
+
+def values_around_the_bounds(dtype, tolerance: Tolerance) -> tuple[torch.Tensor, torch.Tensor]:
+    """(actual, expected) pairs at and next to the tolerance's bounds, and non-finite ones."""
+    finfo = torch.finfo(dtype)
+    bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[dtype.itemsize]
+    specials = [math.nan, math.inf, -math.inf, finfo.max, -finfo.max]
+    pairs = []
+    for value in [0.0, -0.0, finfo.tiny, finfo.tiny / 4, 1.0, -3.0, 1e4, *specials]:
+        expected = torch.tensor(value, dtype=dtype)
+        bound = tolerance.atol + tolerance.rtol * abs(expected.double().item())
+        for near in [value, value + bound, value - bound, -value, *specials]:
+            actual = torch.tensor(near, dtype=torch.float64).to(dtype)
+            for step in (-1, 0, 1):  # the neighbouring representable values
+                pairs.append(((actual.view(bits) + step).view(dtype), expected))
+    return torch.stack([a for a, _ in pairs]), torch.stack([e for _, e in pairs])
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("tolerance", [F32, Tolerance(0.0, 0.0), Tolerance(1e-3, 1e-2)], ids=str)
+def test_an_element_passes_exactly_when_the_rule_holds_at_the_bounds(dtype, tolerance):
+    actual, expected = values_around_the_bounds(dtype, tolerance)
+    breaks = mismatches_by_the_rule(actual, expected, tolerance)
+    assert breaks.any() and not breaks.all()
+
+    for index in range(len(actual)):
+        one = slice(index, index + 1)
+        passed = tensor_diff(actual[one], expected[one], tolerance) is None
+        assert passed == (not breaks[index]), (actual[index].item(), expected[index].item())
+
+
 def test_integers_compare_exactly():
     diff = tensor_diff(torch.tensor([1, 2, 4]), torch.tensor([1, 2, 3]), None)
 
