@@ -604,7 +604,8 @@ def output_structure(
     input_storages: dict[int, int],
     alias_allowed: bool,
 ):
-    """Describe ``value`` as JSON, putting its tensors (detached, where they are) in ``leaves``."""
+    """Describe ``value`` for the reply's header, putting its tensors (detached, where they are)
+    in ``leaves``."""
     if isinstance(value, torch.Tensor):
         if type(value) is not torch.Tensor:
             findings.add(
@@ -626,6 +627,9 @@ def output_structure(
             for item in value
         ]
         return {"type": "tuple" if isinstance(value, tuple) else "list", "items": items}
+    if type(value) is int and not -(1 << 63) <= value < 1 << 64:
+        # Beyond what the reply's header carries, and than any reference (ATen's ints are 64-bit).
+        return {"type": "scalar", "value": str(value)}
     if value is None or type(value) in (bool, int, float):
         return {"type": "scalar", "value": value}
     findings.add("output_type", f"output contains a {type(value).__name__}")

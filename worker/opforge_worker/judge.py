@@ -34,7 +34,7 @@ class ExactReply:
     """What the candidate process replies to a call whose outputs and inputs after it are the
     reference's to the byte: the parts of the header the verdict reads, and the blob."""
 
-    #: (structure, tensor descriptions, outputs count) as the reply's JSON header holds them.
+    #: (structure, tensor descriptions, outputs count) as the reply's header holds them.
     header: tuple
     #: ``header`` in a form where 1, 1.0 and True differ (``_typed``): == takes them for equal.
     typed_header: bytes
@@ -62,7 +62,7 @@ class Reference:
     def exact_reply(self) -> ExactReply | None:
         """The reply to a call that reproduces the reference exactly; None where ``expected``
         holds a Python value, which the comparison takes with rules of its own (types, a float's
-        tolerance) that equal JSON does not decide (1 == 1.0 == True). Computed on first use:
+        tolerance) that equal header values do not decide (1 == 1.0 == True). Computed on first use:
         most samples of a failing candidate are never called. Slots sharing the reference may
         both compute it: they compute the same."""
         if self._exact_reply is _NOT_COMPUTED:
@@ -93,7 +93,7 @@ def _exact_structure(value, leaves: list[torch.Tensor]):
 
 
 def _typed(header: tuple) -> bytes:
-    """``header`` (JSON values) as bytes that tell 1, 1.0 and True apart: marshal writes each
+    """``header`` (msgpack's values) as bytes that tell 1, 1.0 and True apart: marshal writes each
     value with its type, and its format 0 neither shares nor interns objects, so equal values of
     equal types give equal bytes (two dicts in different orders differ: a miss, never a false
     match, since marshal's bytes decode back to the value)."""

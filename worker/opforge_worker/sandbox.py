@@ -34,6 +34,7 @@ import resource
 import select
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import sysconfig
@@ -42,6 +43,8 @@ import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
+
+import msgpack
 
 #: Environment variables the candidate process keeps from the judge's: what torch, triton, the C
 #: compiler and the CUDA driver read. Everything else (API keys included) is dropped.
@@ -62,6 +65,7 @@ _KEPT_ENVIRONMENT = (
     "TRITON_LIBCUDA_PATH",
 )
 _MAX_HEADER_BYTES = 1 << 20
+_HEADER_LENGTH = struct.Struct("<I")
 _MAX_BLOB_BYTES = 1 << 30
 _POLL_INTERVAL_S = 0.05
 #: How often the judge reads a cuda candidate's resident memory while it serves calls. Reading it
@@ -97,23 +101,33 @@ class SandboxStartError(Exception):
 
 
 def send_message(conn: Connection, header: dict, blob: bytes = b"") -> None:
-    """One message: a JSON header frame and a binary frame (possibly empty)."""
-    conn.send_bytes(json.dumps(header).encode())
-    conn.send_bytes(blob)
+    """One message in one frame: the header's length, the header (msgpack), the blob (possibly
+    empty). Per reply, two frames of JSON and bytes took the judge 67 us to receive on the CI
+    host, one frame 38 us, one frame of msgpack 19 us (bench/judge_bench.py). Strings pass
+    with their lone surrogates, as JSON's escapes carried them."""
+    encoded = msgpack.packb(header, unicode_errors="surrogatepass")
+    conn.send_bytes(b"".join((_HEADER_LENGTH.pack(len(encoded)), encoded, blob)))
 
 
-def recv_message(conn: Connection) -> tuple[dict, bytes]:
-    """The next message; CandidateProtocolError when it is malformed or oversized."""
+def recv_message(conn: Connection) -> tuple[dict, memoryview]:
+    """The next message, its blob a view of the frame; CandidateProtocolError when it is
+    malformed or oversized. Unpacking msgpack from the candidate process runs none of its code."""
     try:
-        header = json.loads(conn.recv_bytes(_MAX_HEADER_BYTES))
-        blob = conn.recv_bytes(_MAX_BLOB_BYTES)
-    except (EOFError, OSError, ValueError, UnicodeDecodeError) as error:
+        frame = memoryview(conn.recv_bytes(_MAX_HEADER_BYTES + _MAX_BLOB_BYTES))
+        if len(frame) < _HEADER_LENGTH.size:
+            raise ValueError(f"a frame of {len(frame)} bytes")
+        (length,) = _HEADER_LENGTH.unpack_from(frame)
+        end = _HEADER_LENGTH.size + length
+        if length > _MAX_HEADER_BYTES or end > len(frame):
+            raise ValueError(f"a header of {length} bytes in a frame of {len(frame)}")
+        header = msgpack.unpackb(frame[_HEADER_LENGTH.size : end], unicode_errors="surrogatepass")
+    except (EOFError, OSError, ValueError, msgpack.UnpackException) as error:
         raise CandidateProtocolError(
             f"malformed message from the candidate process: {error}"
         ) from None
     if not isinstance(header, dict):
-        raise CandidateProtocolError("candidate process sent a header that is not a JSON object")
-    return header, blob
+        raise CandidateProtocolError("candidate process sent a header that is not a map")
+    return header, frame[end:]
 
 
 #: Pids of the candidate processes this process started and has not reaped yet, across every

@@ -5,7 +5,7 @@ tuples...) whose tensors travel out of band: each storage's bytes once, each ten
 dtype, shape, stride and offset, so that non-contiguous and overlapping inputs arrive as OpInfo
 made them. Only the candidate process unpickles it, and it holds the judge's own data.
 
-Outputs and inputs after a call come back as contiguous raw bytes described in the reply's JSON
+Outputs and inputs after a call come back as contiguous raw bytes described in the reply's
 header (dtype and shape per tensor). The judge reads them with ``torch.frombuffer`` after
 checking that the description matches the bytes exactly; it never unpickles anything the
 candidate process sent: a pickle from the candidate would run the candidate's code in the judge.
@@ -105,7 +105,7 @@ class _InputUnpickler(pickle.Unpickler):
 
 
 def encode_tensors(tensors: list[torch.Tensor]) -> tuple[list[dict], bytes]:
-    """Tensors, on any device, as (descriptions for a JSON header, their contiguous bytes one
+    """Tensors, on any device, as (descriptions for a reply's header, their contiguous bytes one
     after another).
 
     Each is copied to the host as it is and made contiguous there. Joining them on the device
@@ -128,7 +128,7 @@ def _shape(description) -> list[int]:
 
 
 def decode_tensors(descriptions, blob: bytes) -> list[torch.Tensor]:
-    """The tensors ``encode_tensors`` described; TransportError unless the descriptions (JSON
+    """The tensors ``encode_tensors`` described; TransportError unless the descriptions (a header
     from an untrusted process) are well-formed and account for every byte of ``blob``."""
     if not isinstance(descriptions, list):
         raise TransportError("tensor descriptions are not a list")

@@ -48,6 +48,36 @@ def test_runtime_error_carries_the_candidates_traceback(harness):
     assert failure["sample"].startswith("(Tensor[float32](20,)")
 
 
+@pytest.mark.parametrize(
+    ("ending", "outcome", "message"),
+    [
+        (
+            'raise RuntimeError("bad \\udc80 byte")',
+            "runtime_error",
+            "RuntimeError: bad \udc80 byte",
+        ),
+        ("return 2**100", "accuracy_error", "output should be a tensor, got scalar"),
+        (
+            "return (float('nan'), -(2**63))",
+            "accuracy_error",
+            "output should be a tensor, got tuple",
+        ),
+    ],
+    ids=["lone surrogate in the message", "int beyond 64 bits", "nan and the least int64"],
+)
+def test_what_a_wrapper_says_or_returns_reaches_the_judge_as_it_is(
+    harness, ending, outcome, message
+):
+    # Values the reply's header must carry (msgpack) without the candidate process failing.
+    text = source("honest/exp").replace("    return out.view(input.shape)", f"    {ending}")
+
+    failure = failure_of(
+        harness.run_test({**request("honest/exp", "exp"), "source": text}), outcome
+    )
+
+    assert failure["message"] == message
+
+
 def test_candidate_output_is_captured_and_capped(harness):
     failure = harness.run_test(request("outcomes/runtime_error", "exp"))["failure"]
 

@@ -1,11 +1,14 @@
 """The judge <-> candidate tensor transport: exact round trips, strict decoding of replies."""
 
 import builtins
+import multiprocessing
 import pickle
+import struct
 
 import pytest
 import torch
 
+from opforge_worker.sandbox import CandidateProtocolError, recv_message, send_message
 from opforge_worker.transport import (
     TransportError,
     decode_inputs,
@@ -109,3 +112,34 @@ def test_replies_that_do_not_match_their_description_are_refused(descriptions, b
     with pytest.raises(TransportError, match=problem):
         decode_tensors(descriptions, blob)
     assert not hasattr(builtins, "opforge_transport_ran")
+
+
+def test_a_message_arrives_whole_in_one_frame():
+    receiving, sending = multiprocessing.Pipe(duplex=False)
+    header = {"kind": "reply", "findings": [["sandbox", "bad \udc80 byte"]], "run_s": float("inf")}
+    header["structure"] = {"type": "scalar", "value": -(2**63)}
+
+    send_message(sending, header, b"\x00\x01tensor bytes")
+    received, blob = recv_message(receiving)
+
+    assert received == header and bytes(blob) == b"\x00\x01tensor bytes"
+    send_message(sending, {"kind": "batch_end"})
+    assert recv_message(receiving) == ({"kind": "batch_end"}, b"")
+
+
+@pytest.mark.parametrize(
+    ("frame", "words"),
+    [
+        (b"\x01\x00", "a frame of 2 bytes"),
+        (struct.pack("<I", 9) + b"\x80", "a header of 9 bytes in a frame of 5"),
+        (struct.pack("<I", 1) + b"\xc1", "malformed message"),
+        (struct.pack("<I", 2) + b"\x91\x01", "not a map"),
+    ],
+    ids=["short", "header past the frame", "not msgpack", "a list"],
+)
+def test_a_malformed_message_from_the_candidate_process_is_named(frame, words):
+    receiving, sending = multiprocessing.Pipe(duplex=False)
+    sending.send_bytes(frame)
+
+    with pytest.raises(CandidateProtocolError, match=words):
+        recv_message(receiving)
