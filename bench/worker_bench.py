@@ -9,8 +9,9 @@
     empty sample and compile caches: the first validation after a compiler drop) and a warm pass
     (the same library again: re-validation on an unchanged toolchain) and a restart pass (fresh
     harnesses and samples, the compiled kernels kept: a worker restart, or a torch drop with the
-    same Triton), side by side with two
-    baselines over the same samples: (i) ATen on the device alone (the samples generated from the
+    same Triton), warm passes with each count of `--parallel-slots` harnesses, each pass with
+    the judge process's CPU time (all its harness threads; whether the judge bounds the pass),
+    side by side with baselines over the same samples: (i) ATen on the device alone (the samples generated from the
     same seed on the device, the operator run on each, synchronised; goal: harness within 1.5x)
     and (ii) ATen validated the harness's way in-process (no Triton, no sandbox: every sample and
     its fresh values to the device, ATen, back, compared with the CPU reference), and (iii) the
