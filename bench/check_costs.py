@@ -12,11 +12,13 @@ loads them and called on their float32 samples, each configuration for ``--round
 3. with the launch counter's hooks installed, then the escape hatches and the thread watch;
 4. through ``CandidateServer._guarded`` (CPU limit, integrity, findings);
 5. with the audit hook installed (it cannot be removed, so it comes last);
-6. the whole ``CandidateServer._call``: decoding the inputs, copies to the device, the call,
+6. the whole ``CandidateServer._call``: decoding the inputs (the sample's bytes already on the
+   device, as a batch puts them there), the call,
    the outputs and inputs copied back and encoded;
 
-then, for the data path, decoding alone, decoding with the copies to the device, and
-``_results`` (output structure, copies back, encoding) alone.
+then, for the data path, decoding alone, decoding with the copies to the device (from host
+memory, and from the sample's bytes already on the device, as a batch decodes), and
+the outputs described, copied back and encoded alone.
 
     python bench/check_costs.py --device cuda
 
@@ -54,6 +56,7 @@ class Case:
         from opforge_worker.opinfo import find_opinfo
         from opforge_worker.samples import CACHE
         from opforge_worker.settings import load_settings
+        from opforge_worker.transport import to_device
 
         candidate = validate.read_candidate(path)
         loaded = jobs / path.name
@@ -70,6 +73,8 @@ class Case:
         )
         self.header["alias_allowed"] = self.header["alias_allowed"][0]
         self.on_device = [decoded_on(sample.inputs, device) for sample in self.samples]
+        # Each sample's bytes on the device, as a batch puts them there before its calls.
+        self.staged = [to_device(sample.inputs, device) for sample in self.samples]
         self.results: dict[int, object] = {}
 
     def policy(self):
@@ -159,7 +164,9 @@ def main() -> int:
 
     def whole_call(case, index):
         server.namespace = {case.name: case.wrapper}
-        reply, _ = server._call(case.header, case.samples[index].inputs)
+        reply, _ = server._call(
+            case.header, case.samples[index].inputs, case.staged[index]
+        )
         assert reply["status"] == "ok" and not reply["findings"], reply
 
     def decoding(case, index):
@@ -169,13 +176,20 @@ def main() -> int:
         decoded_on(case.samples[index].inputs, device)
         sync()
 
+    def decoding_staged(case, index):
+        decode_inputs(case.samples[index].inputs, staged=case.staged[index])
+        sync()
+
     def results(case, index):
         call_args, call_kwargs = case.on_device[index]
         if index not in case.results:
             case.results[index] = case.wrapper(*call_args, **call_kwargs)
         reply = {"status": "ok", "findings": [], "launches": 1}
         inputs = tensor_leaves((call_args, call_kwargs))
-        server._results(reply, case.results[index], inputs, case.policy(), case.header)
+        leaves = server._describe(
+            reply, case.results[index], inputs, case.policy(), case.header
+        )
+        server.staging.encode([*leaves, *inputs])
 
     print(f"Device: {args.device}, torch {torch.__version__}")
     print(
@@ -203,7 +217,11 @@ def main() -> int:
     print("|---|---|---|")
     timed("decode_inputs", decoding)
     timed("decode_inputs, copies to the device, synchronisation", decoding_to_device)
-    timed("_results: output structure, copies back, encoding", results)
+    timed(
+        "decode_inputs from the batch's bytes on the device, synchronisation",
+        decoding_staged,
+    )
+    timed("outputs described (_describe), copied back and encoded (staging)", results)
     return 0
 
 

@@ -61,7 +61,7 @@ from opforge_worker.checks import (
     tensor_leaves,
 )
 from opforge_worker.sandbox import AuditGuard, CodeOwners, recv_message, send_message
-from opforge_worker.transport import decode_inputs, encode_tensors
+from opforge_worker.transport import HostStaging, decode_inputs, to_device
 
 _MAX_TEXT = 20_000
 #: What the CPU-time limit of a request allows for (os.cpu_count reads /sys: 20 us a call).
@@ -243,6 +243,7 @@ class CandidateServer:
         )
         self.escapes = EscapeHatches(self.owners, self.launches)
         self.threads = ThreadWatch(self.owners)
+        self.staging = HostStaging(pinned=device_kind == "cuda")
         self.namespace: dict = {}
         #: The sha256 of the source ``namespace`` was loaded from; "" when the load failed.
         self.namespace_source = ""
@@ -324,14 +325,16 @@ class CandidateServer:
 
     def _call_batch(self, header: dict, blob: bytes) -> None:
         """Run the batch's samples in order, one reply each, then ``batch_end``."""
-        view, position = memoryview(blob), 0
+        view, position, staged = memoryview(blob), 0, None
         # A malformed header (the judge's bug) still gets a reply: a harness error, not a crash.
         for index, size in enumerate(header.get("sizes") or [0]):
             try:
-                sample = view[position : position + size]
+                if staged is None:  # every sample of the batch to the device in one copy
+                    staged = to_device(blob, self.device)
+                sample = view[position : position + size], staged[position : position + size]
                 position += size
                 call = {**header, "alias_allowed": header["alias_allowed"][index]}
-                reply, reply_blob = self._call(call, sample)
+                reply, reply_blob = self._call(call, *sample)
             except Exception as error:  # noqa: BLE001 (the harness's own failure, reported)
                 reply, reply_blob = _harness_error(error), b""
             reply.update(index=index, output_marks=_output_marks())
@@ -347,14 +350,14 @@ class CandidateServer:
         header, _ = recv_message(self.conn)
         return header.get("cmd") == "stop"
 
-    def _call(self, header: dict, blob) -> tuple[dict, bytes]:
+    def _call(self, header: dict, blob, staged: torch.Tensor) -> tuple[dict, bytes | memoryview]:
         policy = CallPolicy(
             frozenset(header["op_names"]), header["launch_exempt"], header["host_read_allowed"]
         )
         wrapper = self.namespace[header["wrapper"]]
         reply: dict = {"findings": []}
         try:
-            sample = decode_inputs(blob, self.device)
+            sample = decode_inputs(blob, staged=staged)
             args, kwargs = sample["args"], sample["kwargs"]
             inputs = tensor_leaves((args, kwargs))
             box = {}
@@ -365,7 +368,9 @@ class CandidateServer:
             reply = self._guarded(call, header["timeout_s"], policy)
             if reply["status"] != "ok":  # the judge reads no tensors after a failing call
                 return reply, b""
-            return reply, self._results(reply, box["result"], inputs, policy, header)
+            leaves = self._describe(reply, box["result"], inputs, policy, header)
+            reply["tensors"], reply_blob = self.staging.encode([*leaves, *inputs])
+            return reply, reply_blob
         except Exception as error:
             # Only the candidate's kernels run on this process's device, asynchronously, and a
             # fault leaves the context failing every later operation: a fault that surfaces in
@@ -375,10 +380,10 @@ class CandidateServer:
             reply.update(self._classify(error))
             return reply, b""
 
-    def _results(
+    def _describe(
         self, reply: dict, result, inputs: list[torch.Tensor], policy: CallPolicy, header: dict
-    ) -> bytes:
-        """Describe the outputs into ``reply``; the outputs' and inputs' bytes."""
+    ) -> list[torch.Tensor]:
+        """Describe the outputs and their findings into ``reply``; the output tensors."""
         input_storages = {
             tensor.untyped_storage().data_ptr(): index
             for index, tensor in enumerate(inputs)
@@ -393,9 +398,8 @@ class CandidateServer:
         if reply["launches"] == 0 and not policy.launch_exempt and produced:
             findings.add("no_launch", "no Triton kernel was launched")
         reply["findings"] = findings.items
-        reply["tensors"], blob = encode_tensors([*leaves, *inputs])
         reply["outputs"] = len(leaves)
-        return blob
+        return leaves
 
     def _guarded(
         self, body: Callable[[], None], timeout_s: float, policy: CallPolicy | None

@@ -71,20 +71,35 @@ def encode_inputs(value) -> bytes:
     return b"".join([_LENGTH.pack(len(header)), header, *chunks])
 
 
-def decode_inputs(blob: bytes, device: torch.device | None = None):
+def to_device(blob, device: torch.device | None = None) -> torch.Tensor:
+    """``blob``'s bytes as one uint8 tensor on ``device`` (default CPU), for ``decode_inputs``.
+
+    A batch of samples goes to the device in this one copy, and each call's storages are then
+    copied out of it on the device, where the host does not wait for them. Candidate processes
+    sharing a GPU each have a context of their own, and on an H100 every wait that finds another
+    context's work on the GPU cost about 140 us (bench/gpu_sharing.py): a copy from pageable host
+    memory per storage was such a wait.
+    """
+    if not len(blob):
+        return torch.empty(0, dtype=torch.uint8, device=device)
+    return torch.frombuffer(bytearray(blob), dtype=torch.uint8).to(device)
+
+
+def decode_inputs(blob, device: torch.device | None = None, staged: torch.Tensor | None = None):
     """The structure ``encode_inputs`` encoded, every tensor in fresh memory of its own storage,
     on ``device`` (default CPU): each storage is copied there whole, so tensors keep their
-    layout and sharing on every device.
+    layout and sharing on every device. ``staged``, if given, is ``to_device(blob, device)``
+    (or the part of a batch's that holds ``blob``), and the storages are copied from it.
 
     For the candidate process only: it unpickles (the blob is the judge's).
     """
     (length,) = _LENGTH.unpack_from(blob)
     structure, sizes = pickle.loads(blob[_LENGTH.size : _LENGTH.size + length])
+    if staged is None:
+        staged = to_device(blob, device)
     storages, position = [], _LENGTH.size + length
-    view = memoryview(blob)
     for size in sizes:
-        raw = _writable_tensor(view[position : position + size])
-        storages.append((raw if device is None else raw.to(device)).untyped_storage())
+        storages.append(staged[position : position + size].clone().untyped_storage())
         position += size
 
     return _InputUnpickler(structure, storages).load()
@@ -104,20 +119,51 @@ class _InputUnpickler(pickle.Unpickler):
         return tensor.set_(storage, offset, shape, stride)
 
 
-def encode_tensors(tensors: list[torch.Tensor]) -> tuple[list[dict], bytes]:
-    """Tensors, on any device, as (descriptions for a reply's header, their contiguous bytes one
-    after another).
+class HostStaging:
+    """A reusable host buffer that a call's tensors, on any device, are copied into one after
+    another, contiguous, behind one wait: what the candidate process replies with.
 
-    Each is copied to the host as it is and made contiguous there. Joining them on the device
-    first, for one copy instead of several, was tried: on an H100 it took a call's
-    ``_results`` from 69 to 91 us (bench/check_costs.py), every device-side op being a launch.
+    Pinned (for a cuda device), the copies are asynchronous and one synchronisation covers them
+    all; a copy per tensor to fresh pageable memory waited on each, and on a GPU shared by
+    several candidate processes every wait can cost a context switch (see ``to_device``).
+    Joining the tensors on the device first, for a single copy, was tried: on an H100 it took
+    a call's copies back and encoding from 69 to 91 us (bench/check_costs.py), every
+    device-side op being a launch.
     """
-    descriptions, chunks = [], []
-    for tensor in tensors:
-        dense = tensor.detach().cpu().resolve_conj().resolve_neg().contiguous()
-        descriptions.append({"dtype": _dtype_name(dense.dtype), "shape": list(dense.shape)})
-        chunks.append(dense.reshape(-1).view(torch.uint8).numpy().data)
-    return descriptions, b"".join(chunks)
+
+    def __init__(self, pinned: bool):
+        self.pinned = pinned
+        self.buffer = torch.empty(0, dtype=torch.uint8)
+
+    def encode(self, tensors: list[torch.Tensor]) -> tuple[list[dict], memoryview]:
+        """(descriptions for a reply's header, the tensors' bytes), the bytes a view of the
+        buffer that the next ``encode`` overwrites."""
+        dense = [tensor.detach().resolve_conj().resolve_neg().contiguous() for tensor in tensors]
+        sizes = [tensor.numel() * tensor.element_size() for tensor in dense]
+        total = sum(sizes)
+        if total > self.buffer.numel():
+            self.buffer = torch.empty(
+                max(total, 2 * self.buffer.numel()), dtype=torch.uint8, pin_memory=self.pinned
+            )
+        position = 0
+        for tensor, size in zip(dense, sizes, strict=True):
+            if size:
+                chunk = self.buffer[position : position + size]
+                chunk.copy_(tensor.reshape(-1).view(torch.uint8), non_blocking=self.pinned)
+            position += size
+        if self.pinned:
+            # torch.cuda.synchronize() without its device lookups: the current device, as it does.
+            torch._C._cuda_synchronize()
+        descriptions = [
+            {"dtype": _dtype_name(tensor.dtype), "shape": list(tensor.shape)} for tensor in dense
+        ]
+        return descriptions, self.buffer.numpy().data[:total]
+
+
+def encode_tensors(tensors: list[torch.Tensor]) -> tuple[list[dict], bytes]:
+    """What ``HostStaging.encode`` replies with for ``tensors``, the bytes the caller's own."""
+    descriptions, view = HostStaging(pinned=False).encode(tensors)
+    return descriptions, bytes(view)
 
 
 def _shape(description) -> list[int]:

@@ -68,7 +68,7 @@ def samples_of(op: str, variant: str, dtype: torch.dtype):
 def honest_reply(opinfo, prepared) -> tuple[dict, bytes]:
     """What the candidate process replies to a call of a wrapper computing what ATen computes:
     the inputs as it receives them, the result described and encoded as it does
-    (candidate.CandidateServer._results)."""
+    (candidate.CandidateServer._describe, then its staging)."""
     inputs = decode_inputs(prepared.inputs)
     result = opinfo.op(*inputs["args"], **inputs["kwargs"])
     leaves: list[torch.Tensor] = []

@@ -10,11 +10,13 @@ import torch
 
 from opforge_worker.sandbox import CandidateProtocolError, recv_message, send_message
 from opforge_worker.transport import (
+    HostStaging,
     TransportError,
     decode_inputs,
     decode_tensors,
     encode_inputs,
     encode_tensors,
+    to_device,
 )
 
 _DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
@@ -47,6 +49,45 @@ def test_inputs_arrive_with_their_layout_values_and_sharing(device):
     # ... and none is the judge's memory.
     first.fill_(-1)
     assert torch.equal(base, torch.arange(24, dtype=torch.float32).reshape(4, 6))
+
+
+@pytest.mark.parametrize("device", _DEVICES)
+def test_inputs_decoded_from_a_batch_on_the_device_are_fresh_storages_of_their_own(device):
+    # As the candidate process decodes a batch: every sample's bytes go to the device at once.
+    samples = [{"args": [torch.arange(5.0) * n], "kwargs": {"n": n}} for n in (1, 2)]
+    blobs = [encode_inputs(sample) for sample in samples]
+    staged = to_device(b"".join(blobs), torch.device(device))
+
+    decoded = [
+        decode_inputs(blob, staged=staged[start : start + len(blob)])
+        for blob, start in zip(blobs, (0, len(blobs[0])), strict=True)
+    ]
+
+    for sample, after in zip(samples, decoded, strict=True):
+        (tensor,) = after["args"]
+        assert tensor.device.type == device and torch.equal(tensor.cpu(), sample["args"][0])
+        assert after["kwargs"] == sample["kwargs"]
+        # Its own memory, exactly its size: not a view of the batch.
+        assert tensor.untyped_storage().nbytes() == tensor.numel() * tensor.element_size()
+        tensor.fill_(-1)  # the candidate's to change: the batch's bytes stay the judge's
+    again = decode_inputs(blobs[1], staged=staged[len(blobs[0]) :])["args"][0]
+    assert torch.equal(again.cpu(), samples[1]["args"][0])
+
+
+@pytest.mark.parametrize("pinned", [False, *([True] if "cuda" in _DEVICES else [])])
+def test_staging_encodes_as_encode_tensors_does_and_is_reused(pinned):
+    staging = HostStaging(pinned=pinned)
+    device = "cuda" if pinned else "cpu"
+    small = [torch.arange(6, dtype=torch.int32).reshape(2, 3).t().to(device)]
+    large = [torch.linspace(0, 1, 100).to(device), torch.tensor(True, device=device)]
+
+    for tensors in (large, small, large):
+        descriptions, view = staging.encode(tensors)
+
+        assert (descriptions, bytes(view)) == encode_tensors(tensors)
+    buffer = staging.buffer
+    staging.encode(small)
+    assert staging.buffer is buffer  # no allocation for a reply that fits
 
 
 @pytest.mark.parametrize(
