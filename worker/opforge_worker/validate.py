@@ -44,10 +44,12 @@ def _is_kernel(function: ast.FunctionDef) -> bool:
 def default_wrapper(op: str, source: str) -> str:
     """The wrapper by convention (see the module docstring); `<op>_wrapper` when the source
     does not parse or nothing matches, so that the harness names the problem."""
+    from opforge_worker.linter import parse_source
+
     base = op.replace(".", "_")
     conventional = f"{base}_wrapper"
     try:
-        tree = ast.parse(source)
+        tree = parse_source(source)
     except SyntaxError:
         return conventional
     functions = [node for node in tree.body if isinstance(node, ast.FunctionDef)]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import difflib
 import re
+import threading
 from typing import NamedTuple
 
 from .profile import FORBIDDEN_ATTRIBUTE_RULE, Profile, load_profile
@@ -18,6 +19,19 @@ _TEXT_LIMIT = 120
 _LINE_BREAK = re.compile(r"\r\n?|\n")
 # Operator and context nodes carry no names and no children: the walk does not visit them.
 _LEAVES = (ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop)
+
+
+#: CPython keeps the AST constructor's recursion depth per interpreter, not per thread: two
+#: threads in ast.parse at once failed with "SystemError: AST constructor recursion depth
+#: mismatch" when a worker's harnesses linted side by side (python/cpython#106905 is about the
+#: same error). Every parse in this process takes this lock.
+_PARSE_LOCK = threading.Lock()
+
+
+def parse_source(source: str) -> ast.Module:
+    """``ast.parse(source)``, safe from several threads."""
+    with _PARSE_LOCK:
+        return ast.parse(source)
 
 
 class _Where(NamedTuple):
@@ -34,7 +48,7 @@ def lint_source(source: str, *, op: str, wrapper: str, profile: str | Profile) -
         violation = {"rule": "source_too_large", "line": 1, "col": 1, "text": "", "hint": hint}
         return {"ok": False, "violations": [violation], "syntax_error": None}
     try:
-        tree = ast.parse(source)
+        tree = parse_source(source)
     except SyntaxError as error:
         return _syntax_report(error.lineno or 1, error.offset or 1, error.msg)
     except (ValueError, RecursionError, MemoryError) as error:
