@@ -4,8 +4,9 @@
 (a) warm per-attempt overhead: one candidate submitted `--attempts` times to a warm Harness;
     overhead = wall - (compile_s + run_s) as the harness reports them (goal: < 50 ms).
 (b) library validation: every candidate of the library directories (one file per operator, the
-    `validate` layout) against all its samples for every dtype it supports, with `--slots`
-    harnesses in parallel (what a worker with that many slots does): a cold pass (fresh harnesses,
+    `validate` layout) against all its samples for every dtype it supports, one test job each
+    through the worker's harness pool of `--slots` slots (jobs.HarnessPool, which spreads a
+    job's dtypes over idle slots, as a worker with that many slots does): a cold pass (fresh harnesses,
     empty sample and compile caches: the first validation after a compiler drop) and a warm pass
     (the same library again: re-validation on an unchanged toolchain) and a restart pass (fresh
     harnesses and samples, the compiled kernels kept: a worker restart, or a torch drop with the
@@ -31,7 +32,6 @@ import argparse
 import concurrent.futures
 import json
 import os
-import queue
 import statistics
 import subprocess
 import sys
@@ -174,30 +174,21 @@ def candidate_wrappers(candidates) -> dict:
     return {c: load_candidate(c.path)[c.wrapper] for c in candidates}
 
 
-def validate_library(harnesses, candidates, device_kind: str) -> dict:
-    """One pass of the harnesses (one per slot, each in its own thread) over the library."""
+def validate_library(pool, slots: int, candidates, device_kind: str) -> dict:
+    """One pass over the library through the worker's harness pool, from ``slots`` threads (a
+    worker's job threads): each candidate is one test job of every dtype it supports."""
     from opforge_worker.opinfo import find_opinfo
-
-    idle: queue.Queue = queue.Queue()
-    for harness in harnesses:
-        idle.put(harness)
 
     def run(candidate):
         dtypes = validate.device_dtypes(
             find_opinfo(candidate.op, candidate.variant), device_kind
         )
-        harness = idle.get()
-        try:
-            payload = harness.run_test(
-                request_for(candidate, dtypes), threading.Event()
-            )
-        finally:
-            idle.put(harness)
+        payload = pool.run_test(request_for(candidate, dtypes), threading.Event())
         return candidate, dtypes, payload
 
     started, judge_started = time.perf_counter(), time.process_time()
-    with concurrent.futures.ThreadPoolExecutor(max_workers=len(harnesses)) as pool:
-        done = list(pool.map(run, candidates))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=slots) as job_threads:
+        done = list(job_threads.map(run, candidates))
     wall = time.perf_counter() - started
     return {
         "wall_s": wall,
@@ -244,6 +235,7 @@ def library_validation(
     baselines run ``repeats`` times each; their medians are compared."""
     from opforge_worker.compile_cache import CompileCache
     from opforge_worker.harness import Harness
+    from opforge_worker.jobs import HarnessPool
     from opforge_worker.opinfo import find_opinfo
     from opforge_worker.samples import SampleCache
 
@@ -252,18 +244,19 @@ def library_validation(
     compile_cache = CompileCache(store_root, device_kind)
 
     def passes(sample_cache, count: int, harness_count: int = slots) -> list[dict]:
-        harnesses = [
-            Harness(device_kind, sample_cache=sample_cache, compile_cache=compile_cache)
-            for _ in range(harness_count)
-        ]
+        pool = HarnessPool(
+            harness_count,
+            lambda: Harness(
+                device_kind, sample_cache=sample_cache, compile_cache=compile_cache
+            ),
+        )
         try:
             return [
-                validate_library(harnesses, candidates, device_kind)
+                validate_library(pool, harness_count, candidates, device_kind)
                 for _ in range(count)
             ]
         finally:
-            for harness in harnesses:
-                harness.close()
+            pool.close()
 
     sample_cache = SampleCache()
     cold, *warms = passes(sample_cache, 1 + repeats)
@@ -454,7 +447,7 @@ def main() -> int:
     parser.add_argument(
         "--library",
         nargs="*",
-        type=Path,
+        type=lambda path: Path(path).resolve(),
         default=DEFAULT_LIBRARY,
         help="directories of candidates (missing ones are skipped)",
     )
