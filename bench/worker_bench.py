@@ -5,8 +5,8 @@
     overhead = wall - (compile_s + run_s) as the harness reports them (goal: < 50 ms).
 (b) library validation: every candidate of the library directories (one file per operator, the
     `validate` layout) against all its samples for every dtype it supports, one test job each
-    through the worker's harness pool of `--slots` slots (jobs.HarnessPool, which spreads a
-    job's dtypes over idle slots, as a worker with that many slots does): a cold pass (fresh harnesses,
+    through the worker's harness pool of `--slots` slots (jobs.HarnessPool, as a worker with
+    that many slots runs them): a cold pass (fresh harnesses,
     empty sample and compile caches: the first validation after a compiler drop) and a warm pass
     (the same library again: re-validation on an unchanged toolchain) and a restart pass (fresh
     harnesses and samples, the compiled kernels kept: a worker restart, or a torch drop with the

@@ -7,7 +7,6 @@ worker says hello within a second of starting.
 
 from __future__ import annotations
 
-import concurrent.futures
 import queue
 import threading
 from collections.abc import Callable
@@ -31,11 +30,11 @@ class HarnessPool:
     """One warm Harness per slot: a job takes one and gives it back, so concurrent jobs never share
     a candidate process.
 
-    A test of several dtypes in mode ``all`` also takes the harnesses that are idle when it
-    starts, and they test its dtypes side by side, each dtype apart. On an H100 the warm pass of
-    a nine-kernel library at 8 slots was bound by its largest test (amax: 200 of its 720 calls)
-    while other slots had finished. Mode ``first_failure`` keeps one harness: it stops early, and
-    the dtypes after a failure would be work for nothing.
+    A job keeps its one harness for all its dtypes. Spreading the dtypes of a test of every
+    sample over idle slots was tried and measured slower on an H100: a warm pass of the
+    nine-kernel library took 0.33 s and 0.40 s at 4 slots, against 0.16 s and 0.21 s (8 slots:
+    0.23 and 0.33 s against 0.14 and 0.20 s). A dtype that lands on another process than last
+    time loads its kernels there again, and each dtype's test has its own per-test costs.
     """
 
     def __init__(self, slots: int, make_harness: Callable[[], Any]):
@@ -57,74 +56,18 @@ class HarnessPool:
                 return harness
         return self._idle.get()
 
-    def _take_idle(self, most: int) -> list:
-        """Up to ``most`` harnesses that are idle now (none started for it: a start takes
-        seconds)."""
-        taken = []
-        while len(taken) < most:
-            try:
-                taken.append(self._idle.get_nowait())
-            except queue.Empty:
-                break
-        return taken
-
     def run_test(self, payload: dict[str, Any], cancel: threading.Event) -> dict[str, Any]:
-        harnesses = [self._take()]
+        harness = self._take()
         try:
-            dtypes = payload.get("dtypes")
-            if (
-                payload.get("mode") == "all"
-                and isinstance(dtypes, list)
-                and len(set(map(str, dtypes))) == len(dtypes) > 1
-            ):
-                harnesses += self._take_idle(len(dtypes) - 1)
-            if len(harnesses) == 1:
-                return harnesses[0].run_test(payload, cancel)
-            return _test_dtypes_apart(harnesses, payload, cancel)
+            return harness.run_test(payload, cancel)
         finally:
-            for harness in harnesses:
-                self._idle.put(harness)
+            self._idle.put(harness)
 
     def close(self) -> None:
         with self._lock:
             for harness in self._created:
                 harness.close()
             self._created.clear()
-
-
-def _test_dtypes_apart(harnesses: list, payload: dict[str, Any], cancel: threading.Event) -> dict:
-    """``payload``'s test, its dtypes tested one by one on ``harnesses`` side by side, in one
-    result (``results.merge_dtype_results``)."""
-    from opforge_worker.results import merge_dtype_results
-
-    pending: queue.SimpleQueue = queue.SimpleQueue()
-    for dtype in payload["dtypes"]:
-        pending.put(dtype)
-    results: dict[str, dict] = {}
-
-    def drain(harness) -> None:
-        try:
-            while True:
-                try:
-                    dtype = pending.get_nowait()
-                except queue.Empty:
-                    return
-                results[str(dtype)] = harness.run_test({**payload, "dtypes": [dtype]}, cancel)
-        except BaseException:
-            while not pending.empty():  # the others stop after their current dtype
-                pending.get_nowait()
-            raise
-
-    with concurrent.futures.ThreadPoolExecutor(len(harnesses) - 1) as helpers:
-        futures = [helpers.submit(drain, harness) for harness in harnesses[1:]]
-        try:
-            drain(harnesses[0])
-        finally:
-            for future in futures:
-                future.exception()  # every harness is done before any goes back to the pool
-    for future in futures:
-        future.result()
-    return merge_dtype_results([str(dtype) for dtype in payload["dtypes"]], results)
 
 
 def _catalog_job(device_kind: str):

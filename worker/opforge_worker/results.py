@@ -127,23 +127,3 @@ class ResultBuilder:
             "run_s": round(self.run_s, 6),
             "sandbox": self.sandbox,
         }
-
-
-def merge_dtype_results(dtypes: list[str], results: dict[str, dict]) -> dict:
-    """One test's result from ``results``, the results of testing each of its ``dtypes`` alone.
-
-    Counts and times add up, each dtype keeps its own line, and the failure is the one of the
-    earliest dtype in request order: the failure a test of them all, in order, reports first.
-    """
-    ordered = [results[dtype] for dtype in dtypes]
-    failed = next((result for result in ordered if result["failure"] is not None), None)
-    return {
-        "outcome": failed["outcome"] if failed else "pass",
-        "tests_run": sum(result["tests_run"] for result in ordered),
-        "tests_passed": sum(result["tests_passed"] for result in ordered),
-        "per_dtype": {dtype: results[dtype]["per_dtype"][dtype] for dtype in dtypes},
-        "failure": failed["failure"] if failed else None,
-        "compile_s": round(sum(result["compile_s"] for result in ordered), 6),
-        "run_s": round(sum(result["run_s"] for result in ordered), 6),
-        "sandbox": ordered[0]["sandbox"],
-    }
