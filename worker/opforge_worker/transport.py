@@ -131,8 +131,13 @@ class HostStaging:
     device-side op being a launch.
     """
 
-    def __init__(self, pinned: bool):
+    def __init__(self, pinned: bool, kept_bytes: int = 64 << 20):
         self.pinned = pinned
+        #: The largest buffer kept between calls. A larger reply is copied into pageable memory
+        #: of its own, freed with it: kept (pinned memory stays with torch's host cache even
+        #: when freed), it would sit in the candidate process's resident memory, which the
+        #: memory limit counts, under every later candidate.
+        self.kept_bytes = kept_bytes
         self.buffer = torch.empty(0, dtype=torch.uint8)
 
     def encode(self, tensors: list[torch.Tensor]) -> tuple[list[dict], memoryview]:
@@ -141,23 +146,25 @@ class HostStaging:
         dense = [tensor.detach().resolve_conj().resolve_neg().contiguous() for tensor in tensors]
         sizes = [tensor.numel() * tensor.element_size() for tensor in dense]
         total = sum(sizes)
-        if total > self.buffer.numel():
-            self.buffer = torch.empty(
-                max(total, 2 * self.buffer.numel()), dtype=torch.uint8, pin_memory=self.pinned
-            )
+        buffer, pinned = self.buffer, self.pinned
+        if total > self.kept_bytes:
+            buffer, pinned = torch.empty(total, dtype=torch.uint8), False
+        elif total > buffer.numel():
+            size = min(max(total, 2 * buffer.numel()), self.kept_bytes)
+            buffer = self.buffer = torch.empty(size, dtype=torch.uint8, pin_memory=pinned)
         position = 0
         for tensor, size in zip(dense, sizes, strict=True):
             if size:
-                chunk = self.buffer[position : position + size]
-                chunk.copy_(tensor.reshape(-1).view(torch.uint8), non_blocking=self.pinned)
+                chunk = buffer[position : position + size]
+                chunk.copy_(tensor.reshape(-1).view(torch.uint8), non_blocking=pinned)
             position += size
-        if self.pinned:
+        if pinned:
             # torch.cuda.synchronize() without its device lookups: the current device, as it does.
             torch._C._cuda_synchronize()
         descriptions = [
             {"dtype": _dtype_name(tensor.dtype), "shape": list(tensor.shape)} for tensor in dense
         ]
-        return descriptions, self.buffer.numpy().data[:total]
+        return descriptions, buffer.numpy().data[:total]
 
 
 def encode_tensors(tensors: list[torch.Tensor]) -> tuple[list[dict], bytes]:

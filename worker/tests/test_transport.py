@@ -90,6 +90,20 @@ def test_staging_encodes_as_encode_tensors_does_and_is_reused(pinned):
     assert staging.buffer is buffer  # no allocation for a reply that fits
 
 
+def test_staging_keeps_no_buffer_beyond_its_bound():
+    staging = HostStaging(pinned=False, kept_bytes=1024)
+    staging.encode([torch.ones(64)])  # 256 bytes
+    kept = staging.buffer
+    large = [torch.arange(1000, dtype=torch.float32)]  # 4000 bytes
+
+    descriptions, view = staging.encode(large)
+
+    assert (descriptions, bytes(view)) == encode_tensors(large)
+    assert staging.buffer is kept
+    staging.encode([torch.ones(200)])  # 800 bytes: grows, within the bound
+    assert 800 <= staging.buffer.numel() <= 1024
+
+
 @pytest.mark.parametrize(
     "dtype", [torch.bfloat16, torch.float16, torch.float32, torch.int32, torch.int64, torch.bool]
 )
