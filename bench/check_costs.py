@@ -13,12 +13,13 @@ loads them and called on their float32 samples, each configuration for ``--round
 4. through ``CandidateServer._guarded`` (CPU limit, integrity, findings);
 5. with the audit hook installed (it cannot be removed, so it comes last);
 6. the whole ``CandidateServer._call``: decoding the inputs (the sample's bytes already on the
-   device, as a batch puts them there), the call,
-   the outputs and inputs copied back and encoded;
+   device, as a batch puts them there), the call, the outputs and inputs gathered for the reply
+   (``transport.ReplyStaging``), brought to the host with a wait after each call, then with a
+   wait per group of 8 calls;
 
 then, for the data path, decoding alone, decoding with the copies to the device (from host
 memory, and from the sample's bytes already on the device, as a batch decodes), and
-the outputs described, copied back and encoded alone.
+the outputs described, gathered and brought to the host alone.
 
     python bench/check_costs.py --device cuda
 
@@ -162,12 +163,14 @@ def main() -> int:
         )
         assert reply["status"] == "ok" and not reply["findings"], reply
 
-    def whole_call(case, index):
+    def whole_call(case, index, group_calls=1):
         server.namespace = {case.name: case.wrapper}
-        reply, _ = server._call(
+        reply = server._call(
             case.header, case.samples[index].inputs, case.staged[index]
         )
         assert reply["status"] == "ok" and not reply["findings"], reply
+        if (index + 1) % group_calls == 0 or index + 1 == len(case.samples):
+            server.staging.collect()
 
     def decoding(case, index):
         decode_inputs(case.samples[index].inputs)
@@ -189,7 +192,8 @@ def main() -> int:
         leaves = server._describe(
             reply, case.results[index], inputs, case.policy(), case.header
         )
-        server.staging.encode([*leaves, *inputs])
+        server.staging.add([*leaves, *inputs])
+        server.staging.collect()
 
     print(f"Device: {args.device}, torch {torch.__version__}")
     print(
@@ -212,7 +216,11 @@ def main() -> int:
     timed("through CandidateServer._guarded", guarded)
     server.audit.install()
     timed("audit hook installed", guarded)
-    timed("the whole CandidateServer._call", whole_call)
+    timed("the whole CandidateServer._call, a wait after each", whole_call)
+    timed(
+        "the whole CandidateServer._call, a wait per 8 calls",
+        lambda case, index: whole_call(case, index, group_calls=8),
+    )
     print("\n| data path alone | per call, median | calls/round |")
     print("|---|---|---|")
     timed("decode_inputs", decoding)
@@ -221,7 +229,7 @@ def main() -> int:
         "decode_inputs from the batch's bytes on the device, synchronisation",
         decoding_staged,
     )
-    timed("outputs described (_describe), copied back and encoded (staging)", results)
+    timed("outputs described (_describe), gathered and brought to the host", results)
     return 0
 
 

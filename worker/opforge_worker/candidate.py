@@ -10,15 +10,21 @@ imports (worker/CANDIDATE.md). ``serve`` answers the judge's requests (see ``har
   those compiled before in the source's directory of the judge's compile store
   (``compile_cache.py``); kernels an earlier load of the same source compiled in this process
   are reused as they are (``checks.LoadedKernels``);
-- ``call_batch``: for each sample of the batch in order, move its inputs to the device, run the
-  wrapper under the dynamic checks (``checks.py``), synchronize the device, and send back one reply
-  per sample as soon as it is done: what the checks found and, after a call that succeeded, the
-  outputs and the inputs' state after the call as CPU tensors (raw bytes, ``transport.py``).
-  Expected outputs are never sent here. A device fault wherever it surfaces is the candidate's
-  crash. The replies are the judge's progress markers: a death or a timeout is the sample whose
-  reply is missing. The batch ends after the last sample, after a reply that asks for a fresh
-  process, or when the judge sent ``stop`` (it found a failure); ``batch_end`` follows its
-  replies.
+- ``call_batch``: for each sample of the batch in order, decode its inputs on the device (from
+  the batch's bytes, copied there once), run the wrapper under the dynamic checks
+  (``checks.py``) and gather its outputs and its inputs as the call left them on the device
+  (``transport.ReplyStaging``), without waiting for the device. The judge plans the batch's
+  calls in groups (``groups``: their sizes): at the end of each, the process waits for the
+  device once, brings the group's tensors to the host in one copy and sends the group's
+  replies in one message, one reply per call: what the checks found and, after a call that
+  succeeded, its tensors as raw bytes. A group ends early after a call that did not succeed or
+  had findings, when its tensors pass ``_GROUP_BYTES``, and when its calls have taken a tenth
+  of the per-call limit, so that replies keep coming for slow calls. Expected outputs are never
+  sent here. A device fault surfaces at a wait: one that surfaces with more than one call of a
+  group in flight is reported as such (``fault_calls``), since any of them may have caused it.
+  The replies are the judge's progress markers. The batch ends after the last sample, after a
+  reply that asks for a fresh process, or when the judge sent ``stop`` (it found a failure);
+  ``batch_end`` follows its replies.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import traceback
 import types
 from collections import OrderedDict
 from collections.abc import Callable
+from itertools import accumulate
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -61,12 +68,14 @@ from opforge_worker.checks import (
     tensor_leaves,
 )
 from opforge_worker.sandbox import AuditGuard, CodeOwners, recv_message, send_message
-from opforge_worker.transport import HostStaging, decode_inputs, to_device
+from opforge_worker.transport import ReplyStaging, decode_inputs, to_device
 
 _MAX_TEXT = 20_000
 #: What the CPU-time limit of a request allows for (os.cpu_count reads /sys: 20 us a call).
 _CPUS = os.cpu_count() or 1
 _UNTRUSTING_CHECKS = frozenset({"integrity", "sandbox", "thread", "dispatch_escape"})
+#: The tensors a group of calls may gather on the device before it ends.
+_GROUP_BYTES = 16 << 20
 
 
 _CANDIDATE_MODULE = "opforge_candidate"
@@ -243,7 +252,7 @@ class CandidateServer:
         )
         self.escapes = EscapeHatches(self.owners, self.launches)
         self.threads = ThreadWatch(self.owners)
-        self.staging = HostStaging(pinned=device_kind == "cuda")
+        self.staging = ReplyStaging(self.device)
         self.namespace: dict = {}
         #: The sha256 of the source ``namespace`` was loaded from; "" when the load failed.
         self.namespace_source = ""
@@ -324,24 +333,66 @@ class CandidateServer:
         return reply
 
     def _call_batch(self, header: dict, blob: bytes) -> None:
-        """Run the batch's samples in order, one reply each, then ``batch_end``."""
+        """Run the batch's samples in order, their replies sent group by group, then
+        ``batch_end``."""
         view, position, staged = memoryview(blob), 0, None
         # A malformed header (the judge's bug) still gets a reply: a harness error, not a crash.
-        for index, size in enumerate(header.get("sizes") or [0]):
+        sizes = header.get("sizes") or [0]
+        group_ends = set(accumulate(header.get("groups") or [len(sizes)]))
+        group: list[dict] = []
+        for index, size in enumerate(sizes):
+            if not group:
+                group_began = time.perf_counter()
             try:
                 if staged is None:  # every sample of the batch to the device in one copy
                     staged = to_device(blob, self.device)
                 sample = view[position : position + size], staged[position : position + size]
                 position += size
                 call = {**header, "alias_allowed": header["alias_allowed"][index]}
-                reply, reply_blob = self._call(call, *sample)
+                reply = self._call(call, *sample)
             except Exception as error:  # noqa: BLE001 (the harness's own failure, reported)
-                reply, reply_blob = _harness_error(error), b""
+                reply = _harness_error(error)
             reply.update(index=index, output_marks=_output_marks())
-            send_message(self.conn, {"kind": "reply", **reply}, reply_blob)
-            if reply.get("recycle") or self._stop_requested():
-                break
+            group.append(reply)
+            if (
+                index + 1 in group_ends
+                or reply["status"] != "ok"
+                or reply["findings"]
+                or self.staging.used > _GROUP_BYTES
+                or time.perf_counter() - group_began > header["timeout_s"] / 10
+            ):
+                recycle = self._send_group(group)
+                group = []
+                if recycle or self._stop_requested():
+                    break
+        if group:
+            self._send_group(group)
         send_message(self.conn, {"kind": "batch_end"})
+
+    def _send_group(self, group: list[dict]) -> bool:
+        """Wait for the group's calls and send their replies, with their tensors' bytes, in one
+        message; whether the process must be replaced."""
+        began, data = time.perf_counter(), b""
+        if group[-1]["status"] == "crash":  # a device fault: nothing can be copied any more
+            self.staging.clear()
+        else:
+            try:
+                data = self.staging.collect()
+            except Exception as error:  # noqa: BLE001 (the candidate's fault, or the harness's)
+                failure = self._classify(error) if _is_device_fault(error) else None
+                group.append(failure or _harness_error(error))
+        calls = [reply for reply in group if "index" in reply]
+        calls[-1]["run_s"] = calls[-1].get("run_s", 0.0) + time.perf_counter() - began
+        last = group[-1]
+        if last["status"] == "crash" or last is not calls[-1]:
+            # The device ran the group's calls without waiting for each: a fault may be any of
+            # theirs, and the judge tells which by running them again one at a time.
+            first = calls[0]["index"]
+            group = [{**last, "index": first, "output_marks": calls[-1]["output_marks"]}]
+            group[0]["calls_in_flight"] = len(calls)
+            data = b""
+        send_message(self.conn, {"kind": "replies", "replies": group}, data)
+        return any(reply.get("recycle") for reply in group)
 
     def _stop_requested(self) -> bool:
         """Whether the judge sent ``stop`` (the only request it sends while a batch runs)."""
@@ -350,7 +401,8 @@ class CandidateServer:
         header, _ = recv_message(self.conn)
         return header.get("cmd") == "stop"
 
-    def _call(self, header: dict, blob, staged: torch.Tensor) -> tuple[dict, bytes | memoryview]:
+    def _call(self, header: dict, blob, staged: torch.Tensor) -> dict:
+        """One call of the wrapper, its tensors gathered in the staging; its reply."""
         policy = CallPolicy(
             frozenset(header["op_names"]), header["launch_exempt"], header["host_read_allowed"]
         )
@@ -365,12 +417,12 @@ class CandidateServer:
             def call():
                 box["result"] = wrapper(*args, **kwargs)
 
-            reply = self._guarded(call, header["timeout_s"], policy)
+            reply = self._guarded(call, header["timeout_s"], policy, wait=False)
             if reply["status"] != "ok":  # the judge reads no tensors after a failing call
-                return reply, b""
+                return reply
             leaves = self._describe(reply, box["result"], inputs, policy, header)
-            reply["tensors"], reply_blob = self.staging.encode([*leaves, *inputs])
-            return reply, reply_blob
+            reply["tensors"], reply["nbytes"] = self.staging.add([*leaves, *inputs])
+            return reply
         except Exception as error:
             # Only the candidate's kernels run on this process's device, asynchronously, and a
             # fault leaves the context failing every later operation: a fault that surfaces in
@@ -378,7 +430,7 @@ class CandidateServer:
             if not _is_device_fault(error):
                 raise
             reply.update(self._classify(error))
-            return reply, b""
+            return reply
 
     def _describe(
         self, reply: dict, result, inputs: list[torch.Tensor], policy: CallPolicy, header: dict
@@ -402,9 +454,15 @@ class CandidateServer:
         return leaves
 
     def _guarded(
-        self, body: Callable[[], None], timeout_s: float, policy: CallPolicy | None
+        self,
+        body: Callable[[], None],
+        timeout_s: float,
+        policy: CallPolicy | None,
+        wait: bool = True,
     ) -> dict:
-        """Run ``body`` with every check armed; classify how it ended."""
+        """Run ``body`` with every check armed; classify how it ended. With ``wait``, that is
+        once the device has run what it launched; without, a call's kernels may still run (its
+        group's wait comes later), unless it raised."""
         findings = Findings()
         violations_mark = len(self.audit.violations)
         self._limit_cpu(timeout_s)
@@ -421,7 +479,7 @@ class CandidateServer:
                     body()
                     if not dispatch_mode_intact(recorder):
                         findings.add("integrity", "the dispatch recorder was removed")
-            if self.device_kind == "cuda":
+            if wait and self.device_kind == "cuda":
                 # torch.cuda.synchronize() without its device lookups (a fifth of a call's sync
                 # in a profile of a warm pass on the H100): the current device, as it does.
                 torch._C._cuda_synchronize()

@@ -29,11 +29,20 @@ Every sample is called twice: with its inputs, then with fresh values of the sam
 samples of ``seed + 1``), so that answers cached across calls fail.
 
 The calls of one dtype go to the candidate process in batches (one request of at most
-``_BATCH_BYTES`` of inputs), so that a warm validation does not pay a round trip per call. The
-candidate process replies to each call as soon as it is done, and the judge checks every reply in
-order exactly as it would one call's: each reply is also the progress marker that puts a death
-or a timeout (each call has its own ``timeout_s``) on the right sample. At the first failure the
-judge tells the candidate process to stop and drops the replies to calls it ran past it.
+``_BATCH_BYTES`` of inputs), so that a warm validation does not pay a round trip per call, and
+the judge plans each batch in groups: the first call alone, the rest ``_GROUP_CALLS`` at a time.
+The candidate process waits for the device once per group and sends the group's replies
+together (``candidate.py``): on a GPU shared by several candidate processes, every wait and every
+copy to the host can cost a context switch, which a group pays once. The judge checks every
+reply in order exactly as it would one call's, each call with its own ``timeout_s``: the replies
+are the progress markers that put a death or a timeout on the right sample. Where a group makes
+that uncertain, the judge does not guess. A death, a timeout or a device fault while a group of
+more than one call was in flight could be any of its calls'; the judge then replaces the process
+and runs the test on from that sample one call at a time, as it runs the first call of every
+batch, so that the failure lands on the call that causes it. Its verdict is the one a test run
+one call at a time from the start would give; a hang on a later sample costs its time limit
+twice. At the first failure the judge tells the candidate process to stop and drops the replies
+to calls it ran past it.
 """
 
 from __future__ import annotations
@@ -45,8 +54,8 @@ import shutil
 import tempfile
 import threading
 import traceback
-from collections import OrderedDict
-from dataclasses import dataclass
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from opforge_worker import compile_cache as compile_cache_module
@@ -75,6 +84,9 @@ MODES = ("first_failure", "all")
 _MAX_PROCESS_DEATHS = 3
 #: The inputs one batch of calls may carry (a sample larger than this goes alone).
 _BATCH_BYTES = 64 << 20
+#: The calls of a group, after a batch's first call, which goes alone: the candidate process
+#: waits for the device once per group.
+_GROUP_CALLS = 16
 #: The sources whose static-gate verdict a harness remembers: a library's kernels, validated
 #: again and again (the generation loop's attempts, re-validations after a compiler drop).
 _GATED_SOURCES = 1024
@@ -86,6 +98,11 @@ class JobCancelled(Exception):
 
 class _StopTest(Exception):
     """Internal: the failure recorded ends the test (first_failure, or too many deaths)."""
+
+
+class _InDoubt(Exception):
+    """Internal: a death, timeout or device fault while a group of calls was in flight, which
+    any of them may have caused; the process is gone."""
 
 
 class Harness:
@@ -215,10 +232,26 @@ class _Batch:
     """One batch of calls sent to a candidate process, its replies consumed in order."""
 
     process: CandidateProcess
-    calls: int
+    #: The size of the planned group of each call.
+    group_sizes: list[int]
     replies: int = 0
     ended: bool = False  # batch_end received, or the process is gone
     output_marks: object = None  # where the output of the next call begins, as reported
+    #: Replies received with their tensors' bytes, not yet judged.
+    received: deque = field(default_factory=deque)
+
+    @property
+    def calls(self) -> int:
+        return len(self.group_sizes)
+
+
+def _groups(calls: int, group_calls: int) -> list[int]:
+    """The sizes of the groups a batch of ``calls`` runs in: the first call alone, then at most
+    ``group_calls`` at a time."""
+    if not calls:
+        return []
+    rest = calls - 1
+    return [1] + [min(group_calls, rest - done) for done in range(0, rest, group_calls)]
 
 
 def _calls(sample: PreparedSample, replay: PreparedSample | None) -> list[PreparedSample]:
@@ -242,6 +275,8 @@ class _TestRun:
         self.loaded_in: CandidateProcess | None = None
         self.triton_cache: Path | None = None  # where the loaded source's kernels are compiled
         self.deaths = 0
+        #: One call at a time once a group left a failure in doubt.
+        self.group_calls = _GROUP_CALLS
 
     def run(self) -> dict:
         try:
@@ -373,7 +408,11 @@ class _TestRun:
         batch = self._send_batch(calls)
         try:
             for index in range(start, end):
-                failure = self._run_sample(batch, samples[index], replays[index])
+                try:
+                    failure = self._run_sample(batch, samples[index], replays[index])
+                except _InDoubt:
+                    self.group_calls = 1
+                    return index  # run again from this sample, one call at a time
                 if failure is None:
                     self.result.record_pass(dtype)
                     continue
@@ -389,7 +428,8 @@ class _TestRun:
 
     def _send_batch(self, calls: list[PreparedSample]) -> _Batch:
         process = self._loaded_process()
-        batch = _Batch(process, len(calls), ended=not calls)
+        groups = _groups(len(calls), self.group_calls)
+        batch = _Batch(process, [size for size in groups for _ in range(size)], ended=not calls)
         if calls:
             header = self.judge.batch_request(
                 [call.reference for call in calls],
@@ -397,6 +437,7 @@ class _TestRun:
                 self.request["wrapper"],
                 self.timeout_s,
             )
+            header["groups"] = groups
             process.send(header, b"".join(call.inputs for call in calls))
         return batch
 
@@ -426,6 +467,10 @@ class _TestRun:
         reply, reply_blob = self._next_reply(batch)
         if isinstance(reply, Failure):
             return reply
+        if reply.get("status") == "crash" and reply.get("calls_in_flight", 1) > 1:
+            self.harness._discard_process()
+            batch.ended = True
+            raise _InDoubt
         try:
             failure = self.judge.verdict(reply, reply_blob, reference)
         except ReplyError as error:
@@ -439,30 +484,41 @@ class _TestRun:
         return failure
 
     def _next_reply(self, batch: _Batch):
-        """The reply to the batch's next call, or a Failure (and the batch is over)."""
+        """The reply to the batch's next call with its bytes, or a Failure (and the batch is
+        over); _InDoubt when the process died or timed out while a group was in flight."""
         process = batch.process
         process.mark_output_at(batch.output_marks)
-        reply, blob = self._awaited(
-            process, lambda: process.receive(self.timeout_s, True, self.cancel)
-        )
-        if isinstance(reply, Failure):
-            batch.ended = True
-            return reply, blob
-        if reply.get("kind") != "reply" or reply.get("index") != batch.replies:
-            self.harness._discard_process()
-            batch.ended = True
-            failure = Failure(
-                "harness_error",
-                "harness",
-                f"the candidate process answered call {batch.replies} of a batch with "
-                f"{reply.get('kind')!r} {reply.get('index')!r}",
+        if not batch.received:
+            message, blob = self._awaited(
+                process,
+                lambda: process.receive(self.timeout_s, True, self.cancel),
+                in_group=batch.group_sizes[batch.replies] > 1,
             )
-            return failure, b""
+            if isinstance(message, Failure):
+                batch.ended = True
+                return message, blob
+            problem = _unpack_replies(message, blob, batch.received)
+            if problem:
+                return self._broken_batch(batch, problem)
+        reply, blob = batch.received.popleft()
+        if reply.get("index") != batch.replies:
+            return self._broken_batch(
+                batch,
+                f"the candidate process answered call {batch.replies} of a batch with "
+                f"the reply to {reply.get('index')!r}",
+            )
         batch.replies += 1
         batch.output_marks = reply.get("output_marks")
         self.result.compile_s += reply.get("compile_s", 0.0)
         self.result.run_s += reply.get("run_s", 0.0)
         return reply, blob
+
+    def _broken_batch(self, batch: _Batch, problem: str) -> tuple[Failure, bytes]:
+        """The harness error of a candidate process that broke the batch's protocol (replaced)."""
+        self.harness._discard_process()
+        batch.ended = True
+        batch.received.clear()
+        return Failure("harness_error", "harness", problem), b""
 
     def _end_batch(self, batch: _Batch) -> None:
         """Read the batch to its end, after telling the candidate process to stop when calls are
@@ -483,7 +539,10 @@ class _TestRun:
                 return
             if reply.get("kind") == "batch_end":
                 return
-            if reply.get("kind") != "reply" or reply.get("recycle"):
+            replies = reply.get("replies") if reply.get("kind") == "replies" else None
+            if not isinstance(replies, list) or any(
+                not isinstance(item, dict) or item.get("recycle") for item in replies
+            ):
                 self.harness._discard_process()
                 return
 
@@ -530,29 +589,31 @@ class _TestRun:
         self.loaded_in = process
         return process
 
-    def _awaited(self, process: CandidateProcess, receive):
-        """``receive()``'s reply; a Failure when the process died, timed out or broke protocol."""
+    def _awaited(self, process: CandidateProcess, receive, in_group: bool = False):
+        """``receive()``'s reply; a Failure when the process died, timed out or broke protocol,
+        except that a death or a timeout while a group of calls was in flight is _InDoubt."""
         try:
             return receive()
         except CallCancelled:
             self.harness._discard_process()
             raise JobCancelled(f"test of {self.request.get('op')} cancelled") from None
         except CandidateTimedOut as error:
-            return self._died(Failure("timeout", "timeout", str(error)), process), b""
+            failure = Failure("timeout", "timeout", str(error))
         except CandidateDied as error:
-            return self._died(
-                Failure(
-                    "crash",
-                    "crash",
-                    str(error),
-                    signal=error.signal_name or "",
-                    exit_code=error.exit_code,
-                ),
-                process,
-            ), b""
+            failure = Failure(
+                "crash",
+                "crash",
+                str(error),
+                signal=error.signal_name or "",
+                exit_code=error.exit_code,
+            )
         except CandidateProtocolError as error:
             self.harness._discard_process()
             return Failure("harness_error", "harness", str(error)), b""
+        if in_group:
+            self.harness._discard_process()
+            raise _InDoubt
+        return self._died(failure, process), b""
 
     def _died(self, failure: Failure, process: CandidateProcess) -> Failure:
         self.deaths += 1
@@ -607,6 +668,22 @@ def _describe_violation(violation: dict) -> str:
     """A lint violation in one line: rule, where, the offending text, the hint."""
     text = f" `{violation['text']}`" if violation["text"] else ""
     return f"{violation['rule']} at line {violation['line']}{text}: {violation['hint']}"
+
+
+def _unpack_replies(message: dict, blob: bytes, received: deque) -> str | None:
+    """Queue a group's replies with their tensors' bytes; what is wrong with the message, if
+    anything (it comes from an untrusted process)."""
+    replies = message.get("replies") if message.get("kind") == "replies" else None
+    if not isinstance(replies, list) or not replies:
+        return f"the candidate process sent {message.get('kind')!r} where replies were due"
+    sizes = [reply.get("nbytes", 0) if isinstance(reply, dict) else None for reply in replies]
+    if not all(type(size) is int and size >= 0 for size in sizes) or sum(sizes) != len(blob):
+        return "the candidate process's replies do not account for the bytes it sent"
+    view, position = memoryview(blob), 0
+    for reply, size in zip(replies, sizes, strict=True):
+        received.append((reply, view[position : position + size]))
+        position += size
+    return None
 
 
 def _request_problem(request: dict) -> str | None:

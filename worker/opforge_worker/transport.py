@@ -119,58 +119,93 @@ class _InputUnpickler(pickle.Unpickler):
         return tensor.set_(storage, offset, shape, stride)
 
 
-class HostStaging:
-    """A reusable host buffer that a call's tensors, on any device, are copied into one after
-    another, contiguous, behind one wait: what the candidate process replies with.
+class ReplyStaging:
+    """Where the replies of a group of calls gather: each call's tensors (its outputs, then its
+    inputs as the call left them), contiguous, one after another, in a buffer on their device,
+    and at the group's end all of them to the host in one copy behind one wait.
 
-    Pinned (for a cuda device), the copies are asynchronous and one synchronisation covers them
-    all; a copy per tensor to fresh pageable memory waited on each, and on a GPU shared by
-    several candidate processes every wait can cost a context switch (see ``to_device``).
-    Joining the tensors on the device first, for a single copy, was tried: on an H100 it took
-    a call's copies back and encoding from 69 to 91 us (bench/check_costs.py), every
-    device-side op being a launch.
+    Candidate processes sharing a GPU each have a context of their own. On an H100 shared by
+    eight of them (bench/gpu_sharing.py), a copy into host memory cost a context switch (about
+    140 us) whether or not anything waited on it, and so did every wait, while copies on the
+    device and kernel launches did not: a call that copied its tensors to the host and waited
+    ran at a sixth of the rate of the same call gathering them on the device for a group of 8.
+    On the CPU (the interpreter) the buffer is the host's, and collecting copies nothing.
     """
 
-    def __init__(self, pinned: bool, kept_bytes: int = 64 << 20):
-        self.pinned = pinned
-        #: The largest buffer kept between calls. A larger reply is copied into pageable memory
-        #: of its own, freed with it: kept (pinned memory stays with torch's host cache even
-        #: when freed), it would sit in the candidate process's resident memory, which the
-        #: memory limit counts, under every later candidate.
+    def __init__(self, device: torch.device, kept_bytes: int = 64 << 20):
+        self.device = device
+        #: The largest buffer kept between groups, on the device and on the host. A larger group
+        #: gets buffers of its own, freed after it: pinned host memory stays with torch's host
+        #: cache even when freed, and would sit in the candidate process's resident memory, which
+        #: the memory limit counts, under every later candidate.
         self.kept_bytes = kept_bytes
-        self.buffer = torch.empty(0, dtype=torch.uint8)
+        self.gathered = torch.empty(0, dtype=torch.uint8, device=device)
+        self.used = 0
+        self._host = torch.empty(0, dtype=torch.uint8)
+        self._pinned = device.type == "cuda"
 
-    def encode(self, tensors: list[torch.Tensor]) -> tuple[list[dict], memoryview]:
-        """(descriptions for a reply's header, the tensors' bytes), the bytes a view of the
-        buffer that the next ``encode`` overwrites."""
+    def add(self, tensors: list[torch.Tensor]) -> tuple[list[dict], int]:
+        """Gather ``tensors`` (on the staging's device) after the group's earlier ones without
+        waiting for them; (descriptions for a reply's header, how many bytes they take)."""
         dense = [tensor.detach().resolve_conj().resolve_neg().contiguous() for tensor in tensors]
         sizes = [tensor.numel() * tensor.element_size() for tensor in dense]
-        total = sum(sizes)
-        buffer, pinned = self.buffer, self.pinned
-        if total > self.kept_bytes:
-            buffer, pinned = torch.empty(total, dtype=torch.uint8), False
-        elif total > buffer.numel():
-            size = min(max(total, 2 * buffer.numel()), self.kept_bytes)
-            buffer = self.buffer = torch.empty(size, dtype=torch.uint8, pin_memory=pinned)
-        position = 0
+        position = start = self.used
+        end = start + sum(sizes)
+        if end > self.gathered.numel():
+            grown = torch.empty(
+                max(end, min(2 * self.gathered.numel(), self.kept_bytes)),
+                dtype=torch.uint8,
+                device=self.device,
+            )
+            grown[:start].copy_(self.gathered[:start])
+            self.gathered = grown
         for tensor, size in zip(dense, sizes, strict=True):
             if size:
-                chunk = buffer[position : position + size]
-                chunk.copy_(tensor.reshape(-1).view(torch.uint8), non_blocking=pinned)
+                self.gathered[position : position + size].copy_(
+                    tensor.reshape(-1).view(torch.uint8)
+                )
             position += size
-        if pinned:
-            # torch.cuda.synchronize() without its device lookups: the current device, as it does.
-            torch._C._cuda_synchronize()
+        self.used = end
         descriptions = [
             {"dtype": _dtype_name(tensor.dtype), "shape": list(tensor.shape)} for tensor in dense
         ]
-        return descriptions, buffer.numpy().data[:total]
+        return descriptions, end - start
+
+    def clear(self) -> None:
+        """Drop what the group gathered (after a device fault, when it cannot be copied)."""
+        self.used = 0
+
+    def collect(self) -> memoryview:
+        """The group's bytes on the host, in the order they were added, once the device has
+        produced them (this waits: a device fault surfaces here); a view that the next group
+        overwrites. The staging is empty again."""
+        used, self.used = self.used, 0
+        if not self._pinned:
+            view = self.gathered.numpy().data[:used]
+        else:
+            host, pinned = self._host, True
+            if used > self.kept_bytes:
+                host, pinned = torch.empty(used, dtype=torch.uint8), False
+            elif used > host.numel():
+                size = min(max(used, 2 * host.numel()), self.kept_bytes)
+                host = self._host = torch.empty(size, dtype=torch.uint8, pin_memory=True)
+            if used:
+                host[:used].copy_(self.gathered[:used], non_blocking=pinned)
+            # torch.cuda.synchronize() without its device lookups: the current device, as it does;
+            # the whole device, so that work a call left on another stream is waited for too.
+            torch._C._cuda_synchronize()
+            view = host.numpy().data[:used]
+        if self.gathered.numel() > self.kept_bytes:
+            self.gathered = torch.empty(0, dtype=torch.uint8, device=self.device)
+        return view
 
 
 def encode_tensors(tensors: list[torch.Tensor]) -> tuple[list[dict], bytes]:
-    """What ``HostStaging.encode`` replies with for ``tensors``, the bytes the caller's own."""
-    descriptions, view = HostStaging(pinned=False).encode(tensors)
-    return descriptions, bytes(view)
+    """What a candidate process replies with for ``tensors`` (``ReplyStaging``), the bytes the
+    caller's own."""
+    staging = ReplyStaging(torch.device("cpu"))
+    descriptions, _ = staging.add(tensors)
+    return descriptions, bytes(staging.collect())
 
 
 def _shape(description) -> list[int]:

@@ -79,7 +79,8 @@ def test_a_failure_mid_batch_is_reported_on_its_sample(harness, candidate, outco
 
 
 def test_the_replacement_of_a_crashed_process_starts_before_the_next_test(harness):
-    crashing = misbehaving(0, "far_kernel[(1,)](input, BLOCK=16)", CRASH_KERNEL)
+    # On the first sample, whose call goes alone: a crash in a group costs a second process.
+    crashing = misbehaving(1, "far_kernel[(1,)](input, BLOCK=16)", CRASH_KERNEL)
     run(harness, HONEST)
     started = harness._processes_started
 
@@ -148,9 +149,30 @@ def test_each_call_of_a_batch_gets_its_own_time_budget():
 
     with Harness(DEVICE, static_gate=False) as harness:  # the gate refuses the import of time
         result = run(harness, slow, timeout_s=2.5)
+        started = harness._processes_started
 
-    # Six calls of a second each in one batch, none of them over its 2.5 s.
+    # Six calls of a second each in one batch, none of them over its 2.5 s; a group ends once
+    # its calls took a tenth of that, so no group ran past it and none had to be run again.
     assert result["outcome"] == "pass", result["failure"]
+    assert started == 1
+
+
+def test_a_batch_runs_its_first_call_alone_and_the_rest_in_groups(harness, monkeypatch):
+    replies_per_message = []
+    unpack = harness_module._unpack_replies
+
+    def counting(message, blob, received):
+        replies_per_message.append(len(message["replies"]))
+        return unpack(message, blob, received)
+
+    monkeypatch.setattr(harness_module, "_unpack_replies", counting)
+    monkeypatch.setattr(harness_module, "_GROUP_CALLS", 4)
+
+    result = run(harness, HONEST, dtypes=["float32", "bfloat16"])
+
+    assert result["outcome"] == "pass", result["failure"]
+    # Per dtype: three samples, each called twice.
+    assert replies_per_message == [1, 4, 1] * 2
 
 
 def test_batches_split_by_bytes_give_the_same_verdicts(harness, monkeypatch):

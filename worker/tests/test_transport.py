@@ -10,7 +10,7 @@ import torch
 
 from opforge_worker.sandbox import CandidateProtocolError, recv_message, send_message
 from opforge_worker.transport import (
-    HostStaging,
+    ReplyStaging,
     TransportError,
     decode_inputs,
     decode_tensors,
@@ -74,34 +74,47 @@ def test_inputs_decoded_from_a_batch_on_the_device_are_fresh_storages_of_their_o
     assert torch.equal(again.cpu(), samples[1]["args"][0])
 
 
-@pytest.mark.parametrize("pinned", [False, *([True] if "cuda" in _DEVICES else [])])
-def test_staging_encodes_as_encode_tensors_does_and_is_reused(pinned):
-    staging = HostStaging(pinned=pinned)
-    device = "cuda" if pinned else "cpu"
+@pytest.mark.parametrize("device", _DEVICES)
+def test_a_group_gathers_each_calls_tensors_as_encode_tensors_encodes_them(device):
+    staging = ReplyStaging(torch.device(device))
     small = [torch.arange(6, dtype=torch.int32).reshape(2, 3).t().to(device)]
     large = [torch.linspace(0, 1, 100).to(device), torch.tensor(True, device=device)]
 
-    for tensors in (large, small, large):
-        descriptions, view = staging.encode(tensors)
+    for group in ([large, small, large], [small]):
+        added = [staging.add(tensors) for tensors in group]
+        data = bytes(staging.collect())
 
-        assert (descriptions, bytes(view)) == encode_tensors(tensors)
-    buffer = staging.buffer
-    staging.encode(small)
-    assert staging.buffer is buffer  # no allocation for a reply that fits
+        expected = [encode_tensors([tensor.cpu() for tensor in tensors]) for tensors in group]
+        assert [descriptions for descriptions, _ in added] == [d for d, _ in expected]
+        assert [size for _, size in added] == [len(blob) for _, blob in expected]
+        assert data == b"".join(blob for _, blob in expected)
+        assert staging.used == 0
+    gathered = staging.gathered
+    staging.add(small)
+    assert staging.gathered is gathered  # no allocation for a group that fits
 
 
-def test_staging_keeps_no_buffer_beyond_its_bound():
-    staging = HostStaging(pinned=False, kept_bytes=1024)
-    staging.encode([torch.ones(64)])  # 256 bytes
-    kept = staging.buffer
-    large = [torch.arange(1000, dtype=torch.float32)]  # 4000 bytes
+def test_a_group_grows_its_buffer_and_keeps_none_beyond_the_bound():
+    staging = ReplyStaging(torch.device("cpu"), kept_bytes=1024)
+    staging.add([torch.ones(64)])  # 256 bytes
+    large = [torch.arange(1000, dtype=torch.float32)]  # 4000 bytes, after the 256
 
-    descriptions, view = staging.encode(large)
+    staging.add(large)
+    data = bytes(staging.collect())
 
-    assert (descriptions, bytes(view)) == encode_tensors(large)
-    assert staging.buffer is kept
-    staging.encode([torch.ones(200)])  # 800 bytes: grows, within the bound
-    assert 800 <= staging.buffer.numel() <= 1024
+    assert data == encode_tensors([torch.ones(64)])[1] + encode_tensors(large)[1]
+    assert staging.gathered.numel() == 0  # dropped: over the bound
+    staging.add([torch.ones(200)])  # 800 bytes: grows, within the bound
+    assert 800 <= staging.gathered.numel() <= 1024
+
+
+def test_a_cleared_group_sends_nothing():
+    staging = ReplyStaging(torch.device("cpu"))
+    staging.add([torch.ones(8)])
+
+    staging.clear()
+
+    assert staging.used == 0 and bytes(staging.collect()) == b""
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ genuine_send = server.send_message
 
 
 def forged_send(conn, header, blob=b""):
-    if header.get("kind") == "reply" and blob:
+    if header.get("kind") == "replies" and blob:
         blob = pickle.dumps({"outputs": [RunsInTheJudge()], "inputs_after": []})
     genuine_send(conn, header, blob)
 

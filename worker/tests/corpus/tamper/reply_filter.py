@@ -11,8 +11,9 @@ def exp(input):
     send = server.send_message
 
     def filtered(conn, header, blob=b""):
-        header["findings"] = []
-        header.pop("recycle", None)
+        for reply in header.get("replies", ()):
+            reply["findings"] = []
+            reply.pop("recycle", None)
         send(conn, header, blob)
 
     server.send_message = filtered
