@@ -11,17 +11,16 @@
 # Everything it saw lands in $OUT (at most 8 files: the device tool's limit), each step's exit
 # status in $OUT/summary.txt. Exit status: non-zero if any step failed.
 # One device command may run 10 minutes and the whole check takes longer: name the steps of each
-# call, and split the harness suites (7.5 min on an H100 in November 2026) with
-# OPFORGE_GPU_HARNESS_FILES (paths relative to worker/), e.g. four calls on an H100:
+# call, and split the harness suites (9 min on an H100 in November 2026) with
+# OPFORGE_GPU_HARNESS_FILES (paths relative to worker/), four calls in all on an H100:
 #   OPFORGE_GPU_STEPS=pytest-harness OPFORGE_GPU_HARNESS_FILES="tests/test_harness_batch.py
-#     tests/test_harness_cheats.py tests/test_harness_gate.py" bash ops/gpu-check.sh
+#     tests/test_harness_pool.py tests/test_harness_gate.py tests/test_harness_cheats.py"
+#     bash ops/gpu-check.sh                                                  (4.5 min)
 #   OPFORGE_GPU_STEPS=pytest-harness OPFORGE_GPU_HARNESS_FILES="tests/test_harness_compare.py
 #     tests/test_harness_harmful.py tests/test_harness_honest.py tests/test_harness_outcomes.py
-#     tests/test_harness_sandbox.py" bash ops/gpu-check.sh
-# or, when one call has the time for them all, three:
-#   OPFORGE_GPU_STEPS=pytest-harness bash ops/gpu-check.sh
-#   OPFORGE_GPU_STEPS=pytest-rest bash ops/gpu-check.sh
-#   OPFORGE_GPU_STEPS="validate bench" bash ops/gpu-check.sh
+#     tests/test_harness_sandbox.py" bash ops/gpu-check.sh                   (4.5 min)
+#   OPFORGE_GPU_STEPS=pytest-rest bash ops/gpu-check.sh                      (8.5 min)
+#   OPFORGE_GPU_STEPS="validate bench" bash ops/gpu-check.sh                 (3.5 min)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/opforge-gpu-check}
