@@ -196,16 +196,6 @@ bool nvidia_gpu_present() {
   return ::pclose(pipe) == 0 && found;
 }
 
-// `auto` device kinds become cuda when this host has a GPU, else interpreter.
-config resolve_device_kinds(config cfg) {
-  bool any_auto = cfg.campaigns.device_kind == "auto" ||
-                  std::any_of(cfg.local_workers.begin(), cfg.local_workers.end(),
-                              [](auto& group) { return group.kind == "auto"; });
-  if (any_auto)
-    resolve_auto_kinds(cfg, nvidia_gpu_present());
-  return cfg;
-}
-
 // The campaigns a previous daemon left running, read before the store actor opens the database.
 caf::expected<std::vector<unfinished_campaign>> unfinished_campaigns(const config& cfg) {
   auto db = open_rocksdb_store(cfg.data_dir / "store");
@@ -221,8 +211,8 @@ caf::expected<std::vector<unfinished_campaign>> unfinished_campaigns(const confi
 supervisor_config local_workers(const config& cfg, const std::string& workers_endpoint) {
   supervisor_config out;
   for (auto& group : cfg.local_workers)
-    out.workers.push_back(
-        {group.kind, static_cast<int>(group.count), static_cast<int>(group.slots), group.role});
+    out.workers.push_back({group.kind, static_cast<int>(group.count),
+                           static_cast<int>(group.slots.value()), group.role});
   out.endpoint = connect_endpoint(workers_endpoint);
   out.python = cfg.python;
   return out;
@@ -244,7 +234,8 @@ caf::error run(caf::actor_system& sys, const config& given, const std::string& v
   // Quiet until ready, so that a daemon that cannot start prints nothing but its one error line.
   auto level = spdlog::get_level();
   spdlog::set_level(std::max(level, spdlog::level::warn));
-  auto cfg = resolve_device_kinds(given);
+  auto cfg = given;
+  resolve_auto_settings(cfg, nvidia_gpu_present);
   auto plan = plan_endpoints(cfg, process_env);
   if (!plan)
     return plan.error();

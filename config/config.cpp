@@ -99,6 +99,23 @@ std::optional<std::string> parse_value(const YAML::Node& node, bool& out) {
   return convert(node, out, "true or false");
 }
 
+// A count the daemon may pick itself: an integer >= 1, or `auto` (empty) for
+// resolve_auto_settings to fill in at start.
+std::optional<std::string> parse_value(const YAML::Node& node, std::optional<int64_t>& out) {
+  static constexpr const char* expected = "an integer >= 1 or auto";
+  if (node.IsScalar() && node.Scalar() == "auto") {
+    out.reset();
+    return std::nullopt;
+  }
+  int64_t count = 0;
+  if (auto complaint = convert(node, count, expected))
+    return complaint;
+  if (count < 1)
+    return std::string{"must be "} + expected + ", got " + std::to_string(count);
+  out = count;
+  return std::nullopt;
+}
+
 std::optional<std::string> parse_value(const YAML::Node& node, std::filesystem::path& out) {
   std::string text;
   if (auto complaint = convert(node, text, "a path"))
@@ -352,7 +369,7 @@ void parse(reader& in, local_worker_config& out) {
   in.field("kind", out.kind,
            out.role == "lint" ? one_of({"none"}) : one_of({"auto", "interpreter", "cuda"}));
   in.field("count", out.count, at_least(1));
-  in.field("slots", out.slots, at_least(1));
+  in.field("slots", out.slots);
 }
 
 void parse(reader& in, metrics_config& out) {
@@ -434,6 +451,13 @@ bool is_executable(const std::string& program) {
   return false;
 }
 
+// The count `slots: auto` stands for; local_worker_config::slots says why.
+int64_t auto_slots(const std::string& kind) {
+  constexpr int64_t gpu_slots = 8;
+  constexpr int64_t cpu_slots = 1;
+  return kind == "cuda" ? gpu_slots : cpu_slots;
+}
+
 } // namespace
 
 std::filesystem::path resource_path(std::string_view relative) {
@@ -480,13 +504,20 @@ caf::expected<config> load_config(const config_sources& sources) {
   return result;
 }
 
-void resolve_auto_kinds(config& cfg, bool gpu_present) {
-  auto resolve = [gpu_present](std::string& kind) {
-    if (kind == "auto")
-      kind = gpu_present ? "cuda" : "interpreter";
+void resolve_auto_settings(config& cfg, const std::function<bool()>& gpu_present) {
+  std::optional<bool> gpu;
+  auto resolve = [&](std::string& kind) {
+    if (kind != "auto")
+      return;
+    if (!gpu)
+      gpu = gpu_present();
+    kind = *gpu ? "cuda" : "interpreter";
   };
-  for (auto& group : cfg.local_workers)
+  for (auto& group : cfg.local_workers) {
     resolve(group.kind);
+    if (!group.slots)
+      group.slots = auto_slots(group.kind);
+  }
   resolve(cfg.campaigns.device_kind);
 }
 

@@ -53,7 +53,12 @@ struct local_worker_config {
   /// resolved at start). For role lint: `none`.
   std::string kind = "auto";
   int64_t count = 1;
-  int64_t slots = 1;
+  /// Tests one worker runs at once, each in a candidate process of its own. Empty means `auto`,
+  /// which resolve_auto_settings turns into 8 on cuda and 1 on the interpreter and for lint: on an
+  /// H100 the warm re-validation of the nine-kernel library took 0.36 s with 1 slot, 0.20 s with 4
+  /// and 0.12 s with 8, against 0.11 s for ATen alone (bench/results/worker-h100.md, seventh
+  /// session, call 6); on the CPU interpreter every slot is a process competing for the cores.
+  std::optional<int64_t> slots;
 };
 
 struct metrics_config {
@@ -91,8 +96,10 @@ struct config {
   log_config log;
   control_config control;
   workers_config workers;
-  std::vector<local_worker_config> local_workers = {{"device", "auto", 1, 1},
-                                                    {"lint", "none", 1, 1}};
+  /// One device worker and one lint worker, their slots `auto`.
+  std::vector<local_worker_config> local_workers = {
+      {.role = "device", .kind = "auto", .count = 1, .slots = std::nullopt},
+      {.role = "lint", .kind = "none", .count = 1, .slots = std::nullopt}};
   /// Interpreter that runs local workers (needs the worker's requirements).
   std::string python = default_python();
   metrics_config metrics;
@@ -127,8 +134,10 @@ std::optional<std::string> process_env(const std::string& name);
 /// Builds the configuration from its sources and checks every value; resolves control.listen.
 caf::expected<config> load_config(const config_sources& sources);
 
-/// Resolves local workers and campaigns of kind `auto` to `cuda` or `interpreter`.
-void resolve_auto_kinds(config& cfg, bool gpu_present);
+/// Resolves what the configuration leaves to `auto`: device kinds of local workers and campaigns
+/// become `cuda` when `gpu_present()` says so (asked only when some kind is `auto`), else
+/// `interpreter`; then every local worker group's `slots` becomes the count for its kind.
+void resolve_auto_settings(config& cfg, const std::function<bool()>& gpu_present);
 
 /// Creates the data directory if needed and checks that the daemon can write there, and that the
 /// local workers' interpreter exists when local workers are configured.

@@ -73,8 +73,10 @@ TEST_F(ConfigTest, EmbeddedDefaults) {
   ASSERT_EQ(cfg->local_workers.size(), 2u);
   EXPECT_EQ(cfg->local_workers[0].role, "device");
   EXPECT_EQ(cfg->local_workers[0].kind, "auto");
+  EXPECT_EQ(cfg->local_workers[0].slots, std::nullopt) << "auto, resolved at start";
   EXPECT_EQ(cfg->local_workers[1].role, "lint");
   EXPECT_EQ(cfg->local_workers[1].kind, "none");
+  EXPECT_EQ(cfg->local_workers[1].slots, std::nullopt);
   EXPECT_EQ(cfg->python, OPFORGE_PYTHON);
   EXPECT_EQ(cfg->metrics.listen, "127.0.0.1:9464");
   EXPECT_TRUE(cfg->store.sync);
@@ -92,7 +94,11 @@ TEST_F(ConfigTest, ExampleFileHoldsTheDefaults) {
   EXPECT_EQ(example->control.listen, defaults->control.listen);
   EXPECT_EQ(example->workers.listen, defaults->workers.listen);
   EXPECT_EQ(example->workers.max_frame_bytes, defaults->workers.max_frame_bytes);
-  EXPECT_EQ(example->local_workers.size(), defaults->local_workers.size());
+  ASSERT_EQ(example->local_workers.size(), defaults->local_workers.size());
+  for (size_t i = 0; i < example->local_workers.size(); ++i) {
+    EXPECT_EQ(example->local_workers[i].kind, defaults->local_workers[i].kind);
+    EXPECT_EQ(example->local_workers[i].slots, defaults->local_workers[i].slots);
+  }
   EXPECT_EQ(example->metrics.listen, defaults->metrics.listen);
 }
 
@@ -155,11 +161,63 @@ TEST_F(ConfigTest, AutoKindResolvesByGpuPresence) {
   auto cfg = load_config(sources);
   ASSERT_TRUE(cfg);
   auto with_gpu = *cfg;
-  resolve_auto_kinds(with_gpu, true);
+  resolve_auto_settings(with_gpu, [] { return true; });
   EXPECT_EQ(with_gpu.local_workers[0].kind, "cuda");
   EXPECT_EQ(with_gpu.local_workers[1].kind, "none");
-  resolve_auto_kinds(*cfg, false);
+  EXPECT_EQ(with_gpu.campaigns.device_kind, "cuda");
+  resolve_auto_settings(*cfg, [] { return false; });
   EXPECT_EQ(cfg->local_workers[0].kind, "interpreter");
+  EXPECT_EQ(cfg->campaigns.device_kind, "interpreter");
+}
+
+// Probing for a GPU runs nvidia-smi: only a kind left to `auto` asks.
+TEST_F(ConfigTest, GpuIsProbedOnceAndOnlyForAutoKinds) {
+  auto cfg = load_file("local_workers:\n  - {kind: cuda}\n  - {role: lint}\n"
+                       "campaigns: {device_kind: interpreter}\n");
+  ASSERT_TRUE(cfg) << failure(cfg);
+  int probes = 0;
+  auto probe = [&probes] {
+    ++probes;
+    return true;
+  };
+  resolve_auto_settings(*cfg, probe);
+  EXPECT_EQ(probes, 0);
+  cfg = load_config(config_sources{});
+  ASSERT_TRUE(cfg);
+  resolve_auto_settings(*cfg, probe);
+  EXPECT_EQ(probes, 1) << "the device group and the campaigns share one probe";
+}
+
+// `slots: auto` (the default) becomes 8 on cuda, where more candidate processes keep the GPU
+// busy, and 1 on the interpreter and for lint, where each one takes a CPU core.
+TEST_F(ConfigTest, AutoSlotsResolveByKind) {
+  auto cfg = load_config(sources);
+  ASSERT_TRUE(cfg);
+  auto with_gpu = *cfg;
+  resolve_auto_settings(with_gpu, [] { return true; });
+  EXPECT_EQ(with_gpu.local_workers[0].slots, 8);
+  EXPECT_EQ(with_gpu.local_workers[1].slots, 1) << "lint";
+  resolve_auto_settings(*cfg, [] { return false; });
+  EXPECT_EQ(cfg->local_workers[0].slots, 1) << "interpreter";
+  EXPECT_EQ(cfg->local_workers[1].slots, 1) << "lint";
+}
+
+TEST_F(ConfigTest, ExplicitSlotsAreKeptAndAutoMayBeWritten) {
+  auto cfg = load_file(R"(
+local_workers:
+  - {kind: cuda, slots: 2}
+  - {kind: cuda, slots: auto}
+  - {kind: interpreter, slots: 3}
+  - {kind: interpreter, slots: auto}
+  - {role: lint, slots: auto}
+)");
+  ASSERT_TRUE(cfg) << failure(cfg);
+  EXPECT_EQ(cfg->local_workers[1].slots, std::nullopt);
+  resolve_auto_settings(*cfg, [] { return true; });
+  std::vector<std::optional<int64_t>> slots;
+  for (auto& group : cfg->local_workers)
+    slots.push_back(group.slots);
+  EXPECT_EQ(slots, (std::vector<std::optional<int64_t>>{2, 8, 3, 1, 1}));
 }
 
 // -- every class of bad configuration, with the exact line the user sees -------------------------
@@ -209,6 +267,17 @@ TEST_F(ConfigTest, ValuesOutOfRange) {
             "'cuda'");
   EXPECT_EQ(failure(load_file("data_dir: ''\n")),
             "config_invalid: DIR/opforge.yaml:1: 'data_dir' must not be empty");
+}
+
+// A count of slots below 1, or any word but auto, is refused naming both choices.
+TEST_F(ConfigTest, SlotsMustBeACountOrAuto) {
+  auto cases = std::vector<std::pair<std::string, std::string>>{
+      {"0", "0"}, {"-2", "-2"}, {"many", "'many'"}, {"[8]", "a list"}};
+  for (auto& [value, shown] : cases)
+    EXPECT_EQ(failure(load_file("local_workers:\n  - {role: lint, slots: " + value + "}\n")),
+              "config_invalid: DIR/opforge.yaml:2: 'local_workers[0].slots' must be an integer "
+              ">= 1 or auto, got " +
+                  shown);
 }
 
 TEST_F(ConfigTest, BadEndpoints) {
