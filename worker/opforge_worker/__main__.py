@@ -1,7 +1,7 @@
 """opforge_worker command line.
 
-python -m opforge_worker serve --connect ENDPOINT --device cuda|interpreter|none --slots N
-                               --role device|lint
+python -m opforge_worker serve --connect ENDPOINT --device cuda|interpreter|none
+                               --role device|lint [--slots N|auto]
 python -m opforge_worker catalog [--device K] [--json FILE] [--ops a,b] [--no-cache]
 python -m opforge_worker validate DIR --device cuda|interpreter [--dtypes a,b] [--json OUT]
 python -m opforge_worker fingerprint [--device K]
@@ -19,6 +19,25 @@ from pathlib import Path
 
 from opforge_worker import toolchain
 
+#: What ``serve --slots auto`` (the default) runs at once, by device kind, as the daemon's
+#: ``slots: auto`` does (config/config.hpp): on cuda several candidate processes keep the GPU
+#: busy (an H100 re-validated the nine-kernel library 3x as fast with 8 as with 1,
+#: bench/results/worker-h100.md); on the interpreter each slot competes for the host's cores.
+_AUTO_SLOTS = {"cuda": 8}
+
+
+def resolve_slots(requested: int | str, device_kind: str) -> int:
+    """The jobs a worker runs at once: ``requested``, or the device kind's count for auto."""
+    return _AUTO_SLOTS.get(device_kind, 1) if requested == "auto" else requested
+
+
+def _slots(text: str) -> int | str:
+    if text == "auto":
+        return text
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1 or auto, got {text!r}")
+    return int(text)
+
 
 def _csv(text: str) -> list[str]:
     return [item.strip() for item in text.split(",") if item.strip()]
@@ -35,12 +54,13 @@ def serve(args: argparse.Namespace) -> int:
     if args.role == "lint" and args.device != "none":
         raise ValueError("role 'lint' runs no device: use --device none")
     tools = toolchain.collect(args.device)
-    handlers, release = handlers_for(args.role, args.device, args.slots)
+    slots = resolve_slots(args.slots, args.device)
+    handlers, release = handlers_for(args.role, args.device, slots)
     config = WorkerConfig(
         endpoint=args.connect,
         role=args.role,
         device_kind=args.device,
-        slots=args.slots,
+        slots=slots,
         toolchain=tools,
         fingerprint=toolchain.fingerprint(tools),
     )
@@ -108,7 +128,12 @@ def parser() -> argparse.ArgumentParser:
     serving = commands.add_parser("serve", help="serve jobs from the daemon")
     serving.add_argument("--connect", required=True, help="the daemon's workers endpoint")
     serving.add_argument("--device", required=True, choices=toolchain.DEVICE_KINDS)
-    serving.add_argument("--slots", type=int, default=1, help="jobs run at once (>= 1)")
+    serving.add_argument(
+        "--slots",
+        type=_slots,
+        default="auto",
+        help="jobs run at once: a count, or auto (8 on cuda, 1 otherwise; the default)",
+    )
     serving.add_argument("--role", required=True, choices=["device", "lint"])
     serving.set_defaults(run=serve)
 

@@ -87,6 +87,33 @@ def test_serve_refuses_a_device_role_without_a_device():
     assert "role 'device' needs a device kind" in done.stderr
 
 
+def test_serve_slots_default_to_auto_which_is_eight_on_cuda_and_one_elsewhere():
+    from opforge_worker.__main__ import parser, resolve_slots
+
+    def slots(*given: str, device: str = "none") -> int:
+        args = parser().parse_args(
+            ["serve", "--connect", "tcp://127.0.0.1:1", "--device", device, "--role", "lint"]
+            + list(given)
+        )
+        return resolve_slots(args.slots, args.device)
+
+    assert slots() == 1
+    assert slots(device="interpreter") == 1
+    assert slots(device="cuda") == 8
+    assert slots("--slots", "auto", device="cuda") == 8
+    assert slots("--slots", "3", device="cuda") == 3
+
+
+def test_serve_refuses_slots_that_are_no_count():
+    for bad in ("0", "-2", "many"):
+        done = run_cli(
+            "serve", "--connect", "tcp://127.0.0.1:1", "--device", "none", "--role", "lint",
+            "--slots", bad,
+        )  # fmt: skip
+        assert done.returncode == 2
+        assert f"argument --slots: must be an integer >= 1 or auto, got '{bad}'" in done.stderr
+
+
 def test_serve_names_a_bad_endpoint():
     done = run_cli(
         "serve", "--connect", "tcp://nowhere", "--device", "none", "--slots", "1", "--role", "lint"
