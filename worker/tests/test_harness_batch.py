@@ -24,6 +24,8 @@ def far_kernel(x_ptr, BLOCK: tl.constexpr):
 """
 
 
+DEVICE_FAULT = "CUDA error: an illegal memory access was encountered"
+
 #: exp(0) for a 0-dim input, from a kernel: a wrong answer that launches and falls back to nothing.
 EXP_OF_ZERO = """out = torch.zeros_like(input)
 exp_kernel[(1,)](out, out, 1, BLOCK=16)
@@ -60,8 +62,11 @@ def harness():
         (misbehaving(3, 'raise ValueError("only here")'), "runtime_error", "runtime"),
         (misbehaving(3, "far_kernel[(1,)](input, BLOCK=16)", CRASH_KERNEL), "crash", "crash"),
         (misbehaving(3, "while True:\n    pass"), "timeout", "timeout"),
+        # What a device fault raises where it surfaces; one surfacing in a group could be any
+        # of its calls' until the judge runs them again one at a time.
+        (misbehaving(3, f"raise RuntimeError({DEVICE_FAULT!r})"), "crash", "crash"),
     ],
-    ids=["runtime_error", "crash", "timeout"],
+    ids=["runtime_error", "crash", "timeout", "device_fault"],
 )
 def test_a_failure_mid_batch_is_reported_on_its_sample(harness, candidate, outcome, check):
     first = run(harness, candidate, timeout_s=FAILING_CALL_TIMEOUT_S)
