@@ -3,7 +3,8 @@
 python -m opforge_worker serve --connect ENDPOINT --device cuda|interpreter|none
                                --role device|lint [--slots N|auto]
 python -m opforge_worker catalog [--device K] [--json FILE] [--ops a,b] [--no-cache]
-python -m opforge_worker validate DIR --device cuda|interpreter [--dtypes a,b] [--json OUT]
+python -m opforge_worker validate DIR --device cuda|interpreter [--dtypes a,b] [--sets a,b]
+                                  [--json OUT]
 python -m opforge_worker fingerprint [--device K]
 python -m opforge_worker lint FILE [--profile cuda|interpreter] [--op OP] [--wrapper NAME] [--json]
 """
@@ -94,6 +95,7 @@ def validate(args: argparse.Namespace) -> int:
         args.device,
         dtypes=_csv(args.dtypes) if args.dtypes else None,
         timeout_s=args.timeout_s,
+        sets=_csv(args.sets) if args.sets else None,
     )
     print(validate_module.format_table(results))
     if args.json:
@@ -148,6 +150,9 @@ def parser() -> argparse.ArgumentParser:
     checking.add_argument("directory")
     checking.add_argument("--device", required=True, choices=["cuda", "interpreter"])
     checking.add_argument("--dtypes", help="comma-separated; default: all the op supports")
+    checking.add_argument(
+        "--sets", help="sample sets, comma-separated; default: all (sample_sets.SETS)"
+    )
     checking.add_argument("--json", help="write the results here")
     checking.add_argument("--timeout-s", type=float, default=60.0, help="per-sample time limit")
     checking.set_defaults(run=validate)

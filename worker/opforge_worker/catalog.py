@@ -1,8 +1,9 @@
 """The operator catalog: the OpInfo operators of the installed torch, filtered and described.
 
 Per operator: name, variant, category, the dtypes (of config/catalog.yaml's) it supports on the
-device, its sample count per dtype from a fixed seed, the ATen overloads its samples dispatch to,
-and its docstring with the docstrings it references resolved. Building that means generating and
+device, its sample count per dtype from a fixed seed (over every sample set, as a test draws
+them) and per set, the ATen overloads its samples dispatch to, and its docstring with the
+docstrings it references resolved. Building that means generating and
 running every sample on the CPU, which is slow; the device-independent part (the survey) is
 cached on disk keyed by the toolchain fingerprint, the settings it depends on, and the survey's
 schema version.
@@ -29,7 +30,7 @@ import torch
 import yaml
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from opforge_worker import docstrings, toolchain
+from opforge_worker import docstrings, sample_sets, toolchain
 from opforge_worker import opinfo as opinfo_db
 
 log = logging.getLogger("opforge_worker.catalog")
@@ -44,7 +45,7 @@ CATEGORIES = (
     "other",
 )
 # Bumped whenever survey() records something new or differently: old caches are then ignored.
-SURVEY_SCHEMA = 3
+SURVEY_SCHEMA = 4
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "config" / "catalog.yaml"
 # Operators per task of a parallel survey: small enough to balance slow operators across processes.
 _SURVEY_CHUNK = 8
@@ -129,13 +130,17 @@ def _is_random(overload: str) -> bool:
 
 def survey(opinfo, config: CatalogConfig) -> dict[str, Any]:
     """Facts about `opinfo` under the installed torch: its classes, all dtypes it supports on cpu
-    and cuda, per target dtype the sample count (seeded) and where generation failed, the ATen
-    overloads its samples dispatch to on the CPU, and its docstring DAG."""
+    and cuda, per target dtype the sample count (seeded) of every sample set and of each, and
+    where generation failed, the ATen overloads its OpInfo samples (``sample_inputs``) dispatch
+    to on the CPU, and its docstring DAG. The other sets are generated and counted, not run
+    (which would cost the survey time for little): they call the same operator on other values,
+    layouts and sizes."""
     supported = {
         device: sorted(_dtype_name(dtype) for dtype in opinfo.supported_dtypes(device))
         for device in ("cpu", "cuda")
     }
     sample_counts: dict[str, int] = {}
+    sample_counts_by_set: dict[str, dict[str, int]] = {}
     sample_errors: dict[str, str] = {}
     run_errors = 0
     recorder = _DispatchRecorder()
@@ -145,16 +150,13 @@ def survey(opinfo, config: CatalogConfig) -> dict[str, Any]:
         for dtype_name in config.dtypes:
             if dtype_name not in supported["cpu"] and dtype_name not in supported["cuda"]:
                 continue
-            try:
-                # As the harness generates them, so that the counts are its tests per dtype.
-                samples = opinfo_db.samples_for(
-                    opinfo, "cpu", getattr(torch, dtype_name), config.sample_seed
-                )
-            except Exception as error:  # OpInfo sample functions raise anything
-                sample_errors[dtype_name] = f"{type(error).__name__}: {error}"[:300]
+            by_set = _generate_sets(opinfo, getattr(torch, dtype_name), config.sample_seed)
+            if isinstance(by_set, str):
+                sample_errors[dtype_name] = by_set
                 continue
-            sample_counts[dtype_name] = len(samples)
-            for sample in samples:
+            sample_counts_by_set[dtype_name] = {name: len(found) for name, found in by_set.items()}
+            sample_counts[dtype_name] = sum(sample_counts_by_set[dtype_name].values())
+            for sample in by_set[sample_sets.SAMPLE_INPUTS]:
                 try:
                     with recorder:
                         opinfo(sample.input, *sample.args, **sample.kwargs)
@@ -167,6 +169,7 @@ def survey(opinfo, config: CatalogConfig) -> dict[str, Any]:
         "classes": [cls.__name__ for cls in type(opinfo).__mro__ if cls is not object],
         "supported_dtypes": supported,
         "sample_counts": sample_counts,
+        "sample_counts_by_set": sample_counts_by_set,
         "sample_errors": sample_errors,
         "sample_run_errors": run_errors,
         "aten_overloads": overloads,
@@ -178,6 +181,19 @@ def survey(opinfo, config: CatalogConfig) -> dict[str, Any]:
             max_nodes=config.docstring_max_nodes,
         ),
     }
+
+
+def _generate_sets(opinfo, dtype: torch.dtype, seed: int) -> dict[str, list] | str:
+    """Every set's samples for ``dtype``, as the harness generates them (so that the counts are
+    its tests per dtype); or why a set's generation failed, naming the set: the harness cannot
+    test that dtype then."""
+    by_set = {}
+    for name in sample_sets.SETS:
+        try:
+            by_set[name] = sample_sets.generate(opinfo, name, dtype, seed)
+        except Exception as error:  # OpInfo sample functions raise anything
+            return f"{name}: {type(error).__name__}: {error}"[:300]
+    return by_set
 
 
 def _survey_chunk(keys: list[str], config: CatalogConfig) -> list[dict[str, Any]]:
@@ -357,6 +373,7 @@ def describe(entry: dict, device_kind: str, config: CatalogConfig) -> dict[str, 
         "category": category(entry, config),
         "dtypes": dtypes,
         "sample_counts": {dtype: entry["sample_counts"][dtype] for dtype in dtypes},
+        "sample_counts_by_set": {dtype: entry["sample_counts_by_set"][dtype] for dtype in dtypes},
         "aten_overloads": entry["aten_overloads"],
         "docstring": entry["docstring"],
     }

@@ -15,9 +15,11 @@ job's verdict stands alone. A harness remembers the gate's verdict on the source
 so that validating a library again lints none of them again. ``static_gate=False`` is for tests
 of the dynamic layer on its own.
 
-The caller's process is the judge: it generates the OpInfo samples on CPU from the request's
-seed, computes the reference with CPU ATen, and compares. Samples and references are prepared once
-per (operator, variant, dtype, seed) and cached (``samples.py``). One warm candidate process
+The caller's process is the judge: it generates the samples on CPU from the request's seed,
+computes the reference with CPU ATen, and compares. A test draws the sample sets its request names
+(``sample_sets``, default every one), in ``sample_sets.SETS`` order: OpInfo's ``sample_inputs``,
+then the larger and generated sets (``sample_sets.py``). Samples and references are prepared once
+per (operator, variant, dtype, seed, set) and cached (``samples.py``). One warm candidate process
 (``sandbox.CandidateProcess``) runs the candidates, one after another; it is replaced after a
 crash, a timeout, a CUDA error, and after a call that tampered with the checks or attempted
 something the sandbox refused (the process is no longer trusted); its replacement starts at
@@ -26,23 +28,24 @@ cuda and interpreter take exactly the same path; the device kind changes only th
 process's environment and where it puts the inputs.
 
 Every sample is called twice: with its inputs, then with fresh values of the same shapes (the
-samples of ``seed + 1``), so that answers cached across calls fail.
+sample at the same index of the same set at ``seed + 1``), so that answers cached across calls
+fail. A failure names the set of its sample and the sample's index within it.
 
-The calls of one dtype go to the candidate process in batches (one request of at most
-``_BATCH_BYTES`` of inputs), so that a warm validation does not pay a round trip per call, and
-the judge plans each batch in groups: the first call alone, the rest ``_GROUP_CALLS`` at a time.
-The candidate process waits for the device once per group and sends the group's replies
-together (``candidate.py``): on a GPU shared by several candidate processes, every wait and every
-copy to the host can cost a context switch, which a group pays once. The judge checks every
-reply in order exactly as it would one call's, each call with its own ``timeout_s``: the replies
-are the progress markers that put a death or a timeout on the right sample. Where a group makes
-that uncertain, the judge does not guess. A death, a timeout or a device fault while a group of
-more than one call was in flight could be any of its calls'; the judge then replaces the process
-and runs the test on from that sample one call at a time, as it runs the first call of every
-batch, so that the failure lands on the call that causes it. Its verdict is the one a test run
-one call at a time from the start would give; a hang on a later sample costs its time limit
-twice. At the first failure the judge tells the candidate process to stop and drops the replies
-to calls it ran past it.
+The calls of one dtype, the samples of all its sets one after another, go to the candidate process
+in batches (one request of at most ``_BATCH_BYTES`` of inputs), so that a warm validation does not
+pay a round trip per call nor per set, and the judge plans each batch in groups: the first call
+alone, the rest ``_GROUP_CALLS`` at a time. The candidate process waits for the device once per
+group and sends the group's replies together (``candidate.py``): on a GPU shared by several
+candidate processes, every wait and every copy to the host can cost a context switch, which a group
+pays once. The judge checks every reply in order exactly as it would one call's, each call with its
+own ``timeout_s``: the replies are the progress markers that put a death or a timeout on the right
+sample. Where a group makes that uncertain, the judge does not guess. A death, a timeout or a
+device fault while a group of more than one call was in flight could be any of its calls'; the
+judge then replaces the process and runs the test on from that sample one call at a time, as it
+runs the first call of every batch, so that the failure lands on the call that causes it. Its
+verdict is the one a test run one call at a time from the start would give; a hang on a later
+sample costs its time limit twice. At the first failure the judge tells the candidate process to
+stop and drops the replies to calls it ran past it.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ from pathlib import Path
 
 from opforge_worker import compile_cache as compile_cache_module
 from opforge_worker import opinfo as opinfo_db
+from opforge_worker import sample_sets
 from opforge_worker import samples as samples_module
 from opforge_worker.judge import Judge, ReplyError, report_verdict
 from opforge_worker.linter import Profile, lint_source, load_profile
@@ -303,6 +307,7 @@ class _TestRun:
         problem = _request_problem(request)
         if problem:
             self._stop(Failure("harness_error", "harness", f"bad test request: {problem}"))
+        self.sample_sets = self.result.sample_sets = _sample_sets(request)
         opinfo = opinfo_db.find_opinfo(request["op"], request.get("variant", ""))
         if opinfo is None:
             self._stop(
@@ -360,31 +365,43 @@ class _TestRun:
                     dtype=dtype,
                 )
             )
-        try:
-            samples = self.harness.samples.samples(opinfo, torch_dtype, self.seed)
-            fresh = self.harness.samples.samples(opinfo, torch_dtype, self.seed + 1)
-        except Exception as error:
-            self._stop(
-                Failure(
-                    "harness_error",
-                    "harness",
-                    f"sample generation failed: {type(error).__name__}: {error}",
-                    dtype=dtype,
-                )
-            )
+        samples: list[PreparedSample] = []
+        replays: list[PreparedSample | None] = []
+        for name in self.sample_sets:
+            drawn, fresh = self._draw(opinfo, dtype, name)
+            samples += drawn
+            replays += [fresh[index] if index < len(fresh) else None for index in range(len(drawn))]
         if not samples:
             self._stop(
                 Failure(
                     "harness_error",
                     "harness",
-                    f"the OpInfo yields no samples for {dtype}",
+                    f"the sample sets {', '.join(self.sample_sets)} yield no samples for {dtype}",
                     dtype=dtype,
                 )
             )
-        replays = [fresh[index] if index < len(fresh) else None for index in range(len(samples))]
         start = 0
         while start < len(samples):
             start = self._run_batch(dtype, samples, replays, start)
+
+    def _draw(self, opinfo, dtype: str, sample_set: str) -> tuple[list, list]:
+        """The prepared samples of one set for ``dtype`` and their fresh values (``seed + 1``)."""
+        torch_dtype = opinfo_db.dtype_from_name(dtype)
+        try:
+            return (
+                self.harness.samples.samples(opinfo, torch_dtype, self.seed, sample_set),
+                self.harness.samples.samples(opinfo, torch_dtype, self.seed + 1, sample_set),
+            )
+        except Exception as error:
+            self._stop(
+                Failure(
+                    "harness_error",
+                    "harness",
+                    f"sample generation failed for set {sample_set}: "
+                    f"{type(error).__name__}: {error}",
+                    dtype=dtype,
+                )
+            )
 
     def _run_batch(
         self,
@@ -413,11 +430,13 @@ class _TestRun:
                 except _InDoubt:
                     self.group_calls = 1
                     return index  # run again from this sample, one call at a time
+                sample = samples[index]
                 if failure is None:
-                    self.result.record_pass(dtype)
+                    self.result.record_pass(dtype, sample.sample_set)
                     continue
-                failure.dtype, failure.sample_index = dtype, index
-                failure.sample = failure.sample or samples[index].description
+                failure.dtype, failure.sample_set = dtype, sample.sample_set
+                failure.sample_index = sample.index
+                failure.sample = failure.sample or sample.label()
                 self.result.record_failure(failure)
                 if self.mode == "first_failure" or self.deaths >= _MAX_PROCESS_DEATHS:
                     raise _StopTest
@@ -455,7 +474,7 @@ class _TestRun:
                 "passed; results must not depend on earlier calls: " + failure.message
             )
         if failure is not None:
-            failure.sample = "fresh values of " + replay.description
+            failure.sample = replay.label(fresh_values=True)
         return failure
 
     def _call(self, batch: _Batch, sample: PreparedSample) -> Failure | None:
@@ -706,4 +725,17 @@ def _request_problem(request: dict) -> str | None:
         return f"'mode' must be one of {MODES}"
     if request["timeout_s"] <= 0:
         return "'timeout_s' must be positive"
+    try:
+        _sample_sets(request)
+    except ValueError as error:
+        return str(error)
     return None
+
+
+def _sample_sets(request: dict) -> tuple[str, ...]:
+    """The sample sets a test request draws, in ``sample_sets.SETS`` order (every set when it
+    names none); ValueError saying what is wrong with its ``sample_sets``."""
+    names = request.get("sample_sets", list(sample_sets.SETS))
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        raise ValueError("'sample_sets' must be a non-empty list of set names")
+    return sample_sets.check_names(names)

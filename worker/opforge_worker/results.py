@@ -9,13 +9,20 @@ Shape (every key always present; msgpack-able: str, int, float, bool, None, list
       "tests_passed": int,
       "per_dtype": {             # one entry per requested dtype, in request order
         "<dtype>": {"run": int, "passed": int,
-                    "outcome": str},   # an outcome above, or "skipped" (not run: the test stopped
+                    "outcome": str,    # an outcome above, or "skipped" (not run: the test stopped
                                        # at an earlier failure, or before any sample could run)
+                    "sets": {          # one entry per requested sample set, in sample_sets.SETS
+                      "<set>": {"run": int, "passed": int},  # order; {} for a bad request
+                    }},                                     # (outcome harness_error)
       },
       "failure": None | {        # the first failure (mode first_failure stops there)
         "dtype": str,            # "" when the failure is not tied to a dtype (loading the source)
-        "sample_index": int,     # index into the OpInfo's samples for that dtype; -1 when none
-        "sample": str,           # shapes, dtypes, strides and arguments of that sample
+        "sample_set": str,       # the set of the failing sample (sample_sets.SETS); "" when none
+        "sample_index": int,     # its index within that set for that dtype; -1 when none
+        "sample": str,           # the set, the index and the sample's name when it has one, then
+                                 # shapes, dtypes, strides and arguments: "extremal #2 (nan/inf
+                                 # mix): (Tensor...)", "extremal #2 (nan/inf mix), fresh values:
+                                 # (Tensor...)" for its replay (seed + 1); "" when no sample
         "message": str,          # one paragraph saying what was wrong
         "check": str,            # which check failed: compile, runtime, crash, timeout, accuracy,
                                  # harness, static (the source was refused before it ran), or a
@@ -65,6 +72,7 @@ class Failure:
     check: str
     message: str
     dtype: str = ""
+    sample_set: str = ""
     sample_index: int = -1
     sample: str = ""
     findings: list[str] = field(default_factory=list)
@@ -88,22 +96,27 @@ class ResultBuilder:
     """Accumulates verdicts while a test runs; ``payload()`` gives the documented map."""
 
     dtypes: list[str]
-    run: dict[str, int] = field(default_factory=dict)
-    passed: dict[str, int] = field(default_factory=dict)
+    #: The sample sets the test draws, known once its request is checked.
+    sample_sets: tuple[str, ...] = ()
+    #: Samples run and passed by (dtype, set).
+    run: dict[tuple[str, str], int] = field(default_factory=dict)
+    passed: dict[tuple[str, str], int] = field(default_factory=dict)
     dtype_outcome: dict[str, str] = field(default_factory=dict)
     failure: Failure | None = None
     compile_s: float = 0.0
     run_s: float = 0.0
     sandbox: dict = field(default_factory=dict)
 
-    def record_pass(self, dtype: str) -> None:
-        self.run[dtype] = self.run.get(dtype, 0) + 1
-        self.passed[dtype] = self.passed.get(dtype, 0) + 1
+    def record_pass(self, dtype: str, sample_set: str) -> None:
+        key = (dtype, sample_set)
+        self.run[key] = self.run.get(key, 0) + 1
+        self.passed[key] = self.passed.get(key, 0) + 1
 
     def record_failure(self, failure: Failure) -> None:
         """A sample's failure (counted as run), or one tied to no sample (dtype "" or index -1)."""
         if failure.dtype and failure.sample_index >= 0:
-            self.run[failure.dtype] = self.run.get(failure.dtype, 0) + 1
+            key = (failure.dtype, failure.sample_set)
+            self.run[key] = self.run.get(key, 0) + 1
         if failure.dtype:
             self.dtype_outcome.setdefault(failure.dtype, failure.outcome)
         if self.failure is None:
@@ -112,11 +125,19 @@ class ResultBuilder:
     def payload(self) -> dict:
         per_dtype = {}
         for dtype in self.dtypes:
-            run, passed = self.run.get(dtype, 0), self.passed.get(dtype, 0)
+            sets = {
+                name: {
+                    "run": self.run.get((dtype, name), 0),
+                    "passed": self.passed.get((dtype, name), 0),
+                }
+                for name in self.sample_sets
+            }
+            run = sum(count for (of, _), count in self.run.items() if of == dtype)
+            passed = sum(count for (of, _), count in self.passed.items() if of == dtype)
             outcome = self.dtype_outcome.get(dtype) or (
                 "pass" if run and run == passed else SKIPPED
             )
-            per_dtype[dtype] = {"run": run, "passed": passed, "outcome": outcome}
+            per_dtype[dtype] = {"run": run, "passed": passed, "outcome": outcome, "sets": sets}
         return {
             "outcome": self.failure.outcome if self.failure else "pass",
             "tests_run": sum(self.run.values()),

@@ -1,11 +1,12 @@
-"""OpInfo samples as the judge uses them, prepared once per (operator, variant, dtype, seed).
+"""Samples as the judge uses them, prepared once per (operator, variant, dtype, seed, set).
 
 The generation loop tests the same operator for every attempt a model makes, and re-validation
 tests the same library again: on a GPU, generating the samples and their CPU references cost more
 than the candidate's calls. A prepared sample holds the inputs encoded for the candidate process
 (immutable bytes, decoded into fresh tensors in the candidate process for every call) and the
 reference, computed on copies of the inputs: nothing the candidate does reaches the cached
-tensors, and the judge's checks only read them.
+tensors, and the judge's checks only read them. The samples come from ``sample_sets.generate``:
+each set is cached on its own, so that a test drawing fewer sets generates no others.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from opforge_worker import opinfo as opinfo_db
+from opforge_worker import sample_sets
 from opforge_worker.checks import tensor_leaves
 from opforge_worker.judge import Reference, ReferenceError, compute_reference, describe_sample
 from opforge_worker.transport import encode_inputs
@@ -27,13 +28,23 @@ DEFAULT_CACHE_BYTES = 1 << 30
 
 @dataclass(frozen=True)
 class PreparedSample:
-    description: str
+    sample_set: str  # the name of its set (sample_sets.SETS)
+    index: int  # its index within the set
+    name: str  # the SampleInput's name, "" when it has none
+    description: str  # its arguments: shapes, dtypes, strides, values of the small ones
     #: Shapes and dtypes of its tensors, names of its keyword arguments: fresh values replay a
     #: sample only when the layout is the same.
     layout: tuple
     inputs: bytes  # transport.encode_inputs of the sample's args and kwargs
     reference: Reference | None
     reference_error: str  # why the CPU reference failed, when it did
+
+    def label(self, fresh_values: bool = False) -> str:
+        """The sample for feedback, where it came from first: "extremal #2 (nan/inf mix):
+        (Tensor...)", with ", fresh values" after the name for its replay."""
+        name = f" ({self.name})" if self.name else ""
+        replay = ", fresh values" if fresh_values else ""
+        return f"{self.sample_set} #{self.index}{name}{replay}: {self.description}"
 
     @property
     def nbytes(self) -> int:
@@ -49,7 +60,7 @@ class PreparedSample:
         )
 
 
-def prepare(opinfo, sample) -> PreparedSample:
+def prepare(opinfo, sample, sample_set: str, index: int) -> PreparedSample:
     arguments = [sample.input, *sample.args]
     kwargs = dict(sample.kwargs)
     leaves = tensor_leaves((arguments, kwargs))
@@ -58,6 +69,9 @@ def prepare(opinfo, sample) -> PreparedSample:
     except ReferenceError as failure:
         reference, error = None, str(failure)
     return PreparedSample(
+        sample_set=sample_set,
+        index=index,
+        name=sample.name or "",
         description=describe_sample(sample),
         layout=(tuple((tuple(t.shape), t.dtype) for t in leaves), tuple(kwargs)),
         inputs=encode_inputs({"args": arguments, "kwargs": kwargs}),
@@ -67,7 +81,7 @@ def prepare(opinfo, sample) -> PreparedSample:
 
 
 class SampleCache:
-    """Prepared samples by (operator, variant, dtype, seed), least recently used evicted first
+    """Prepared samples by (operator, variant, dtype, seed, set), least recently used evicted first
     once they hold more than ``max_bytes``. Thread-safe: a worker's slots share one."""
 
     def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES):
@@ -78,9 +92,12 @@ class SampleCache:
         # Sample generation seeds the process's global random generators.
         self._generating = threading.Lock()
 
-    def samples(self, opinfo, dtype: torch.dtype, seed: int) -> list[PreparedSample]:
-        """The prepared samples; whatever generating them raises is raised, never cached."""
-        key = (opinfo.name, opinfo.variant_test_name, dtype, seed)
+    def samples(
+        self, opinfo, dtype: torch.dtype, seed: int, sample_set: str
+    ) -> list[PreparedSample]:
+        """The prepared samples of one set; whatever generating them raises is raised, never
+        cached."""
+        key = (opinfo.name, opinfo.variant_test_name, dtype, seed, sample_set)
         found = self._get(key)
         if found is not None:
             return found
@@ -89,8 +106,10 @@ class SampleCache:
             if found is not None:
                 return found
             prepared = [
-                prepare(opinfo, sample)
-                for sample in opinfo_db.samples_for(opinfo, "cpu", dtype, seed)
+                prepare(opinfo, sample, sample_set, index)
+                for index, sample in enumerate(
+                    sample_sets.generate(opinfo, sample_set, dtype, seed)
+                )
             ]
         self._put(key, prepared)
         return prepared

@@ -11,7 +11,8 @@ defines: `<op>_wrapper`, then `<op>` (dots as underscores: `nn_functional_relu_w
 only top-level function that is not a `@triton.jit` kernel. The file is parsed, never run, here.
 
 Every candidate runs every sample (`mode: all`) of each dtype: the requested ones, or else every
-dtype the operator supports on the device among bfloat16, float16, float32, int32, int64.
+dtype the operator supports on the device among bfloat16, float16, float32, int32, int64; and of
+each sample set: the requested ones, or else all of them (`sample_sets.SETS`).
 """
 
 from __future__ import annotations
@@ -107,6 +108,7 @@ def validate_one(
     dtypes: list[str] | None,
     timeout_s: float,
     seed: int,
+    sets: tuple[str, ...],
 ) -> dict[str, Any]:
     from opforge_worker.opinfo import find_opinfo
 
@@ -135,6 +137,7 @@ def validate_one(
         "wrapper": candidate.wrapper,
         "dtypes": chosen,
         "mode": "all",
+        "sample_sets": list(sets),
         "seed": seed,
         "timeout_s": timeout_s,
     }
@@ -149,7 +152,9 @@ def validate_directory(
     dtypes: list[str] | None = None,
     timeout_s: float = 60.0,
     seed: int = 0,
+    sets: list[str] | None = None,
 ) -> list[dict[str, Any]]:
+    from opforge_worker import sample_sets
     from opforge_worker.harness import Harness
 
     unknown = set(dtypes or ()) - set(TARGET_DTYPES)
@@ -157,11 +162,12 @@ def validate_directory(
         raise ValueError(
             f"unknown dtypes {', '.join(sorted(unknown))} (known: {', '.join(TARGET_DTYPES)})"
         )
+    chosen_sets = sample_sets.check_names(sets or sample_sets.SETS)
     candidates = discover(directory)
     harness = Harness(device_kind=device_kind)
     try:
         return [
-            validate_one(harness, candidate, device_kind, dtypes, timeout_s, seed)
+            validate_one(harness, candidate, device_kind, dtypes, timeout_s, seed, chosen_sets)
             for candidate in candidates
         ]
     finally:

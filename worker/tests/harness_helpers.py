@@ -3,10 +3,15 @@
 import os
 from pathlib import Path
 
+from opforge_worker.sample_sets import SAMPLE_INPUTS
+
 CORPUS = Path(__file__).parent / "corpus"
 #: The device the harness suites run on: the interpreter in CI; on a GPU host,
 #: ``OPFORGE_HARNESS_DEVICE=cuda pytest tests/test_harness_*.py`` runs the same corpus on CUDA.
 DEVICE = os.environ.get("OPFORGE_HARNESS_DEVICE", "interpreter")
+#: Overrides of a request for tests whose counts and indices are those of OpInfo's own samples:
+#: the generated sets would add theirs.
+OPINFO_SAMPLES_ONLY = {"sample_sets": [SAMPLE_INPUTS]}
 
 
 def source(name: str) -> str:
@@ -27,3 +32,9 @@ def request(name: str, op: str, dtypes=("float32",), wrapper=None, **overrides) 
         "timeout_s": 60.0,
         **overrides,
     }
+
+
+def opinfo_counts(run: int, passed: int, outcome: str) -> dict:
+    """The ``per_dtype`` entry of a test of ``OPINFO_SAMPLES_ONLY``."""
+    sets = {SAMPLE_INPUTS: {"run": run, "passed": passed}}
+    return {"run": run, "passed": passed, "outcome": outcome, "sets": sets}

@@ -7,9 +7,11 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
-from opforge_worker import catalog
+from opforge_worker import catalog, sample_sets
+from opforge_worker.opinfo import find_opinfo
 
 OPS = [
     "exp",
@@ -68,6 +70,33 @@ def test_dtypes_and_seeded_sample_counts(built):
     assert by_name(built, "linalg.svd")["dtypes"] == ["float32"]
 
 
+def test_sample_counts_are_per_set_and_over_every_set(monkeypatch):
+    """The hand-made sets stand for the generated ones: exp gains two extremal samples in every
+    dtype, and the layouts set fails for int32, which the harness then cannot test."""
+    original = sample_sets.generate
+
+    def hand_made(opinfo, name, dtype, seed):
+        if name == sample_sets.EXTREMAL:
+            return original(opinfo, sample_sets.SAMPLE_INPUTS, dtype, seed)[:2]
+        if name == sample_sets.LAYOUTS and dtype == torch.int32:
+            raise ValueError("no strided int32 here")
+        return original(opinfo, name, dtype, seed) if name == sample_sets.SAMPLE_INPUTS else []
+
+    monkeypatch.setattr(sample_sets, "generate", hand_made)
+
+    config = catalog.CatalogConfig.load()
+    surveyed = catalog.survey(find_opinfo("exp"), config)
+    exp = catalog.describe(surveyed, DEVICE, config)
+
+    assert exp["dtypes"] == ["bfloat16", "float16", "float32", "int64"]
+    for dtype in exp["dtypes"]:
+        by_set = exp["sample_counts_by_set"][dtype]
+        assert list(by_set) == list(sample_sets.SETS)
+        assert by_set[sample_sets.EXTREMAL] == 2 and by_set[sample_sets.SAMPLE_INPUTS] > 2
+        assert exp["sample_counts"][dtype] == sum(by_set.values())
+    assert surveyed["sample_errors"] == {"int32": "layouts: ValueError: no strided int32 here"}
+
+
 def test_aten_overloads_come_from_dispatch(built):
     assert by_name(built, "exp")["aten_overloads"] == ["aten.exp.default"]
     assert "aten.add.Tensor" in by_name(built, "add")["aten_overloads"]
@@ -103,6 +132,7 @@ def test_cuda_dtypes_come_from_dtypes_if_cuda(built, cache):
         **svd,
         "supported_dtypes": {"cpu": ["float32"], "cuda": ["float16", "float32"]},
         "sample_counts": {"float16": 3, "float32": 3},
+        "sample_counts_by_set": {"float16": {"sample_inputs": 3}, "float32": {"sample_inputs": 3}},
     }
     assert catalog.describe(entry, "cuda", config)["dtypes"] == ["float16", "float32"]
     assert catalog.describe(entry, "interpreter", config)["dtypes"] == ["float32"]

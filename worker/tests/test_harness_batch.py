@@ -1,6 +1,7 @@
 """The calls of a dtype run in batches: a failure on one sample of a batch is that sample's.
 
-exp's float32 samples are, in order: a (20,) tensor, an empty (1, 0, 3) tensor and a 0-dim tensor.
+exp's float32 samples (OpInfo's own, the only set these tests draw) are, in order: a (20,) tensor,
+an empty (1, 0, 3) tensor and a 0-dim tensor.
 Each candidate here is honest exp except on one of them, picked by its number of dimensions.
 """
 
@@ -8,7 +9,7 @@ import os
 import signal
 
 import pytest
-from harness_helpers import DEVICE, request, source
+from harness_helpers import DEVICE, OPINFO_SAMPLES_ONLY, opinfo_counts, request, source
 
 from opforge_worker import harness as harness_module
 from opforge_worker.harness import Harness
@@ -47,7 +48,9 @@ FAILING_CALL_TIMEOUT_S = 5
 
 
 def run(harness, candidate: str, **overrides) -> dict:
-    return harness.run_test({**request("honest/exp", "exp"), "source": candidate, **overrides})
+    return harness.run_test(
+        {**request("honest/exp", "exp", **OPINFO_SAMPLES_ONLY), "source": candidate, **overrides}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -75,10 +78,10 @@ def test_a_failure_mid_batch_is_reported_on_its_sample(harness, candidate, outco
     assert first["outcome"] == outcome, first["failure"]
     assert first["failure"]["check"] == check
     assert first["failure"]["sample_index"] == 1
-    assert first["failure"]["sample"].startswith("(Tensor[float32](1, 0, 3)")
+    assert first["failure"]["sample"].startswith("sample_inputs #1: (Tensor[float32](1, 0, 3)")
     assert (first["tests_run"], first["tests_passed"]) == (2, 1)
     # The samples after the failing one still run, in a fresh process after a death.
-    assert every["per_dtype"]["float32"] == {"run": 3, "passed": 2, "outcome": outcome}
+    assert every["per_dtype"]["float32"] == opinfo_counts(3, 2, outcome)
     assert every["failure"]["sample_index"] == 1
     assert run(harness, HONEST)["outcome"] == "pass"
 
@@ -118,8 +121,8 @@ def test_a_wrong_answer_on_the_last_sample_is_an_accuracy_error_there(harness):
 
     assert result["outcome"] == "accuracy_error"
     assert result["failure"]["sample_index"] == 2
-    assert result["failure"]["sample"].startswith("(Tensor[float32]() = ")
-    assert result["per_dtype"]["float32"] == {"run": 3, "passed": 2, "outcome": "accuracy_error"}
+    assert result["failure"]["sample"].startswith("sample_inputs #2: (Tensor[float32]() = ")
+    assert result["per_dtype"]["float32"] == opinfo_counts(3, 2, "accuracy_error")
 
 
 def test_a_mutation_of_one_samples_input_is_caught_on_it(harness):
@@ -134,7 +137,7 @@ return out"""
     assert result["outcome"] == "cheat_detected", result["failure"]
     assert result["failure"]["check"] == "mutation"
     assert result["failure"]["sample_index"] == 2
-    assert result["per_dtype"]["float32"] == {"run": 3, "passed": 2, "outcome": "cheat_detected"}
+    assert result["per_dtype"]["float32"] == opinfo_counts(3, 2, "cheat_detected")
     assert run(harness, HONEST)["outcome"] == "pass"
 
 
@@ -186,10 +189,16 @@ def test_batches_split_by_bytes_give_the_same_verdicts(harness, monkeypatch):
 
     result = run(harness, wrong, mode="all")
     honest = harness.run_test(
-        request("honest/index_select", "index_select", ["float32", "int64"], mode="all")
+        request(
+            "honest/index_select",
+            "index_select",
+            ["float32", "int64"],
+            mode="all",
+            **OPINFO_SAMPLES_ONLY,
+        )
     )
 
-    assert result["per_dtype"]["float32"] == {"run": 3, "passed": 2, "outcome": "accuracy_error"}
+    assert result["per_dtype"]["float32"] == opinfo_counts(3, 2, "accuracy_error")
     assert result["failure"]["sample_index"] == 2
     assert honest["outcome"] == "pass" and honest["tests_run"] == 6
 
@@ -206,5 +215,5 @@ def test_calls_run_past_a_failure_do_not_change_its_verdict_even_when_they_crash
     assert first["outcome"] == "runtime_error" and first["failure"]["sample_index"] == 0
     assert first["tests_run"] == 1
     assert every["outcome"] == "runtime_error" and every["failure"]["sample_index"] == 0
-    assert every["per_dtype"]["float32"] == {"run": 3, "passed": 1, "outcome": "runtime_error"}
+    assert every["per_dtype"]["float32"] == opinfo_counts(3, 1, "runtime_error")
     assert run(harness, HONEST)["outcome"] == "pass"

@@ -12,6 +12,7 @@ from opforge_worker.compare import bitwise_equal, compare_structure, tensor_diff
 from opforge_worker.judge import Judge, compute_reference
 from opforge_worker.opinfo import find_opinfo
 from opforge_worker.results import Failure, ResultBuilder
+from opforge_worker.sample_sets import EXTREMAL, SAMPLE_INPUTS
 from opforge_worker.sandbox import CodeOwners
 from opforge_worker.settings import Tolerance, load_settings
 from opforge_worker.transport import encode_tensors
@@ -293,14 +294,15 @@ def test_negative_tolerances_are_refused(tmp_path):
 
 
 def test_payload_has_the_documented_shape():
-    result = ResultBuilder(dtypes=["float32", "int32"])
-    result.record_pass("float32")
+    result = ResultBuilder(dtypes=["float32", "int32"], sample_sets=(SAMPLE_INPUTS, EXTREMAL))
+    result.record_pass("float32", SAMPLE_INPUTS)
     result.record_failure(
         Failure(
             "accuracy_error",
             "accuracy",
             "values differ",
             dtype="float32",
+            sample_set=EXTREMAL,
             sample_index=1,
             diff={"mismatched": 1},
         )
@@ -311,11 +313,22 @@ def test_payload_has_the_documented_shape():
     assert payload["outcome"] == "accuracy_error"
     assert payload["tests_run"] == 2 and payload["tests_passed"] == 1
     assert payload["per_dtype"] == {
-        "float32": {"run": 2, "passed": 1, "outcome": "accuracy_error"},
-        "int32": {"run": 0, "passed": 0, "outcome": "skipped"},
+        "float32": {
+            "run": 2,
+            "passed": 1,
+            "outcome": "accuracy_error",
+            "sets": {SAMPLE_INPUTS: {"run": 1, "passed": 1}, EXTREMAL: {"run": 1, "passed": 0}},
+        },
+        "int32": {
+            "run": 0,
+            "passed": 0,
+            "outcome": "skipped",
+            "sets": {SAMPLE_INPUTS: {"run": 0, "passed": 0}, EXTREMAL: {"run": 0, "passed": 0}},
+        },
     }
     assert set(payload["failure"]) == {
         "dtype",
+        "sample_set",
         "sample_index",
         "sample",
         "message",

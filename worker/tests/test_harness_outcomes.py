@@ -4,7 +4,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from harness_helpers import DEVICE, request, source
+from harness_helpers import DEVICE, OPINFO_SAMPLES_ONLY, opinfo_counts, request, source
 
 from opforge_worker import harness as harness_module
 from opforge_worker import sandbox
@@ -45,7 +45,8 @@ def test_runtime_error_carries_the_candidates_traceback(harness):
     assert 'candidate.py", line 5, in exp' in failure["backtrace"]
     assert "opforge_worker" not in failure["backtrace"]
     assert failure["dtype"] == "float32" and failure["sample_index"] == 0
-    assert failure["sample"].startswith("(Tensor[float32](20,)")
+    assert failure["sample_set"] == "sample_inputs"
+    assert failure["sample"].startswith("sample_inputs #0: (Tensor[float32](20,)")
 
 
 @pytest.mark.parametrize(
@@ -200,28 +201,38 @@ def test_harness_error_is_never_the_candidates(harness, overrides, message):
 
 def test_mode_all_runs_every_sample_for_pass_counts(harness):
     result = harness.run_test(
-        request("honest/index_select", "index_select", ["float32", "int64"], mode="all")
+        request(
+            "honest/index_select",
+            "index_select",
+            ["float32", "int64"],
+            mode="all",
+            **OPINFO_SAMPLES_ONLY,
+        )
     )
 
     assert result["per_dtype"] == {
-        "float32": {"run": 3, "passed": 3, "outcome": "pass"},
-        "int64": {"run": 3, "passed": 3, "outcome": "pass"},
+        "float32": opinfo_counts(3, 3, "pass"),
+        "int64": opinfo_counts(3, 3, "pass"),
     }
 
 
 def test_first_failure_stops_and_marks_the_rest_skipped(harness):
-    result = harness.run_test(request("outcomes/accuracy_error", "exp", ["float32", "float16"]))
+    result = harness.run_test(
+        request("outcomes/accuracy_error", "exp", ["float32", "float16"], **OPINFO_SAMPLES_ONLY)
+    )
 
     assert result["tests_run"] == 1 and result["tests_passed"] == 0
-    assert result["per_dtype"]["float16"] == {"run": 0, "passed": 0, "outcome": "skipped"}
+    assert result["per_dtype"]["float16"] == opinfo_counts(0, 0, "skipped")
 
 
 def test_mode_all_keeps_counting_after_failures(harness):
-    result = harness.run_test(request("outcomes/accuracy_error", "exp", mode="all"))
+    result = harness.run_test(
+        request("outcomes/accuracy_error", "exp", mode="all", **OPINFO_SAMPLES_ONLY)
+    )
 
     assert result["outcome"] == "accuracy_error"
     # Sample 1 is empty and sample 2 is a 0-dim tensor: nothing to get wrong in the first.
-    assert result["per_dtype"]["float32"] == {"run": 3, "passed": 1, "outcome": "accuracy_error"}
+    assert result["per_dtype"]["float32"] == opinfo_counts(3, 1, "accuracy_error")
 
 
 def test_cancel_stops_a_running_test(harness):

@@ -3,10 +3,12 @@
 import pytest
 import torch
 from harness_helpers import DEVICE, request
+from torch.testing._internal.opinfo.core import SampleInput
 
 from opforge_worker import opinfo as opinfo_db
-from opforge_worker import samples as samples_module
+from opforge_worker import sample_sets
 from opforge_worker.harness import Harness
+from opforge_worker.sample_sets import EXTREMAL, SAMPLE_INPUTS
 from opforge_worker.samples import SampleCache, prepare
 from opforge_worker.transport import decode_inputs
 
@@ -23,16 +25,16 @@ def generations(monkeypatch):
         calls.append((opinfo.name, dtype, seed))
         return original(opinfo, device, dtype, seed)
 
-    monkeypatch.setattr(samples_module.opinfo_db, "samples_for", counted)
+    monkeypatch.setattr(opinfo_db, "samples_for", counted)
     return calls
 
 
 def test_samples_are_generated_once_per_key(generations):
     cache = SampleCache()
 
-    first = cache.samples(EXP, torch.float32, 0)
-    again = cache.samples(EXP, torch.float32, 0)
-    other_seed = cache.samples(EXP, torch.float32, 1)
+    first = cache.samples(EXP, torch.float32, 0, SAMPLE_INPUTS)
+    again = cache.samples(EXP, torch.float32, 0, SAMPLE_INPUTS)
+    other_seed = cache.samples(EXP, torch.float32, 1, SAMPLE_INPUTS)
 
     assert again is first and other_seed is not first
     assert generations == [("exp", torch.float32, 0), ("exp", torch.float32, 1)]
@@ -40,13 +42,46 @@ def test_samples_are_generated_once_per_key(generations):
     assert first[0].inputs != other_seed[0].inputs  # same shapes, other values
 
 
+def test_each_set_is_generated_and_cached_on_its_own(monkeypatch):
+    drawn = []
+    original = sample_sets.generate
+
+    def recorded(opinfo, name, dtype, seed):
+        drawn.append(name)
+        if name == EXTREMAL:
+            values = [float("nan"), float("inf")] if seed == 0 else [float("nan"), 2.0]
+            return [SampleInput(torch.tensor(values, dtype=dtype), name="nan/inf mix")]
+        return original(opinfo, name, dtype, seed)
+
+    monkeypatch.setattr(sample_sets, "generate", recorded)
+    cache = SampleCache()
+
+    opinfo_samples = cache.samples(EXP, torch.float32, 0, SAMPLE_INPUTS)
+    extremal = cache.samples(EXP, torch.float32, 0, EXTREMAL)
+    again = cache.samples(EXP, torch.float32, 0, EXTREMAL)
+
+    assert drawn == [SAMPLE_INPUTS, EXTREMAL] and again is extremal and len(cache) == 2
+    assert [(s.sample_set, s.index) for s in opinfo_samples] == [
+        (SAMPLE_INPUTS, index) for index in range(3)
+    ]
+    assert extremal[0].label() == "extremal #0 (nan/inf mix): (Tensor[float32](2,) = [nan, inf])"
+    assert opinfo_samples[1].label().startswith("sample_inputs #1: (Tensor[float32](1, 0, 3)")
+    assert (
+        extremal[0]
+        .label(fresh_values=True)
+        .startswith("extremal #0 (nan/inf mix), fresh values: (")
+    )
+
+
 def test_least_recently_used_entries_go_first_beyond_the_bound(generations):
-    size = sum(sample.nbytes for sample in SampleCache().samples(EXP, torch.float32, 0))
+    size = sum(
+        sample.nbytes for sample in SampleCache().samples(EXP, torch.float32, 0, SAMPLE_INPUTS)
+    )
     cache = SampleCache(max_bytes=2 * size)
     generations.clear()
 
     for seed in (0, 1, 0, 2, 0, 1):  # 2 evicts 1 (0 was used since); 1 comes back, evicting 2
-        cache.samples(EXP, torch.float32, seed)
+        cache.samples(EXP, torch.float32, seed, SAMPLE_INPUTS)
 
     assert [seed for _, _, seed in generations] == [0, 1, 2, 1]
     assert len(cache) == 2
@@ -55,15 +90,15 @@ def test_least_recently_used_entries_go_first_beyond_the_bound(generations):
 def test_an_entry_larger_than_the_bound_is_not_kept(generations):
     cache = SampleCache(max_bytes=16)
 
-    cache.samples(EXP, torch.float32, 0)
-    cache.samples(EXP, torch.float32, 0)
+    cache.samples(EXP, torch.float32, 0, SAMPLE_INPUTS)
+    cache.samples(EXP, torch.float32, 0, SAMPLE_INPUTS)
 
     assert len(generations) == 2 and len(cache) == 0
 
 
 def test_the_candidate_gets_fresh_copies_never_the_cached_tensors():
     sample = next(iter(opinfo_db.samples_for(EXP, "cpu", torch.float32, 0)))
-    prepared = prepare(EXP, sample)
+    prepared = prepare(EXP, sample, SAMPLE_INPUTS, 0)
     before = [t.clone() for t in prepared.reference.inputs_before]
 
     for tensor in decode_inputs(prepared.inputs)["args"]:
@@ -87,8 +122,8 @@ def test_a_mutating_candidate_leaves_the_cache_as_generated():
             "mutation"
         )
 
-    regenerated = SampleCache().samples(EXP, torch.float32, 0)
-    cached = cache.samples(EXP, torch.float32, 0)
+    regenerated = SampleCache().samples(EXP, torch.float32, 0, SAMPLE_INPUTS)
+    cached = cache.samples(EXP, torch.float32, 0, SAMPLE_INPUTS)
     assert [s.inputs for s in cached] == [s.inputs for s in regenerated]
     for kept, fresh in zip(cached, regenerated, strict=True):
         assert torch.equal(kept.reference.expected, fresh.reference.expected)
