@@ -149,6 +149,11 @@ class Harness:
         with self._lock:
             return _TestRun(self, request, cancel or threading.Event()).run()
 
+    @property
+    def processes_started(self) -> int:
+        """The candidate processes this harness started, replacements included."""
+        return self._processes_started
+
     def close(self) -> None:
         """Kill the candidate process and remove scratch space this harness created."""
         with self._lock:
