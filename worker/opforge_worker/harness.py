@@ -186,6 +186,16 @@ class Harness:
                 log.warning("standby candidate process lost, starting another: %s", error)
         return self._ready(self._spawn())
 
+    def start_process(self) -> None:
+        """Start the candidate process in the background unless one is warm or starting: its
+        seconds of start-up (torch, triton, the device) then pass while the caller works (the
+        judge's import of the OpInfo database, say), and the first test waits for what is left.
+        A failure to start is reported by the test that needs the process."""
+        with self._lock:
+            if self._standby is None and (self._process is None or not self._process.alive):
+                with contextlib.suppress(SandboxStartError):
+                    self._standby = self._spawn()
+
     def _ready(self, process: CandidateProcess) -> CandidateProcess:
         """``process`` once it is ready, as the warm process (SandboxStartError if it fails)."""
         try:

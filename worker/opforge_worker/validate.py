@@ -323,6 +323,7 @@ def validate_paths(
     clock.mark("judge_imports")
     harness = Harness(device_kind=device_kind)
     try:
+        harness.start_process()  # independent of op_db, which the judge imports meanwhile
         clock.mark("harness")
         candidates = [candidate for path in files for candidate in read_candidates(path)]
         clock.mark("op_db")
