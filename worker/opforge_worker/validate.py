@@ -150,7 +150,7 @@ def read_candidates(path: Path) -> list[Candidate]:
         if key == "wrapper":
             wrapper = value
             continue
-        for variant in value.split(","):
+        for variant in filter(None, value.split(",")):
             variant = "" if variant == DEFAULT_VARIANT else variant
             if variant not in marked:
                 marked.append(variant)
