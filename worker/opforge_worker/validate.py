@@ -126,7 +126,7 @@ def resolve_name(
                 op,
                 [named],
                 f"the file name asks for {_describe(op, named)} but its marker for "
-                f"{', '.join(repr(variant) for variant in marked)}",
+                f"{', '.join(repr(variant or DEFAULT_VARIANT) for variant in marked)}",
             )
         return op, marked, ""
     readings = [op for op in ops if named_variant(op) in variants_of[op]]

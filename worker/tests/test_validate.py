@@ -114,7 +114,9 @@ def test_an_ambiguous_name_without_a_marker_or_one_the_marker_contradicts_is_a_p
 
     op, variants, problem = validate.resolve_name("softmax.with_dtype", [""], VARIANTS_OF)
     assert (op, variants) == ("softmax", ["with_dtype"])
-    assert problem == ("the file name asks for softmax variant 'with_dtype' but its marker for ''")
+    assert problem == (
+        "the file name asks for softmax variant 'with_dtype' but its marker for 'default'"
+    )
 
 
 def test_a_variants_marker_makes_one_candidate_per_variant(tmp_path):
@@ -152,6 +154,7 @@ def test_one_run_validates_many_files_and_variants_with_one_candidate_process(tm
     (library / "round.py").write_text("# opforge: variants=default,decimals_3\n" + ROUND)
     (library / "round.decimals_neg_3.py").write_text(ROUND)
     (library / "exp.no_such_variant.py").write_text(HONEST_EXP.read_text())
+    (library / "round.decimals_3.py").write_text("# opforge: variant=default\n" + ROUND)
     alone = tmp_path / "elsewhere" / "round.decimals_0.py"
     alone.parent.mkdir()
     alone.write_text(ROUND)
@@ -162,6 +165,7 @@ def test_one_run_validates_many_files_and_variants_with_one_candidate_process(tm
     assert rows == [
         ("exp.no_such_variant.py", "exp", "no_such_variant", "invalid"),
         ("exp.py", "exp", "", "pass"),
+        ("round.decimals_3.py", "round", "decimals_3", "invalid"),
         ("round.decimals_neg_3.py", "round", "decimals_neg_3", "pass"),
         ("round.py", "round", "", "pass"),
         ("round.py", "round", "decimals_3", "pass"),
@@ -170,7 +174,12 @@ def test_one_run_validates_many_files_and_variants_with_one_candidate_process(tm
     assert validation.results[0]["error"] == (
         "no OpInfo named 'exp' variant 'no_such_variant' (its variants: 'default')"
     )
-    assert all(r["tests_run"] == r["tests_passed"] > 0 for r in validation.results[1:])
+    assert validation.results[2]["error"] == (
+        "the file name asks for round variant 'decimals_3' but its marker for 'default'"
+    )
+    passed = [r for r in validation.results if r["outcome"] == "pass"]
+    assert len(passed) == 5
+    assert all(r["tests_run"] == r["tests_passed"] > 0 for r in passed)
     assert validation.results[-1]["path"] == str(alone)
     assert validation.processes_started == 1
     assert list(validation.startup_s) == list(validate.STARTUP_PHASES)
