@@ -1,6 +1,7 @@
 """The validation harness: the public API the device worker calls for ``test`` jobs.
 
     h = Harness(device_kind="interpreter" | "cuda", tolerances_path=None, scratch_root=None)
+    h.start_process()  # optional: the candidate process starts now, while the caller works on
     payload = h.run_test(request, cancel=None)  # request/result: messages/PROTOCOL.md "test"
     h.close()
 
