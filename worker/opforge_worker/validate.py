@@ -144,7 +144,10 @@ def resolve_name(
 
 def read_candidates(path: Path) -> list[Candidate]:
     """The tests a candidate file asks for: one Candidate per (operator, variant)."""
-    source = path.read_text()
+    try:
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path}: cannot read the candidate: {error}") from None
     wrapper, marked = "", []
     for key, value in _MARKER.findall(source):
         if key == "wrapper":
@@ -165,7 +168,7 @@ def candidate_files(paths: list[Path]) -> list[Path]:
     found: dict[Path, Path] = {}  # by the resolved path
     for path in paths:
         if path.is_dir():
-            files = sorted(path.glob("*.py"))
+            files = sorted(file for file in path.glob("*.py") if file.is_file())
             if not files:
                 raise ValueError(f"{path}: no candidate files (*.py)")
         elif path.is_file():

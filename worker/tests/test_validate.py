@@ -137,10 +137,14 @@ def test_paths_are_files_and_directories_each_file_once_and_bad_paths_are_named(
     (tmp_path / "exp.py").write_text("")
     (tmp_path / "t.py").write_text("")
     (tmp_path / "notes.txt").write_text("")
+    (tmp_path / "package.py").mkdir()
     assert validate.candidate_files([tmp_path / "t.py", tmp_path, tmp_path / "exp.py"]) == [
         tmp_path / "t.py",
         tmp_path / "exp.py",
     ]
+    (tmp_path / "latin1.py").write_bytes(b"# caf\xe9\n")
+    with pytest.raises(ValueError, match="latin1.py: cannot read the candidate"):
+        validate.read_candidates(tmp_path / "latin1.py")
     with pytest.raises(ValueError, match="notes.txt: not a candidate file"):
         validate.candidate_files([tmp_path / "notes.txt"])
     with pytest.raises(ValueError, match="absent.py: no such file or directory"):
