@@ -59,7 +59,7 @@ class Case:
         from opforge_worker.settings import load_settings
         from opforge_worker.transport import to_device
 
-        candidate = validate.read_candidate(path)
+        (candidate,) = validate.read_candidates(path)
         loaded = jobs / path.name
         loaded.write_text(candidate.source)
         self.name = candidate.wrapper

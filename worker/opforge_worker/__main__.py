@@ -3,8 +3,8 @@
 python -m opforge_worker serve --connect ENDPOINT --device cuda|interpreter|none
                                --role device|lint [--slots N|auto]
 python -m opforge_worker catalog [--device K] [--json FILE] [--ops a,b] [--no-cache]
-python -m opforge_worker validate DIR --device cuda|interpreter [--dtypes a,b] [--sets a,b]
-                                  [--json OUT]
+python -m opforge_worker validate PATH... --device cuda|interpreter [--dtypes a,b] [--sets a,b]
+                                  [--json OUT] [--timings]
 python -m opforge_worker fingerprint [--device K]
 python -m opforge_worker lint FILE [--profile cuda|interpreter] [--op OP] [--wrapper NAME] [--json]
 """
@@ -90,14 +90,20 @@ def catalog(args: argparse.Namespace) -> int:
 def validate(args: argparse.Namespace) -> int:
     from opforge_worker import validate as validate_module
 
-    results = validate_module.validate_directory(
-        Path(args.directory),
+    validation = validate_module.validate_paths(
+        [Path(path) for path in args.paths],
         args.device,
         dtypes=_csv(args.dtypes) if args.dtypes else None,
         timeout_s=args.timeout_s,
+        clock=validate_module.StartupClock.from_process_start(),
         sets=_csv(args.sets) if args.sets else None,
     )
+    results = validation.results
     print(validate_module.format_table(results))
+    if args.timings:
+        for phase, seconds in validation.startup_s.items():
+            print(f"start-up {phase}: {seconds:.2f}s", file=sys.stderr)
+        print(f"start-up total: {sum(validation.startup_s.values()):.2f}s", file=sys.stderr)
     if args.json:
         tools = toolchain.collect(args.device)
         _write_json(
@@ -107,6 +113,8 @@ def validate(args: argparse.Namespace) -> int:
                 "toolchain": tools,
                 "fingerprint": toolchain.fingerprint(tools),
                 "results": results,
+                "startup_s": validation.startup_s,
+                "processes_started": validation.processes_started,
             },
         )
     return 0 if all(result["outcome"] == "pass" for result in results) else 1
@@ -146,8 +154,8 @@ def parser() -> argparse.ArgumentParser:
     listing.add_argument("--no-cache", action="store_true", help="survey every operator afresh")
     listing.set_defaults(run=catalog)
 
-    checking = commands.add_parser("validate", help="validate a directory of candidates")
-    checking.add_argument("directory")
+    checking = commands.add_parser("validate", help="validate candidate files and directories")
+    checking.add_argument("paths", nargs="+", metavar="PATH", help="a candidate file or directory")
     checking.add_argument("--device", required=True, choices=["cuda", "interpreter"])
     checking.add_argument("--dtypes", help="comma-separated; default: all the op supports")
     checking.add_argument(
@@ -155,6 +163,9 @@ def parser() -> argparse.ArgumentParser:
     )
     checking.add_argument("--json", help="write the results here")
     checking.add_argument("--timeout-s", type=float, default=60.0, help="per-sample time limit")
+    checking.add_argument(
+        "--timings", action="store_true", help="print the start-up's phases to stderr"
+    )
     checking.set_defaults(run=validate)
 
     printing = commands.add_parser("fingerprint", help="print the toolchain and its fingerprint")

@@ -1,6 +1,7 @@
 """The validation harness: the public API the device worker calls for ``test`` jobs.
 
     h = Harness(device_kind="interpreter" | "cuda", tolerances_path=None, scratch_root=None)
+    h.start_process()  # optional: the candidate process starts now, while the caller works on
     payload = h.run_test(request, cancel=None)  # request/result: messages/PROTOCOL.md "test"
     h.close()
 
@@ -153,6 +154,11 @@ class Harness:
         with self._lock:
             return _TestRun(self, request, cancel or threading.Event()).run()
 
+    @property
+    def processes_started(self) -> int:
+        """The candidate processes this harness started, replacements included."""
+        return self._processes_started
+
     def close(self) -> None:
         """Kill the candidate process and remove scratch space this harness created."""
         with self._lock:
@@ -184,6 +190,16 @@ class Harness:
                 # It waited unattended (killed from outside, say): that is no verdict's business.
                 log.warning("standby candidate process lost, starting another: %s", error)
         return self._ready(self._spawn())
+
+    def start_process(self) -> None:
+        """Start the candidate process in the background unless one is warm or starting: its
+        seconds of start-up (torch, triton, the device) then pass while the caller works (the
+        judge's import of the OpInfo database, say), and the first test waits for what is left.
+        A failure to start is reported by the test that needs the process."""
+        with self._lock:
+            if self._standby is None and (self._process is None or not self._process.alive):
+                with contextlib.suppress(SandboxStartError):
+                    self._standby = self._spawn()
 
     def _ready(self, process: CandidateProcess) -> CandidateProcess:
         """``process`` once it is ready, as the warm process (SandboxStartError if it fails)."""

@@ -1,10 +1,21 @@
-"""Standalone validation of a directory of candidates, without a daemon.
+"""Standalone validation of candidate files and directories of them, without a daemon.
 
-One file per operator, named after it: `exp.py`, `nn.functional.relu.py`. The file holds what a
-`test` job's `source` holds (worker/CANDIDATE.md). Two optional comment markers:
+    python -m opforge_worker validate PATH... --device cuda|interpreter
 
-    # opforge: wrapper=my_exp      the wrapper's name
-    # opforge: variant=with_dtype  the OpInfo variant (default: the operator's default variant)
+One file per operator, named after it: `exp.py`, `nn.functional.relu.py`, or per OpInfo variant
+of it: `softmax.with_dtype.py`. The file holds what a `test` job's `source` holds
+(worker/CANDIDATE.md). Operator names contain dots themselves, so a file name is read against the
+OpInfo database: the longest leading part (up to a dot) that names an operator is the operator,
+and what follows it, if anything, names its variant. Optional comment markers:
+
+    # opforge: wrapper=my_exp                the wrapper's name
+    # opforge: variant=with_dtype            the OpInfo variant (default: the file name's)
+    # opforge: variants=default,with_dtype   several variants, one result each
+
+`default` names the operator's default variant (OpInfo's empty `variant_test_name`). A variant
+marker overrides the file name's variant, which must then be among the marked ones; when a name
+reads as two (operator, variant) pairs, only a marker can tell which is meant. A name that reads
+as no OpInfo still gets a result row, `invalid`, naming what it asked for.
 
 Without a wrapper marker, the wrapper is the first top-level function of these that the file
 defines: `<op>_wrapper`, then `<op>` (dots as underscores: `nn_functional_relu_wrapper`), then the
@@ -13,11 +24,18 @@ only top-level function that is not a `@triton.jit` kernel. The file is parsed, 
 Every candidate runs every sample (`mode: all`) of each dtype: the requested ones, or else every
 dtype the operator supports on the device among bfloat16, float16, float32, int32, int64; and of
 each sample set: the requested ones, or else all of them (`sample_sets.SETS`).
+
+One harness serves the whole run, so start-up is paid once whatever the number of files and
+variants: its candidate process starts before the judge imports the OpInfo database, and both
+take their seconds at once. `StartupClock` times the phases up to the first test.
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
+import functools
+import os
 import re
 import threading
 import time
@@ -26,7 +44,14 @@ from pathlib import Path
 from typing import Any
 
 TARGET_DTYPES = ("bfloat16", "float16", "float32", "int32", "int64")
-_MARKER = re.compile(r"^#\s*opforge:\s*(wrapper|variant)\s*=\s*([\w.]+)\s*$", re.MULTILINE)
+_MARKER = re.compile(r"^#\s*opforge:\s*(wrapper|variants?)\s*=\s*([\w.,-]+)\s*$", re.MULTILINE)
+#: What a variant marker calls the operator's default variant (OpInfo's empty variant name).
+DEFAULT_VARIANT = "default"
+#: The start-up phases of a run, in order (``StartupClock``): the process's start to
+#: ``validate_paths`` (interpreter, command line); the judge's imports (torch, the harness); the
+#: harness and the candidate process's spawn; reading the files, with the OpInfo database's
+#: import; the wait for the candidate process to be ready, what is left of its start-up then.
+STARTUP_PHASES = ("python", "judge_imports", "harness", "op_db", "candidate_process")
 
 
 @dataclass(frozen=True)
@@ -36,6 +61,8 @@ class Candidate:
     variant: str
     wrapper: str
     source: str
+    #: Why the file names no single (operator, variant) to test; empty when it does.
+    problem: str = ""
 
 
 def _is_kernel(function: ast.FunctionDef) -> bool:
@@ -62,21 +89,106 @@ def default_wrapper(op: str, source: str) -> str:
     return plain[0] if len(plain) == 1 else conventional
 
 
-def read_candidate(path: Path) -> Candidate:
-    source = path.read_text()
-    op = path.name.removesuffix(".py")
-    markers = dict(match.groups() for match in _MARKER.finditer(source))
-    wrapper = markers.get("wrapper") or default_wrapper(op, source)
-    return Candidate(path, op, markers.get("variant", ""), wrapper, source)
+@functools.cache
+def variants_by_op() -> dict[str, tuple[str, ...]]:
+    """Each operator of the OpInfo database with its variants' names, in op_db order."""
+    from opforge_worker.opinfo import load_op_db
+
+    found: dict[str, list[str]] = {}
+    for opinfo in load_op_db():
+        variants = found.setdefault(opinfo.name, [])
+        if opinfo.variant_test_name not in variants:
+            variants.append(opinfo.variant_test_name)
+    return {op: tuple(variants) for op, variants in found.items()}
+
+
+def _describe(op: str, variant: str) -> str:
+    return f"{op} variant {variant!r}" if variant else f"{op} (default variant)"
+
+
+def resolve_name(
+    stem: str, marked: list[str], variants_of: dict[str, tuple[str, ...]]
+) -> tuple[str, list[str], str]:
+    """The operator a file name (less `.py`) names, the variants to test and what is wrong
+    ("" if nothing), given the marked variants and each operator's variants (module docstring).
+    A name that reads as no operator is the operator, for the harness to name as unknown."""
+    cuts = [len(stem)] + [index for index in range(len(stem) - 1, 0, -1) if stem[index] == "."]
+    ops = [stem[:cut] for cut in cuts if stem[:cut] in variants_of]  # the longest first
+
+    def named_variant(op: str) -> str:
+        return stem[len(op) + 1 :]
+
+    if marked:
+        agreeing = [op for op in ops if named_variant(op) in marked]
+        op = (agreeing or ops or [stem])[0]
+        named = named_variant(op)
+        if named and named not in marked:
+            return (
+                op,
+                [named],
+                f"the file name asks for {_describe(op, named)} but its marker for "
+                f"{', '.join(repr(variant or DEFAULT_VARIANT) for variant in marked)}",
+            )
+        return op, marked, ""
+    readings = [op for op in ops if named_variant(op) in variants_of[op]]
+    if len(readings) > 1:
+        described = " or ".join(_describe(op, named_variant(op)) for op in readings)
+        return (
+            readings[0],
+            [named_variant(readings[0])],
+            f"the file name reads as {described}: name the variant with a marker line "
+            f"`# opforge: variant=...`",
+        )
+    op = (readings or ops or [stem])[0]
+    return op, [named_variant(op)], ""
+
+
+def read_candidates(path: Path) -> list[Candidate]:
+    """The tests a candidate file asks for: one Candidate per (operator, variant)."""
+    try:
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path}: cannot read the candidate: {error}") from None
+    wrapper, marked = "", []
+    for key, value in _MARKER.findall(source):
+        if key == "wrapper":
+            wrapper = value
+            continue
+        for variant in filter(None, value.split(",")):
+            variant = "" if variant == DEFAULT_VARIANT else variant
+            if variant not in marked:
+                marked.append(variant)
+    op, variants, problem = resolve_name(path.name.removesuffix(".py"), marked, variants_by_op())
+    wrapper = wrapper or default_wrapper(op, source)
+    return [Candidate(path, op, variant, wrapper, source, problem) for variant in variants]
+
+
+def candidate_files(paths: list[Path]) -> list[Path]:
+    """The candidate files of ``paths``: each file named, each directory's `*.py`, in order,
+    each once; ValueError naming a path that is neither or a directory without candidates."""
+    found: dict[Path, Path] = {}  # by the resolved path
+    for path in paths:
+        if path.is_dir():
+            files = sorted(file for file in path.glob("*.py") if file.is_file())
+            if not files:
+                raise ValueError(f"{path}: no candidate files (*.py)")
+        elif path.is_file():
+            if path.suffix != ".py":
+                raise ValueError(f"{path}: not a candidate file (*.py)")
+            files = [path]
+        else:
+            raise ValueError(f"{path}: no such file or directory")
+        for file in files:
+            found.setdefault(file.resolve(), file)
+    return list(found.values())
 
 
 def discover(directory: Path) -> list[Candidate]:
     if not directory.is_dir():
         raise ValueError(f"{directory}: not a directory")
-    candidates = [read_candidate(path) for path in sorted(directory.glob("*.py"))]
-    if not candidates:
-        raise ValueError(f"{directory}: no candidate files (*.py)")
-    return candidates
+    return [
+        candidate for file in candidate_files([directory]) for candidate in read_candidates(file)
+    ]
 
 
 def device_dtypes(opinfo, device_kind: str) -> list[str]:
@@ -114,14 +226,23 @@ def validate_one(
 
     entry: dict[str, Any] = {
         "file": candidate.path.name,
+        "path": str(candidate.path),
         "op": candidate.op,
         "variant": candidate.variant,
         "wrapper": candidate.wrapper,
     }
+    if candidate.problem:
+        return _invalid(entry, candidate.problem)
     opinfo = find_opinfo(candidate.op, candidate.variant)
     if opinfo is None:
         variant = f" variant {candidate.variant!r}" if candidate.variant else ""
-        return _invalid(entry, f"no OpInfo named {candidate.op!r}{variant}")
+        known = variants_by_op().get(candidate.op)
+        variants = (
+            f" (its variants: {', '.join(repr(name or DEFAULT_VARIANT) for name in known)})"
+            if known
+            else ""
+        )
+        return _invalid(entry, f"no OpInfo named {candidate.op!r}{variant}{variants}")
     supported = device_dtypes(opinfo, device_kind)
     chosen = [dtype for dtype in supported if dtype in (dtypes or supported)]
     if not chosen:
@@ -146,6 +267,88 @@ def validate_one(
     return {**entry, "dtypes": chosen, "elapsed_s": round(time.monotonic() - started, 3), **payload}
 
 
+class StartupClock:
+    """The seconds each phase of a run's start-up took (``STARTUP_PHASES``), each from the end
+    of the one before; the first from ``origin`` (CLOCK_BOOTTIME), by default the clock's
+    creation."""
+
+    def __init__(self, origin: float | None = None):
+        self.phases: dict[str, float] = {}
+        self._last = _now() if origin is None else origin
+
+    @classmethod
+    def from_process_start(cls) -> StartupClock:
+        """A clock whose first phase counts from this process's start, the interpreter's own
+        start-up included (Linux: /proc/self/stat's start time, in clock ticks since boot)."""
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        return cls(int(fields[19]) / os.sysconf("SC_CLK_TCK"))
+
+    def mark(self, phase: str) -> None:
+        """End ``phase`` now."""
+        now = _now()
+        self.phases[phase] = round(now - self._last, 3)
+        self._last = now
+
+
+def _now() -> float:
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+@dataclass(frozen=True)
+class Validation:
+    """What one run found: a result row per (file, variant), and how it started."""
+
+    results: list[dict[str, Any]]
+    #: The seconds of each of ``STARTUP_PHASES``: the start-up before the first test.
+    startup_s: dict[str, float]
+    #: Candidate processes the run started: one, and a replacement for each one discarded (a
+    #: crash, a timeout, a tampering candidate).
+    processes_started: int
+
+
+def validate_paths(
+    paths: list[Path],
+    device_kind: str,
+    dtypes: list[str] | None = None,
+    timeout_s: float = 60.0,
+    seed: int = 0,
+    clock: StartupClock | None = None,
+    sets: list[str] | None = None,
+) -> Validation:
+    """Validate the candidates of ``paths`` (files, directories of them) with one harness."""
+    from opforge_worker import sample_sets
+
+    clock = clock or StartupClock()
+    clock.mark("python")
+    unknown = set(dtypes or ()) - set(TARGET_DTYPES)
+    if unknown:
+        raise ValueError(
+            f"unknown dtypes {', '.join(sorted(unknown))} (known: {', '.join(TARGET_DTYPES)})"
+        )
+    chosen_sets = sample_sets.check_names(sets or sample_sets.SETS)
+    files = candidate_files(paths)
+    from opforge_worker.harness import Harness
+    from opforge_worker.sandbox import SandboxStartError
+
+    clock.mark("judge_imports")
+    harness = Harness(device_kind=device_kind)
+    try:
+        harness.start_process()  # independent of op_db, which the judge imports meanwhile
+        clock.mark("harness")
+        candidates = [candidate for path in files for candidate in read_candidates(path)]
+        clock.mark("op_db")
+        with contextlib.suppress(SandboxStartError):  # the first test reports it
+            harness.process()
+        clock.mark("candidate_process")
+        results = [
+            validate_one(harness, candidate, device_kind, dtypes, timeout_s, seed, chosen_sets)
+            for candidate in candidates
+        ]
+        return Validation(results, clock.phases, harness.processes_started)
+    finally:
+        harness.close()
+
+
 def validate_directory(
     directory: Path,
     device_kind: str,
@@ -154,24 +357,9 @@ def validate_directory(
     seed: int = 0,
     sets: list[str] | None = None,
 ) -> list[dict[str, Any]]:
-    from opforge_worker import sample_sets
-    from opforge_worker.harness import Harness
-
-    unknown = set(dtypes or ()) - set(TARGET_DTYPES)
-    if unknown:
-        raise ValueError(
-            f"unknown dtypes {', '.join(sorted(unknown))} (known: {', '.join(TARGET_DTYPES)})"
-        )
-    chosen_sets = sample_sets.check_names(sets or sample_sets.SETS)
-    candidates = discover(directory)
-    harness = Harness(device_kind=device_kind)
-    try:
-        return [
-            validate_one(harness, candidate, device_kind, dtypes, timeout_s, seed, chosen_sets)
-            for candidate in candidates
-        ]
-    finally:
-        harness.close()
+    if not directory.is_dir():
+        raise ValueError(f"{directory}: not a directory")
+    return validate_paths([directory], device_kind, dtypes, timeout_s, seed, sets=sets).results
 
 
 def format_table(results: list[dict[str, Any]]) -> str:
@@ -195,6 +383,7 @@ def format_table(results: list[dict[str, Any]]) -> str:
     lines.append(f"{passed}/{len(results)} candidates passed")
     for result in results:
         problem = result.get("error") or (result.get("failure") or {}).get("message")
+        variant = f" [{result['variant']}]" if result["variant"] else ""
         if result["outcome"] != "pass" and problem:
-            lines.append(f"  {result['file']}: {str(problem).splitlines()[0][:200]}")
+            lines.append(f"  {result['file']}{variant}: {str(problem).splitlines()[0][:200]}")
     return "\n".join(lines)

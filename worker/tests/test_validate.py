@@ -1,10 +1,38 @@
-"""Standalone validation: how a directory of candidates is read."""
+"""Standalone validation: how candidate files are read and named, and one run over many of them
+with the real harness."""
 
 from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
 
 import pytest
 
 from opforge_worker import validate
+
+HONEST_EXP = Path(__file__).resolve().parent / "corpus" / "honest" / "exp.py"
+DEVICE = os.environ.get("OPFORGE_TEST_DEVICE", "interpreter")
+
+#: Rounds half to even, at the decimals that round's OpInfo variants pass (none by default).
+ROUND = """
+@triton.jit
+def round_kernel(x_ptr, out_ptr, n, scale, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask) * scale
+    rounded = tl.floor(x + 0.5)
+    odd = (rounded - 2.0 * tl.floor(rounded * 0.5)) != 0.0
+    rounded = tl.where(((rounded - x) == 0.5) & odd, rounded - 1.0, rounded)
+    tl.store(out_ptr + offsets, rounded / scale, mask=mask)
+
+
+def round_wrapper(input, decimals=0):
+    x = input.contiguous()
+    out = torch.empty_like(x)
+    round_kernel[(triton.cdiv(x.numel(), 256),)](x, out, x.numel(), 10.0**decimals, BLOCK=256)
+    return out
+"""
 
 
 def test_file_name_is_the_op_and_the_wrapper_follows_the_convention(tmp_path):
@@ -45,3 +73,118 @@ def test_wrapper_falls_back_to_the_op_name_then_the_only_plain_function(tmp_path
     (tmp_path / "exp.py").write_text("def exp(:\n")  # unparsable: the harness will say so
     found = {c.op: c.wrapper for c in validate.discover(tmp_path)}
     assert found == {"cat": "cat", "clone": "copy_everything", "exp": "exp_wrapper"}
+
+
+#: Operators and their variants, as op_db has them, for reading names without it; "a.b" and "a"
+#: make the name `a.b` ambiguous, which no operator of torch's op_db does today.
+VARIANTS_OF = {
+    "nn.functional.relu": ("",),
+    "softmax": ("", "with_dtype"),
+    "div": ("no_rounding_mode", "trunc_rounding"),
+    "a.b": ("",),
+    "a": ("b",),
+}
+
+
+@pytest.mark.parametrize(
+    ("stem", "marked", "resolved"),
+    [
+        ("nn.functional.relu", [], ("nn.functional.relu", [""])),
+        ("softmax.with_dtype", [], ("softmax", ["with_dtype"])),
+        ("div.trunc_rounding", [], ("div", ["trunc_rounding"])),
+        ("softmax", ["", "with_dtype"], ("softmax", ["", "with_dtype"])),
+        ("softmax.with_dtype", ["", "with_dtype"], ("softmax", ["", "with_dtype"])),
+        # What op_db lacks goes on as named, for the run to report (an `invalid` row).
+        ("softmax.no_such_variant", [], ("softmax", ["no_such_variant"])),
+        ("not_an_operator", [], ("not_an_operator", [""])),
+        ("not.an.operator", [], ("not.an.operator", [""])),
+        # An ambiguous name: the marker decides.
+        ("a.b", ["b"], ("a", ["b"])),
+        ("a.b", [""], ("a.b", [""])),
+    ],
+)
+def test_a_file_name_reads_as_the_longest_operator_and_a_variant_of_it(stem, marked, resolved):
+    assert validate.resolve_name(stem, marked, VARIANTS_OF) == (*resolved, "")
+
+
+def test_an_ambiguous_name_without_a_marker_or_one_the_marker_contradicts_is_a_problem():
+    op, variants, problem = validate.resolve_name("a.b", [], VARIANTS_OF)
+    assert "reads as a.b (default variant) or a variant 'b'" in problem
+    assert "# opforge: variant=" in problem
+
+    op, variants, problem = validate.resolve_name("softmax.with_dtype", [""], VARIANTS_OF)
+    assert (op, variants) == ("softmax", ["with_dtype"])
+    assert problem == (
+        "the file name asks for softmax variant 'with_dtype' but its marker for 'default'"
+    )
+
+
+def test_a_variants_marker_makes_one_candidate_per_variant(tmp_path):
+    (tmp_path / "softmax.py").write_text(
+        "# opforge: variants=default,with_dtype\n# opforge: variant=with_dtype\n"
+        "def softmax_wrapper(input, dim, dtype=None): ...\n"
+    )
+    (tmp_path / "softmax.with_dtype.py").write_text("def mine(input, dim, dtype=None): ...\n")
+    found = validate.discover(tmp_path)
+    assert [(c.path.name, c.op, c.variant, c.wrapper, c.problem) for c in found] == [
+        ("softmax.py", "softmax", "", "softmax_wrapper", ""),
+        ("softmax.py", "softmax", "with_dtype", "softmax_wrapper", ""),
+        ("softmax.with_dtype.py", "softmax", "with_dtype", "mine", ""),
+    ]
+
+
+def test_paths_are_files_and_directories_each_file_once_and_bad_paths_are_named(tmp_path):
+    (tmp_path / "exp.py").write_text("")
+    (tmp_path / "t.py").write_text("")
+    (tmp_path / "notes.txt").write_text("")
+    (tmp_path / "package.py").mkdir()
+    assert validate.candidate_files([tmp_path / "t.py", tmp_path, tmp_path / "exp.py"]) == [
+        tmp_path / "t.py",
+        tmp_path / "exp.py",
+    ]
+    (tmp_path / "latin1.py").write_bytes(b"# caf\xe9\n")
+    with pytest.raises(ValueError, match="latin1.py: cannot read the candidate"):
+        validate.read_candidates(tmp_path / "latin1.py")
+    with pytest.raises(ValueError, match="notes.txt: not a candidate file"):
+        validate.candidate_files([tmp_path / "notes.txt"])
+    with pytest.raises(ValueError, match="absent.py: no such file or directory"):
+        validate.candidate_files([tmp_path, tmp_path / "absent.py"])
+
+
+def test_one_run_validates_many_files_and_variants_with_one_candidate_process(tmp_path):
+    library = tmp_path / "library"
+    library.mkdir()
+    shutil.copy(HONEST_EXP, library / "exp.py")
+    (library / "round.py").write_text("# opforge: variants=default,decimals_3\n" + ROUND)
+    (library / "round.decimals_neg_3.py").write_text(ROUND)
+    (library / "exp.no_such_variant.py").write_text(HONEST_EXP.read_text())
+    (library / "round.decimals_3.py").write_text("# opforge: variant=default\n" + ROUND)
+    alone = tmp_path / "elsewhere" / "round.decimals_0.py"
+    alone.parent.mkdir()
+    alone.write_text(ROUND)
+
+    validation = validate.validate_paths([library, alone], DEVICE, dtypes=["float32"])
+
+    rows = [(r["file"], r["op"], r["variant"], r["outcome"]) for r in validation.results]
+    assert rows == [
+        ("exp.no_such_variant.py", "exp", "no_such_variant", "invalid"),
+        ("exp.py", "exp", "", "pass"),
+        ("round.decimals_3.py", "round", "decimals_3", "invalid"),
+        ("round.decimals_neg_3.py", "round", "decimals_neg_3", "pass"),
+        ("round.py", "round", "", "pass"),
+        ("round.py", "round", "decimals_3", "pass"),
+        ("round.decimals_0.py", "round", "decimals_0", "pass"),
+    ]
+    assert validation.results[0]["error"] == (
+        "no OpInfo named 'exp' variant 'no_such_variant' (its variants: 'default')"
+    )
+    assert validation.results[2]["error"] == (
+        "the file name asks for round variant 'decimals_3' but its marker for 'default'"
+    )
+    passed = [r for r in validation.results if r["outcome"] == "pass"]
+    assert len(passed) == 5
+    assert all(r["tests_run"] == r["tests_passed"] > 0 for r in passed)
+    assert validation.results[-1]["path"] == str(alone)
+    assert validation.processes_started == 1
+    assert list(validation.startup_s) == list(validate.STARTUP_PHASES)
+    assert all(seconds >= 0 for seconds in validation.startup_s.values())

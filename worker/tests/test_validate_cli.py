@@ -38,9 +38,11 @@ def test_validate_prints_a_table_writes_json_and_fails_on_any_failure(tmp_path):
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "exp.py").write_text(BROKEN_EXP)
-    (bad / "not_an_operator.py").write_text("def not_an_operator_wrapper(x): ...\n")
+    unknown = tmp_path / "elsewhere" / "not_an_operator.py"
+    unknown.parent.mkdir()
+    unknown.write_text("def not_an_operator_wrapper(x): ...\n")
 
-    def validate(directory: Path) -> tuple[subprocess.CompletedProcess, dict]:
+    def validate(directory: Path, *more: Path) -> tuple[subprocess.CompletedProcess, dict]:
         out = tmp_path / f"{directory.name}.json"
         done = subprocess.run(
             [
@@ -49,6 +51,8 @@ def test_validate_prints_a_table_writes_json_and_fails_on_any_failure(tmp_path):
                 "opforge_worker",
                 "validate",
                 str(directory),
+                *map(str, more),
+                "--timings",
                 "--device",
                 DEVICE,
                 "--dtypes",
@@ -71,8 +75,10 @@ def test_validate_prints_a_table_writes_json_and_fails_on_any_failure(tmp_path):
     assert result["dtypes"] == ["float16", "float32"]
     assert result["tests_passed"] == result["tests_run"] > 0
     assert written["device_kind"] == DEVICE
+    assert written["processes_started"] == 1
+    assert "start-up op_db: " in done.stderr and "start-up total: " in done.stderr
 
-    done, written = validate(bad)
+    done, written = validate(bad, unknown)
     assert done.returncode == 1
     assert "0/2 candidates passed" in done.stdout
     outcomes = {r["file"]: r["outcome"] for r in written["results"]}
