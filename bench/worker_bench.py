@@ -12,8 +12,9 @@
     harnesses and samples, the compiled kernels kept: a worker restart, or a torch drop with the
     same Triton), warm passes with each count of `--parallel-slots` harnesses, each pass with
     the judge process's CPU time (all its harness threads; whether the judge bounds the pass),
-    side by side with baselines over the same samples: (i) ATen on the device alone (the samples generated from the
-    same seed on the device, the operator run on each, synchronised; goal: harness within 1.5x)
+    side by side with baselines over the same samples: (i) ATen on the device alone (every sample
+    set's samples from the same seed, put on the device, the operator run on each, synchronised;
+    goal: harness within 1.5x)
     and (ii) ATen validated the harness's way in-process (no Triton, no sandbox: every sample and
     its fresh values to the device, ATen, back, compared with the CPU reference), and (iii) the
     same with the candidates' own wrappers instead of ATen (what the kernels cost with Triton's
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import itertools
 import json
 import os
 import statistics
@@ -102,9 +104,11 @@ def warm_overhead(
 def aten_pass(
     candidates, device_kind: str, dtypes_by_file: dict[Path, list[str]]
 ) -> dict:
-    """Baseline (i): the samples generated on the device and the ATen operator run on each."""
+    """Baseline (i): every sample set's samples generated (on the CPU, where the sets are made),
+    put on the device, and the ATen operator run on each."""
     import torch
-    from opforge_worker.opinfo import find_opinfo, samples_for
+    from opforge_worker import sample_sets
+    from opforge_worker.opinfo import find_opinfo
 
     device = "cuda" if device_kind == "cuda" else "cpu"
     samples_run = 0
@@ -112,9 +116,13 @@ def aten_pass(
     for candidate in candidates:
         opinfo = find_opinfo(candidate.op, candidate.variant)
         for dtype in dtypes_by_file[candidate.path]:
-            for sample in samples_for(opinfo, device, getattr(torch, dtype), seed=0):
-                opinfo(sample.input, *sample.args, **sample.kwargs)
-                samples_run += 1
+            for name in sample_sets.SETS:
+                for sample in sample_sets.generate(opinfo, name, getattr(torch, dtype), seed=0):
+                    sample = sample.transform(
+                        lambda t: t.to(device) if isinstance(t, torch.Tensor) else t
+                    )
+                    opinfo(sample.input, *sample.args, **sample.kwargs)
+                    samples_run += 1
             if device == "cuda":
                 torch.cuda.synchronize()
     return {"wall_s": time.perf_counter() - started, "samples": samples_run}
@@ -131,6 +139,7 @@ def validated_in_process(
     harness passes filled) decoded, run on the device by ``calls_by_candidate[candidate]``
     (ATen, or the candidate's own wrapper), brought back and compared with the CPU reference."""
     import torch
+    from opforge_worker import sample_sets
     from opforge_worker.checks import tensor_leaves
     from opforge_worker.compare import dtype_name, tensor_diff
     from opforge_worker.opinfo import find_opinfo
@@ -144,8 +153,8 @@ def validated_in_process(
     for candidate, run in calls_by_candidate.items():
         opinfo = find_opinfo(candidate.op, candidate.variant)
         for dtype in dtypes_by_file[candidate.path]:
-            for seed in (0, 1):
-                for sample in sample_cache.samples(opinfo, getattr(torch, dtype), seed):
+            for seed, name in itertools.product((0, 1), sample_sets.SETS):
+                for sample in sample_cache.samples(opinfo, getattr(torch, dtype), seed, name):
                     inputs = decode_inputs(sample.inputs, device)
                     outputs = run(*inputs["args"], **inputs["kwargs"])
                     if device.type == "cuda":
