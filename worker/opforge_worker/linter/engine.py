@@ -848,7 +848,22 @@ class _Checker:
         ):
             self.report("host_transfer", node, self.hint("host_transfer"))
 
+    def visit_import(
+        self, node: ast.Import | ast.ImportFrom, parent: ast.AST, where: _Where
+    ) -> None:
+        """Imports are refused as a mistake of form (the `import` construct); importing a
+        forbidden or private module is also the attempt it names."""
+        roots = [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
+        roots += [] if roots else [alias.name for alias in node.names]
+        for root in (name.split(".", 1)[0] for name in roots):
+            if root in self.profile.forbidden_modules:
+                self.report("forbidden_module", node, self.profile.forbidden_modules[root])
+            elif root.startswith("_"):
+                self.report("private_attribute", node, self.hint("private_attribute", name=root))
+
     visitors = {
+        ast.Import: visit_import,
+        ast.ImportFrom: visit_import,
         ast.FunctionDef: visit_function,
         ast.AsyncFunctionDef: visit_function,
         ast.Name: visit_name,
