@@ -621,7 +621,7 @@ def test_many_violations_are_all_listed_quickly():
 
 
 def test_report_lists_every_violation_in_order_and_is_deterministic():
-    source = candidate(module="import os", host="y = input.cpu()\nz = eval('1')")
+    source = candidate(module="import math", host="y = input.cpu()\nz = eval('1')")
     first = lint(source)
     assert [(v["line"], v["rule"]) for v in first["violations"]] == [
         (8, "import"),
