@@ -642,8 +642,13 @@ def test_syntax_error_is_reported_with_its_position():
 
 @pytest.mark.parametrize(
     "source",
-    ["x = 1\0", "x = " + "(" * 1000 + ")" * 1000, "x = " + "+".join(["a"] * 30000)],
-    ids=["nul byte", "deep parentheses", "long expression chain"],
+    [
+        "x = 1\0",
+        "x = " + "(" * 1000 + ")" * 1000,
+        "x = " + "+".join(["a"] * 30000),
+        "def f(x: " + " | ".join(["a"] * 30000) + "): pass",
+    ],
+    ids=["nul byte", "deep parentheses", "long expression chain", "long annotation"],
 )
 def test_hostile_sources_get_a_report_not_a_crash(source):
     report = lint(source)

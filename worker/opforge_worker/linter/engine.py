@@ -155,15 +155,22 @@ def _is_export_list(statement: ast.stmt) -> bool:
 
 
 def _is_type_expression(node: ast.AST) -> bool:
-    """An annotation made only of names: `torch.Tensor`, `torch.device | None`, `list[int]`."""
-    if isinstance(node, ast.Constant):
-        return node.value is None or isinstance(node.value, str)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
-        return _is_type_expression(node.left) and _is_type_expression(node.right)
-    if isinstance(node, ast.Subscript):
-        elements = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-        return _is_type_expression(node.value) and all(map(_is_type_expression, elements))
-    return _dotted(node) is not None
+    """An annotation made only of names: `torch.Tensor`, `torch.device | None`, `list[int]`.
+    Iterative: `a | b | ...` nests as deep as it is long."""
+    pending = [node]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Constant):
+            if not (node.value is None or isinstance(node.value, str)):
+                return False
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+            pending += [node.left, node.right]
+        elif isinstance(node, ast.Subscript):
+            pending.append(node.value)
+            pending += node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        elif _dotted(node) is None:
+            return False
+    return True
 
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
