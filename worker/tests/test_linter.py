@@ -554,6 +554,7 @@ NEAR_MISSES = {
         "def copy_wrapper(input):",
         "def copy_wrapper(input: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:",
     ),
+    "torch.device annotating a local": candidate(host="device: torch.device = input.device"),
     "a string annotation": candidate(module="def helper(x: 'torch.dtype') -> int:\n    return 1"),
 }
 

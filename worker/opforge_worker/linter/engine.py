@@ -868,7 +868,12 @@ class _Checker:
             elif root.startswith("_"):
                 self.report("private_attribute", node, self.hint("private_attribute", name=root))
 
+    def visit_annotated(self, node: ast.AnnAssign, parent: ast.AST, where: _Where) -> None:
+        if _is_type_expression(node.annotation):
+            self.annotation_names.update(id(part) for part in ast.walk(node.annotation))
+
     visitors = {
+        ast.AnnAssign: visit_annotated,
         ast.Import: visit_import,
         ast.ImportFrom: visit_import,
         ast.FunctionDef: visit_function,
