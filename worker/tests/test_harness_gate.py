@@ -79,7 +79,8 @@ def test_every_violation_of_a_refused_rule_is_a_finding_with_line_text_and_hint(
         "static: attribute_assignment at line 14 `.add`: Assigning `.add` is not allowed: "
         "never patch modules or tensors; bind a local name instead.",
         "static: module_attribute at line 16 `torch.exp`: `torch.exp` is not allowed by the "
-        f"{DEVICE} profile: torch may be used only for its allowed names.",
+        f"{DEVICE} profile: use torch only for its allowed names (torch: allocation, dtypes and "
+        "metadata on the host; tl: inside kernels) and compute in a kernel.",
     ]
 
 
