@@ -434,6 +434,12 @@ OBFUSCATIONS = {
         "host_method",
     ),
     "tensor sort on a tuple of shapes": (candidate(host="r = input.sort()"), "host_method"),
+    "isinstance shadowed to fake a set": (
+        candidate(
+            host="isinstance = lambda *args: True\nr = isinstance(input, set) and input.add(1)"
+        ),
+        "host_method",
+    ),
     "set rebound by augmented assignment": (
         candidate(host="s = set()\ns |= {1}\ns = input\ns.add(1)"),
         "host_method",
