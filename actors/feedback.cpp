@@ -55,6 +55,32 @@ std::string lint_report(const nlohmann::json& lint_result) {
   return report;
 }
 
+// The lint report of a test the worker's static gate refused (outcome lint_violation): its
+// findings are "static: <rule> at line <n> `<text>`: <hint>", one per violation.
+std::string static_refusal_report(const nlohmann::json& failure) {
+  constexpr std::string_view prefix = "static: ";
+  std::string report;
+  auto findings =
+      failure.is_object() ? failure.value("findings", nlohmann::json{}) : nlohmann::json{};
+  if (findings.is_array()) {
+    size_t shown = 0;
+    for (const auto& finding : findings) {
+      if (shown++ == max_lint_items) {
+        report +=
+            "- ... and " + std::to_string(findings.size() - max_lint_items) + " more violations\n";
+        break;
+      }
+      auto text = truncate_middle(describe(finding), short_field_limit);
+      if (text.starts_with(prefix))
+        text.erase(0, prefix.size());
+      report += "- " + text + "\n";
+    }
+  }
+  if (report.empty())
+    report = "- " + field(failure, "message", short_field_limit) + "\n";
+  return report;
+}
+
 } // namespace
 
 caf::expected<nlohmann::json> decode_payload(std::string_view msgpack_bytes) {
@@ -110,6 +136,8 @@ std::optional<prompt_kind> feedback_kind_for(std::string_view outcome) {
     return prompt_kind::feedback_timeout;
   if (outcome == "cheat_detected")
     return prompt_kind::feedback_cheat;
+  if (outcome == "lint_violation")
+    return prompt_kind::feedback_lint;
   return std::nullopt;
 }
 
@@ -126,7 +154,8 @@ std::string lint_feedback(const prompt_templates& templates, const nlohmann::jso
 }
 
 std::optional<std::string> test_feedback(const prompt_templates& templates,
-                                         const nlohmann::json& test_result) {
+                                         const nlohmann::json& test_result,
+                                         std::string_view wrapper) {
   auto outcome =
       test_result.is_object() ? test_result.value("outcome", std::string{}) : std::string{};
   auto kind = feedback_kind_for(outcome);
@@ -134,6 +163,9 @@ std::optional<std::string> test_feedback(const prompt_templates& templates,
     return std::nullopt;
   auto failure = test_result.is_object() ? test_result.value("failure", nlohmann::json::object())
                                          : nlohmann::json::object();
+  if (*kind == prompt_kind::feedback_lint)
+    return templates.render(*kind, {{"lint_report", static_refusal_report(failure)},
+                                    {"wrapper", std::string{wrapper}}});
   prompt_values values{
       {"dtype", field(failure, "dtype", 100)},
       {"sample", field(failure, "sample", short_field_limit)},

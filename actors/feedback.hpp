@@ -29,7 +29,8 @@ std::string truncate_middle(std::string_view text, size_t limit);
 std::string describe(const nlohmann::json& value);
 
 /// The feedback template for a test outcome; nullopt for `pass` and `harness_error` (neither is
-/// fed back to the model) and for outcomes this build does not know.
+/// fed back to the model) and for outcomes this build does not know. `lint_violation` (the
+/// worker's static gate refused the source for a mistake of form) gets the lint job's template.
 std::optional<prompt_kind> feedback_kind_for(std::string_view test_outcome);
 
 /// "Your answer could not be used: <problem>" and the output contract again.
@@ -41,8 +42,10 @@ std::string lint_feedback(const prompt_templates& templates, const nlohmann::jso
                           std::string_view wrapper);
 
 /// The prompt for a failed test result payload; nullopt when its outcome is not one that is fed
-/// back (see `feedback_kind_for`).
+/// back (see `feedback_kind_for`). A `lint_violation` lists the refusal's findings as a lint
+/// report, with the output contract for `wrapper`.
 std::optional<std::string> test_feedback(const prompt_templates& templates,
-                                         const nlohmann::json& test_result);
+                                         const nlohmann::json& test_result,
+                                         std::string_view wrapper);
 
 } // namespace opforge

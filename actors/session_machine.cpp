@@ -273,7 +273,7 @@ public:
       move_to(session_state::success, rec_.end_reason);
       return;
     }
-    auto prompt = test_feedback(ctx_.templates, result);
+    auto prompt = test_feedback(ctx_.templates, result, rec_.wrapper);
     if (!prompt) {
       fault(session_state::test, "harness",
             outcome == "harness_error"

@@ -272,7 +272,19 @@ INSTANTIATE_TEST_SUITE_P(
         outcome_case{
             "cheat_detected",
             {{"message", "aten::exp ran outside a Triton kernel"}},
-            {"does not compute the operator in Triton", "aten::exp ran outside a Triton kernel"}}),
+            {"does not compute the operator in Triton", "aten::exp ran outside a Triton kernel"}},
+        outcome_case{
+            "lint_violation",
+            {{"check", "static"},
+             {"message", "static: refused before running: import at line 1 `import "
+                         "torch`: No imports. (1 more in findings)"},
+             {"findings",
+              {"static: import at line 1 `import torch`: No imports.",
+               "static: module_attribute at line 9 `torch.sin`: Use only allowed names."}}},
+            {"breaks the rules for generated kernels",
+             "- import at line 1 `import torch`: "
+             "No imports.\n- module_attribute at line 9 `torch.sin`: Use only allowed names.",
+             "(`exp_wrapper`"}}),
     [](const auto& info) { return info.param.outcome; });
 
 TEST_F(SessionMachine, LongFieldsAreCutInTheMiddleDeterministically) {

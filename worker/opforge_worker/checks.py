@@ -3,7 +3,9 @@
 - ``LaunchCounter`` wraps triton's launch entry points (``JITFunction.run`` for compiled kernels,
   ``InterpretedFunction.run`` under TRITON_INTERPRET=1, both reached by ``kernel[grid](...)`` and
   by the autotuner), counts real launches, times compilation (reusing the kernels the process
-  has loaded already, when given them) and checks the launch stream.
+  has loaded already, when given them) and checks the launch stream. On the interpreter it also
+  gives the autotuner the benchmark the missing driver cannot: each config once, the first
+  chosen.
 - ``DispatchRecorder`` is a TorchDispatchMode: every ATen op the wrapper runs is classified; only
   allocation, views, copies and metadata are allowed, and never the operator under test itself or
   an op of its own kind (a ``clone`` wrapper may not copy with torch).
@@ -298,6 +300,12 @@ class LaunchCounter:
         self._wrap(CompiledKernel, "_init_handles", self._timed_load)
         # The autotuner benchmarks with torch between launches; that is triton's doing.
         self._wrap(Autotuner, "run", self._machinery)
+        if self.device_kind != "cuda":
+            # Triton's interpreter has no driver, hence no benchmarker: an autotuned kernel with
+            # several configs would fail there. Timing interpreted kernels would rank nothing
+            # that matters on a GPU, so each config runs once (one that fails on the device
+            # fails here too) and the first listed is chosen.
+            self._wrap(Autotuner, "do_bench", _run_each_config_once)
         if self.device_kind == "cuda":
             self.default_stream = (
                 torch._C._cuda_getDevice(),
@@ -394,6 +402,16 @@ class LaunchCounter:
 
     def end(self) -> None:
         self.findings = None
+
+
+def _run_each_config_once(_original) -> property:
+    """The autotuner's ``do_bench`` on the interpreter: runs a config once, times nothing."""
+
+    def benchmark(kernel_call, quantiles=None):
+        kernel_call()
+        return [0.0] * len(quantiles) if quantiles else 0.0
+
+    return property(lambda _autotuner: benchmark)
 
 
 def _launch_stream() -> tuple[int, int]:

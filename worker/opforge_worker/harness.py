@@ -6,9 +6,13 @@
     h.close()
 
 Before a candidate runs, the harness lints its source with the device kind's linter profile and
-refuses it (``cheat_detected``, check ``static``) when it breaks one of the profile's
-``refused_before_test`` rules: reflection, private and dunder attributes, modules, patching,
-imports, classes. The dynamic checks run in the candidate's own interpreter, where code that can
+refuses it (check ``static``) when it breaks one of the profile's ``refused_before_test`` rules:
+``cheat_detected`` when one broken rule is of the ``cheat`` class (reflection, private and dunder
+attributes, forbidden modules and builtins, aliasing or patching modules, classes),
+``lint_violation`` when all are of the ``lint`` class (a mistake of dialect or form: a name the
+profile does not have, a method that computes on the host, an import, autotuning beyond its
+bounds). The findings list every refused violation, those that decided the outcome first. The
+dynamic checks run in the candidate's own interpreter, where code that can
 reflect reaches them (a dispatch mode's findings, a traceback's frames, a hook's globals) and can
 erase what they saw; they hold only against code that cannot reach them, and this static gate
 keeps such code from running. It does not depend on a ``lint`` job having run first: a ``test``
@@ -351,13 +355,16 @@ class _TestRun:
         request = self.request
         refused = gate.refused(request["source"], request["op"], request["wrapper"])
         if refused:
-            more = f" ({len(refused) - 1} more in findings)" if len(refused) > 1 else ""
+            cheats = [text for refusal, text in refused if refusal == "cheat"]
+            outcome = "cheat_detected" if cheats else "lint_violation"
+            ordered = cheats + [text for refusal, text in refused if refusal != "cheat"]
+            more = f" ({len(ordered) - 1} more in findings)" if len(ordered) > 1 else ""
             self._stop(
                 Failure(
-                    "cheat_detected",
+                    outcome,
                     "static",
-                    f"static: refused before running: {refused[0]}{more}",
-                    findings=[f"static: {text}" for text in refused],
+                    f"static: refused before running: {ordered[0]}{more}",
+                    findings=[f"static: {text}" for text in ordered],
                 )
             )
 
@@ -670,7 +677,8 @@ class _TestRun:
 
 
 class _StaticGate:
-    """The violations of rules of ``refused_before_test`` in a source, described: linted once
+    """The violations of rules of ``refused_before_test`` in a source, each described with its
+    class of refusal (``cheat`` or ``lint``, the profile's ``refused_before_test``): linted once
     per source, operator and wrapper (all the lint's verdict depends on, with the profile) while
     it is among the ``_GATED_SOURCES`` most recently gated. One test at a time uses it (under
     the harness's lock)."""
@@ -678,9 +686,12 @@ class _StaticGate:
     def __init__(self, profile: Profile):
         self.profile = profile
         #: Keyed by the source's digest: a key holds 32 bytes, whatever the source's size.
-        self._refused: OrderedDict[tuple[bytes, str, str], tuple[str, ...]] = OrderedDict()
+        self._refused: OrderedDict[tuple[bytes, str, str], tuple[tuple[str, str], ...]] = (
+            OrderedDict()
+        )
 
-    def refused(self, source: str, op: str, wrapper: str) -> tuple[str, ...]:
+    def refused(self, source: str, op: str, wrapper: str) -> tuple[tuple[str, str], ...]:
+        """(class of refusal, description) of each refused violation, in the report's order."""
         # surrogatepass: a JSON string may hold a lone surrogate, which still names one source.
         digest = hashlib.sha256(source.encode("utf-8", "surrogatepass")).digest()
         key = (digest, op, wrapper)
@@ -689,10 +700,11 @@ class _StaticGate:
             self._refused.move_to_end(key)
             return refused
         report = lint_source(source, op=op, wrapper=wrapper, profile=self.profile)
+        classes = [self.profile.refusal_class(v["rule"]) for v in report["violations"]]
         refused = self._refused[key] = tuple(
-            _describe_violation(violation)
-            for violation in report["violations"]
-            if violation["rule"] in self.profile.refused_before_test
+            (refusal, _describe_violation(violation))
+            for refusal, violation in zip(classes, report["violations"], strict=True)
+            if refusal is not None
         )
         if len(self._refused) > _GATED_SOURCES:
             self._refused.popitem(last=False)

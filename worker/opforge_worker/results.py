@@ -4,7 +4,10 @@ Shape (every key always present; msgpack-able: str, int, float, bool, None, list
 
     {
       "outcome": str,            # pass | compile_error | runtime_error | crash | timeout |
-                                 # accuracy_error | cheat_detected | harness_error
+                                 # accuracy_error | cheat_detected | lint_violation |
+                                 # harness_error. lint_violation: the static gate refused the
+                                 # source for a mistake of dialect or form only (check static);
+                                 # cheat_detected: a check found a forbidden action
       "tests_run": int,          # samples run to a verdict, over all dtypes
       "tests_passed": int,
       "per_dtype": {             # one entry per requested dtype, in request order
@@ -31,7 +34,8 @@ Shape (every key always present; msgpack-able: str, int, float, bool, None, list
                                  # integrity, dispatch_escape, sandbox
         "findings": [str],       # every dynamic-check finding of that call ("check: message");
                                  # for static, every violation that refused the source ("static:
-                                 # <rule> at line <n> `<text>`: <hint>")
+                                 # <rule> at line <n> `<text>`: <hint>"), those of the outcome's
+                                 # class first
         "compile_log": str,      # compile_error: the Triton/Python compiler's message
         "backtrace": str,        # runtime_error and crash: the Python traceback
         "cuda_error": str,       # crash on a device fault: the CUDA error text
@@ -61,6 +65,7 @@ OUTCOMES = (
     "timeout",
     "accuracy_error",
     "cheat_detected",
+    "lint_violation",
     "harness_error",
 )
 SKIPPED = "skipped"

@@ -28,10 +28,10 @@ def harness():
 
 #: Each tamper candidate, with the violation through which it reaches the checks.
 TAMPERING = [
-    ("tamper/dispatch_findings", "module_attribute", "torch.utils._python_dispatch."),
+    ("tamper/dispatch_findings", "private_attribute", "torch.utils._python_dispatch."),
     ("tamper/frame_walk", "dunder", ".__traceback__"),
     ("tamper/hook_globals", "dunder", "torch.Tensor.numpy.__globals__"),
-    ("tamper/reply_filter", "module_attribute", "torch.sys.modules"),
+    ("tamper/reply_filter", "forbidden_module", "torch.sys.modules"),
 ]
 
 
@@ -40,9 +40,9 @@ def test_every_tamper_candidate_is_listed():
     assert {f"tamper/{path.stem}" for path in (CORPUS / "tamper").glob("*.py")} == listed
 
 
-def refused_before_running(result) -> dict:
+def refused_before_running(result, outcome="cheat_detected") -> dict:
     """The failure of a test the static gate refused, checked for what every such one has."""
-    assert result["outcome"] == "cheat_detected", result["failure"]
+    assert result["outcome"] == outcome, result["failure"]
     failure = result["failure"]
     assert failure["check"] == "static"
     assert failure["dtype"] == "" and failure["sample_index"] == -1
@@ -79,8 +79,38 @@ def test_every_violation_of_a_refused_rule_is_a_finding_with_line_text_and_hint(
         "static: attribute_assignment at line 14 `.add`: Assigning `.add` is not allowed: "
         "never patch modules or tensors; bind a local name instead.",
         "static: module_attribute at line 16 `torch.exp`: `torch.exp` is not allowed by the "
-        f"{DEVICE} profile: torch may be used only for its allowed names.",
+        f"{DEVICE} profile: use torch only for its allowed names (torch: allocation, dtypes and "
+        "metadata on the host; tl: inside kernels) and compute in a kernel.",
     ]
+
+
+def test_a_mistake_of_form_alone_is_a_lint_violation_with_instructions(harness):
+    # The habit of every model: importing what the harness provides.
+    imports = "import torch\nimport triton\nimport triton.language as tl\n"
+    started = harness._processes_started
+
+    result = harness.run_test(
+        {**request("honest/exp", "exp"), "source": imports + source("honest/exp")}
+    )
+
+    failure = refused_before_running(result, "lint_violation")
+    hint = load_profile(DEVICE).constructs["import"].hint
+    assert failure["findings"] == [
+        f"static: import at line {line} `{text}`: {hint}"
+        for line, text in enumerate(imports.splitlines(), start=1)
+    ]
+    assert harness._processes_started == started
+
+
+def test_a_cheat_decides_the_outcome_and_comes_first_among_mistakes_of_form(harness):
+    tampering = "import torch\n" + source("tamper/hook_globals")
+
+    failure = refused_before_running(
+        harness.run_test({**request("tamper/hook_globals", "exp"), "source": tampering})
+    )
+
+    rules = [finding.split(" ")[1] for finding in failure["findings"]]
+    assert rules == ["dunder", "attribute_assignment", "import", "module_attribute"]
 
 
 def test_an_oversized_source_is_refused_unparsed(harness):
@@ -88,7 +118,7 @@ def test_an_oversized_source_is_refused_unparsed(harness):
     padded = source("honest/exp") + "#" * limit
 
     failure = refused_before_running(
-        harness.run_test({**request("honest/exp", "exp"), "source": padded})
+        harness.run_test({**request("honest/exp", "exp"), "source": padded}), "lint_violation"
     )
 
     assert failure["findings"] == [
@@ -147,7 +177,8 @@ def test_a_source_changed_by_one_character_is_linted_afresh(harness, linted):
     still_refused = harness.run_test({**refused, "source": refused_changed})
 
     assert linted == [honest_changed, refused_changed]
-    assert any("`torch.emptx`" in f for f in refused_before_running(now_refused)["findings"])
+    now_refused = refused_before_running(now_refused, "lint_violation")
+    assert any("`torch.emptx`" in finding for finding in now_refused["findings"])
     findings = refused_before_running(still_refused)["findings"]
     assert any("`torch.exq`" in finding for finding in findings), findings
     assert not any("`torch.exp`" in finding for finding in findings), findings
@@ -160,7 +191,7 @@ def test_the_gate_forgets_the_least_recently_gated_source_first(linted, monkeypa
 
     for gated in (first, second, first, third, first, second):
         verdict = gate.refused(gated, "exp", "exp")
-        assert isinstance(verdict, tuple) and len(verdict) == 3
+        assert [refusal for refusal, _ in verdict] == ["cheat", "cheat", "lint"]
 
     assert linted == [first, second, third, second]
 

@@ -282,5 +282,6 @@ def test_every_outcome_is_documented():
         "timeout",
         "accuracy_error",
         "cheat_detected",
+        "lint_violation",
         "harness_error",
     }

@@ -49,6 +49,30 @@ VARARGS = candidate(host="input = args[0]").replace(
 )
 WITHOUT_KERNEL = "def copy_wrapper(input):\n    return torch.empty_like(input)\n"
 AT_LIMIT = load_profile("interpreter").max_source_chars
+AT_CONFIG_LIMIT = load_profile("interpreter").max_autotune_configs
+
+
+def autotuned(configs=2):
+    """The template's kernel under @triton.autotune with ``configs`` configs."""
+    listed = ", ".join(
+        f"triton.Config({{'BLOCK': {64 << n}}}, num_warps=4)" for n in range(configs)
+    )
+    decorator = f"@triton.autotune(configs=[{listed}], key=['n'])\n@triton.jit"
+    return (
+        candidate()
+        .replace("@triton.jit", decorator, 1)
+        .replace(", BLOCK=128)", ")")
+        .replace(
+            "(triton.cdiv(input.numel(), 128),)", "lambda meta: (triton.cdiv(n, meta['BLOCK']),)"
+        )
+        .replace(
+            "    out = torch.empty_like(input)",
+            "    out = torch.empty_like(input)\n    n = input.numel()",
+        )
+    )
+
+
+AUTOTUNED = autotuned()
 
 # "rule id[ (variant)]" -> (violating source, near-miss source that must be clean)
 CASES = {
@@ -79,6 +103,10 @@ CASES = {
     ),
     "forbidden_builtin": (candidate(host="n = eval('1')"), candidate(host="n = len(input.shape)")),
     "forbidden_module": (
+        candidate(host="n = os.getpid()"),
+        candidate(host="for os in range(2):\n    n = os"),
+    ),
+    "unavailable_module": (
         candidate(host="n = math.ceil(3 / 2)"),
         candidate(host="n = triton.cdiv(3, 2)"),
     ),
@@ -115,6 +143,14 @@ CASES = {
     "attribute_assignment": (
         candidate(host="out.data = input"),
         candidate(host="data = input"),
+    ),
+    "tuning_argument": (
+        AUTOTUNED.replace("key=['n']", "key=['n'], do_bench=lambda fn, quantiles: [0.0] * 3"),
+        AUTOTUNED,
+    ),
+    "autotune_configs": (
+        autotuned(AT_CONFIG_LIMIT + 1),
+        autotuned(AT_CONFIG_LIMIT),
     ),
     "decorator": (
         candidate(host="@triton.jit\ndef nested_kernel(x):\n    return x"),
@@ -158,7 +194,12 @@ def test_rule_accepts_its_near_miss(case):
 
 
 def test_every_rule_of_the_profiles_has_cases():
-    every_rule = {"forbidden_builtin", "forbidden_module", FORBIDDEN_ATTRIBUTE_RULE}
+    every_rule = {
+        "forbidden_builtin",
+        "forbidden_module",
+        "unavailable_module",
+        FORBIDDEN_ATTRIBUTE_RULE,
+    }
     every_rule |= set(HINT_FIELDS)
     for profile in ("cuda", "interpreter"):
         every_rule |= set(load_profile(profile).constructs)
@@ -286,7 +327,7 @@ OBFUSCATIONS = {
     "as_subclass": (candidate(host="y = out.as_subclass(torch.Tensor)"), FORBIDDEN_ATTRIBUTE_RULE),
     "_make_subclass": (
         candidate(host="y = torch.Tensor._make_subclass(torch.Tensor, out)"),
-        "module_attribute",
+        "private_attribute",
     ),
     "private method": (candidate(host="y = out._make_subclass(out)"), "private_attribute"),
     "__torch_function__": (candidate(host="f = input.__torch_function__"), "dunder"),
@@ -329,10 +370,122 @@ OBFUSCATIONS = {
         "kernel_launch",
     ),
     "kernel run method": (candidate(host="copy_kernel.run(input)"), "kernel_launch"),
-    "host-side numpy": (candidate(host="a = np.exp(1.0)"), "forbidden_module"),
+    "host-side numpy": (candidate(host="a = np.exp(1.0)"), "unavailable_module"),
     "os environment": (candidate(host="e = os.environ"), "forbidden_module"),
     "module-level code": (candidate(module="print('import time')"), "module_state"),
-    "main guard": (candidate(module="if __name__ == '__main__':\n    pass"), "module_state"),
+    "main guard with an else": (
+        candidate(module="if __name__ == '__main__':\n    pass\nelse:\n    t = 1"),
+        "module_state",
+    ),
+    "main guard made true": (
+        candidate(module="__name__ = '__main__'\nif __name__ == '__main__':\n    pass"),
+        "dunder",
+    ),
+    "__all__ holding more than names": (candidate(module="__all__ = [torch]"), "dunder"),
+    "module aliased by a local named like a module": (
+        candidate(host="os = torch\ny = os.exp(input)"),
+        "module_alias",
+    ),
+    "a local named like a module bound to a tensor computes": (
+        candidate(host="os = input\ny = os.exp()"),
+        "host_method",
+    ),
+    "a module name imported in a function": (
+        candidate(module="def helper():\n    import os\n    return os.environ"),
+        "forbidden_module",
+    ),
+    "a module name declared global": (
+        candidate(module="def helper():\n    global os\n    os = 1\n    return os.environ"),
+        "forbidden_module",
+    ),
+    "a builtin read in a comprehension's first iterable": (
+        candidate(host="names = [type for type in type(input).mro()]"),
+        "forbidden_builtin",
+    ),
+    "getattr on a local named like a module": (
+        candidate(host="os = input\ny = getattr(os, 'exp')()"),
+        "host_attribute",
+    ),
+    "torch's own sys": (candidate(host="m = torch.sys.modules"), "forbidden_module"),
+    "torch's private C module": (
+        candidate(host="m = torch._C._get_tracing_state"),
+        "private_attribute",
+    ),
+    "tensor method behind a set rebound to a tensor": (
+        candidate(host="s = set()\ns = input\ns.add(1)"),
+        "host_method",
+    ),
+    "tensor method behind a parameter defaulting to a set": (
+        candidate(module="def helper(s=set()):\n    return s.add(1)"),
+        "host_method",
+    ),
+    "tensor method behind a comprehension variable": (
+        candidate(host="r = [s.add(1) for s in [input]]"),
+        "host_method",
+    ),
+    "tensor method after isinstance or": (
+        candidate(host="r = isinstance(input, set) or input.add(1)"),
+        "host_method",
+    ),
+    "tensor method after a walrus rebinding": (
+        candidate(
+            host="s = set()\nr = isinstance(s, set) and (s := input) is not None and s.add(1)"
+        ),
+        "host_method",
+    ),
+    "tensor sort on a tuple of shapes": (candidate(host="r = input.sort()"), "host_method"),
+    "isinstance shadowed to fake a set": (
+        candidate(
+            host="isinstance = lambda *args: True\nr = isinstance(input, set) and input.add(1)"
+        ),
+        "host_method",
+    ),
+    "set rebound by augmented assignment": (
+        candidate(host="s = set()\ns |= {1}\ns = input\ns.add(1)"),
+        "host_method",
+    ),
+    "shadowed set constructor": (
+        candidate(host="set = lambda: input\nr = set().add(1)"),
+        "host_method",
+    ),
+    "annotation that calls": (
+        candidate(module="def helper(x: torch.sin(1)):\n    return x"),
+        "module_attribute",
+    ),
+    "annotation through a private name": (
+        candidate(module="def helper(x: torch._C.Graph):\n    return x"),
+        "private_attribute",
+    ),
+    "autotune below the kernel decorator": (
+        AUTOTUNED.replace("@triton.autotune(", "@triton.jit\n@triton.autotune(", 1).replace(
+            "key=['n'])\n@triton.jit", "key=['n'])", 1
+        ),
+        "decorator",
+    ),
+    "autotune called in the wrapper": (
+        candidate(host="tuned = triton.autotune(configs=[], key=[])"),
+        "decorator",
+    ),
+    "configs built elsewhere": (
+        AUTOTUNED.replace("configs=[", "configs=CONFIGS + [", 1),
+        "autotune_configs",
+    ),
+    "a config outside autotune": (
+        candidate(host="c = triton.Config({'BLOCK': 64})"),
+        "autotune_configs",
+    ),
+    "a config with a pre_hook": (
+        AUTOTUNED.replace("num_warps=4)", "num_warps=4, pre_hook=print)", 1),
+        "tuning_argument",
+    ),
+    "autotune benchmarking on a CUDA graph": (
+        AUTOTUNED.replace("key=['n']", "key=['n'], use_cuda_graph=True"),
+        "tuning_argument",
+    ),
+    "heuristics pruning configs": (
+        AUTOTUNED.replace("key=['n']", "key=['n'], prune_configs_by={'top_k': 1}"),
+        "tuning_argument",
+    ),
 }
 
 
@@ -343,6 +496,94 @@ def test_obfuscation_is_caught(name):
         report = lint(source, profile)
         assert not report["ok"]
         assert rule in rules_of(report), report["violations"]
+
+
+# Honest code that earlier versions of the rules refused by its spelling: each must lint clean.
+NEAR_MISSES = {
+    "autotune and heuristics": AUTOTUNED.replace(
+        "@triton.jit",
+        "@triton.heuristics(values={'EVEN': lambda args: args['n'] % args['BLOCK'] == 0})\n"
+        "@triton.jit",
+        1,
+    ),
+    "heuristics with its values positional": candidate().replace(
+        "@triton.jit",
+        "@triton.heuristics({'WIDE': lambda args: triton.next_power_of_2(args['n']) > 1024})\n"
+        "@triton.jit",
+        1,
+    ),
+    "autotune with its configs positional": AUTOTUNED.replace("configs=[", "[", 1),
+    "autotune resetting its output": AUTOTUNED.replace(
+        "key=['n']", "key=['n'], reset_to_zero=['out_ptr']"
+    ),
+    "main guard": candidate(
+        module="if __name__ == '__main__':\n"
+        "    import time\n"
+        "    x = torch.randn(4096, device='cuda')\n"
+        "    print(torch.allclose(copy_wrapper(x), x), time.time())"
+    ),
+    "main guard written the other way round": candidate(
+        module="if '__main__' == __name__:\n    print(copy_wrapper(torch.randn(3)))"
+    ),
+    "__all__": candidate(module="__all__ = ['copy_wrapper', 'copy_kernel']"),
+    "__all__ as a tuple": candidate(module="__all__ = ('copy_wrapper',)"),
+    "torch.tensor of a shape": candidate(
+        host="shape = torch.tensor(input.shape, dtype=torch.int64, device=input.device)"
+    ),
+    "torch.as_tensor of a constant": candidate(
+        host="one = torch.as_tensor(1.0, dtype=input.dtype, device=input.device)"
+    ),
+    "complex dtypes in a dtype table": candidate(
+        module="COMPLEX = (torch.complex64, torch.complex128, torch.cfloat)",
+        host="real_dtype = {torch.complex64: torch.float32, torch.complex128: torch.float64}\n"
+        "assert input.dtype not in COMPLEX and input.dtype not in real_dtype",
+    ),
+    "loop variable named os": candidate(host="n = 0\nfor os in input.shape:\n    n += os"),
+    "kernel loop variable named os": candidate(
+        kernel="acc = tl.zeros((BLOCK,), tl.float32)\nfor os in range(0, n, BLOCK):\n    acc += os"
+    ),
+    "parameter named F": candidate(module="def features(F):\n    return F * 2"),
+    "local named like a builtin": candidate(host="id = input.numel()\ntype = input.dtype"),
+    "set.add": candidate(host="seen = set()\nfor d in range(input.dim()):\n    seen.add(d)"),
+    "set comprehension's add": candidate(
+        host="dims = {d for d in range(input.dim())}\ndims.add(0)"
+    ),
+    "list.sort": candidate(host="sizes = list(input.shape)\nsizes.sort()\nsizes.reverse()"),
+    "sorted list": candidate(host="sizes = sorted(input.shape)\nsizes.remove(sizes[0])"),
+    "float.is_integer narrowed by isinstance": candidate(
+        module="def whole(alpha):\n    return isinstance(alpha, float) and alpha.is_integer()"
+    ),
+    "float.is_integer of float()": candidate(host="whole = float(input.numel()).is_integer()"),
+    "float local": candidate(host="scale = 0.5\nscale = 2.0\nwhole = scale.is_integer()"),
+    "dict.setdefault": candidate(host="seen = {}\nseen.setdefault(0, input.numel())"),
+    "torch.device in annotations": candidate().replace(
+        "def copy_wrapper(input):",
+        "def copy_wrapper(input: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:",
+    ),
+    "torch.device annotating a local": candidate(host="device: torch.device = input.device"),
+    "a string annotation": candidate(module="def helper(x: 'torch.dtype') -> int:\n    return 1"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NEAR_MISSES))
+def test_honest_near_miss_is_clean(name):
+    for profile in ("cuda", "interpreter"):
+        report = lint(NEAR_MISSES[name], profile)
+        assert report == {"ok": True, "violations": [], "syntax_error": None}, report
+
+
+def test_autotune_config_hint_names_the_limit():
+    (violation,) = lint(autotuned(AT_CONFIG_LIMIT + 1))["violations"]
+    assert violation["rule"] == "autotune_configs"
+    assert f"at most {AT_CONFIG_LIMIT} triton.Config(...)" in violation["hint"]
+
+
+def test_a_main_guard_is_not_linted_but_an_else_branch_runs():
+    guarded = "if __name__ == '__main__':\n    import os\n    os.system('ls')"
+    assert lint(candidate(module=guarded))["ok"]
+    # Without the guard the same lines are refused, for what they are.
+    report = lint(candidate(module=guarded.replace("if __name__ == '__main__':", "if True:")))
+    assert rules_of(report) == {"module_state", "import", "forbidden_module"}
 
 
 def test_violation_names_position_text_and_hint():
@@ -387,7 +628,7 @@ def test_many_violations_are_all_listed_quickly():
 
 
 def test_report_lists_every_violation_in_order_and_is_deterministic():
-    source = candidate(module="import os", host="y = input.cpu()\nz = eval('1')")
+    source = candidate(module="import math", host="y = input.cpu()\nz = eval('1')")
     first = lint(source)
     assert [(v["line"], v["rule"]) for v in first["violations"]] == [
         (8, "import"),
@@ -408,8 +649,13 @@ def test_syntax_error_is_reported_with_its_position():
 
 @pytest.mark.parametrize(
     "source",
-    ["x = 1\0", "x = " + "(" * 1000 + ")" * 1000, "x = " + "+".join(["a"] * 30000)],
-    ids=["nul byte", "deep parentheses", "long expression chain"],
+    [
+        "x = 1\0",
+        "x = " + "(" * 1000 + ")" * 1000,
+        "x = " + "+".join(["a"] * 30000),
+        "def f(x: " + " | ".join(["a"] * 30000) + "): pass",
+    ],
+    ids=["nul byte", "deep parentheses", "long expression chain", "long annotation"],
 )
 def test_hostile_sources_get_a_report_not_a_crash(source):
     report = lint(source)

@@ -21,7 +21,7 @@ def test_violations_exit_one_with_position_rule_and_hint(tmp_path, capsys):
     assert main([str(candidate), "--op", "exp"]) == 1
     out = capsys.readouterr().out
     assert f"{candidate}:1:1: import: import os" in out
-    assert "hint: No imports" in out
+    assert "hint: Remove the imports" in out
     assert "wrapper_missing" in out and "exp_wrapper" in out
 
 

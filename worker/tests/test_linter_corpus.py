@@ -54,9 +54,10 @@ def test_harmful_candidate_is_refused(path):
 @pytest.mark.skipif(not corpus("tamper"), reason="the harness corpus is not in this checkout")
 @pytest.mark.parametrize("profile", ["cuda", "interpreter"])
 @pytest.mark.parametrize("path", corpus("tamper"), ids=lambda path: path.stem)
-def test_tampering_candidate_breaks_a_rule_refused_before_test(path, profile):
-    # The harness refuses these before they run (test_harness_gate.py): they reach the checks.
-    refused = load_profile(profile).refused_before_test
+def test_tampering_candidate_breaks_a_rule_refused_as_a_cheat(path, profile):
+    # The harness refuses these before they run (test_harness_gate.py): they reach the checks,
+    # which is an attempt to get around them, not a mistake of form.
+    refused = load_profile(profile).refused_as["cheat"]
     assert {v["rule"] for v in lint_candidate(path, profile)["violations"]} & refused
 
 

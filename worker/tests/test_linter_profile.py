@@ -48,11 +48,26 @@ def test_a_child_refuses_its_own_construct_before_test_besides_its_parents_rules
         "extra",
         "extends: base\n"
         "constructs: {while_loop: {nodes: [While], hint: no loops}}\n"
-        "refused_before_test: [while_loop]\n",
+        "refused_before_test: {lint: [while_loop]}\n",
     )
-    refused = load_profile("extra").refused_before_test
-    assert {"while_loop", "dunder", "import"} <= refused
-    assert "try_except" not in refused
+    profile = load_profile("extra")
+    assert {"while_loop", "dunder", "import"} <= profile.refused_before_test
+    assert "try_except" not in profile.refused_before_test
+    assert profile.refusal_class("while_loop") == "lint"
+    assert profile.refusal_class("dunder") == "cheat"
+    assert profile.refusal_class("try_except") is None
+
+
+def test_every_rule_refused_before_test_has_one_class():
+    profile = load_profile("cuda")
+    assert profile.refused_as["cheat"].isdisjoint(profile.refused_as["lint"])
+    # An attempt to get around the checks versus a mistake of form.
+    assert {"dunder", "forbidden_builtin", "forbidden_module", "attribute_assignment"} <= (
+        profile.refused_as["cheat"]
+    )
+    assert {"import", "module_attribute", "unavailable_module", "autotune_configs"} <= (
+        profile.refused_as["lint"]
+    )
 
 
 MALFORMED = {
@@ -118,14 +133,39 @@ MALFORMED = {
         "bad template",
     ),
     "rule refused before test that no check reports": (
-        "extends: base\nrefused_before_test: [dunder, no_such_rule]\n",
-        "refused_before_test",
+        "extends: base\nrefused_before_test: {cheat: [dunder, no_such_rule]}\n",
+        "refused_before_test.cheat",
         "no rule has the id no_such_rule",
     ),
     "rule refused before test that is not an identifier": (
-        "extends: base\nrefused_before_test: [dunder, 3]\n",
-        "refused_before_test[1]",
+        "extends: base\nrefused_before_test: {lint: [import, 3]}\n",
+        "refused_before_test.lint[1]",
         "expected an identifier",
+    ),
+    "rule refused before test without a class": (
+        "extends: base\nrefused_before_test: [dunder]\n",
+        "refused_before_test",
+        "expected a mapping of cheat and lint",
+    ),
+    "unknown class of refusal": (
+        "extends: base\nrefused_before_test: {style: [import]}\n",
+        "refused_before_test.style",
+        "unknown class of refusal",
+    ),
+    "rule refused as both": (
+        "extends: base\nrefused_before_test: {lint: [dunder]}\n",
+        "refused_before_test",
+        "dunder cannot be both cheat and lint",
+    ),
+    "tuning decorator arguments not a list": (
+        "extends: base\ntuning_decorators: {triton.autotune: configs}\n",
+        "tuning_decorators.triton.autotune",
+        "expected a list",
+    ),
+    "constant name of no module": (
+        "extends: base\nconstant_names: [numpy.float32]\n",
+        "constant_names",
+        "numpy.float32 is not a name of a module",
     ),
     "not a mapping": ("- a\n- b\n", "<file>", "a profile is a mapping"),
     "not YAML": ("extends: [base\n", "<file>", "not valid YAML"),

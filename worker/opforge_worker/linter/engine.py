@@ -2,6 +2,21 @@
 
 The walk is iterative (a hostile candidate can nest expressions deeper than Python's recursion
 limit) and carries, for every node, its parent and whether it runs in a kernel or on the host.
+Decorators run on the host, whatever they decorate.
+
+Rules judge what a name refers to, not how it is spelled: a pass before the walk (``_Scopes``)
+resolves every name the way Python does (functions, lambdas and comprehensions bind their own
+names), so a local that happens to be called ``os`` or ``F`` is a local, while a module name
+stays refused wherever it is not rebound by an assignment in a function. A method whose name a
+tensor shares (``add``, ``sort``) is allowed only on a receiver known to be a builtin value of
+the right type (``typed_methods``): a literal, a builtin constructor's result, a local bound to
+nothing else, or a name narrowed by ``isinstance(name, T) and ...``.
+
+Two kinds of module-level statement are never walked, because they never run or do nothing: an
+``if __name__ == "__main__":`` block without ``else`` (the harness loads a candidate under
+another module name, candidate.py) and ``__all__`` bound to a list of strings. Annotations made
+only of names (``device: torch.device | None``) are read, never called: any public name of an
+allowed module may appear in one.
 """
 
 from __future__ import annotations
@@ -111,6 +126,275 @@ def _is_constant(node: ast.AST) -> bool:
     return False
 
 
+def _is_main_guard(statement: ast.stmt) -> bool:
+    """`if __name__ == "__main__":` with no else: its body never runs in the harness."""
+    if not isinstance(statement, ast.If) or statement.orelse:
+        return False
+    test = statement.test
+    if not isinstance(test, ast.Compare) or [type(op) for op in test.ops] != [ast.Eq]:
+        return False
+    sides = [test.left, test.comparators[0]]
+    names = [side for side in sides if isinstance(side, ast.Name) and side.id == "__name__"]
+    mains = [side for side in sides if isinstance(side, ast.Constant) and side.value == "__main__"]
+    return len(names) == 1 and len(mains) == 1
+
+
+def _is_export_list(statement: ast.stmt) -> bool:
+    """`__all__ = ["exp"]`: only `from module import *` reads it, and nothing here does."""
+    return (
+        isinstance(statement, ast.Assign)
+        and len(statement.targets) == 1
+        and isinstance(statement.targets[0], ast.Name)
+        and statement.targets[0].id == "__all__"
+        and isinstance(statement.value, ast.List | ast.Tuple)
+        and all(
+            isinstance(item, ast.Constant) and isinstance(item.value, str)
+            for item in statement.value.elts
+        )
+    )
+
+
+def _is_type_expression(node: ast.AST) -> bool:
+    """An annotation made only of names: `torch.Tensor`, `torch.device | None`, `list[int]`.
+    Iterative: `a | b | ...` nests as deep as it is long."""
+    pending = [node]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Constant):
+            if not (node.value is None or isinstance(node.value, str)):
+                return False
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+            pending += [node.left, node.right]
+        elif isinstance(node, ast.Subscript):
+            pending.append(node.value)
+            pending += node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        elif _dotted(node) is None:
+            return False
+    return True
+
+
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+# Builtin callables whose result's type is known, when the name is not rebound anywhere.
+_CONSTRUCTORS = {
+    "list": "list",
+    "sorted": "list",
+    "set": "set",
+    "dict": "dict",
+    "float": "float",
+    "int": "int",
+    "len": "int",
+}
+_LITERALS = {
+    ast.List: "list",
+    ast.ListComp: "list",
+    ast.Set: "set",
+    ast.SetComp: "set",
+    ast.Dict: "dict",
+    ast.DictComp: "dict",
+}
+_NARROWABLE = frozenset({"list", "set", "dict", "float", "int"})
+_UNKNOWN = None  # a binding whose value the resolver does not follow (a parameter, a loop, ...)
+_TYPE_DEPTH = 8  # how many assignments deep a local's type is followed
+
+
+class _Scopes:
+    """Python's name resolution over one module, computed before the rules run.
+
+    For every name read or written in a function, lambda or comprehension it records the scopes
+    around it; for every such scope, the names it binds and, for a plain `name = value`, the
+    value. `global` and `nonlocal` names, and names bound by imports, are never treated as
+    locals: an import binds the module itself.
+    """
+
+    def __init__(self, tree: ast.Module):
+        self.chain_of: dict[int, tuple[ast.AST, ...]] = {}
+        self.bindings: dict[int, dict[str, list[ast.AST | None]]] = {}
+        self.module_names: set[str] = set()
+        self.declared: set[str] = set()  # global or nonlocal anywhere
+        self.imported: set[str] = set()
+        self.narrowed: dict[int, str] = {}
+        value_of: dict[int, ast.AST] = {}
+        walrus: set[int] = set()
+        conjunctions: list[ast.BoolOp] = []
+        stack: list[tuple[ast.AST, tuple[ast.AST, ...]]] = [(tree, ())]
+        while stack:
+            node, chain = stack.pop()
+            if isinstance(node, _FUNCTIONS):
+                stack.extend(self.enclosing_parts(node, chain))
+                inner = (*chain, node)
+                self.bindings[id(node)] = {}
+                arguments = node.args
+                for argument in (
+                    *arguments.posonlyargs,
+                    *arguments.args,
+                    *arguments.kwonlyargs,
+                    *filter(None, (arguments.vararg, arguments.kwarg)),
+                ):
+                    self.bind(argument.arg, inner, _UNKNOWN)
+                body = node.body if isinstance(node.body, list) else [node.body]
+                stack.extend((statement, inner) for statement in body)
+                if not isinstance(node, ast.Lambda):
+                    self.bind(node.name, chain, _UNKNOWN)
+                continue
+            if isinstance(node, _COMPREHENSIONS):
+                stack.append((node.generators[0].iter, chain))
+                inner = (*chain, node)
+                self.bindings[id(node)] = {}
+                for index, generator in enumerate(node.generators):
+                    stack.append((generator.target, inner))
+                    stack.extend((condition, inner) for condition in generator.ifs)
+                    if index:
+                        stack.append((generator.iter, inner))
+                parts = (node.key, node.value) if isinstance(node, ast.DictComp) else (node.elt,)
+                stack.extend((part, inner) for part in parts)
+                continue
+            if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    if isinstance(target, ast.Name):
+                        value_of[id(target)] = node.value
+            elif isinstance(node, ast.NamedExpr):
+                walrus.add(id(node.target))
+            elif isinstance(node, ast.Global | ast.Nonlocal):
+                self.declared.update(node.names)
+            elif isinstance(node, ast.Import | ast.ImportFrom):
+                for alias in node.names:
+                    self.imported.add((alias.asname or alias.name).split(".")[0])
+            elif isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+                conjunctions.append(node)
+            elif isinstance(node, ast.Name):
+                self.chain_of[id(node)] = chain
+                if not isinstance(node.ctx, ast.Load):
+                    scopes = chain
+                    if id(node) in walrus:  # binds in the nearest function, not a comprehension
+                        while scopes and isinstance(scopes[-1], _COMPREHENSIONS):
+                            scopes = scopes[:-1]
+                    self.bind(node.id, scopes, value_of.get(id(node), _UNKNOWN))
+            elif isinstance(node, ast.ExceptHandler | ast.MatchAs | ast.MatchStar) and node.name:
+                self.bind(node.name, chain, _UNKNOWN)
+            elif isinstance(node, ast.ClassDef):
+                # A class body's names are its own; refused anyway (class_definition).
+                stack.extend((part, chain) for part in (*node.decorator_list, *node.bases))
+                self.bindings[id(node)] = {}
+                stack.extend((statement, (*chain, node)) for statement in node.body)
+                self.bind(node.name, chain, _UNKNOWN)
+                continue
+            for field in node._fields:
+                value = getattr(node, field, None)
+                if isinstance(value, list):
+                    stack.extend((item, chain) for item in value if isinstance(item, ast.AST))
+                elif isinstance(value, ast.AST) and not isinstance(value, _LEAVES):
+                    stack.append((value, chain))
+        for conjunction in conjunctions:
+            self.narrow(conjunction)
+
+    @staticmethod
+    def enclosing_parts(node: ast.AST, chain: tuple) -> list[tuple[ast.AST, tuple]]:
+        """What a function evaluates in the scope around it: decorators, defaults, annotations."""
+        arguments = node.args
+        parts = [*arguments.defaults, *filter(None, arguments.kw_defaults)]
+        if not isinstance(node, ast.Lambda):
+            parts += node.decorator_list
+            every = (
+                *arguments.posonlyargs,
+                *arguments.args,
+                *arguments.kwonlyargs,
+                *filter(None, (arguments.vararg, arguments.kwarg)),
+            )
+            parts += [a.annotation for a in every if a.annotation is not None]
+            parts += [node.returns] if node.returns is not None else []
+        return [(part, chain) for part in parts]
+
+    def bind(self, name: str, chain: tuple, value: ast.AST | None) -> None:
+        if not chain:
+            self.module_names.add(name)
+        else:
+            self.bindings[id(chain[-1])].setdefault(name, []).append(value)
+
+    def scope_of(self, node: ast.Name) -> ast.AST | None:
+        """The function, lambda or comprehension whose local ``node`` is; None for a module
+        global, a builtin, or a name a global, nonlocal or import statement touches."""
+        if node.id in self.declared or node.id in self.imported:
+            return None
+        for scope in reversed(self.chain_of.get(id(node), ())):
+            if not isinstance(scope, ast.ClassDef) and node.id in self.bindings[id(scope)]:
+                return scope
+        return None
+
+    def is_local(self, node: ast.Name) -> bool:
+        return self.scope_of(node) is not None
+
+    def is_builtin(self, node: ast.Name) -> bool:
+        return (
+            self.scope_of(node) is None
+            and node.id not in self.module_names
+            and node.id not in self.declared
+            and node.id not in self.imported
+        )
+
+    def type_of(self, node: ast.AST, depth: int = 0) -> str | None:
+        """The builtin type of the value of ``node`` where it is certain, else None."""
+        if depth > _TYPE_DEPTH:
+            return None
+        if type(node) in _LITERALS:
+            return _LITERALS[type(node)]
+        if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+            return type(node.value).__name__
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            constructed = _CONSTRUCTORS.get(node.func.id)
+            return constructed if constructed and self.is_builtin(node.func) else None
+        if not isinstance(node, ast.Name):
+            return None
+        if id(node) in self.narrowed:
+            return self.narrowed[id(node)]
+        scope = self.scope_of(node)
+        if scope is None:
+            return None
+        values = self.bindings[id(scope)][node.id]
+        if any(value is _UNKNOWN for value in values):
+            return None
+        types = {self.type_of(value, depth + 1) for value in values}
+        return types.pop() if len(types) == 1 else None
+
+    def narrow(self, conjunction: ast.BoolOp) -> None:
+        """In `isinstance(x, float) and x.is_integer()`, x is a float after the isinstance."""
+        if any(isinstance(node, ast.NamedExpr) for node in ast.walk(conjunction)):
+            return
+        for index, operand in enumerate(conjunction.values):
+            checked = self.isinstance_of(operand)
+            if checked is None:
+                continue
+            name, kind = checked
+            scope = self.scope_of(name)
+            for later in conjunction.values[index + 1 :]:
+                for node in ast.walk(later):
+                    if (
+                        isinstance(node, ast.Name)
+                        and node.id == name.id
+                        and isinstance(node.ctx, ast.Load)
+                        and self.scope_of(node) is scope
+                        and self.chain_of.get(id(node)) == self.chain_of.get(id(name))
+                    ):
+                        self.narrowed[id(node)] = kind
+
+    def isinstance_of(self, node: ast.AST) -> tuple[ast.Name, str] | None:
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "isinstance"
+            and self.is_builtin(node.func)
+            and len(node.args) == 2
+            and not node.keywords
+            and isinstance(node.args[0], ast.Name)
+            and isinstance(node.args[1], ast.Name)
+            and node.args[1].id in _NARROWABLE
+            and self.is_builtin(node.args[1])
+        ):
+            return None
+        return node.args[0], node.args[1].id
+
+
 class _Checker:
     def __init__(self, source: str, op: str, wrapper: str, profile: Profile):
         self.lines = _LINE_BREAK.split(source)
@@ -134,6 +418,11 @@ class _Checker:
         # Nodes already judged as part of a module attribute chain, and the chains' root names.
         self.chain_inner: set[int] = set()
         self.chain_roots: set[int] = set()
+        # Module attribute chains judged where they stand: tuning decorators and their configs
+        # (checked by check_tuning), names in annotations.
+        self.tuning_names: set[int] = set()
+        self.annotation_names: set[int] = set()
+        self.scopes: _Scopes | None = None
 
     # --- reporting ---------------------------------------------------------------------------
 
@@ -181,6 +470,7 @@ class _Checker:
     # --- the walk ----------------------------------------------------------------------------
 
     def run(self, tree: ast.Module) -> None:
+        self.scopes = _Scopes(tree)
         self.check_contract(tree)
         constructs = self.profile.constructs
         construct_of: dict[type, list[str]] = {}
@@ -190,7 +480,11 @@ class _Checker:
         visitors = self.visitors
         # Siblings may be visited in any order (the report is sorted); a parent always comes
         # before its children, which the module-chain bookkeeping relies on.
-        stack = [(statement, tree, self.where_of_top_level(statement)) for statement in tree.body]
+        stack = [
+            (statement, tree, self.where_of_top_level(statement))
+            for statement in tree.body
+            if not (_is_main_guard(statement) or _is_export_list(statement))
+        ]
         while stack:
             node, parent, where = stack.pop()
             kind = type(node)
@@ -202,10 +496,12 @@ class _Checker:
                 visit(self, node, parent, where)
             for field in kind._fields:
                 value = getattr(node, field, None)
+                # Decorators run on the host when their function is defined, kernels' included.
+                inner = _Where("host", where.function) if field == "decorator_list" else where
                 if isinstance(value, list):
-                    stack.extend((item, node, where) for item in value if isinstance(item, ast.AST))
+                    stack.extend((item, node, inner) for item in value if isinstance(item, ast.AST))
                 elif isinstance(value, ast.AST) and not isinstance(value, _LEAVES):
-                    stack.append((value, node, where))
+                    stack.append((value, node, inner))
 
     def where_of_top_level(self, statement: ast.stmt) -> _Where:
         if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -267,6 +563,8 @@ class _Checker:
             self.report("kernel_missing", tree, self.hint("kernel_missing", pattern=pattern))
 
     def is_allowed_module_statement(self, statement: ast.stmt) -> bool:
+        if _is_main_guard(statement) or _is_export_list(statement):
+            return True
         constructs = self.profile.constructs.values()
         if any(isinstance(statement, c.nodes) and c.scope != "kernel" for c in constructs):
             return True  # reported by its construct rule
@@ -276,31 +574,122 @@ class _Checker:
             )
         if isinstance(statement, ast.Assign):
             targets_are_names = all(isinstance(target, ast.Name) for target in statement.targets)
-            constant = _is_constant(statement.value) or self.is_kernel_global(statement)
+            constant = self.is_host_constant(statement.value) or self.is_kernel_global(statement)
             return targets_are_names and constant
         if isinstance(statement, ast.AnnAssign):
             return isinstance(statement.target, ast.Name) and (
-                statement.value is None or _is_constant(statement.value)
+                statement.value is None or self.is_host_constant(statement.value)
             )
         return False
+
+    def is_host_constant(self, node: ast.AST) -> bool:
+        """A constant, a name of constant_names (a dtype), or a tuple of them."""
+        if isinstance(node, ast.Tuple):
+            return all(self.is_host_constant(element) for element in node.elts)
+        return _is_constant(node) or _dotted(node) in self.profile.constant_names
 
     # --- node checks -------------------------------------------------------------------------
 
     def visit_function(self, node: ast.FunctionDef, parent: ast.AST, where: _Where) -> None:
-        top_level = isinstance(parent, ast.Module)
-        for decorator in node.decorator_list:
-            if not (top_level and self.is_kernel_decorator(decorator)):
-                allowed = ", ".join(f"@{name}" for name in sorted(self.profile.kernel_decorators))
-                self.report("decorator", decorator, self.hint("decorator", allowed=allowed))
-        for argument in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs):
+        decorators = node.decorator_list
+        # A top-level kernel: its kernel decorator innermost, tuning decorators above it.
+        kernel = (
+            isinstance(parent, ast.Module)
+            and bool(decorators)
+            and self.is_kernel_decorator(decorators[-1])
+        )
+        for index, decorator in enumerate(decorators):
+            tuning = self.tuning_decorator(decorator)
+            if kernel and tuning is not None and index < len(decorators) - 1:
+                self.check_tuning(decorator, tuning)
+            elif not (kernel and index == len(decorators) - 1):
+                self.report("decorator", decorator, self.hint("decorator", allowed=self.allowed))
+        arguments = node.args
+        every = (
+            *arguments.posonlyargs,
+            *arguments.args,
+            *arguments.kwonlyargs,
+            *filter(None, (arguments.vararg, arguments.kwarg)),
+        )
+        for argument in every:
             self.check_binding(argument.arg, argument)
+        for annotation in (*(a.annotation for a in every), node.returns):
+            if annotation is not None and _is_type_expression(annotation):
+                self.annotation_names.update(id(part) for part in ast.walk(annotation))
+
+    @property
+    def allowed(self) -> str:
+        """The decorators a kernel may carry, for hints."""
+        kernel = ", ".join(f"@{name}" for name in sorted(self.profile.kernel_decorators))
+        tuning = ", ".join(f"@{name}" for name in sorted(self.profile.tuning_decorators))
+        return f"{kernel} (innermost) and {tuning} above it" if tuning else kernel
+
+    def tuning_decorator(self, decorator: ast.expr) -> str | None:
+        if not isinstance(decorator, ast.Call):
+            return None
+        name = _dotted(decorator.func)
+        return name if name in self.profile.tuning_decorators else None
+
+    def check_tuning(self, decorator: ast.Call, name: str) -> None:
+        """@triton.autotune / @triton.heuristics with only the arguments the profile allows,
+        and autotune's configs written out and bounded."""
+        self.tuning_names.add(id(decorator.func))
+        allowed = self.profile.tuning_decorators[name]
+        passed = self.check_arguments(decorator, f"@{name}", allowed)
+        configs = passed.get("configs")
+        if configs is not None and allowed and allowed[0] == "configs":
+            self.check_configs(configs)
+
+    def check_arguments(self, call: ast.Call, label: str, allowed: tuple[str, ...]) -> dict:
+        """The arguments of ``call`` by name; those the profile does not allow are reported."""
+        passed = {}
+        listed = ", ".join(allowed)
+        for index, argument in enumerate(call.args):
+            if index == 0 and allowed and not isinstance(argument, ast.Starred):
+                passed[allowed[0]] = argument
+            else:
+                text = ast.unparse(argument)[:40]
+                hint = self.hint("tuning_argument", name=text, call=label, allowed=listed)
+                self.report("tuning_argument", argument, hint)
+        for keyword in call.keywords:
+            if keyword.arg in allowed and keyword.arg not in passed:
+                passed[keyword.arg] = keyword.value
+            else:
+                name = keyword.arg or "**"
+                hint = self.hint("tuning_argument", name=name, call=label, allowed=listed)
+                self.report("tuning_argument", keyword.value, hint)
+        return passed
+
+    def check_configs(self, configs: ast.expr) -> None:
+        profile = self.profile
+        config = profile.autotune_config
+        written_out = isinstance(configs, ast.List | ast.Tuple) and all(
+            isinstance(item, ast.Call) and _dotted(item.func) == config for item in configs.elts
+        )
+        for item in ast.walk(configs):  # reported once, as the list, when it is refused
+            if isinstance(item, ast.Call) and _dotted(item.func) == config:
+                self.tuning_names.add(id(item.func))
+        if not written_out or len(configs.elts) > profile.max_autotune_configs:
+            hint = self.hint(
+                "autotune_configs", config=config, limit=str(profile.max_autotune_configs)
+            )
+            self.report("autotune_configs", configs, hint)
+            return
+        arguments = tuple(sorted(profile.autotune_config_arguments, key=lambda a: a != "kwargs"))
+        for item in configs.elts:
+            self.check_arguments(item, config, arguments)
 
     def visit_name(self, node: ast.Name, parent: ast.AST, where: _Where) -> None:
         name, profile = node.id, self.profile
-        if name in profile.forbidden_builtins:
+        # A local of a function, lambda or comprehension (`for os in ...`) is not the builtin
+        # or module it is named like: its value comes from code the rules have seen.
+        local = self.scopes.is_local(node)
+        if name in profile.forbidden_builtins and not local:
             self.report("forbidden_builtin", node, profile.forbidden_builtins[name])
-        elif name in profile.forbidden_modules:
+        elif name in profile.forbidden_modules and not local:
             self.report("forbidden_module", node, profile.forbidden_modules[name])
+        elif name in profile.unavailable_modules and not local:
+            self.report("unavailable_module", node, profile.unavailable_modules[name])
         elif _is_dunder(name):
             self.report("dunder", node, self.hint("dunder", name=name))
         elif name in profile.modules:
@@ -369,10 +758,17 @@ class _Checker:
         elif name in self.forbidden_attributes:
             hint = self.forbidden_attributes[name]
             self.report(FORBIDDEN_ATTRIBUTE_RULE, node, hint, at_member=True)
-        elif where.scope == "host" and not (
-            isinstance(owner, ast.Name) and owner.id in self.profile.forbidden_modules
-        ):
-            self.check_host_member(node, name, called)
+        elif where.scope == "host" and not self.is_module_name(owner):
+            self.check_host_member(node, owner, name, called)
+
+    def is_module_name(self, node: ast.AST) -> bool:
+        """A forbidden or unavailable module, reported where the name is read."""
+        profile = self.profile
+        return (
+            isinstance(node, ast.Name)
+            and (node.id in profile.forbidden_modules or node.id in profile.unavailable_modules)
+            and not self.scopes.is_local(node)
+        )
 
     def module_chain(self, node: ast.AST) -> tuple[ast.Name, list[str], list[int]] | None:
         """For `torch.a.b` or nested literal getattrs on a module: root, path and inner nodes."""
@@ -396,10 +792,31 @@ class _Checker:
     def check_module_path(self, node: ast.AST, module: str, path: list[str]) -> None:
         dotted = ".".join(path)
         rules = self.profile.modules[module]
+        name = f"{module}.{dotted}"
         if dotted in rules.allow:
             return
         if any(_is_dunder(part) for part in path):
-            self.report("dunder", node, self.hint("dunder", name=f"{module}.{dotted}"))
+            self.report("dunder", node, self.hint("dunder", name=name))
+            return
+        private = next((part for part in path if part.startswith("_")), None)
+        if private is not None:
+            self.report("private_attribute", node, self.hint("private_attribute", name=name))
+            return
+        forbidden = next((part for part in path if part in self.profile.forbidden_modules), None)
+        if forbidden is not None:  # torch.sys, torch.os: the module through another's namespace
+            self.report("forbidden_module", node, self.profile.forbidden_modules[forbidden])
+            return
+        if id(node) in self.annotation_names:
+            return  # read as a type, never called
+        if id(node) in self.tuning_names:
+            return  # checked with its decorator
+        if name in self.profile.tuning_decorators:
+            self.report("decorator", node, self.hint("decorator", allowed=self.allowed))
+            return
+        if name == self.profile.autotune_config:
+            limit = str(self.profile.max_autotune_configs)
+            hint = self.hint("autotune_configs", config=name, limit=limit)
+            self.report("autotune_configs", node, hint)
             return
         hint = self.hint(
             "module_attribute",
@@ -410,9 +827,13 @@ class _Checker:
         )
         self.report("module_attribute", node, hint)
 
-    def check_host_member(self, node: ast.AST, name: str, called: bool) -> None:
+    def check_host_member(self, node: ast.AST, owner: ast.AST, name: str, called: bool) -> None:
         """Host code reads metadata and calls view/allocation methods; anything else computes.
-        Reading a method without calling it is checked too, so `f = x.exp; f()` is caught."""
+        Reading a method without calling it is checked too, so `f = x.exp; f()` is caught.
+        A receiver known to be a builtin value may use that type's methods (typed_methods)."""
+        kind = self.scopes.type_of(owner)
+        if kind is not None and name in self.profile.typed_methods.get(kind, ()):
+            return
         if called and name not in self.host_methods:
             suggestion = self.suggestion(name, self.host_methods, ".")
             hint = self.hint("host_method", name=name, suggestion=suggestion)
@@ -434,7 +855,27 @@ class _Checker:
         ):
             self.report("host_transfer", node, self.hint("host_transfer"))
 
+    def visit_import(
+        self, node: ast.Import | ast.ImportFrom, parent: ast.AST, where: _Where
+    ) -> None:
+        """Imports are refused as a mistake of form (the `import` construct); importing a
+        forbidden or private module is also the attempt it names."""
+        roots = [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
+        roots += [] if roots else [alias.name for alias in node.names]
+        for root in (name.split(".", 1)[0] for name in roots):
+            if root in self.profile.forbidden_modules:
+                self.report("forbidden_module", node, self.profile.forbidden_modules[root])
+            elif root.startswith("_"):
+                self.report("private_attribute", node, self.hint("private_attribute", name=root))
+
+    def visit_annotated(self, node: ast.AnnAssign, parent: ast.AST, where: _Where) -> None:
+        if _is_type_expression(node.annotation):
+            self.annotation_names.update(id(part) for part in ast.walk(node.annotation))
+
     visitors = {
+        ast.AnnAssign: visit_annotated,
+        ast.Import: visit_import,
+        ast.ImportFrom: visit_import,
         ast.FunctionDef: visit_function,
         ast.AsyncFunctionDef: visit_function,
         ast.Name: visit_name,

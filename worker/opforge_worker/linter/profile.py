@@ -38,6 +38,8 @@ HINT_FIELDS: dict[str, frozenset[str]] = {
     "attribute_assignment": frozenset({"name"}),
     "module_state": frozenset(),
     "decorator": frozenset({"allowed"}),
+    "tuning_argument": frozenset({"name", "call", "allowed"}),
+    "autotune_configs": frozenset({"config", "limit"}),
     "kernel_launch": frozenset({"kernel", "wrapper"}),
     "kernel_name": frozenset({"name", "pattern"}),
     "wrapper_missing": frozenset({"wrapper", "op"}),
@@ -52,8 +54,13 @@ FORBIDDEN_ATTRIBUTE_RULE = "forbidden_attribute"
 RESERVED_RULES = frozenset(HINT_FIELDS) | {
     "forbidden_builtin",
     "forbidden_module",
+    "unavailable_module",
     FORBIDDEN_ATTRIBUTE_RULE,
 }
+#: The classes of refusal before a test (``refused_before_test``): breaking a ``cheat`` rule is an
+#: attempt to get around the checks (reflection, patching, forbidden modules and builtins), breaking
+#: a ``lint`` rule a mistake of dialect or form (harness.py turns them into different outcomes).
+REFUSAL_CLASSES = ("cheat", "lint")
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -89,21 +96,43 @@ class Profile:
     name: str
     kernel_name_pattern: re.Pattern[str]
     kernel_decorators: frozenset[str]
+    #: Decorators a kernel may carry above its kernel decorator, each with the arguments it may
+    #: take (the first may also be passed positionally).
+    tuning_decorators: MappingProxyType[str, tuple[str, ...]]
+    autotune_config: str
+    autotune_config_arguments: frozenset[str]
+    max_autotune_configs: int
     kernel_globals: frozenset[str]
     modules: MappingProxyType[str, ModuleRules]
     forbidden_builtins: MappingProxyType[str, str]
     forbidden_modules: MappingProxyType[str, str]
+    unavailable_modules: MappingProxyType[str, str]
     forbidden_attributes: MappingProxyType[str, str]
     host_methods: frozenset[str]
+    #: Methods allowed on a receiver the linter knows to be a builtin value (a set, a list, a
+    #: float, ...), by the builtin type's name.
+    typed_methods: MappingProxyType[str, frozenset[str]]
     launch_exempt_ops: frozenset[str]
     host_read_ops: frozenset[str]
     host_read_attributes: frozenset[str]
     host_attributes: frozenset[str]
     constructs: MappingProxyType[str, Construct]
     hints: MappingProxyType[str, str]
+    #: Module names that are values (dtypes): allowed wherever their module is, and in
+    #: module-level constants.
+    constant_names: frozenset[str]
     max_source_chars: int
-    #: Rule ids whose violations the harness refuses before running a candidate (harness.py).
-    refused_before_test: frozenset[str]
+    #: Rule ids whose violations the harness refuses before running a candidate (harness.py), by
+    #: class of refusal (REFUSAL_CLASSES).
+    refused_as: MappingProxyType[str, frozenset[str]]
+
+    @property
+    def refused_before_test(self) -> frozenset[str]:
+        return frozenset().union(*self.refused_as.values())
+
+    def refusal_class(self, rule: str) -> str | None:
+        """The class of refusal (REFUSAL_CLASSES) of a rule refused before a test, else None."""
+        return next((kind for kind, rules in self.refused_as.items() if rule in rules), None)
 
 
 _REPO_CONFIG_DIR = Path(__file__).resolve().parents[3] / "config"
@@ -177,19 +206,26 @@ def _check_file(path: Path, data: dict) -> None:
         "kernel_name_pattern": _check_regex,
         "kernel_decorators": _check_dotted_list,
         "kernel_globals": _check_dotted_list,
+        "tuning_decorators": _check_tuning_decorators,
+        "autotune_config": _check_dotted,
+        "autotune_config_arguments": _check_identifier_list,
+        "max_autotune_configs": _check_positive_int,
         "modules": _check_modules,
         "forbidden_builtins": _check_hint_map,
         "forbidden_modules": _check_hint_map,
+        "unavailable_modules": _check_hint_map,
         "forbidden_attributes": _check_hint_map,
         "host_methods": _check_identifier_list,
+        "typed_methods": _check_typed_methods,
         "launch_exempt_ops": _check_dotted_list,
         "host_read_ops": _check_dotted_list,
         "host_read_attributes": _check_identifier_list,
         "host_attributes": _check_identifier_list,
+        "constant_names": _check_dotted_list,
         "constructs": _check_constructs,
         "hints": _check_hints,
         "max_source_chars": _check_positive_int,
-        "refused_before_test": _check_identifier_list,
+        "refused_before_test": _check_refusals,
     }
     for key, value in data.items():
         if key not in checks:
@@ -211,6 +247,12 @@ def _check_identifier(path: Path, key: str, value: Any) -> None:
     _expect(path, key, value, str, "a profile name")
     if not _IDENTIFIER.match(value):
         raise ProfileError(path, key, f"{value!r} is not an identifier")
+
+
+def _check_dotted(path: Path, key: str, value: Any) -> None:
+    _expect(path, key, value, str, "a dotted name")
+    if not _DOTTED.match(value):
+        raise ProfileError(path, key, f"{value!r} is not a dotted name")
 
 
 def _check_positive_int(path: Path, key: str, value: Any) -> None:
@@ -257,6 +299,27 @@ def _identifier_items(path: Path, key: str, value: Any, what: str):
 def _check_hint_map(path: Path, key: str, value: Any) -> None:
     for _, where, hint in _identifier_items(path, key, value, "name"):
         _check_string(path, where, hint)
+
+
+def _check_tuning_decorators(path: Path, key: str, value: Any) -> None:
+    _expect(path, key, value, dict, "a mapping of decorators to the arguments they may take")
+    for decorator, arguments in value.items():
+        _check_dotted(path, f"{key}.<name>", decorator)
+        _check_identifier_list(path, f"{key}.{decorator}", arguments)
+
+
+def _check_typed_methods(path: Path, key: str, value: Any) -> None:
+    for _, where, methods in _identifier_items(path, key, value, "type name"):
+        _check_identifier_list(path, where, methods)
+
+
+def _check_refusals(path: Path, key: str, value: Any) -> None:
+    _expect(path, key, value, dict, f"a mapping of {' and '.join(REFUSAL_CLASSES)} to rule ids")
+    for kind, rules in value.items():
+        if kind not in REFUSAL_CLASSES:
+            known = ", ".join(REFUSAL_CLASSES)
+            raise ProfileError(path, f"{key}.{kind}", f"unknown class of refusal (known: {known})")
+        _check_identifier_list(path, f"{key}.{kind}", rules)
 
 
 def _check_modules(path: Path, key: str, value: Any) -> None:
@@ -318,15 +381,22 @@ _REQUIRED = (
     "kernel_name_pattern",
     "kernel_decorators",
     "kernel_globals",
+    "tuning_decorators",
+    "autotune_config",
+    "autotune_config_arguments",
+    "max_autotune_configs",
     "modules",
     "forbidden_builtins",
     "forbidden_modules",
+    "unavailable_modules",
     "forbidden_attributes",
     "host_methods",
+    "typed_methods",
     "launch_exempt_ops",
     "host_read_ops",
     "host_read_attributes",
     "host_attributes",
+    "constant_names",
     "constructs",
     "hints",
     "max_source_chars",
@@ -345,33 +415,59 @@ def _build(name: str, data: dict, leaf: Path) -> Profile:
         if "scope" not in rules:
             raise ProfileError(leaf, f"modules.{module}.scope", "missing")
     known_rules = RESERVED_RULES | set(data["constructs"])
-    unknown_rules = [rule for rule in data["refused_before_test"] if rule not in known_rules]
-    if unknown_rules:
+    refusals = data["refused_before_test"]
+    for kind in REFUSAL_CLASSES:
+        unknown_rules = [rule for rule in refusals.get(kind, ()) if rule not in known_rules]
+        if unknown_rules:
+            raise ProfileError(
+                leaf,
+                f"refused_before_test.{kind}",
+                f"no rule has the id {', '.join(unknown_rules)} "
+                f"(known: {', '.join(sorted(known_rules))})",
+            )
+    both = sorted(set(refusals.get("cheat", ())) & set(refusals.get("lint", ())))
+    if both:
         raise ProfileError(
-            leaf,
-            "refused_before_test",
-            f"no rule has the id {', '.join(unknown_rules)} "
-            f"(known: {', '.join(sorted(known_rules))})",
+            leaf, "refused_before_test", f"{', '.join(both)} cannot be both cheat and lint"
         )
+    constant_names = frozenset(data["constant_names"])
+    for constant in constant_names:
+        if constant.split(".", 1)[0] not in data["modules"] or "." not in constant:
+            raise ProfileError(leaf, "constant_names", f"{constant} is not a name of a module")
     return Profile(
         name=name,
         kernel_name_pattern=re.compile(data["kernel_name_pattern"]),
         kernel_decorators=frozenset(data["kernel_decorators"]),
         kernel_globals=frozenset(data["kernel_globals"]),
+        tuning_decorators=MappingProxyType(
+            {decorator: tuple(args) for decorator, args in data["tuning_decorators"].items()}
+        ),
+        autotune_config=data["autotune_config"],
+        autotune_config_arguments=frozenset(data["autotune_config_arguments"]),
+        max_autotune_configs=data["max_autotune_configs"],
         modules=MappingProxyType(
             {
-                module: ModuleRules(rules["scope"], frozenset(rules.get("allow", ())))
+                module: ModuleRules(
+                    rules["scope"],
+                    frozenset(rules.get("allow", ()))
+                    | {c.split(".", 1)[1] for c in constant_names if c.startswith(f"{module}.")},
+                )
                 for module, rules in data["modules"].items()
             }
         ),
         forbidden_builtins=MappingProxyType(dict(data["forbidden_builtins"])),
         forbidden_modules=MappingProxyType(dict(data["forbidden_modules"])),
+        unavailable_modules=MappingProxyType(dict(data["unavailable_modules"])),
         forbidden_attributes=MappingProxyType(dict(data["forbidden_attributes"])),
         host_methods=frozenset(data["host_methods"]),
+        typed_methods=MappingProxyType(
+            {kind: frozenset(methods) for kind, methods in data["typed_methods"].items()}
+        ),
         launch_exempt_ops=frozenset(data["launch_exempt_ops"]),
         host_read_ops=frozenset(data["host_read_ops"]),
         host_read_attributes=frozenset(data["host_read_attributes"]),
         host_attributes=frozenset(data["host_attributes"]),
+        constant_names=constant_names,
         constructs=MappingProxyType(
             {
                 rule: Construct(
@@ -384,5 +480,7 @@ def _build(name: str, data: dict, leaf: Path) -> Profile:
         ),
         hints=MappingProxyType(dict(data["hints"])),
         max_source_chars=data["max_source_chars"],
-        refused_before_test=frozenset(data["refused_before_test"]),
+        refused_as=MappingProxyType(
+            {kind: frozenset(refusals.get(kind, ())) for kind in REFUSAL_CLASSES}
+        ),
     )
