@@ -4,8 +4,9 @@ The generation loop tests the same operator for every attempt a model makes, and
 tests the same library again: on a GPU, generating the samples and their CPU references cost more
 than the candidate's calls. A prepared sample holds the inputs encoded for the candidate process
 (immutable bytes, decoded into fresh tensors in the candidate process for every call) and the
-reference, computed on copies of the inputs: nothing the candidate does reaches the cached
-tensors, and the judge's checks only read them.
+reference, computed on copies of the inputs (with its precise twin for a low-precision dtype,
+judge.py): nothing the candidate does reaches the cached tensors, and the judge's checks only
+read them.
 """
 
 from __future__ import annotations
@@ -41,7 +42,14 @@ class PreparedSample:
         with the reference's exact reply (computed on the first call judged against it)."""
         if self.reference is None:
             return 2 * len(self.inputs)
-        held = tensor_leaves((self.reference.expected, self.reference.inputs_after))
+        precise = self.reference.precise
+        held = tensor_leaves(
+            (
+                self.reference.expected,
+                self.reference.inputs_after,
+                (precise.expected, precise.inputs_after) if precise else None,
+            )
+        )
         return (
             2 * len(self.inputs)
             + sum(tensor.nbytes for tensor in held)
@@ -49,12 +57,14 @@ class PreparedSample:
         )
 
 
-def prepare(opinfo, sample) -> PreparedSample:
+def prepare(opinfo, sample, dtype: torch.dtype | None = None) -> PreparedSample:
+    """``sample`` prepared for the candidate process, with its reference for the tested
+    ``dtype`` (with a precise twin where ``judge.PRECISE_DTYPES`` gives it one)."""
     arguments = [sample.input, *sample.args]
     kwargs = dict(sample.kwargs)
     leaves = tensor_leaves((arguments, kwargs))
     try:
-        reference, error = compute_reference(opinfo, sample), ""
+        reference, error = compute_reference(opinfo, sample, dtype), ""
     except ReferenceError as failure:
         reference, error = None, str(failure)
     return PreparedSample(
@@ -89,7 +99,7 @@ class SampleCache:
             if found is not None:
                 return found
             prepared = [
-                prepare(opinfo, sample)
+                prepare(opinfo, sample, dtype)
                 for sample in opinfo_db.samples_for(opinfo, "cpu", dtype, seed)
             ]
         self._put(key, prepared)
