@@ -270,7 +270,7 @@ def _precise(opinfo, sample, dtype, expected, inputs_after) -> Precise | None:
     """The precise twin of a reference: the floating inputs of the tested ``dtype`` upcast to
     its ``PRECISE_DTYPES`` dtype, the results rounded back. None where there is none to use:
     no wider dtype, the operator fails there, or rounded back its results differ in structure,
-    shape or dtype from ATen's (or equal them to the byte, when there is nothing to add)."""
+    shape or dtype from ATen's (or hold the same values: then it adds nothing)."""
     wide = PRECISE_DTYPES.get(dtype)
     if wide is None:
         return None
