@@ -5,16 +5,19 @@ outputs, and dtypes that cannot be tested here.
 The harness runs without its static gate (the cache cheat breaks one of its rules): this suite
 tests the verdicts of what runs."""
 
+import math
+
 import pytest
 import torch
 from harness_helpers import DEVICE, request
 from torch.testing._internal.opinfo.core import SampleInput
 
+from opforge_worker.compare import tensor_diff
 from opforge_worker.harness import Harness
 from opforge_worker.judge import Judge, compute_reference
 from opforge_worker.opinfo import find_opinfo
 from opforge_worker.samples import SampleCache
-from opforge_worker.settings import load_settings
+from opforge_worker.settings import Tolerance, load_settings
 from opforge_worker.transport import encode_tensors
 
 
@@ -73,6 +76,20 @@ def test_an_output_a_few_ulps_beyond_tolerance_of_both_references_fails():
     assert shown["expected"] == reference.expected[tuple(index)].item()
     assert shown["precise"] == precise[tuple(index)].item()
     assert "precise" in failure.diff["accepted"]
+
+
+@pytest.mark.parametrize(
+    "actual", [[1.25, 0.0, math.inf], [1.25, math.nan, 6e4], [1.25, math.nan, -math.inf]]
+)
+def test_nan_and_inf_positions_must_match_whatever_the_precise_reference(actual):
+    expected = torch.tensor([1.0, math.nan, math.inf], dtype=torch.float16)
+    precise = torch.tensor([1.25, math.nan, math.inf], dtype=torch.float16)
+    tolerance = Tolerance(atol=1e-3, rtol=1e-3)
+    assert tensor_diff(precise.clone(), expected, tolerance, precise) is None
+
+    diff = tensor_diff(torch.tensor(actual, dtype=torch.float16), expected, tolerance, precise)
+
+    assert diff["mismatched"] == 1 and diff["nan_inf_mismatches"] == 1
 
 
 def test_a_zero_of_the_wrong_sign_fails():
