@@ -123,6 +123,26 @@ std::string describe(const nlohmann::json& value) {
   return value.dump();
 }
 
+dtypes_tested dtypes_of_pass(const nlohmann::json& verdict,
+                             const std::vector<std::string>& requested) {
+  auto per_dtype = verdict.is_object() ? verdict.value("per_dtype", nlohmann::json::object())
+                                       : nlohmann::json::object();
+  if (!per_dtype.is_object() || per_dtype.empty())
+    return {requested, {}};
+  dtypes_tested tested;
+  for (const auto& dtype : requested) {
+    auto entry = per_dtype.value(dtype, nlohmann::json::object());
+    if (!entry.is_object())
+      continue;
+    auto outcome = entry.value("outcome", std::string{});
+    if (outcome == "pass")
+      tested.passed.push_back(dtype);
+    else if (outcome == "skipped" && entry.contains("reason"))
+      tested.skipped.emplace_back(dtype, describe(entry["reason"]));
+  }
+  return tested;
+}
+
 std::optional<prompt_kind> feedback_kind_for(std::string_view outcome) {
   if (outcome == "compile_error")
     return prompt_kind::feedback_compile_error;

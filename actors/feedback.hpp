@@ -3,13 +3,15 @@
 // Turns a verdict (a format problem, a lint result, a test result) into the feedback prompt the
 // model sees next. Verdicts arrive as the worker's result payloads (see messages/PROTOCOL.md),
 // decoded into JSON values; long fields are cut in the middle deterministically so that the same
-// verdict always gives the same prompt.
+// verdict always gives the same prompt. It also reads which dtypes a passing verdict covers.
 
 #include "config/prompt_templates.hpp"
 
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include <caf/expected.hpp>
 
@@ -27,6 +29,16 @@ std::string truncate_middle(std::string_view text, size_t limit);
 /// A JSON value as readable text: strings as they are, maps as "key: value" lines, arrays of
 /// scalars on one line.
 std::string describe(const nlohmann::json& value);
+
+/// What a passing test verdict covers: the requested dtypes its `per_dtype` says passed, and
+/// those it skipped because the worker cannot test them (no CPU reference in its torch), each
+/// with the worker's reason. A verdict without `per_dtype` covers every requested dtype.
+struct dtypes_tested {
+  std::vector<std::string> passed;
+  std::vector<std::pair<std::string, std::string>> skipped;
+};
+dtypes_tested dtypes_of_pass(const nlohmann::json& verdict,
+                             const std::vector<std::string>& requested);
 
 /// The feedback template for a test outcome; nullopt for `pass` and `harness_error` (neither is
 /// fed back to the model) and for outcomes this build does not know. `lint_violation` (the

@@ -46,13 +46,19 @@ std::string content_hash(std::string_view text) {
   return hex;
 }
 
+// A kernel is recorded for the dtypes it passed; the ones its test skipped are named apart.
 json kernel_entry(const session_record& r, int64_t at_ms) {
+  auto tested = dtypes_of_pass(r.verdict, r.dtypes);
+  auto skipped = json::object();
+  for (const auto& [dtype, reason] : tested.skipped)
+    skipped[dtype] = reason;
   return {{"op", r.op},
           {"variant", r.variant},
           {"wrapper", r.wrapper},
           {"source", r.proposal},
           {"hash", content_hash(r.proposal)},
-          {"dtypes", r.dtypes},
+          {"dtypes", tested.passed},
+          {"skipped_dtypes", skipped},
           {"campaign_id", r.campaign_id},
           {"session_id", r.session_id},
           {"endpoint", r.endpoint},

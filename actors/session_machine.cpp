@@ -269,7 +269,10 @@ public:
       rec_.verdict = result;
       rec_.history.push_back(
           {rec_.dialog, rec_.calls_in_dialog, "test", "pass", std::to_string(run) + " tests"});
-      rec_.end_reason = "passed " + std::to_string(run) + " tests on " + join(rec_.dtypes, ", ");
+      auto tested = dtypes_of_pass(result, rec_.dtypes);
+      rec_.end_reason = "passed " + std::to_string(run) + " tests on " + join(tested.passed, ", ");
+      for (const auto& [dtype, reason] : tested.skipped)
+        rec_.end_reason += "; skipped " + dtype + ": " + reason;
       move_to(session_state::success, rec_.end_reason);
       return;
     }

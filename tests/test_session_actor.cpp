@@ -187,6 +187,25 @@ TEST_F(SessionActor, EveryFeedbackPathThenSuccessCheckpointedWithTheKernel) {
   EXPECT_NE(entry["source"].get<std::string>().find("def exp_wrapper(input):"), std::string::npos);
 }
 
+TEST_F(SessionActor, AKernelIsRecordedForTheDtypesItPassed) {
+  chat->add("exp", chat_outcome::ok, good_answer("exp"));
+  auto verdict = pass;
+  verdict["per_dtype"] = {{"float32", {{"run", 10}, {"passed", 10}, {"outcome", "pass"}}},
+                          {"int64",
+                           {{"run", 0},
+                            {"passed", 0},
+                            {"outcome", "skipped"},
+                            {"reason", "exp has no CPU reference for int64"}}}};
+  jobs->add_test("exp", done(verdict));
+  auto summary = run(record("exp"));
+  ASSERT_EQ(summary.state, "SUCCESS") << summary.end_reason;
+  auto kernel = stored(family::kernels, summary.kernel_key);
+  ASSERT_TRUE(kernel);
+  auto entry = json::from_msgpack(*kernel);
+  EXPECT_EQ(entry["dtypes"], json::array({"float32"}));
+  EXPECT_EQ(entry["skipped_dtypes"], json({{"int64", "exp has no CPU reference for int64"}}));
+}
+
 TEST_F(SessionActor, FaultsAreRetriedAndNeverCounted) {
   chat->add("exp", chat_outcome::endpoint_fault, "HTTP 503");
   chat->add("exp", chat_outcome::ok, good_answer("exp"));

@@ -1,3 +1,4 @@
+#include "actors/feedback.hpp"
 #include "actors/session_machine.hpp"
 #include "messages/errors.hpp"
 
@@ -171,6 +172,24 @@ TEST_F(SessionMachine, PassingCandidateSucceeds) {
   EXPECT_EQ(transitions[1].content, good_answer) << "the answer is kept in full";
   for (auto i : {2, 3, 4})
     EXPECT_EQ(transitions[i].content, "") << log[i] << " carries no text";
+}
+
+TEST_F(SessionMachine, APassWithASkippedDtypeSaysWhichDtypesItCovers) {
+  begin();
+  feed(llm_answered{good_answer, false, 0, 0});
+  feed(lint_finished{lint_ok});
+  auto verdict = pass;
+  verdict["per_dtype"] = {
+      {"float32", {{"run", 12}, {"passed", 12}, {"outcome", "pass"}}},
+      {"bfloat16",
+       {{"run", 0}, {"passed", 0}, {"outcome", "skipped"}, {"reason", "no CPU reference"}}}};
+  feed(test_finished{verdict});
+  EXPECT_EQ(describe(action()),
+            "success: passed 12 tests on float32; skipped bfloat16: no CPU reference");
+  auto tested = dtypes_of_pass(record.verdict, record.dtypes);
+  EXPECT_EQ(tested.passed, std::vector<std::string>{"float32"});
+  EXPECT_EQ(tested.skipped,
+            (std::vector<std::pair<std::string, std::string>>{{"bfloat16", "no CPU reference"}}));
 }
 
 TEST_F(SessionMachine, UnparsableAnswerGetsFormatFeedback) {

@@ -8,7 +8,11 @@
   chosen.
 - ``DispatchRecorder`` is a TorchDispatchMode: every ATen op the wrapper runs is classified; only
   allocation, views, copies and metadata are allowed, and never the operator under test itself or
-  an op of its own kind (a ``clone`` wrapper may not copy with torch).
+  an op of its own kind (a ``clone`` wrapper may not copy with torch). It also fills the memory
+  the wrapper allocates uninitialized (``empty`` and its kin) with a poison value, NaN or the
+  integer dtype's largest value (True for bool), so that an output the kernels leave unwritten
+  fails on its first call, whatever the allocator handed out before. The fill runs inside the
+  mode's handler, where the mode is off: it is the harness's, never counted as the wrapper's.
 - ``EscapeHatches`` records candidate calls that bypass ATen dispatch to read tensor data on the
   host (``Tensor.numpy``, ``tolist``, ``__array__``, DLPack, storages) or that take the recorder
   off the dispatch-mode stack.
@@ -141,6 +145,11 @@ _METADATA = frozenset(
     }
 )
 _HOST_READ = frozenset({"_local_scalar_dense", "item"})
+#: Allocations whose memory holds whatever was there before (``_EMPTY`` less the ops that keep
+#: or copy existing values).
+_UNINITIALIZED = frozenset(
+    {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_permuted"}
+)
 
 
 def aten_kind(name: str) -> str:
@@ -456,7 +465,11 @@ class DispatchRecorder(TorchDispatchMode):
         reason = self.policy.forbidden_kind(name)
         if reason and not self._inside_launch_machinery():
             self.findings.add("fallback", f"wrapper ran aten::{name}, {reason}")
-        return func(*args, **(kwargs or {}))
+        result = func(*args, **(kwargs or {}))
+        # Triton's own allocations during a launch are written before they are read.
+        if name in _UNINITIALIZED and self.launches.depth == 0:
+            result.fill_(poison_value(result.dtype))
+        return result
 
     def _inside_launch_machinery(self) -> bool:
         """Triton's interpreter copies arguments with torch during a launch; that is allowed."""
@@ -466,6 +479,23 @@ class DispatchRecorder(TorchDispatchMode):
 
 
 _TORCH_PREFIXES = path_prefixes(os.path.dirname(torch.__file__))
+
+
+def holds_only_poison(tensor: torch.Tensor) -> bool:
+    """Whether every element of ``tensor`` is ``poison_value``: an allocation left unwritten
+    (reads the device: for the rare call that launched nothing)."""
+    poison = poison_value(tensor.dtype)
+    return bool((tensor.isnan() if poison != poison else tensor == poison).all())
+
+
+def poison_value(dtype: torch.dtype):
+    """What uninitialized memory of ``dtype`` is filled with: a value no correct output leaves
+    in place by luck, NaN where the dtype has one."""
+    if dtype.is_floating_point or dtype.is_complex:
+        return float("nan")
+    if dtype == torch.bool:
+        return True
+    return torch.iinfo(dtype).max
 
 
 def _escape_hatches() -> list[tuple[object, str, str, str]]:

@@ -1,9 +1,15 @@
 """Comparing a candidate's outputs with the CPU ATen reference, in the judge process.
 
 Floating outputs match elementwise when ``|actual - expected| <= atol + rtol * |expected|`` with
-the tolerance of the output's dtype; NaN, +inf and -inf must sit at exactly the same positions.
+the tolerance of the output's dtype; NaN, +inf and -inf must sit at exactly the same positions,
+and where the reference is an exact zero, a zero must have its sign (``0 - x`` is not ``-x``).
 Integer and bool outputs, and Python scalars other than floats, must match exactly. A mismatch
 comes with a tensor-diff summary that a person or a model can act on.
+
+A reference may come with a ``precise`` twin (judge.py, ``Reference.precise``): the operator
+computed in a wider dtype and rounded to the output's. An element then matches when it matches
+either, so that a correctly rounded output is never rejected because ATen's low-precision CPU
+path is less exact; a zero's sign is required where both references agree on it.
 """
 
 from __future__ import annotations
@@ -44,8 +50,38 @@ def _scalar(value: torch.Tensor):
     return item if not isinstance(item, float) or item == item else "nan"
 
 
-def tensor_diff(actual: torch.Tensor, expected: torch.Tensor, tolerance: Tolerance | None):
-    """None when ``actual`` matches ``expected``; otherwise a summary of how it differs."""
+def _wrong_zero_signs(actual: torch.Tensor, expected: torch.Tensor, precise) -> torch.Tensor:
+    """Where ``actual`` is a zero of the other sign than the exact zero the reference holds
+    (and ``precise``, when given, holds the same zero)."""
+    zeros = expected == 0
+    if not bool(zeros.any()):  # the common case, in two ops on a passing output
+        return zeros
+    wrong = zeros & (actual == 0) & (actual.signbit() != expected.signbit())
+    if precise is not None:
+        wrong &= (precise == 0) & (precise.signbit() == expected.signbit())
+    return wrong
+
+
+def _special_mismatches(a: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
+    """Where one of the two is NaN, +inf or -inf and the other is not the same."""
+    nan = a.isnan() != e.isnan()
+    return nan | (a.isposinf() != e.isposinf()) | (a.isneginf() != e.isneginf())
+
+
+def _finite_errors(a: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
+    """|a - e| where both are finite, NaN (no error measured) elsewhere."""
+    return (a - e).abs().where(a.isfinite() & e.isfinite(), torch.full_like(a, torch.nan))
+
+
+def tensor_diff(
+    actual: torch.Tensor,
+    expected: torch.Tensor,
+    tolerance: Tolerance | None,
+    precise: torch.Tensor | None = None,
+):
+    """None when ``actual`` matches ``expected``, or where a ``precise`` twin of it (same shape
+    and dtype) is given, when each element matches one of them; otherwise a summary of how it
+    differs."""
     tolerant = expected.dtype.is_floating_point and tolerance is not None
     holds_nan = expected.dtype.is_floating_point or expected.dtype.is_complex
     # Equal bytes match by either rule, except NaN by the exact one (there NaN != NaN): most
@@ -62,22 +98,29 @@ def tensor_diff(actual: torch.Tensor, expected: torch.Tensor, tolerance: Toleran
         return {**summary, "reason": "shape differs"}
     if actual.dtype != expected.dtype:
         return {**summary, "reason": "dtype differs"}
+    if precise is not None and not tolerant:
+        precise = None  # exact rules take ATen's result alone
     if tolerant:
         a, e = actual.double(), expected.double()
+        p = precise.double() if precise is not None else None
         # ATen's isclose passes an element when |a - e| <= atol + |rtol * e| with that error
-        # finite (the float64 operations below), or when the two are equal, NaN equal to NaN:
-        # exactly the elements that pass below. A passing output, the common case, costs one op
+        # finite (the float64 operations below), or when the two are equal, NaN equal to NaN,
+        # inf to inf of the same sign. A passing output, the common case, costs a few ops
         # instead of the dozen that describe a mismatch (about 150 us even for a few elements).
-        if torch.isclose(a, e, rtol=tolerance.rtol, atol=tolerance.atol, equal_nan=True).all():
+        close = torch.isclose(a, e, rtol=tolerance.rtol, atol=tolerance.atol, equal_nan=True)
+        if p is not None and not bool(close.all()):
+            close |= torch.isclose(a, p, rtol=tolerance.rtol, atol=tolerance.atol, equal_nan=True)
+        wrong_zeros = _wrong_zero_signs(actual, expected, precise)
+        if bool(close.all()) and not bool(wrong_zeros.any()):
             return None
-        special = (
-            (a.isnan() != e.isnan())
-            | (a.isposinf() != e.isposinf())
-            | (a.isneginf() != e.isneginf())
-        )
+        mismatch = ~close | wrong_zeros
+        special = _special_mismatches(a, e)
         finite = a.isfinite() & e.isfinite()
-        error = (a - e).abs().where(finite, torch.zeros_like(a))
-        mismatch = special | (error > tolerance.atol + tolerance.rtol * e.abs())
+        error = _finite_errors(a, e)
+        if p is not None:  # measured from the nearer reference, as each element is judged
+            special &= _special_mismatches(a, p)
+            error = torch.fmin(error, _finite_errors(a, p))
+        error = error.where(~error.isnan(), torch.zeros_like(a))
         relative = error / e.abs().clamp_min(torch.finfo(torch.float64).tiny)
         summary.update(
             atol=tolerance.atol,
@@ -88,8 +131,18 @@ def tensor_diff(actual: torch.Tensor, expected: torch.Tensor, tolerance: Toleran
             else 0.0,
             nan_inf_mismatches=int(special.sum()),
         )
+        if bool(wrong_zeros.any()):
+            summary["signed_zero_mismatches"] = int(wrong_zeros.sum())
+        if precise is not None:
+            summary["accepted"] = (
+                f"within tolerance of expected (ATen's {dtype_name(expected.dtype)} CPU result) "
+                f"or of precise (the operator in a wider dtype, rounded to "
+                f"{dtype_name(expected.dtype)})"
+            )
     else:
         mismatch = actual != expected
+        if expected.dtype.is_floating_point:
+            mismatch |= _wrong_zero_signs(actual, expected, None)
     count = int(mismatch.sum())
     if count == 0:
         return None
@@ -99,15 +152,22 @@ def tensor_diff(actual: torch.Tensor, expected: torch.Tensor, tolerance: Toleran
         mismatched=count,
         total=expected.numel(),
         first_mismatches=[
-            {
-                "index": position.tolist(),
-                "actual": _scalar(actual[tuple(position)]),
-                "expected": _scalar(expected[tuple(position)]),
-            }
-            for position in positions
+            _mismatch_at(position.tolist(), actual, expected, precise) for position in positions
         ],
     )
     return summary
+
+
+def _mismatch_at(index: list[int], actual, expected, precise) -> dict:
+    """One mismatching element, its values side by side."""
+    shown = {
+        "index": index,
+        "actual": _scalar(actual[tuple(index)]),
+        "expected": _scalar(expected[tuple(index)]),
+    }
+    if precise is not None:
+        shown["precise"] = _scalar(precise[tuple(index)])
+    return shown
 
 
 def compare_structure(
@@ -116,8 +176,10 @@ def compare_structure(
     expected,
     tolerance_for: Callable[[torch.dtype], Tolerance | None],
     where: str = "output",
+    precise=None,
 ):
-    """The first difference between the candidate's result and the reference, or None.
+    """The first difference between the candidate's result and the reference, or None;
+    ``precise``, when given, is the reference's precise twin, of the same structure.
 
     Returns ``(message, diff)``: ``diff`` is a tensor-diff summary or None for a structural
     difference (wrong kind of value, wrong length).
@@ -127,14 +189,19 @@ def compare_structure(
         if kind != "tensor":
             return f"{where} should be a tensor, got {kind}", None
         actual = leaves[structure["index"]]
-        diff = tensor_diff(actual, expected, tolerance_for(expected.dtype))
+        diff = tensor_diff(actual, expected, tolerance_for(expected.dtype), precise)
         return (f"{where}: {diff['reason']}", diff) if diff else None
     if isinstance(expected, tuple | list):
         if kind not in ("tuple", "list") or len(structure["items"]) != len(expected):
             count = len(structure.get("items", ()))
             return f"{where} should be a sequence of {len(expected)}, got {kind} of {count}", None
-        for index, (item, reference) in enumerate(zip(structure["items"], expected, strict=True)):
-            found = compare_structure(item, leaves, reference, tolerance_for, f"{where}[{index}]")
+        twins = precise if precise is not None else [None] * len(expected)
+        for index, (item, reference, twin) in enumerate(
+            zip(structure["items"], expected, twins, strict=True)
+        ):
+            found = compare_structure(
+                item, leaves, reference, tolerance_for, f"{where}[{index}]", twin
+            )
             if found:
                 return found
         return None

@@ -5,6 +5,17 @@ ever receives the inputs. The verdict puts the candidate process's report (findi
 then checks the inputs' state after the call here (so the input-mutation check does not rely on
 the candidate's process), then compares the outputs. A reply equal to the byte to the one the
 reference implies passes those checks without being decoded (``Judge._reproduces_exactly``).
+
+For float16, bfloat16 and float32, the reference has a precise twin (``Reference.precise``): the
+operator run again with the floating inputs of the tested dtype upcast (``PRECISE_DTYPES``), its
+results rounded back. ATen's low-precision CPU paths round between operations; a correctly
+rounded kernel may miss their result by more than the tolerance. An output that does not match
+ATen's result is compared again, each element passing when it matches either (compare.py), so
+the twin costs nothing to a matching output and is computed once per prepared sample.
+
+The second call of a sample, on fresh values, is judged against the first call's reference too:
+a result that misses its own reference but matches the earlier one is stale, reused across
+calls (``cheat_detected``, check ``fresh_inputs``); any other miss is an ``accuracy_error``.
 """
 
 from __future__ import annotations
@@ -49,6 +60,17 @@ _NOT_COMPUTED = object()
 
 
 @dataclass
+class Precise:
+    """The reference computed in a wider dtype and rounded back to the tested one, for a
+    low-precision dtype whose CPU path in ATen may be less exact than a correctly rounded
+    kernel: ``expected`` and ``inputs_after`` as ``Reference`` holds them, the same structure,
+    shapes and dtypes."""
+
+    expected: object
+    inputs_after: list[torch.Tensor]
+
+
+@dataclass
 class Reference:
     expected: object
     inputs_before: list[torch.Tensor]
@@ -57,6 +79,9 @@ class Reference:
     #: once per sample, not worked out again for each call judged against it.
     inputs_written: tuple[bool, ...]
     aliases_input: bool
+    #: The precise twin an output may match instead (compare.py), where it was computed and
+    #: differs from ATen's own result; compared with only when ATen's result does not match.
+    precise: Precise | None = None
     _exact_reply: object = field(default=_NOT_COMPUTED, init=False, repr=False, compare=False)
 
     def exact_reply(self) -> ExactReply | None:
@@ -205,8 +230,17 @@ def report_verdict(reply: dict) -> Failure | None:
     return None
 
 
-def compute_reference(opinfo, sample) -> Reference:
-    """The CPU ATen reference of ``sample``, computed on copies of its inputs."""
+#: The dtype a precise reference of each tested dtype is computed in.
+PRECISE_DTYPES = {
+    torch.float16: torch.float32,
+    torch.bfloat16: torch.float32,
+    torch.float32: torch.float64,
+}
+
+
+def compute_reference(opinfo, sample, dtype: torch.dtype | None = None) -> Reference:
+    """The CPU ATen reference of ``sample``, computed on copies of its inputs; for a tested
+    ``dtype`` of ``PRECISE_DTYPES``, with its precise twin where it can have one."""
     args = _clone([sample.input, *sample.args])
     kwargs = _clone(dict(sample.kwargs))
     try:
@@ -228,7 +262,81 @@ def compute_reference(opinfo, sample) -> Reference:
             for before, after in zip(inputs_before, inputs_after, strict=True)
         ),
         aliases_input=aliases,
+        precise=_precise(opinfo, sample, dtype, expected, inputs_after),
     )
+
+
+def _precise(opinfo, sample, dtype, expected, inputs_after) -> Precise | None:
+    """The precise twin of a reference: the floating inputs of the tested ``dtype`` upcast to
+    its ``PRECISE_DTYPES`` dtype, the results rounded back. None where there is none to use:
+    no wider dtype, the operator fails there, or rounded back its results differ in structure,
+    shape or dtype from ATen's (or hold the same values: then it adds nothing)."""
+    wide = PRECISE_DTYPES.get(dtype)
+    if wide is None:
+        return None
+
+    def upcast(value):
+        if isinstance(value, torch.Tensor):
+            return value.to(wide) if value.dtype == dtype else value.clone()
+        if isinstance(value, tuple | list):
+            return type(value)(upcast(item) for item in value)
+        if isinstance(value, dict):
+            return {key: upcast(item) for key, item in value.items()}
+        return value
+
+    args, kwargs = upcast([sample.input, *sample.args]), upcast(dict(sample.kwargs))
+    try:
+        result = opinfo.op(*args, **kwargs)
+        precise = _rounded_like(result, expected, dtype, wide)
+        precise_after = [
+            _rounded_like(after, aten_after, dtype, wide)
+            for after, aten_after in zip(tensor_leaves((args, kwargs)), inputs_after, strict=True)
+        ]
+    except Exception:  # noqa: BLE001 (the operator may fail in the wider dtype: ATen's stands)
+        return None
+    if all(
+        _same_values(ours, aten)
+        for ours, aten in zip(
+            tensor_leaves((precise, precise_after)),
+            tensor_leaves((expected, inputs_after)),
+            strict=True,
+        )
+    ):
+        return None
+    return Precise(expected=precise, inputs_after=precise_after)
+
+
+def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal values, NaN equal to NaN whatever its payload, zeros of the same sign."""
+    if not a.dtype.is_floating_point:
+        return torch.equal(a, b)
+    same = ((a == b) & (a.signbit() == b.signbit())) | (a.isnan() & b.isnan())
+    return bool(same.all())
+
+
+class _Unlike(Exception):
+    """A precise result is not shaped like ATen's."""
+
+
+def _rounded_like(value, aten, dtype: torch.dtype, wide: torch.dtype):
+    """``value``, computed in ``wide``, with its tensors rounded back to ``dtype`` where ATen's
+    result ``aten`` has ``dtype``; _Unlike when it differs from ``aten`` in structure, shape or
+    dtype. Python values are ATen's: only tensors are compared with a twin."""
+    if isinstance(aten, torch.Tensor):
+        if not isinstance(value, torch.Tensor):
+            raise _Unlike
+        if value.dtype == wide and aten.dtype == dtype:
+            value = value.to(dtype)
+        if value.shape != aten.shape or value.dtype != aten.dtype:
+            raise _Unlike
+        return value.detach().clone()
+    if isinstance(aten, tuple | list):
+        if type(value) is not type(aten) or len(value) != len(aten):
+            raise _Unlike
+        return type(aten)(
+            _rounded_like(item, twin, dtype, wide) for item, twin in zip(value, aten, strict=True)
+        )
+    return aten
 
 
 class Judge:
@@ -273,8 +381,12 @@ class Judge:
             self._tolerances[dtype] = self.settings.tolerance(self.opinfo.name, dtype_name(dtype))
         return self._tolerances[dtype]
 
-    def verdict(self, reply: dict, blob: bytes, reference: Reference) -> Failure | None:
-        """None for a pass, else the failure (without its dtype/sample fields)."""
+    def verdict(
+        self, reply: dict, blob: bytes, reference: Reference, earlier: Reference | None = None
+    ) -> Failure | None:
+        """None for a pass, else the failure (without its dtype/sample fields). ``earlier`` is
+        the reference of the call before this one on other values of the same shapes: outputs
+        that miss ``reference`` but match it are stale, results reused across calls."""
         failure = report_verdict(reply)
         if failure:
             return failure
@@ -284,13 +396,34 @@ class Judge:
         failure = self._input_state(inputs_after, reference)
         if failure:
             return failure
-        found = compare_structure(
-            reply.get("structure", {}), outputs, reference.expected, self.tolerance_for
-        )
-        if found:
-            message, diff = found
-            return Failure("accuracy_error", "accuracy", message, diff=diff)
-        return None
+        found = self._compare(reply, outputs, reference)
+        if not found:
+            return None
+        message, diff = found
+        if earlier is not None and not self._compare(reply, outputs, earlier):
+            return Failure(
+                "cheat_detected",
+                "fresh_inputs",
+                "fresh_inputs: the result for fresh values of a sample that passed is the "
+                "earlier call's result: results were reused across calls; " + message,
+                diff=diff,
+            )
+        return Failure("accuracy_error", "accuracy", message, diff=diff)
+
+    def _compare(self, reply: dict, outputs: list[torch.Tensor], reference: Reference):
+        """compare_structure of the outputs with ``reference``'s, and where that fails and
+        there is one, with its precise twin elementwise; None when they match."""
+        structure = reply.get("structure", {})
+        found = compare_structure(structure, outputs, reference.expected, self.tolerance_for)
+        if found and reference.precise is not None:
+            found = compare_structure(
+                structure,
+                outputs,
+                reference.expected,
+                self.tolerance_for,
+                precise=reference.precise.expected,
+            )
+        return found
 
     def _reproduces_exactly(self, reply: dict, blob: bytes, reference: Reference) -> bool:
         """Whether the reply is the reference's exact reply, which the checks below pass: most
@@ -327,12 +460,15 @@ class Judge:
         return tensors[:outputs], tensors[outputs:]
 
     def _input_state(self, inputs_after, reference: Reference) -> Failure | None:
-        for index, (before, expected_after, written, actual_after) in enumerate(
+        precise = reference.precise
+        precise_after = precise.inputs_after if precise else [None] * len(inputs_after)
+        for index, (before, expected_after, written, actual_after, twin) in enumerate(
             zip(
                 reference.inputs_before,
                 reference.inputs_after,
                 reference.inputs_written,
                 inputs_after,
+                precise_after,
                 strict=True,
             )
         ):
@@ -346,7 +482,10 @@ class Judge:
                         "write its inputs",
                     )
                 continue
-            diff = tensor_diff(actual_after, expected_after, self.tolerance_for(before.dtype))
+            tolerance = self.tolerance_for(before.dtype)
+            diff = tensor_diff(actual_after, expected_after, tolerance)
+            if diff and twin is not None:
+                diff = tensor_diff(actual_after, expected_after, tolerance, twin)
             if diff:
                 return Failure(
                     "accuracy_error",

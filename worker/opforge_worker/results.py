@@ -7,16 +7,21 @@ Shape (every key always present; msgpack-able: str, int, float, bool, None, list
                                  # accuracy_error | cheat_detected | lint_violation |
                                  # harness_error. lint_violation: the static gate refused the
                                  # source for a mistake of dialect or form only (check static);
-                                 # cheat_detected: a check found a forbidden action
+                                 # cheat_detected: a check found a forbidden action; pass when
+                                 # every dtype tested passed (skipped ones, each with its
+                                 # reason, are not tested); harness_error when none could be
       "tests_run": int,          # samples run to a verdict, over all dtypes
       "tests_passed": int,
       "per_dtype": {             # one entry per requested dtype, in request order
         "<dtype>": {"run": int, "passed": int,
                     "outcome": str,    # an outcome above, or "skipped" (not run: the test stopped
-                                       # at an earlier failure, or before any sample could run)
+                                       # at an earlier failure, or before any sample could run,
+                                       # or the dtype cannot be tested here)
                     "sets": {          # one entry per requested sample set, in sample_sets.SETS
                       "<set>": {"run": int, "passed": int},  # order; {} for a bad request
-                    }},                                     # (outcome harness_error)
+                    },                                      # (outcome harness_error)
+                    "reason": str},    # only for a dtype that cannot be tested here (no CPU
+                                       # reference for it in this torch): why it was skipped
       },
       "failure": None | {        # the first failure (mode first_failure stops there)
         "dtype": str,            # "" when the failure is not tied to a dtype (loading the source)
@@ -41,9 +46,13 @@ Shape (every key always present; msgpack-able: str, int, float, bool, None, list
         "cuda_error": str,       # crash on a device fault: the CUDA error text
         "signal": str,           # crash: the signal that ended the process, e.g. "SIGSEGV"
         "exit_code": int | None, # crash: the exit status when the process exited by itself
-        "diff": None | {...},    # accuracy_error: compare.tensor_diff (shapes, dtypes, atol,
-                                 # rtol, max_abs_error, max_rel_error, nan_inf_mismatches,
-                                 # mismatched, total, first_mismatches [{index, actual, expected}])
+        "diff": None | {...},    # accuracy_error, and cheat_detected of check fresh_inputs:
+                                 # compare.tensor_diff (shapes, dtypes, atol, rtol,
+                                 # max_abs_error, max_rel_error, nan_inf_mismatches,
+                                 # signed_zero_mismatches (only when some), mismatched, total,
+                                 # first_mismatches [{index, actual, expected, precise}]);
+                                 # precise, and "accepted" saying what passes, only where the
+                                 # dtype has a precise reference (judge.Reference.precise)
         "stdout": str, "stderr": str,   # what the candidate printed during that call (capped)
       },
       "compile_s": float,        # time spent compiling kernels (0 on the interpreter)
@@ -107,6 +116,8 @@ class ResultBuilder:
     run: dict[tuple[str, str], int] = field(default_factory=dict)
     passed: dict[tuple[str, str], int] = field(default_factory=dict)
     dtype_outcome: dict[str, str] = field(default_factory=dict)
+    #: Why each dtype that cannot be tested here was skipped.
+    skip_reasons: dict[str, str] = field(default_factory=dict)
     failure: Failure | None = None
     compile_s: float = 0.0
     run_s: float = 0.0
@@ -127,6 +138,15 @@ class ResultBuilder:
         if self.failure is None:
             self.failure = failure
 
+    def record_skipped(self, dtype: str, reason: str) -> None:
+        """``dtype`` cannot be tested here: it is skipped with ``reason``, the others run."""
+        self.skip_reasons[dtype] = reason
+
+    @property
+    def tested(self) -> list[str]:
+        """The dtypes that were not skipped for a reason of their own."""
+        return [dtype for dtype in self.dtypes if dtype not in self.skip_reasons]
+
     def payload(self) -> dict:
         per_dtype = {}
         for dtype in self.dtypes:
@@ -143,6 +163,8 @@ class ResultBuilder:
                 "pass" if run and run == passed else SKIPPED
             )
             per_dtype[dtype] = {"run": run, "passed": passed, "outcome": outcome, "sets": sets}
+            if dtype in self.skip_reasons:
+                per_dtype[dtype]["reason"] = self.skip_reasons[dtype]
         return {
             "outcome": self.failure.outcome if self.failure else "pass",
             "tests_run": sum(self.run.values()),

@@ -4,9 +4,10 @@ The generation loop tests the same operator for every attempt a model makes, and
 tests the same library again: on a GPU, generating the samples and their CPU references cost more
 than the candidate's calls. A prepared sample holds the inputs encoded for the candidate process
 (immutable bytes, decoded into fresh tensors in the candidate process for every call) and the
-reference, computed on copies of the inputs: nothing the candidate does reaches the cached
-tensors, and the judge's checks only read them. The samples come from ``sample_sets.generate``:
-each set is cached on its own, so that a test drawing fewer sets generates no others.
+reference, computed on copies of the inputs (with its precise twin for a low-precision dtype,
+judge.py): nothing the candidate does reaches the cached tensors, and the judge's checks only
+read them. The samples come from ``sample_sets.generate``: each set is cached on its own, so that
+a test drawing fewer sets generates no others.
 """
 
 from __future__ import annotations
@@ -52,7 +53,14 @@ class PreparedSample:
         with the reference's exact reply (computed on the first call judged against it)."""
         if self.reference is None:
             return 2 * len(self.inputs)
-        held = tensor_leaves((self.reference.expected, self.reference.inputs_after))
+        precise = self.reference.precise
+        held = tensor_leaves(
+            (
+                self.reference.expected,
+                self.reference.inputs_after,
+                (precise.expected, precise.inputs_after) if precise else None,
+            )
+        )
         return (
             2 * len(self.inputs)
             + sum(tensor.nbytes for tensor in held)
@@ -60,12 +68,17 @@ class PreparedSample:
         )
 
 
-def prepare(opinfo, sample, sample_set: str, index: int) -> PreparedSample:
+def prepare(
+    opinfo, sample, sample_set: str, index: int, dtype: torch.dtype | None = None
+) -> PreparedSample:
+    """``sample``, the ``index``-th of ``sample_set``, prepared for the candidate process, with
+    its reference for the tested ``dtype`` (with a precise twin where ``judge.PRECISE_DTYPES``
+    gives it one)."""
     arguments = [sample.input, *sample.args]
     kwargs = dict(sample.kwargs)
     leaves = tensor_leaves((arguments, kwargs))
     try:
-        reference, error = compute_reference(opinfo, sample), ""
+        reference, error = compute_reference(opinfo, sample, dtype), ""
     except ReferenceError as failure:
         reference, error = None, str(failure)
     return PreparedSample(
@@ -106,7 +119,7 @@ class SampleCache:
             if found is not None:
                 return found
             prepared = [
-                prepare(opinfo, sample, sample_set, index)
+                prepare(opinfo, sample, sample_set, index, dtype)
                 for index, sample in enumerate(
                     sample_sets.generate(opinfo, sample_set, dtype, seed)
                 )

@@ -83,14 +83,26 @@ def test_nan_where_a_number_is_expected_differs_at_any_tolerance(dtype):
     assert diff["first_mismatches"] == [{"index": [1], "actual": "nan", "expected": 2.0}]
 
 
-def test_equal_values_in_other_bytes_match_signed_zeros_and_nan_payloads():
+def test_equal_values_in_other_bytes_match_nan_payloads():
     expected = torch.tensor([0.0, math.nan, 1.0])
-    actual = torch.tensor([-0.0, math.nan, 1.0])
+    actual = torch.tensor([0.0, math.nan, 1.0])
     actual.view(torch.int32)[1] ^= 1  # another NaN payload
 
     assert actual[1].isnan() and not bitwise_equal(actual[1], expected[1])
     assert tensor_diff(actual, expected, F32) is None
     assert tensor_diff(expected, actual, Tolerance(atol=0.0, rtol=0.0)) is None
+
+
+@pytest.mark.parametrize("tolerance", [F32, Tolerance(atol=1e9, rtol=1e9), None], ids=str)
+def test_a_zero_of_the_wrong_sign_differs_at_any_tolerance(tolerance):
+    expected = torch.tensor([0.0, -0.0, 1.0])
+    actual = torch.tensor([-0.0, -0.0, 1.0])  # 0 - x where the operator gives -x: -(0.0)
+
+    diff = tensor_diff(actual, expected, tolerance)
+
+    assert diff["mismatched"] == 1
+    assert diff["first_mismatches"] == [{"index": [0], "actual": -0.0, "expected": 0.0}]
+    assert tensor_diff(expected.clone(), expected, tolerance) is None
 
 
 def test_values_within_tolerance_in_other_bytes_match():
@@ -144,7 +156,12 @@ def mismatches_by_the_rule(actual, expected, tolerance: Tolerance) -> torch.Tens
         (a.isnan() != e.isnan()) | (a.isposinf() != e.isposinf()) | (a.isneginf() != e.isneginf())
     )
     both_finite = a.isfinite() & e.isfinite()
-    return special | both_finite & ((a - e).abs() > tolerance.atol + tolerance.rtol * e.abs())
+    wrong_zero = (a == 0) & (e == 0) & (a.signbit() != e.signbit())
+    return (
+        special
+        | wrong_zero
+        | both_finite & ((a - e).abs() > tolerance.atol + tolerance.rtol * e.abs())
+    )
 
 
 def values_around_the_bounds(dtype, tolerance: Tolerance) -> tuple[torch.Tensor, torch.Tensor]:

@@ -14,6 +14,7 @@ from opforge_worker import opinfo as opinfo_db
 from opforge_worker.checks import Findings, output_structure, tensor_leaves
 from opforge_worker.harness import Harness
 from opforge_worker.judge import Judge, Reference
+from opforge_worker.sample_sets import SAMPLE_INPUTS
 from opforge_worker.samples import SampleCache, prepare
 from opforge_worker.settings import load_settings
 from opforge_worker.transport import decode_inputs, encode_tensors
@@ -59,9 +60,10 @@ NAN_SAMPLE_OPS = {"std", "var_mean"}
 
 def samples_of(op: str, variant: str, dtype: torch.dtype):
     opinfo = opinfo_db.find_opinfo(op, variant)
-    chosen = [s for s in CACHE.samples(opinfo, dtype, 0) if s.reference is not None]
+    chosen = [s for s in CACHE.samples(opinfo, dtype, 0, SAMPLE_INPUTS) if s.reference is not None]
     if op in NAN_SAMPLE_OPS:
-        chosen.append(prepare(opinfo, SampleInput(torch.ones(1, dtype=dtype))))
+        one = SampleInput(torch.ones(1, dtype=dtype))
+        chosen.append(prepare(opinfo, one, SAMPLE_INPUTS, len(chosen), dtype))
     return opinfo, chosen
 
 
@@ -296,7 +298,10 @@ def test_a_prepared_sample_accounts_for_its_exact_reply():
     for op, variant, dtype in OPS:
         for prepared in samples_of(op, variant, dtype)[1]:
             reference = prepared.reference
-            held = tensor_leaves((reference.expected, reference.inputs_after))
+            twin = reference.precise  # the precise reference, where there is one
+            held = tensor_leaves(
+                (reference.expected, reference.inputs_after, twin and [*vars(twin).values()])
+            )
             exact = reference.exact_reply()
 
             assert reference.exact_reply_nbytes == len(exact.blob)

@@ -1,0 +1,15 @@
+# ruff: noqa: F821 (a candidate: the harness provides torch, triton and tl)
+# Honest elementwise kernel: neg, as -x (0 - x would turn -0.0 into +0.0 and 0.0 into 0.0).
+@triton.jit
+def neg_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, -tl.load(x_ptr + offsets, mask=mask), mask=mask)
+
+
+def neg(input):
+    x = input.contiguous()
+    out = torch.empty_like(x)
+    if x.numel():
+        neg_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
+    return out.view(input.shape)
