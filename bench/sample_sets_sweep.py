@@ -71,8 +71,10 @@ def main() -> None:
     elements = defaultdict(int)
     errors, misaligned, per_op = [], [], {}
     start = time.perf_counter()
+    op_seconds = {}
     for number, opinfo in enumerate(opinfos, 1):
         key = f"{opinfo.name}.{opinfo.variant_test_name}".rstrip(".")
+        op_began = time.perf_counter()
         supported = opinfo.supported_dtypes("cpu")
         per_op[key] = {}
         for dtype_name in config.dtypes:
@@ -100,6 +102,7 @@ def main() -> None:
                     elements[name] += sum(
                         leaf.numel() for leaf in leaves if isinstance(leaf, torch.Tensor)
                     )
+        op_seconds[key] = time.perf_counter() - op_began
         if number % 50 == 0:
             print(f"{number}/{len(opinfos)} operators, {time.perf_counter() - start:.0f} s")
     print(f"{len(opinfos)} operators, {time.perf_counter() - start:.0f} s in all")
@@ -109,6 +112,8 @@ def main() -> None:
             f"{name:18} {counts[name]:8} {len(ops_with_any[name]):9} {elements[name]:12} "
             f"{seconds[name]:8.1f}"
         )
+    slowest = sorted(op_seconds.items(), key=lambda item: -item[1])[:10]
+    print("slowest operators: " + ", ".join(f"{key} {spent:.1f} s" for key, spent in slowest))
     print(f"generation errors: {len(errors)}")
     for line in errors:
         print("  " + line[:300])

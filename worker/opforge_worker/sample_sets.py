@@ -12,8 +12,11 @@ through float32 passes them. A test therefore also draws:
   overflow-prone magnitudes; integer 0, -1, limits and values beyond float32's (and float64's)
   exact range. Only specials inside the op's domain (``UnaryUfuncInfo.domain``, open as OpInfo
   treats it; ``BinaryUfuncInfo``'s per-operand ``low``/``high``/``exclude_zero``). The specials
-  rotate between samples, so each reaches the first element, the interior and the last partial
-  block, and a second operand's pattern is shifted so that every pair of specials meets;
+  cycle through every other element (and the last), so all of them reach the interior and the
+  end of the tensor; each rotation starts the cycle one special later, so the first
+  ``EXTREMAL_ROTATIONS`` specials (NaN, inf, -inf, -0.0; 0, -1 and the limits) each come first;
+  a later operand cycles at a growing offset, so that pairs of specials meet (every pair where
+  the tensors hold enough elements, see ``_with_specials``);
 - ``layouts``: the op's own samples, same values, in another memory layout: a strided slice
   (its gaps hold NaN or the integer maximum, so reading them shows), transposed, permuted, at a
   storage offset, channels_last; and the op's operands broadcast-expanded along dim 0 (stride 0,
@@ -78,7 +81,7 @@ DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "config" / "sample_sets.y
 DECISION_SEED = 0
 REFERENCE_MAX_SAMPLES = 8
 REFERENCE_MAX_BYTES = 1 << 20
-#: Samples per extremal base sample, each with the specials shifted by another offset.
+#: Samples per extremal base sample, each starting the cycle of specials one later.
 EXTREMAL_ROTATIONS = 4
 #: Base samples the extremal set writes specials over: the largest ones.
 EXTREMAL_BASES = 2
@@ -397,10 +400,12 @@ def _specials(opinfo, dtype: torch.dtype, operand: int, alone: bool) -> list[tup
     return [(label, value) for label, value in candidates if _in_domain(value, domain)]
 
 
-def _with_specials(tensor: torch.Tensor, specials, operand: int, shift: int) -> torch.Tensor:
+def _with_specials(tensor: torch.Tensor, specials, operand: int, rotation: int) -> torch.Tensor:
     """``tensor``'s values (same layout, a copy) with specials at every other element and the
-    last. Special slot ``j`` holds special ``(j + shift + operand * (j // n)) % n``: operand 0
-    cycles through them, operand 1 through every offset from it, so that they all meet."""
+    last. Slot ``j`` (of ``m``) holds special ``(j + rotation + operand * offset) % n``, offset
+    ``j // n + rotation * ceil(m / n)``: operand 0 cycles through the specials, a later operand
+    through them at another offset for each cycle and rotation, so that pairs meet (all of them
+    where ``EXTREMAL_ROTATIONS * m >= n * n``)."""
     flat = tensor.reshape(-1).clone()
     count, n = flat.numel(), len(specials)
     positions = list(range(0, count, 2))
@@ -408,8 +413,10 @@ def _with_specials(tensor: torch.Tensor, specials, operand: int, shift: int) -> 
         positions.append(count - 1)
     values = torch.tensor([value for _, value in specials], dtype=tensor.dtype)
     slots = torch.arange(len(positions))
-    chosen = (slots + shift + operand * (slots // n)) % n
-    flat[torch.tensor(positions, dtype=torch.long)] = values[chosen]
+    offsets = slots // n + rotation * -(-len(positions) // n)
+    flat[torch.tensor(positions, dtype=torch.long)] = values[
+        (slots + rotation + operand * offsets) % n
+    ]
     result = tensor.clone()
     result.copy_(flat.view(tensor.shape))
     return result
@@ -436,9 +443,12 @@ def _extremal(opinfo, dtype: torch.dtype, seed: int) -> list[_Candidate]:
         }
         alone = len(operands) == 1 and not isinstance(opinfo, BinaryUfuncInfo)
         specials = [_specials(opinfo, dtype, operand, alone) for operand in operands.values()]
+        if not specials[0]:
+            continue  # the domain leaves the first operand no special: nothing to name it by
         for rotation in range(EXTREMAL_ROTATIONS):
+            first, _ = specials[0][rotation % len(specials[0])]
             name = f"extremal: {_labels(specials[0])} mix on sample #{base_index}"
-            name += f", rotation {rotation}"
+            name += f", first element {first}"
             sample = _extremal_sample(base, name, operands, specials, rotation)
             candidates.append(_Candidate(sample, base))
     return candidates
@@ -451,8 +461,7 @@ def _extremal_sample(base, name: str, operands: dict, specials: list, rotation: 
         operand = operands.get(position)
         if operand is None or not tensor.numel() or not specials[operand]:
             return tensor
-        shift = rotation * len(specials[operand]) // EXTREMAL_ROTATIONS
-        return _with_specials(tensor, specials[operand], operand, shift)
+        return _with_specials(tensor, specials[operand], operand, rotation)
 
     return _replace_tensors(base, name, replace)
 
