@@ -1,6 +1,7 @@
-"""Generates every generated sample set for every catalog operator and dtype on the CPU, as the
-harness draws them (seed and seed + 1), and reports per set the samples, the operators that get
-any, the time it took, generation errors, and seed/seed+1 pairs that do not align.
+"""Generates every sample set for every catalog operator and dtype on the CPU, as the harness
+draws them (seed and seed + 1), and reports per set the samples, the operators that get any, the
+time it took, generation errors, and seed/seed+1 pairs that do not align (a generated set can
+align only where OpInfo's sample_inputs do).
 
     cd worker && python ../bench/sample_sets_sweep.py [--ops abs,sum] [--json out.json]
 
@@ -81,7 +82,7 @@ def main() -> None:
             dtype = getattr(torch, dtype_name)
             if dtype not in supported:
                 continue
-            for name in sample_sets.GENERATED_SETS:
+            for name in sample_sets.SETS:
                 began = time.perf_counter()
                 try:
                     first = sample_sets.generate(opinfo, name, dtype, config.sample_seed)
@@ -107,7 +108,7 @@ def main() -> None:
             print(f"{number}/{len(opinfos)} operators, {time.perf_counter() - start:.0f} s")
     print(f"{len(opinfos)} operators, {time.perf_counter() - start:.0f} s in all")
     print(f"{'set':18} {'samples':>8} {'operators':>9} {'elements':>12} {'seconds':>8}")
-    for name in sample_sets.GENERATED_SETS:
+    for name in sample_sets.SETS:
         print(
             f"{name:18} {counts[name]:8} {len(ops_with_any[name]):9} {elements[name]:12} "
             f"{seconds[name]:8.1f}"
