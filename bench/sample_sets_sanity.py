@@ -38,7 +38,7 @@ HONEST = [
 
 # One wrong kernel per defect class: (what is wrong, operator, dtypes, source, wrapper). The
 # interpreter computes tl.maximum with np.maximum, which propagates NaN where a GPU's maxnum drops
-# it: there the first kernel is right, and the tl.where one below shows the same defect.
+# it: there the first kernel is right; the next two show the same defect (torch.fmax is maxnum).
 WRONG = [
     (
         "NaN dropped by tl.maximum (a GPU's: the interpreter's propagates NaN)",
@@ -60,6 +60,16 @@ def maximum(input, other):
     if out.numel():
         maximum_kernel[(triton.cdiv(out.numel(), 256),)](a, b, out, out.numel(), BLOCK=256)
     return out
+""",
+        "maximum",
+    ),
+    (
+        "NaN dropped as a GPU's tl.maximum does (maxnum: torch.fmax, emulated on the CPU)",
+        "maximum",
+        ["float32", "bfloat16"],
+        """
+def maximum(input, other):
+    return torch.fmax(input, other)
 """,
         "maximum",
     ),
