@@ -7,6 +7,7 @@ seconds, so it is loaded once per process.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import random
 
@@ -59,12 +60,11 @@ def find_opinfo(name: str, variant: str = ""):
         return None
 
 
-def samples_for(opinfo, device: str, dtype: torch.dtype, seed: int) -> list:
-    """The OpInfo's sample inputs for ``dtype`` on ``device``: the same for the same seed,
-    other values (same shapes) for another seed.
+@contextlib.contextmanager
+def seeded(seed: int):
+    """Torch's, Python's and numpy's generators seeded with ``seed`` inside, as they were after.
 
-    Sample generators draw from torch's, Python's and numpy's generators; all three are seeded
-    inside a forked RNG state so that the caller's random streams are left untouched.
+    Sample generators draw from all three; the caller's random streams are left untouched.
     """
     python_state = random.getstate()
     numpy_state = np.random.get_state()
@@ -73,9 +73,16 @@ def samples_for(opinfo, device: str, dtype: torch.dtype, seed: int) -> list:
             torch.manual_seed(seed)
             random.seed(seed)
             np.random.seed(seed % 2**32)
-            # set_seed=False: OpInfo would otherwise reseed every sample from a fixed seed,
-            # making the request's seed meaningless.
-            return list(opinfo.sample_inputs(device, dtype, requires_grad=False, set_seed=False))
+            yield
     finally:
         random.setstate(python_state)
         np.random.set_state(numpy_state)
+
+
+def samples_for(opinfo, device: str, dtype: torch.dtype, seed: int) -> list:
+    """The OpInfo's sample inputs for ``dtype`` on ``device``: the same for the same seed,
+    other values (same shapes) for another seed."""
+    with seeded(seed):
+        # set_seed=False: OpInfo would otherwise reseed every sample from a fixed seed,
+        # making the request's seed meaningless.
+        return list(opinfo.sample_inputs(device, dtype, requires_grad=False, set_seed=False))
