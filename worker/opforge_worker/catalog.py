@@ -45,7 +45,7 @@ CATEGORIES = (
     "other",
 )
 # Bumped whenever survey() records something new or differently: old caches are then ignored.
-SURVEY_SCHEMA = 4
+SURVEY_SCHEMA = 5
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "config" / "catalog.yaml"
 # Operators per task of a parallel survey: small enough to balance slow operators across processes.
 _SURVEY_CHUNK = 8
