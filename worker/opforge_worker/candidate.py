@@ -25,6 +25,14 @@ imports (worker/CANDIDATE.md). ``serve`` answers the judge's requests (see ``har
   The replies are the judge's progress markers. The batch ends after the last sample, after a
   reply that asks for a fresh process, or when the judge sent ``stop`` (it found a failure);
   ``batch_end`` follows its replies.
+
+A warm process runs source after source, so none may leave it changed for the next: after
+every load and at the end of every batch (whatever ended it), the process verifies what later
+sources rely on against its fingerprint taken at start (``checks.ProcessState``: torch's,
+triton's and the harness's functions and classes, registrations with the dispatcher, global
+settings). A change is an ``integrity`` finding in the load's reply or in ``batch_end``, which
+then asks for a fresh process (``recycle``); so does a registration torch made itself, without
+a finding.
 """
 
 from __future__ import annotations
@@ -62,6 +70,7 @@ from opforge_worker.checks import (
     Integrity,
     LaunchCounter,
     LoadedKernels,
+    ProcessState,
     ThreadWatch,
     dispatch_mode_intact,
     output_structure,
@@ -252,6 +261,9 @@ class CandidateServer:
         )
         self.escapes = EscapeHatches(self.owners, self.launches)
         self.threads = ThreadWatch(self.owners)
+        # Set by each load: Triton's knob of the cache directory sets the variable too.
+        per_source = ((StoreBackedCacheManager, "store_dir"), (os.environ, "TRITON_CACHE_DIR"))
+        self.state = ProcessState(self.owners, per_source)
         self.staging = ReplyStaging(self.device)
         self.namespace: dict = {}
         #: The sha256 of the source ``namespace`` was loaded from; "" when the load failed.
@@ -268,10 +280,12 @@ class CandidateServer:
             triton.runtime.driver.active.get_current_device()
         triton.knobs.cache.manager_class = StoreBackedCacheManager
         self._warm_dispatch_recorder()
-        for hook in (self.launches, self.escapes, self.threads):
+        hooks = (self.launches, self.escapes, self.threads, self.state)
+        for hook in hooks:
             hook.install()
-        self.integrity = Integrity(self.launches, self.escapes, self.threads)
+        self.integrity = Integrity(*hooks)
         self.audit.install()
+        self.state.snapshot()
 
     def _warm_dispatch_recorder(self) -> None:
         """Run one op under the dispatch recorder now. torch imports ``torch._dynamo`` the first
@@ -323,6 +337,7 @@ class CandidateServer:
             self.namespace = self.loaded_namespaces.take(source) or load_candidate(path)
 
         reply = self._guarded(load, header["timeout_s"], policy=None)
+        self._verify_state(reply)
         if reply["status"] == "ok" and not callable(self.namespace.get(header["wrapper"])):
             reply.update(
                 status="runtime_error",
@@ -367,7 +382,21 @@ class CandidateServer:
                     break
         if group:
             self._send_group(group)
-        send_message(self.conn, {"kind": "batch_end"})
+        batch_end = {"kind": "batch_end"}
+        self._verify_state(batch_end)
+        send_message(self.conn, batch_end)
+
+    def _verify_state(self, reply: dict) -> None:
+        """Add to ``reply`` what the source's code changed of what later sources in this process
+        rely on (``checks.ProcessState``), as integrity findings; a changed process is replaced."""
+        changed, stale = self.state.changes()
+        findings = Findings([tuple(item) for item in reply.get("findings", ())])
+        for change in changed:
+            findings.add("integrity", f"{change} while the source ran")
+        if findings.items:
+            reply["findings"] = findings.items
+        if stale:
+            reply["recycle"] = True
 
     def _send_group(self, group: list[dict]) -> bool:
         """Wait for the group's calls and send their replies, with their tensors' bytes, in one

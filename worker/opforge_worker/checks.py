@@ -12,6 +12,9 @@
   off the dispatch-mode stack.
 - ``ThreadWatch`` records threads started by the wrapper: their work escapes the recorder.
 - ``output_structure`` flattens the wrapper's result and checks types, devices and aliasing.
+- ``ProcessState`` fingerprints what later sources in the process rely on (torch's, triton's
+  and the harness's functions and classes, dispatcher registrations, global settings) and
+  tells what a source changed of it.
 
 Each of these runs in the candidate's own process, so a candidate that sets out to tamper with
 them could; ``Integrity`` verifies after every call that the hooks are still the ones installed,
@@ -21,15 +24,20 @@ harness's static gate (harness.py) does not run a source that could reach them a
 
 from __future__ import annotations
 
+import _signal
 import _thread
+import builtins
+import faulthandler
+import operator
 import os
+import signal
 import sys
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
@@ -580,6 +588,222 @@ class Integrity:
 
 def dispatch_mode_intact(recorder: DispatchRecorder) -> bool:
     return _get_current_dispatch_mode() is recorder
+
+
+class ProcessState:
+    """What every later source in this process relies on, fingerprinted once the process is set
+    up (``snapshot``) and verified after each source's code ran (``changes``).
+
+    A warm process runs source after source. One that replaced ``torch.exp``, a method of
+    ``torch.Tensor``, a ``tl`` function or a function of the harness, registered a kernel for an
+    ATen op, pushed a torch function mode, set a timer or changed a global setting would change
+    what later sources run: a later cheat could pass through the patch, an honest source fail.
+    Watched: the namespaces of torch, torch.nn.functional, torch.library, torch._C, triton,
+    triton.language, triton's JIT and interpreter, builtins and the harness's modules (their
+    classes too), ``torch.Tensor`` and triton's kernel classes; ``sys.modules``; the import
+    machinery, torch's global settings and mode stacks, signal handlers and the interval timer,
+    the environment, the working directory, Python threads; and every registration through
+    ``torch._C._dispatch_library``, which all of ``torch.library`` goes through.
+
+    An intact process costs one pass over the identities of a few thousand values; only a
+    difference is looked at name by name. A module that appears (an import, torch's lazy
+    submodules) changes nothing a source relies on and is taken into the fingerprint.
+    """
+
+    def __init__(self, owners: CodeOwners, set_per_source: tuple[tuple[object, str], ...] = ()):
+        """``set_per_source``: (a watched class or ``os.environ``, a name) that the harness itself
+        sets for each source, which no source is blamed for."""
+        self.owners = owners
+        self.installed: dict[tuple[object, str], Callable] = {}
+        #: Registrations since the snapshot: (what was registered, whether candidate code did).
+        self.registrations: list[tuple[str, bool]] = []
+        self._set_per_source = {(id(owner), name) for owner, name in set_per_source}
+        self._namespaces: list[_Namespace] = []
+        self._modules = _Namespace("sys.modules", sys.modules, sys.modules, True)
+        self._settings: list[tuple[str, object]] = []
+        self._environment: dict[str, str] = {}
+
+    def install(self) -> None:
+        """Watch registrations with the dispatcher (call before ``snapshot``)."""
+        original = torch._C._dispatch_library
+        state = self
+
+        def dispatch_library(*args, **kwargs):
+            by_candidate = state.owners.nearest_is_candidate(sys._getframe(1), _TORCH_PREFIXES)
+            state.registrations.append((" ".join(filter(None, map(str, args[:3]))), by_candidate))
+            return original(*args, **kwargs)
+
+        torch._C._dispatch_library = dispatch_library
+        self.installed[(torch._C, "_dispatch_library")] = dispatch_library
+
+    def snapshot(self) -> None:
+        """Take the fingerprint every later ``changes`` compares with."""
+        self._namespaces = [
+            _Namespace(label, owner, vars(owner), modules_may_appear)
+            for label, owner, modules_may_appear in _watched_namespaces()
+        ]
+        self._modules = _Namespace("sys.modules", sys.modules, sys.modules, True)
+        self._settings = [(label, read()) for label, read in _SETTINGS]
+        self._environment = self._own_environment()
+        self.registrations.clear()
+
+    def changes(self) -> tuple[list[str], bool]:
+        """(what changed that candidate code did or could have done, whether anything changed
+        at all): a registration by torch itself changes the process without accusing anyone."""
+        changed: list[str] = []
+        for namespace in (*self._namespaces, self._modules):
+            changed += namespace.changes(self._set_per_source)
+        for (label, before), (_, read) in zip(self._settings, _SETTINGS, strict=True):
+            if read() != before:
+                changed.append(f"{label} changed")
+        environment = self._own_environment()
+        if environment != self._environment:
+            names = dict(set(environment.items()) ^ set(self._environment.items()))
+            changed += [f"os.environ[{name!r}] changed" for name in sorted(names)]
+        by_candidate = [what for what, by in self.registrations if by]
+        changed += [f"a torch.library registration ({what})" for what in by_candidate]
+        return changed, bool(changed or self.registrations)
+
+    def _own_environment(self) -> dict[str, str]:
+        return {
+            name: value
+            for name, value in os.environ.items()
+            if (id(os.environ), name) not in self._set_per_source
+        }
+
+
+#: Attributes Python adds to a class the first time they are read (triton's interpreter reads
+#: ``tl.tensor.__annotations__`` when it runs a kernel).
+_MADE_ON_READ = frozenset({"__annotations__"})
+
+
+def _inherited(owner: object, name: str):
+    """What a class ``owner`` inherits as ``name`` (triton's interpreter, undoing its patches,
+    sets the inherited ``__repr__`` on ``tl.tensor`` itself), or a sentinel."""
+    for base in getattr(owner, "__mro__", ())[1:]:
+        if name in vars(base):
+            return vars(base)[name]
+    return _MADE_ON_READ
+
+
+class _Namespace:
+    """A watched namespace (a module's or a class's attributes, ``sys.modules``) and the objects
+    it held when fingerprinted, held so that none is freed and its id taken by another."""
+
+    def __init__(self, label: str, owner: object, namespace, modules_may_appear: bool):
+        self.label = label
+        self.owner = owner
+        self.namespace = namespace
+        #: Whether modules may appear in it (an import, torch's lazy submodules): classes no.
+        self.modules_may_appear = modules_may_appear
+        self._fingerprint()
+
+    def _fingerprint(self) -> None:
+        self.keys, self.values = tuple(self.namespace), tuple(self.namespace.values())
+
+    def changes(self, set_per_source: set[tuple[int, str]]) -> list[str]:
+        """What was replaced, deleted or added since the fingerprint, but for names the harness
+        sets per source; the fingerprint is taken again where nothing else changed."""
+        # Identities in order: a tenth of the time a tuple of ids takes to build and compare.
+        if len(self.namespace) == len(self.values) and all(
+            map(operator.is_, self.namespace.values(), self.values)
+        ):
+            return []
+        found, owner = [], id(self.owner)
+        for name, value in zip(self.keys, self.values, strict=True):
+            if (owner, name) in set_per_source:
+                continue
+            if name not in self.namespace:
+                found.append(f"{self.label}.{name} was deleted")
+            elif self.namespace[name] is not value:
+                found.append(f"{self.label}.{name} was replaced")
+        known = set(self.keys)
+        for name, value in list(self.namespace.items()):
+            appeared = (
+                name in _MADE_ON_READ
+                or (self.modules_may_appear and type(value) is ModuleType)
+                or value is _inherited(self.owner, name)
+            )
+            if name not in known and not appeared and (owner, name) not in set_per_source:
+                found.append(f"{self.label}.{name} was added")
+        if not found:
+            self._fingerprint()
+        return found
+
+
+def _watched_namespaces() -> list[tuple[str, object, bool]]:
+    """(label, module or class, whether modules may appear in it) for ``ProcessState``."""
+    import torch.library
+    import torch.nn.functional
+    import triton
+    import triton.language as tl
+    from triton.compiler.compiler import CompiledKernel
+    from triton.runtime import interpreter, jit
+    from triton.runtime.autotuner import Autotuner
+
+    modules = [
+        builtins,
+        torch,
+        torch._C,
+        torch.nn.functional,
+        torch.library,
+        triton,
+        tl,
+        tl.core,
+        tl.math,
+        jit,
+        interpreter,
+    ]
+    modules += [module for name, module in sys.modules.items() if name.startswith(_HARNESS)]
+    classes = [torch.Tensor, tl.tensor, jit.JITFunction, interpreter.InterpretedFunction]
+    classes += [CompiledKernel, Autotuner, TorchDispatchMode]
+    classes += [
+        value
+        for module in modules
+        if module.__name__.startswith(_HARNESS)
+        for value in vars(module).values()
+        if isinstance(value, type) and value.__module__ == module.__name__
+    ]
+    watched = [(module.__name__, module, True) for module in modules]
+    return watched + [(f"{cls.__module__}.{cls.__qualname__}", cls, False) for cls in classes]
+
+
+_HARNESS = "opforge_worker"
+
+
+class _Identities(tuple):
+    """Objects equal to another such tuple only when they are the same objects; held, so that no
+    object made later can take the id of one that was replaced."""
+
+    def __eq__(self, other) -> bool:
+        return len(self) == len(other) and all(a is b for a, b in zip(self, other, strict=True))
+
+    __hash__ = tuple.__hash__
+
+
+_STANDARD_SIGNALS = tuple(range(1, signal.SIGRTMIN))
+#: Global state a source could leave behind, read the same way before and after: (label, read).
+_SETTINGS: list[tuple[str, Callable[[], object]]] = [
+    ("torch.get_default_dtype()", torch.get_default_dtype),
+    ("torch.get_default_device()", lambda: str(torch.get_default_device())),
+    ("torch.is_grad_enabled()", torch.is_grad_enabled),
+    ("torch.is_inference_mode_enabled()", torch.is_inference_mode_enabled),
+    ("torch.get_num_threads()", torch.get_num_threads),
+    ("torch.are_deterministic_algorithms_enabled()", torch.are_deterministic_algorithms_enabled),
+    ("the torch dispatch mode stack", torch._C._len_torch_dispatch_stack),
+    ("the torch function mode stack", torch._C._len_torch_function_stack),
+    ("sys.meta_path", lambda: _Identities(sys.meta_path)),
+    ("sys.path_hooks", lambda: _Identities(sys.path_hooks)),
+    ("sys.path", lambda: tuple(sys.path)),
+    ("sys.excepthook", lambda: _Identities((sys.excepthook,))),
+    ("threading.excepthook", lambda: _Identities((threading.excepthook,))),
+    ("the number of Python threads", threading.active_count),
+    # _signal's getsignal: signal's converts each handler to an enum, 300 us for all of them.
+    ("a signal handler", lambda: _Identities(map(_signal.getsignal, _STANDARD_SIGNALS))),
+    ("the interval timer", lambda: signal.getitimer(signal.ITIMER_REAL)),
+    ("faulthandler", faulthandler.is_enabled),
+    ("the working directory", os.getcwd),
+]
 
 
 # -- outputs ----------------------------------------------------------------------------------

@@ -19,9 +19,11 @@ The caller's process is the judge: it generates the OpInfo samples on CPU from t
 seed, computes the reference with CPU ATen, and compares. Samples and references are prepared once
 per (operator, variant, dtype, seed) and cached (``samples.py``). One warm candidate process
 (``sandbox.CandidateProcess``) runs the candidates, one after another; it is replaced after a
-crash, a timeout, a CUDA error, and after a call that tampered with the checks or attempted
-something the sandbox refused (the process is no longer trusted); its replacement starts at
-once, in the background, so that neither the verdict nor the next test waits for its start-up.
+crash, a timeout, a CUDA error, after a call that tampered with the checks or attempted
+something the sandbox refused (the process is no longer trusted), and after a load or a batch
+that left the process changed for later sources (``candidate.py``: the change is the source's
+cheat when its test had no failure yet); its replacement starts at once, in the background,
+so that neither the verdict nor the next test waits for its start-up.
 cuda and interpreter take exactly the same path; the device kind changes only the candidate
 process's environment and where it puts the inputs.
 
@@ -538,6 +540,7 @@ class _TestRun:
                 self.harness._discard_process()
                 return
             if reply.get("kind") == "batch_end":
+                self._state_after_batch(reply)
                 return
             replies = reply.get("replies") if reply.get("kind") == "replies" else None
             if not isinstance(replies, list) or any(
@@ -545,6 +548,20 @@ class _TestRun:
             ):
                 self.harness._discard_process()
                 return
+
+    def _state_after_batch(self, batch_end: dict) -> None:
+        """Replace the process when the batch left it changed for later sources (candidate.py
+        verifies it at each batch's end); what the source changed is its cheat when its test had
+        no failure yet, and ends the test."""
+        if not batch_end.get("recycle"):
+            return
+        self.harness._discard_process()
+        try:
+            failure = report_verdict({"status": "ok", "findings": batch_end.get("findings", [])})
+        except (ReplyError, TypeError, ValueError):
+            failure = Failure("harness_error", "harness", "malformed batch_end findings")
+        if failure is not None and self.result.failure is None:
+            self._stop(failure)
 
     def _loaded_process(self) -> CandidateProcess:
         """The warm process with this test's candidate loaded (started or reloaded as needed)."""
