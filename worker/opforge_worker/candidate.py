@@ -82,7 +82,11 @@ from opforge_worker.transport import ReplyStaging, decode_inputs, to_device
 _MAX_TEXT = 20_000
 #: What the CPU-time limit of a request allows for (os.cpu_count reads /sys: 20 us a call).
 _CPUS = os.cpu_count() or 1
-_UNTRUSTING_CHECKS = frozenset({"integrity", "sandbox", "thread", "dispatch_escape"})
+#: Findings after which the process is replaced: the checks may have been reached. A refusal
+#: (check ``sandbox`` or ``thread``) leaves the process as it was, since the action did not
+#: happen (``ProcessState`` verifies the rest); one that reached for the harness itself
+#: (``AuditGuard.tamper_attempts``) replaces it too.
+_UNTRUSTING_CHECKS = frozenset({"integrity", "dispatch_escape"})
 #: The tensors a group of calls may gather on the device before it ends.
 _GROUP_BYTES = 16 << 20
 
@@ -494,6 +498,7 @@ class CandidateServer:
         group's wait comes later), unless it raised."""
         findings = Findings()
         violations_mark = len(self.audit.violations)
+        tamper_mark = self.audit.tamper_attempts
         self._limit_cpu(timeout_s)
         self.launches.begin(findings)
         self.escapes.findings = self.threads.findings = findings
@@ -522,8 +527,11 @@ class CandidateServer:
             findings.add("integrity", broken)
         for violation in self.audit.violations[violations_mark:]:
             findings.add("sandbox", violation)
-        # After tampering or an attempt at harm this process is no longer trusted.
-        if any(check in _UNTRUSTING_CHECKS for check, _ in findings.items):
+        del self.audit.violations[violations_mark:]  # a refusing loop must not grow the process
+        if (
+            any(check in _UNTRUSTING_CHECKS for check, _ in findings.items)
+            or self.audit.tamper_attempts > tamper_mark
+        ):
             reply["recycle"] = True
         reply.update(
             findings=findings.items,

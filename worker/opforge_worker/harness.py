@@ -19,11 +19,14 @@ The caller's process is the judge: it generates the OpInfo samples on CPU from t
 seed, computes the reference with CPU ATen, and compares. Samples and references are prepared once
 per (operator, variant, dtype, seed) and cached (``samples.py``). One warm candidate process
 (``sandbox.CandidateProcess``) runs the candidates, one after another; it is replaced after a
-crash, a timeout, a CUDA error, after a call that tampered with the checks or attempted
-something the sandbox refused (the process is no longer trusted), and after a load or a batch
-that left the process changed for later sources (``candidate.py``: the change is the source's
-cheat when its test had no failure yet); its replacement starts at once, in the background,
-so that neither the verdict nor the next test waits for its start-up.
+crash, a timeout, a CUDA error, after a call that tampered with the checks or reached for them
+(frames, objects, ctypes: the process is no longer trusted), and after a load or a batch that
+left the process changed for later sources (``candidate.py``: the change is the source's cheat
+when its test had no failure yet); its replacement starts at once, in the background, so that
+neither the verdict nor the next test waits for its start-up. A refused attempt at harm (the
+network, files outside scratch, processes, threads) is a cheat but keeps the process: the action
+did not happen, and the process is verified after it as after any source, so that a refusal
+costs the call, not the start of a new process.
 cuda and interpreter take exactly the same path; the device kind changes only the candidate
 process's environment and where it puts the inputs.
 

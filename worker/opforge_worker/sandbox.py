@@ -757,15 +757,11 @@ _PROCESS_EVENTS = frozenset(
         "pty.spawn",
     }
 )
-#: Audit events refused when the nearest non-stdlib caller is candidate code (library code keeps
-#: them: torch loads libraries through ctypes, inspects frames).
-_CANDIDATE_REFUSED = frozenset(
+#: Refused events that reach for the harness itself (frames, objects, tracing): the same code
+#: may have reached it by a route no hook sees, so its process is replaced (as after ctypes).
+#: The other refusals (network, files, processes, signals, limits) leave the process as it was.
+_TAMPERING_EVENTS = frozenset(
     {
-        "os.kill",
-        "os.killpg",
-        "signal.pthread_kill",
-        "resource.setrlimit",
-        "resource.prlimit",
         "sys._getframe",
         "sys._current_frames",
         "gc.get_objects",
@@ -773,8 +769,6 @@ _CANDIDATE_REFUSED = frozenset(
         "gc.get_referents",
         "sys.settrace",
         "sys.setprofile",
-        "os.setsid",
-        "os.setpgid",
         # CPython raises these for restricted attributes: reading a traceback's, generator's or
         # coroutine's frame (tb_frame, gi_frame, cr_frame), a frame's or function's code
         # (f_code, __code__), and replacing a function's code or defaults. A frame reached from
@@ -785,6 +779,17 @@ _CANDIDATE_REFUSED = frozenset(
         "object.__delattr__",
     }
 )
+#: Audit events refused when the nearest non-stdlib caller is candidate code (library code keeps
+#: them: torch loads libraries through ctypes, inspects frames).
+_CANDIDATE_REFUSED = _TAMPERING_EVENTS | {
+    "os.kill",
+    "os.killpg",
+    "signal.pthread_kill",
+    "resource.setrlimit",
+    "resource.prlimit",
+    "os.setsid",
+    "os.setpgid",
+}
 _CANDIDATE_REFUSED_PREFIXES = ("ctypes.",)
 #: Path-changing audit events and the positions of their path arguments.
 _PATH_EVENTS = {
@@ -809,13 +814,17 @@ class AuditGuard:
     """A process-wide audit hook that refuses and records forbidden actions of candidate code.
 
     Refusal raises PermissionError in the candidate; the record survives the candidate catching
-    it, and any record makes the verdict ``cheat_detected``. Audit hooks cannot be removed.
+    it, and any record makes the verdict ``cheat_detected``. A refused action did not happen, so
+    the process may serve later sources; ``tamper_attempts`` counts the refusals that reached for
+    the harness itself, after which it may not. Audit hooks cannot be removed.
     """
 
     def __init__(self, scratch: Path, owners: CodeOwners):
         self.scratch = str(scratch) + os.sep
         self.owners = owners
         self.violations: list[str] = []
+        #: How many refusals reached for the harness itself (``_TAMPERING_EVENTS``, ctypes).
+        self.tamper_attempts = 0
         self._busy = False
 
     def install(self) -> None:
@@ -850,6 +859,8 @@ class AuditGuard:
             self._busy = False
         if reason:
             self.violations.append(reason)
+            if event in _TAMPERING_EVENTS or event.startswith(_CANDIDATE_REFUSED_PREFIXES):
+                self.tamper_attempts += 1
             raise PermissionError(f"opforge sandbox: {reason}")
 
     def _reason(self, event: str, args: tuple) -> str | None:
