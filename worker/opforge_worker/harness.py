@@ -626,6 +626,7 @@ class _TestRun:
                 str(error),
                 signal=error.signal_name or "",
                 exit_code=error.exit_code,
+                backtrace=process.fault_backtrace(),
             )
         except CandidateProtocolError as error:
             self.harness._discard_process()

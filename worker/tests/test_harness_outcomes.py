@@ -91,9 +91,18 @@ def test_crash_reports_the_signal_and_the_next_candidate_runs(harness):
 
     if DEVICE == "cuda":
         assert "illegal memory access" in failure["cuda_error"] or failure["signal"]
+        assert 'candidate.py", line 13' in failure["backtrace"]
     else:
         assert failure["signal"] == "SIGSEGV"
         assert "SIGSEGV" in failure["message"]
+        # faulthandler's stack at the fault: the kernel's load, then the wrapper's launch.
+        heading = "The candidate's frames (most recent call first):\n"
+        frames = failure["backtrace"].split(heading)[1].split("\n\n")[0].splitlines()
+        assert [frame.split('candidate.py", ')[1] for frame in frames] == [
+            "line 7 in exp_kernel",
+            "line 13 in exp",
+        ]
+        assert "opforge_worker" not in failure["backtrace"]
     assert harness.run_test(request("honest/exp", "exp"))["outcome"] == "pass"
 
 
