@@ -575,12 +575,16 @@ class CandidateServer:
         return {"status": "runtime_error", "message": message, "backtrace": backtrace}
 
     def _from_candidate(self, error: BaseException):
-        """The traceback from the candidate's first frame on: harness frames are noise there."""
+        """The traceback from the candidate's first frame on: harness frames are noise there.
+        A syntax error in the source has no frame of the candidate's and needs none: it names
+        the line itself."""
         first = error.__traceback__
         while first is not None and not first.tb_frame.f_code.co_filename.startswith(
             self.owners.candidate_root
         ):
             first = first.tb_next
+        if first is None and isinstance(error, SyntaxError):
+            return None
         return first or error.__traceback__
 
     def _limit_cpu(self, timeout_s: float) -> None:

@@ -30,6 +30,10 @@ costs the call, not the start of a new process.
 cuda and interpreter take exactly the same path; the device kind changes only the candidate
 process's environment and where it puts the inputs.
 
+A result's texts name nothing of the harness's scratch directory (``_StableNames``): the
+candidate's file is "candidate.py" in every traceback, compile log, message and output, so that
+the same failure is byte-identical feedback whichever process and job directory ran it.
+
 Every sample is called twice: with its inputs, then with fresh values of the same shapes (the
 samples of ``seed + 1``), so that answers cached across calls fail.
 
@@ -55,6 +59,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import re
 import shutil
 import tempfile
 import threading
@@ -139,6 +144,7 @@ class Harness:
         root = Path(scratch_root or tempfile.mkdtemp(prefix="opforge-harness-"))
         root.mkdir(parents=True, exist_ok=True)
         self.scratch_root = root.resolve()
+        self._stable_names = _StableNames(self.scratch_root)
         self._process: CandidateProcess | None = None
         #: The replacement started when a process is discarded, before the next test needs it:
         #: a new process takes seconds to start (torch, CUDA), and the verdict that discarded
@@ -301,7 +307,7 @@ class _TestRun:
                     backtrace=traceback.format_exc(),
                 )
             )
-        return self.result.payload()
+        return self.harness._stable_names.payload(self.result.payload())
 
     def _run(self) -> None:
         request = self.request
@@ -653,6 +659,43 @@ class _TestRun:
     def _stop(self, failure: Failure):
         self.result.record_failure(failure)
         raise _StopTest
+
+
+class _StableNames:
+    """Rewrites the texts of a result's failure so that they name nothing of this harness's
+    scratch directory: the same failing candidate gets byte-identical feedback from every
+    harness, whichever process and job directory ran it. The candidate's source is
+    "candidate.py"; what else lies in its job directory is under "<job>"; a temporary file is
+    "<tmp>"; the rest of scratch is under "<scratch>"; an object's address in its repr is
+    "0x...".
+    """
+
+    def __init__(self, scratch_root: Path):
+        root = re.escape(str(scratch_root))
+        process = root + r"/process-\d+"
+        self._rules = [
+            (re.compile(process + r"/jobs/\d+/candidate\.py"), "candidate.py"),
+            (re.compile(process + r"/jobs/\d+"), "<job>"),
+            (re.compile(process + r"/tmp/[^/\s'\"]+"), "<tmp>"),
+            (re.compile(root), "<scratch>"),
+            (re.compile(r"(<[^<>\n]* at )0x[0-9a-fA-F]+>"), r"\g<1>0x...>"),
+        ]
+
+    def payload(self, payload: dict) -> dict:
+        failure = payload.get("failure") or {}
+        for key, value in failure.items():
+            if isinstance(value, list):  # the findings
+                failure[key] = [self._text(item) for item in value]
+            else:
+                failure[key] = self._text(value)
+        return payload
+
+    def _text(self, text):
+        if not isinstance(text, str):
+            return text
+        for pattern, name in self._rules:
+            text = pattern.sub(name, text)
+        return text
 
 
 class _StaticGate:
