@@ -270,7 +270,14 @@ class _CompiledSource:
 
 
 class LaunchCounter:
-    """Wraps triton's launch entry points once per process."""
+    """Wraps triton's launch entry points once per process.
+
+    Under the interpreter it also undoes what a call leaves patched: the interpreter patches
+    ``tl``'s builtins for a kernel and restores them after it, but a ``@triton.jit`` function the
+    kernel calls (``tl.max`` calls one) patches the builtins of its own module, ``tl.core``, and
+    never restores them, which would leave every later source a different ``tl.core``. Each such
+    call's patches are undone when it returns, innermost first, as the kernel's own are.
+    """
 
     def __init__(
         self,
@@ -289,16 +296,21 @@ class LaunchCounter:
         self.findings: Findings | None = None
         self.default_stream = None
         self.installed: dict[tuple[type, str], Callable] = {}
+        #: The interpreter's patch scopes opened during the current launch, innermost last.
+        self._lang_scopes: list = []
 
     def install(self) -> None:
         import triton.compiler
         from triton.compiler.compiler import CompiledKernel
+        from triton.runtime import interpreter
         from triton.runtime.autotuner import Autotuner
         from triton.runtime.interpreter import InterpretedFunction
         from triton.runtime.jit import JITFunction
 
         for cls in (JITFunction, InterpretedFunction):
             self._wrap(cls, "run", self._counted_run)
+        self._wrap(interpreter, "_patch_lang", self._recorded_scope)
+        self._wrap(InterpretedFunction, "__call__", self._restoring_call)
         # What JITFunction compiles with (it imports the name when it first runs on a device).
         self._wrap(triton.compiler, "compile", self._timed_compile)
         # On a device, a compiled kernel's first launch builds its launcher (a C compile) and
@@ -329,10 +341,35 @@ class LaunchCounter:
                 result = original(kernel, *args, grid=grid, warmup=warmup, **kwargs)
             finally:
                 counter.depth -= 1
+                if not counter.depth:  # the kernel's own scope, which the interpreter restored
+                    counter._lang_scopes.clear()
             counter.launches += 1
             return result
 
         return run
+
+    def _recorded_scope(self, original):
+        counter = self
+
+        def patch_lang(fn):
+            scope = original(fn)
+            counter._lang_scopes.append(scope)
+            return scope
+
+        return patch_lang
+
+    def _restoring_call(self, original):
+        counter = self
+
+        def call(function, *args, **kwargs):
+            opened = len(counter._lang_scopes)
+            try:
+                return original(function, *args, **kwargs)
+            finally:
+                while len(counter._lang_scopes) > opened:
+                    counter._lang_scopes.pop().restore()
+
+        return call
 
     def _machinery(self, original):
         counter = self
@@ -602,8 +639,9 @@ class ProcessState:
     triton.language, triton's JIT and interpreter, builtins and the harness's modules (their
     classes too), ``torch.Tensor`` and triton's kernel classes; ``sys.modules``; the import
     machinery, torch's global settings and mode stacks, signal handlers and the interval timer,
-    the environment, the working directory, Python threads; and every registration through
-    ``torch._C._dispatch_library``, which all of ``torch.library`` goes through.
+    the environment, the working directory, Python threads left running; and every
+    registration through ``torch._C._dispatch_library``, which all of ``torch.library`` goes
+    through.
 
     An intact process costs one pass over the identities of a few thousand values; only a
     difference is looked at name by name. A module that appears (an import, torch's lazy
@@ -622,6 +660,7 @@ class ProcessState:
         self._modules = _Namespace("sys.modules", sys.modules, sys.modules, True)
         self._settings: list[tuple[str, object]] = []
         self._environment: dict[str, str] = {}
+        self._threads = 0
 
     def install(self) -> None:
         """Watch registrations with the dispatcher (call before ``snapshot``)."""
@@ -645,16 +684,22 @@ class ProcessState:
         self._modules = _Namespace("sys.modules", sys.modules, sys.modules, True)
         self._settings = [(label, read()) for label, read in _SETTINGS]
         self._environment = self._own_environment()
+        self._threads = threading.active_count()
         self.registrations.clear()
 
     def changes(self) -> tuple[list[str], bool]:
         """(what changed that candidate code did or could have done, whether anything changed
-        at all): a registration by torch itself changes the process without accusing anyone."""
+        at all): a registration by torch itself, or a Python thread left running (the thread
+        watch refuses the candidate's own), changes the process without accusing anyone."""
         changed: list[str] = []
         for namespace in (*self._namespaces, self._modules):
             changed += namespace.changes(self._set_per_source)
         for (label, before), (_, read) in zip(self._settings, _SETTINGS, strict=True):
-            if read() != before:
+            try:
+                same = read() == before
+            except Exception as error:  # noqa: BLE001 (a working directory removed, say)
+                same, label = False, f"{label} ({type(error).__name__})"
+            if not same:
                 changed.append(f"{label} changed")
         environment = self._own_environment()
         if environment != self._environment:
@@ -662,7 +707,8 @@ class ProcessState:
             changed += [f"os.environ[{name!r}] changed" for name in sorted(names)]
         by_candidate = [what for what, by in self.registrations if by]
         changed += [f"a torch.library registration ({what})" for what in by_candidate]
-        return changed, bool(changed or self.registrations)
+        threads_left = threading.active_count() != self._threads
+        return changed, bool(changed or self.registrations or threads_left)
 
     def _own_environment(self) -> dict[str, str]:
         return {
@@ -675,15 +721,16 @@ class ProcessState:
 #: Attributes Python adds to a class the first time they are read (triton's interpreter reads
 #: ``tl.tensor.__annotations__`` when it runs a kernel).
 _MADE_ON_READ = frozenset({"__annotations__"})
+_NOT_INHERITED = object()
 
 
 def _inherited(owner: object, name: str):
     """What a class ``owner`` inherits as ``name`` (triton's interpreter, undoing its patches,
-    sets the inherited ``__repr__`` on ``tl.tensor`` itself), or a sentinel."""
+    sets the inherited ``__repr__`` on ``tl.tensor`` itself), or ``_NOT_INHERITED``."""
     for base in getattr(owner, "__mro__", ())[1:]:
         if name in vars(base):
             return vars(base)[name]
-    return _MADE_ON_READ
+    return _NOT_INHERITED
 
 
 class _Namespace:
@@ -704,7 +751,7 @@ class _Namespace:
     def changes(self, set_per_source: set[tuple[int, str]]) -> list[str]:
         """What was replaced, deleted or added since the fingerprint, but for names the harness
         sets per source; the fingerprint is taken again where nothing else changed."""
-        # Identities in order: a tenth of the time a tuple of ids takes to build and compare.
+        # Identities in order: far cheaper than building and comparing tuples of ids.
         if len(self.namespace) == len(self.values) and all(
             map(operator.is_, self.namespace.values(), self.values)
         ):
@@ -721,7 +768,7 @@ class _Namespace:
         for name, value in list(self.namespace.items()):
             appeared = (
                 name in _MADE_ON_READ
-                or (self.modules_may_appear and type(value) is ModuleType)
+                or (self.modules_may_appear and isinstance(value, ModuleType))
                 or value is _inherited(self.owner, name)
             )
             if name not in known and not appeared and (owner, name) not in set_per_source:
@@ -797,8 +844,8 @@ _SETTINGS: list[tuple[str, Callable[[], object]]] = [
     ("sys.path", lambda: tuple(sys.path)),
     ("sys.excepthook", lambda: _Identities((sys.excepthook,))),
     ("threading.excepthook", lambda: _Identities((threading.excepthook,))),
-    ("the number of Python threads", threading.active_count),
-    # _signal's getsignal: signal's converts each handler to an enum, 300 us for all of them.
+    # _signal's getsignal: signal's converts each handler to an enum, which costs more than
+    # all the rest of the check.
     ("a signal handler", lambda: _Identities(map(_signal.getsignal, _STANDARD_SIGNALS))),
     ("the interval timer", lambda: signal.getitimer(signal.ITIMER_REAL)),
     ("faulthandler", faulthandler.is_enabled),
