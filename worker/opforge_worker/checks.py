@@ -638,10 +638,10 @@ class ProcessState:
     Watched: the namespaces of torch, torch.nn.functional, torch.library, torch._C, triton,
     triton.language, triton's JIT and interpreter, builtins and the harness's modules (their
     classes too), ``torch.Tensor`` and triton's kernel classes; ``sys.modules``; the import
-    machinery, torch's global settings and mode stacks, signal handlers and the interval timer,
-    the environment, the working directory, Python threads left running; and every
-    registration through ``torch._C._dispatch_library``, which all of ``torch.library`` goes
-    through.
+    machinery, torch's global settings, mode stacks and dispatch keys excluded or included,
+    operator libraries loaded, signal handlers and the interval timer, the environment, the
+    working directory, Python threads left running; and every registration through
+    ``torch._C._dispatch_library``, which all of ``torch.library`` goes through.
 
     An intact process costs one pass over the identities of a few thousand values; only a
     difference is looked at name by name. A module that appears (an import, torch's lazy
@@ -839,6 +839,12 @@ _SETTINGS: list[tuple[str, Callable[[], object]]] = [
     ("torch.are_deterministic_algorithms_enabled()", torch.are_deterministic_algorithms_enabled),
     ("the torch dispatch mode stack", torch._C._len_torch_dispatch_stack),
     ("the torch function mode stack", torch._C._len_torch_function_stack),
+    # Dispatch keys a thread excludes or includes outlive the call: excluding Python would hide
+    # every later op from the dispatch recorder.
+    ("the dispatch keys excluded", lambda: str(torch._C._dispatch_tls_local_exclude_set())),
+    ("the dispatch keys included", lambda: str(torch._C._dispatch_tls_local_include_set())),
+    # A library of operators loaded from a shared object registers them without torch.library.
+    ("torch.ops.loaded_libraries", lambda: frozenset(torch.ops.loaded_libraries)),
     ("sys.meta_path", lambda: _Identities(sys.meta_path)),
     ("sys.path_hooks", lambda: _Identities(sys.path_hooks)),
     ("sys.path", lambda: tuple(sys.path)),

@@ -6,10 +6,17 @@ The harness runs without its static gate, which refuses these sources before the
 followed by an honest candidate, which must pass, and by one that the change would have let
 through, which must be caught."""
 
-import pytest
-from harness_helpers import DEVICE, request
+import signal
+import sys
 
+import pytest
+import torch
+from harness_helpers import DEVICE, request
+from torch.overrides import TorchFunctionMode
+
+from opforge_worker.checks import ProcessState
 from opforge_worker.harness import Harness
+from opforge_worker.sandbox import CodeOwners
 
 #: A patching source, what its finding names, and a source that its change would have let pass.
 PATCHES = {
@@ -70,3 +77,50 @@ def test_a_source_that_changes_the_process_is_caught_and_runs_alone(harness, pat
     assert change in patched["failure"]["message"]
     assert honest["outcome"] == "pass", honest["failure"]
     assert later["outcome"] == later_outcome, later["failure"]
+
+
+def _exclude_python_key(excluded: bool) -> None:
+    torch._C._dispatch_tls_set_dispatch_key_excluded(torch._C.DispatchKey.Python, excluded)
+
+
+#: Process-wide state a source could leave behind, beyond namespaces: (what the finding names,
+#: the change, its undoing).
+SETTINGS = {
+    "torch function mode": (
+        "the torch function mode stack changed",
+        lambda: torch._C._push_on_torch_function_stack(TorchFunctionMode()),
+        torch._C._pop_torch_function_stack,
+    ),
+    "excluded dispatch key": (
+        "the dispatch keys excluded changed",
+        lambda: _exclude_python_key(True),
+        lambda: _exclude_python_key(False),
+    ),
+    "interval timer": (
+        "the interval timer changed",
+        lambda: signal.setitimer(signal.ITIMER_REAL, 3600),
+        lambda: signal.setitimer(signal.ITIMER_REAL, 0),
+    ),
+    "import hook": (
+        "sys.meta_path changed",
+        lambda: sys.meta_path.insert(0, object()),
+        lambda: sys.meta_path.pop(0),
+    ),
+}
+
+
+@pytest.mark.parametrize("setting", SETTINGS.values(), ids=SETTINGS.keys())
+def test_process_wide_settings_left_changed_are_found(tmp_path, setting):
+    finding, change, undo = setting
+    state = ProcessState(CodeOwners(tmp_path))
+    state.snapshot()
+    assert state.changes() == ([], False)
+
+    change()
+    try:
+        changed, stale = state.changes()
+    finally:
+        undo()
+
+    assert finding in changed and stale
+    assert state.changes() == ([], False)
