@@ -31,8 +31,8 @@ every load and at the end of every batch (whatever ended it), the process verifi
 sources rely on against its fingerprint taken at start (``checks.ProcessState``: torch's,
 triton's and the harness's functions and classes, registrations with the dispatcher, global
 settings). A change is an ``integrity`` finding in the load's reply or in ``batch_end``, which
-then asks for a fresh process (``recycle``); so does a registration torch made itself, without
-a finding.
+then asks for a fresh process (``recycle``); so do, without a finding, a registration torch
+made itself and a Python thread left running.
 """
 
 from __future__ import annotations
