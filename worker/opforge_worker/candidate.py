@@ -25,6 +25,14 @@ imports (worker/CANDIDATE.md). ``serve`` answers the judge's requests (see ``har
   The replies are the judge's progress markers. The batch ends after the last sample, after a
   reply that asks for a fresh process, or when the judge sent ``stop`` (it found a failure);
   ``batch_end`` follows its replies.
+
+A warm process runs source after source, so none may leave it changed for the next: after
+every load and at the end of every batch (whatever ended it), the process verifies what later
+sources rely on against its fingerprint taken at start (``checks.ProcessState``: torch's,
+triton's and the harness's functions and classes, registrations with the dispatcher, global
+settings). A change is an ``integrity`` finding in the load's reply or in ``batch_end``, which
+then asks for a fresh process (``recycle``); so do, without a finding, a registration torch
+made itself and a Python thread left running.
 """
 
 from __future__ import annotations
@@ -62,6 +70,7 @@ from opforge_worker.checks import (
     Integrity,
     LaunchCounter,
     LoadedKernels,
+    ProcessState,
     ThreadWatch,
     dispatch_mode_intact,
     holds_only_poison,
@@ -74,7 +83,11 @@ from opforge_worker.transport import ReplyStaging, decode_inputs, to_device
 _MAX_TEXT = 20_000
 #: What the CPU-time limit of a request allows for (os.cpu_count reads /sys: 20 us a call).
 _CPUS = os.cpu_count() or 1
-_UNTRUSTING_CHECKS = frozenset({"integrity", "sandbox", "thread", "dispatch_escape"})
+#: Findings after which the process is replaced: the checks may have been reached. A refusal
+#: (check ``sandbox`` or ``thread``) leaves the process as it was, since the action did not
+#: happen (``ProcessState`` verifies the rest); one that reached for the harness itself
+#: (``AuditGuard.tamper_attempts``) replaces it too.
+_UNTRUSTING_CHECKS = frozenset({"integrity", "dispatch_escape"})
 #: The tensors a group of calls may gather on the device before it ends.
 _GROUP_BYTES = 16 << 20
 
@@ -253,6 +266,9 @@ class CandidateServer:
         )
         self.escapes = EscapeHatches(self.owners, self.launches)
         self.threads = ThreadWatch(self.owners)
+        # Set by each load: Triton's knob of the cache directory sets the variable too.
+        per_source = ((StoreBackedCacheManager, "store_dir"), (os.environ, "TRITON_CACHE_DIR"))
+        self.state = ProcessState(self.owners, per_source)
         self.staging = ReplyStaging(self.device)
         self.namespace: dict = {}
         #: The sha256 of the source ``namespace`` was loaded from; "" when the load failed.
@@ -269,10 +285,12 @@ class CandidateServer:
             triton.runtime.driver.active.get_current_device()
         triton.knobs.cache.manager_class = StoreBackedCacheManager
         self._warm_dispatch_recorder()
-        for hook in (self.launches, self.escapes, self.threads):
+        hooks = (self.launches, self.escapes, self.threads, self.state)
+        for hook in hooks:
             hook.install()
-        self.integrity = Integrity(self.launches, self.escapes, self.threads)
+        self.integrity = Integrity(*hooks)
         self.audit.install()
+        self.state.snapshot()
 
     def _warm_dispatch_recorder(self) -> None:
         """Run one op under the dispatch recorder now. torch imports ``torch._dynamo`` the first
@@ -324,6 +342,7 @@ class CandidateServer:
             self.namespace = self.loaded_namespaces.take(source) or load_candidate(path)
 
         reply = self._guarded(load, header["timeout_s"], policy=None)
+        self._verify_state(reply)
         if reply["status"] == "ok" and not callable(self.namespace.get(header["wrapper"])):
             reply.update(
                 status="runtime_error",
@@ -368,7 +387,21 @@ class CandidateServer:
                     break
         if group:
             self._send_group(group)
-        send_message(self.conn, {"kind": "batch_end"})
+        batch_end = {"kind": "batch_end"}
+        self._verify_state(batch_end)
+        send_message(self.conn, batch_end)
+
+    def _verify_state(self, reply: dict) -> None:
+        """Add to ``reply`` what the source's code changed of what later sources in this process
+        rely on (``checks.ProcessState``), as integrity findings; a changed process is replaced."""
+        changed, stale = self.state.changes()
+        findings = Findings([tuple(item) for item in reply.get("findings", ())])
+        for change in changed:
+            findings.add("integrity", f"{change} while the source ran")
+        if findings.items:
+            reply["findings"] = findings.items
+        if stale:
+            reply["recycle"] = True
 
     def _send_group(self, group: list[dict]) -> bool:
         """Wait for the group's calls and send their replies, with their tensors' bytes, in one
@@ -473,6 +506,7 @@ class CandidateServer:
         group's wait comes later), unless it raised."""
         findings = Findings()
         violations_mark = len(self.audit.violations)
+        tamper_mark = self.audit.tamper_attempts
         self._limit_cpu(timeout_s)
         self.launches.begin(findings)
         self.escapes.findings = self.threads.findings = findings
@@ -501,8 +535,11 @@ class CandidateServer:
             findings.add("integrity", broken)
         for violation in self.audit.violations[violations_mark:]:
             findings.add("sandbox", violation)
-        # After tampering or an attempt at harm this process is no longer trusted.
-        if any(check in _UNTRUSTING_CHECKS for check, _ in findings.items):
+        del self.audit.violations[violations_mark:]  # a refusing loop must not grow the process
+        if (
+            any(check in _UNTRUSTING_CHECKS for check, _ in findings.items)
+            or self.audit.tamper_attempts > tamper_mark
+        ):
             reply["recycle"] = True
         reply.update(
             findings=findings.items,
@@ -546,12 +583,16 @@ class CandidateServer:
         return {"status": "runtime_error", "message": message, "backtrace": backtrace}
 
     def _from_candidate(self, error: BaseException):
-        """The traceback from the candidate's first frame on: harness frames are noise there."""
+        """The traceback from the candidate's first frame on: harness frames are noise there.
+        A syntax error in the source has no frame of the candidate's and needs none: it names
+        the line itself."""
         first = error.__traceback__
         while first is not None and not first.tb_frame.f_code.co_filename.startswith(
             self.owners.candidate_root
         ):
             first = first.tb_next
+        if first is None and isinstance(error, SyntaxError):
+            return None
         return first or error.__traceback__
 
     def _limit_cpu(self, timeout_s: float) -> None:

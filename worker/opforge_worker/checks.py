@@ -18,6 +18,9 @@
   off the dispatch-mode stack.
 - ``ThreadWatch`` records threads started by the wrapper: their work escapes the recorder.
 - ``output_structure`` flattens the wrapper's result and checks types, devices and aliasing.
+- ``ProcessState`` fingerprints what later sources in the process rely on (torch's, triton's
+  and the harness's functions and classes, dispatcher registrations, global settings) and
+  tells what a source changed of it.
 
 Each of these runs in the candidate's own process, so a candidate that sets out to tamper with
 them could; ``Integrity`` verifies after every call that the hooks are still the ones installed,
@@ -27,15 +30,20 @@ harness's static gate (harness.py) does not run a source that could reach them a
 
 from __future__ import annotations
 
+import _signal
 import _thread
+import builtins
+import faulthandler
+import operator
 import os
+import signal
 import sys
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
@@ -140,6 +148,11 @@ _METADATA = frozenset(
         "dim",
         "is_contiguous",
         "is_same_size",
+        # Dtype arithmetic: what a wrapper needs to allocate a promoted output (cat of mixed
+        # dtypes), computed on dtypes, never on tensor data.
+        "promote_types",
+        "result_type",
+        "can_cast",
         "record_stream",
         "_has_compatible_shallow_copy_type",
     }
@@ -273,7 +286,14 @@ class _CompiledSource:
 
 
 class LaunchCounter:
-    """Wraps triton's launch entry points once per process."""
+    """Wraps triton's launch entry points once per process.
+
+    Under the interpreter it also undoes what a call leaves patched: the interpreter patches
+    ``tl``'s builtins for a kernel and restores them after it, but a ``@triton.jit`` function the
+    kernel calls (``tl.max`` calls one) patches the builtins of its own module, ``tl.core``, and
+    never restores them, which would leave every later source a different ``tl.core``. Each such
+    call's patches are undone when it returns, innermost first, as the kernel's own are.
+    """
 
     def __init__(
         self,
@@ -292,16 +312,21 @@ class LaunchCounter:
         self.findings: Findings | None = None
         self.default_stream = None
         self.installed: dict[tuple[type, str], Callable] = {}
+        #: The interpreter's patch scopes opened during the current launch, innermost last.
+        self._lang_scopes: list = []
 
     def install(self) -> None:
         import triton.compiler
         from triton.compiler.compiler import CompiledKernel
+        from triton.runtime import interpreter
         from triton.runtime.autotuner import Autotuner
         from triton.runtime.interpreter import InterpretedFunction
         from triton.runtime.jit import JITFunction
 
         for cls in (JITFunction, InterpretedFunction):
             self._wrap(cls, "run", self._counted_run)
+        self._wrap(interpreter, "_patch_lang", self._recorded_scope)
+        self._wrap(InterpretedFunction, "__call__", self._restoring_call)
         # What JITFunction compiles with (it imports the name when it first runs on a device).
         self._wrap(triton.compiler, "compile", self._timed_compile)
         # On a device, a compiled kernel's first launch builds its launcher (a C compile) and
@@ -338,10 +363,35 @@ class LaunchCounter:
                 result = original(kernel, *args, grid=grid, warmup=warmup, **kwargs)
             finally:
                 counter.depth -= 1
+                if not counter.depth:  # the kernel's own scope, which the interpreter restored
+                    counter._lang_scopes.clear()
             counter.launches += 1
             return result
 
         return run
+
+    def _recorded_scope(self, original):
+        counter = self
+
+        def patch_lang(fn):
+            scope = original(fn)
+            counter._lang_scopes.append(scope)
+            return scope
+
+        return patch_lang
+
+    def _restoring_call(self, original):
+        counter = self
+
+        def call(function, *args, **kwargs):
+            opened = len(counter._lang_scopes)
+            try:
+                return original(function, *args, **kwargs)
+            finally:
+                while len(counter._lang_scopes) > opened:
+                    counter._lang_scopes.pop().restore()
+
+        return call
 
     def _machinery(self, original):
         counter = self
@@ -628,6 +678,243 @@ class Integrity:
 
 def dispatch_mode_intact(recorder: DispatchRecorder) -> bool:
     return _get_current_dispatch_mode() is recorder
+
+
+class ProcessState:
+    """What every later source in this process relies on, fingerprinted once the process is set
+    up (``snapshot``) and verified after each source's code ran (``changes``).
+
+    A warm process runs source after source. One that replaced ``torch.exp``, a method of
+    ``torch.Tensor``, a ``tl`` function or a function of the harness, registered a kernel for an
+    ATen op, pushed a torch function mode, set a timer or changed a global setting would change
+    what later sources run: a later cheat could pass through the patch, an honest source fail.
+    Watched: the namespaces of torch, torch.nn.functional, torch.library, torch._C, triton,
+    triton.language, triton's JIT and interpreter, builtins and the harness's modules (their
+    classes too), ``torch.Tensor`` and triton's kernel classes; ``sys.modules``; the import
+    machinery, torch's global settings, mode stacks and dispatch keys excluded or included,
+    operator libraries loaded, signal handlers and the interval timer, the environment, the
+    working directory, Python threads left running; and every registration through
+    ``torch._C._dispatch_library``, which all of ``torch.library`` goes through.
+
+    An intact process costs one pass over the identities of a few thousand values; only a
+    difference is looked at name by name. A module that appears (an import, torch's lazy
+    submodules) changes nothing a source relies on and is taken into the fingerprint.
+    """
+
+    def __init__(self, owners: CodeOwners, set_per_source: tuple[tuple[object, str], ...] = ()):
+        """``set_per_source``: (a watched class or ``os.environ``, a name) that the harness itself
+        sets for each source, which no source is blamed for."""
+        self.owners = owners
+        self.installed: dict[tuple[object, str], Callable] = {}
+        #: Registrations since the snapshot: (what was registered, whether candidate code did).
+        self.registrations: list[tuple[str, bool]] = []
+        self._set_per_source = {(id(owner), name) for owner, name in set_per_source}
+        self._namespaces: list[_Namespace] = []
+        self._modules = _Namespace("sys.modules", sys.modules, sys.modules, True)
+        self._settings: list[tuple[str, object]] = []
+        self._environment: dict[str, str] = {}
+        self._threads = 0
+
+    def install(self) -> None:
+        """Watch registrations with the dispatcher (call before ``snapshot``)."""
+        original = torch._C._dispatch_library
+        state = self
+
+        def dispatch_library(*args, **kwargs):
+            by_candidate = state.owners.nearest_is_candidate(sys._getframe(1), _TORCH_PREFIXES)
+            state.registrations.append((" ".join(filter(None, map(str, args[:3]))), by_candidate))
+            return original(*args, **kwargs)
+
+        torch._C._dispatch_library = dispatch_library
+        self.installed[(torch._C, "_dispatch_library")] = dispatch_library
+
+    def snapshot(self) -> None:
+        """Take the fingerprint every later ``changes`` compares with."""
+        self._namespaces = [
+            _Namespace(label, owner, vars(owner), modules_may_appear)
+            for label, owner, modules_may_appear in _watched_namespaces()
+        ]
+        self._modules = _Namespace("sys.modules", sys.modules, sys.modules, True)
+        self._settings = [(label, read()) for label, read in _SETTINGS]
+        self._environment = self._own_environment()
+        self._threads = threading.active_count()
+        self.registrations.clear()
+
+    def changes(self) -> tuple[list[str], bool]:
+        """(what changed that candidate code did or could have done, whether anything changed
+        at all): a registration by torch itself, or a Python thread left running (the thread
+        watch refuses the candidate's own), changes the process without accusing anyone."""
+        changed: list[str] = []
+        for namespace in (*self._namespaces, self._modules):
+            changed += namespace.changes(self._set_per_source)
+        for (label, before), (_, read) in zip(self._settings, _SETTINGS, strict=True):
+            try:
+                same = read() == before
+            except Exception as error:  # noqa: BLE001 (a working directory removed, say)
+                same, label = False, f"{label} ({type(error).__name__})"
+            if not same:
+                changed.append(f"{label} changed")
+        environment = self._own_environment()
+        if environment != self._environment:
+            names = dict(set(environment.items()) ^ set(self._environment.items()))
+            changed += [f"os.environ[{name!r}] changed" for name in sorted(names)]
+        by_candidate = [what for what, by in self.registrations if by]
+        changed += [f"a torch.library registration ({what})" for what in by_candidate]
+        threads_left = threading.active_count() != self._threads
+        return changed, bool(changed or self.registrations or threads_left)
+
+    def _own_environment(self) -> dict[str, str]:
+        return {
+            name: value
+            for name, value in os.environ.items()
+            if (id(os.environ), name) not in self._set_per_source
+        }
+
+
+#: Attributes Python adds to a class the first time they are read (triton's interpreter reads
+#: ``tl.tensor.__annotations__`` when it runs a kernel).
+_MADE_ON_READ = frozenset({"__annotations__"})
+#: Python's own bookkeeping in a module's namespace, which no later source relies on: the
+#: warnings machinery adds and resets ``__warningregistry__`` in the module that warned (the
+#: interpreter's numpy arithmetic warns of overflow on extremal samples).
+_PYTHON_BOOKKEEPING = frozenset({"__warningregistry__"})
+_NOT_INHERITED = object()
+
+
+def _inherited(owner: object, name: str):
+    """What a class ``owner`` inherits as ``name`` (triton's interpreter, undoing its patches,
+    sets the inherited ``__repr__`` on ``tl.tensor`` itself), or ``_NOT_INHERITED``."""
+    for base in getattr(owner, "__mro__", ())[1:]:
+        if name in vars(base):
+            return vars(base)[name]
+    return _NOT_INHERITED
+
+
+class _Namespace:
+    """A watched namespace (a module's or a class's attributes, ``sys.modules``) and the objects
+    it held when fingerprinted, held so that none is freed and its id taken by another."""
+
+    def __init__(self, label: str, owner: object, namespace, modules_may_appear: bool):
+        self.label = label
+        self.owner = owner
+        self.namespace = namespace
+        #: Whether modules may appear in it (an import, torch's lazy submodules): classes no.
+        self.modules_may_appear = modules_may_appear
+        self._fingerprint()
+
+    def _fingerprint(self) -> None:
+        self.keys, self.values = tuple(self.namespace), tuple(self.namespace.values())
+
+    def changes(self, set_per_source: set[tuple[int, str]]) -> list[str]:
+        """What was replaced, deleted or added since the fingerprint, but for names the harness
+        sets per source; the fingerprint is taken again where nothing else changed."""
+        # Identities in order: far cheaper than building and comparing tuples of ids.
+        if len(self.namespace) == len(self.values) and all(
+            map(operator.is_, self.namespace.values(), self.values)
+        ):
+            return []
+        found, owner = [], id(self.owner)
+        for name, value in zip(self.keys, self.values, strict=True):
+            if (owner, name) in set_per_source or name in _PYTHON_BOOKKEEPING:
+                continue
+            if name not in self.namespace:
+                found.append(f"{self.label}.{name} was deleted")
+            elif self.namespace[name] is not value:
+                found.append(f"{self.label}.{name} was replaced")
+        known = set(self.keys)
+        for name, value in list(self.namespace.items()):
+            appeared = (
+                name in _MADE_ON_READ
+                or name in _PYTHON_BOOKKEEPING
+                or (self.modules_may_appear and isinstance(value, ModuleType))
+                or value is _inherited(self.owner, name)
+            )
+            if name not in known and not appeared and (owner, name) not in set_per_source:
+                found.append(f"{self.label}.{name} was added")
+        if not found:
+            self._fingerprint()
+        return found
+
+
+def _watched_namespaces() -> list[tuple[str, object, bool]]:
+    """(label, module or class, whether modules may appear in it) for ``ProcessState``."""
+    import torch.library
+    import torch.nn.functional
+    import triton
+    import triton.language as tl
+    from triton.compiler.compiler import CompiledKernel
+    from triton.runtime import interpreter, jit
+    from triton.runtime.autotuner import Autotuner
+
+    modules = [
+        builtins,
+        torch,
+        torch._C,
+        torch.nn.functional,
+        torch.library,
+        triton,
+        tl,
+        tl.core,
+        tl.math,
+        jit,
+        interpreter,
+    ]
+    modules += [module for name, module in sys.modules.items() if name.startswith(_HARNESS)]
+    classes = [torch.Tensor, tl.tensor, jit.JITFunction, interpreter.InterpretedFunction]
+    classes += [CompiledKernel, Autotuner, TorchDispatchMode]
+    classes += [
+        value
+        for module in modules
+        if module.__name__.startswith(_HARNESS)
+        for value in vars(module).values()
+        if isinstance(value, type) and value.__module__ == module.__name__
+    ]
+    watched = [(module.__name__, module, True) for module in modules]
+    return watched + [(f"{cls.__module__}.{cls.__qualname__}", cls, False) for cls in classes]
+
+
+_HARNESS = "opforge_worker"
+
+
+class _Identities(tuple):
+    """Objects equal to another such tuple only when they are the same objects; held, so that no
+    object made later can take the id of one that was replaced."""
+
+    def __eq__(self, other) -> bool:
+        return len(self) == len(other) and all(a is b for a, b in zip(self, other, strict=True))
+
+    __hash__ = tuple.__hash__
+
+
+_STANDARD_SIGNALS = tuple(range(1, signal.SIGRTMIN))
+#: Global state a source could leave behind, read the same way before and after: (label, read).
+_SETTINGS: list[tuple[str, Callable[[], object]]] = [
+    ("torch.get_default_dtype()", torch.get_default_dtype),
+    ("torch.get_default_device()", lambda: str(torch.get_default_device())),
+    ("torch.is_grad_enabled()", torch.is_grad_enabled),
+    ("torch.is_inference_mode_enabled()", torch.is_inference_mode_enabled),
+    ("torch.get_num_threads()", torch.get_num_threads),
+    ("torch.are_deterministic_algorithms_enabled()", torch.are_deterministic_algorithms_enabled),
+    ("the torch dispatch mode stack", torch._C._len_torch_dispatch_stack),
+    ("the torch function mode stack", torch._C._len_torch_function_stack),
+    # Dispatch keys a thread excludes or includes outlive the call: excluding Python would hide
+    # every later op from the dispatch recorder.
+    ("the dispatch keys excluded", lambda: str(torch._C._dispatch_tls_local_exclude_set())),
+    ("the dispatch keys included", lambda: str(torch._C._dispatch_tls_local_include_set())),
+    # A library of operators loaded from a shared object registers them without torch.library.
+    ("torch.ops.loaded_libraries", lambda: frozenset(torch.ops.loaded_libraries)),
+    ("sys.meta_path", lambda: _Identities(sys.meta_path)),
+    ("sys.path_hooks", lambda: _Identities(sys.path_hooks)),
+    ("sys.path", lambda: tuple(sys.path)),
+    ("sys.excepthook", lambda: _Identities((sys.excepthook,))),
+    ("threading.excepthook", lambda: _Identities((threading.excepthook,))),
+    # _signal's getsignal: signal's converts each handler to an enum, which costs more than
+    # all the rest of the check.
+    ("a signal handler", lambda: _Identities(map(_signal.getsignal, _STANDARD_SIGNALS))),
+    ("the interval timer", lambda: signal.getitimer(signal.ITIMER_REAL)),
+    ("faulthandler", faulthandler.is_enabled),
+    ("the working directory", os.getcwd),
+]
 
 
 # -- outputs ----------------------------------------------------------------------------------

@@ -26,11 +26,20 @@ computes the reference with CPU ATen, and compares. A test draws the sample sets
 then the larger and generated sets (``sample_sets.py``). Samples and references are prepared once
 per (operator, variant, dtype, seed, set) and cached (``samples.py``). One warm candidate process
 (``sandbox.CandidateProcess``) runs the candidates, one after another; it is replaced after a
-crash, a timeout, a CUDA error, and after a call that tampered with the checks or attempted
-something the sandbox refused (the process is no longer trusted); its replacement starts at
-once, in the background, so that neither the verdict nor the next test waits for its start-up.
+crash, a timeout, a CUDA error, after a call that tampered with the checks or reached for them
+(frames, objects, ctypes: the process is no longer trusted), and after a load or a batch that
+left the process changed for later sources (``candidate.py``: the change is the source's cheat
+when its test had no failure yet); its replacement starts at once, in the background, so that
+neither the verdict nor the next test waits for its start-up. A refused attempt at harm (the
+network, files outside scratch, processes, threads) is a cheat but keeps the process: the action
+did not happen, and the process is verified after it as after any source, so that a refusal
+costs the call, not the start of a new process.
 cuda and interpreter take exactly the same path; the device kind changes only the candidate
 process's environment and where it puts the inputs.
+
+A result's texts name nothing of the harness's scratch directory (``_StableNames``): the
+candidate's file is "candidate.py" in every traceback, compile log, message and output, so that
+the same failure is byte-identical feedback whichever process and job directory ran it.
 
 Every sample is called twice: with its inputs, then with fresh values of the same shapes (the
 sample at the same index of the same set at ``seed + 1``), so that answers cached across calls
@@ -64,6 +73,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import re
 import shutil
 import tempfile
 import threading
@@ -151,6 +161,7 @@ class Harness:
         root = Path(scratch_root or tempfile.mkdtemp(prefix="opforge-harness-"))
         root.mkdir(parents=True, exist_ok=True)
         self.scratch_root = root.resolve()
+        self._stable_names = _StableNames(self.scratch_root)
         self._process: CandidateProcess | None = None
         #: The replacement started when a process is discarded, before the next test needs it:
         #: a new process takes seconds to start (torch, CUDA), and the verdict that discarded
@@ -328,7 +339,7 @@ class _TestRun:
                     backtrace=traceback.format_exc(),
                 )
             )
-        return self.result.payload()
+        return self.harness._stable_names.payload(self.result.payload())
 
     def _run(self) -> None:
         request = self.request
@@ -585,6 +596,7 @@ class _TestRun:
                 self.harness._discard_process()
                 return
             if reply.get("kind") == "batch_end":
+                self._state_after_batch(reply)
                 return
             replies = reply.get("replies") if reply.get("kind") == "replies" else None
             if not isinstance(replies, list) or any(
@@ -592,6 +604,20 @@ class _TestRun:
             ):
                 self.harness._discard_process()
                 return
+
+    def _state_after_batch(self, batch_end: dict) -> None:
+        """Replace the process when the batch left it changed for later sources (candidate.py
+        verifies it at each batch's end); what the source changed is its cheat when its test had
+        no failure yet, and ends the test."""
+        if not batch_end.get("recycle"):
+            return
+        self.harness._discard_process()
+        try:
+            failure = report_verdict({"status": "ok", "findings": batch_end.get("findings", [])})
+        except (ReplyError, TypeError, ValueError):
+            failure = Failure("harness_error", "harness", "malformed batch_end findings")
+        if failure is not None and self.result.failure is None:
+            self._stop(failure)
 
     def _loaded_process(self) -> CandidateProcess:
         """The warm process with this test's candidate loaded (started or reloaded as needed)."""
@@ -653,6 +679,7 @@ class _TestRun:
                 str(error),
                 signal=error.signal_name or "",
                 exit_code=error.exit_code,
+                backtrace=process.fault_backtrace(),
             )
         except CandidateProtocolError as error:
             self.harness._discard_process()
@@ -679,6 +706,43 @@ class _TestRun:
     def _stop(self, failure: Failure):
         self.result.record_failure(failure)
         raise _StopTest
+
+
+class _StableNames:
+    """Rewrites the texts of a result's failure so that they name nothing of this harness's
+    scratch directory: the same failing candidate gets byte-identical feedback from every
+    harness, whichever process and job directory ran it. The candidate's source is
+    "candidate.py"; what else lies in its job directory is under "<job>"; a temporary file is
+    "<tmp>"; the rest of scratch is under "<scratch>"; an object's address in its repr is
+    "0x...".
+    """
+
+    def __init__(self, scratch_root: Path):
+        root = re.escape(str(scratch_root))
+        process = root + r"/process-\d+"
+        self._rules = [
+            (re.compile(process + r"/jobs/\d+/candidate\.py"), "candidate.py"),
+            (re.compile(process + r"/jobs/\d+"), "<job>"),
+            (re.compile(process + r"/tmp/[^/\s'\"]+"), "<tmp>"),
+            (re.compile(root), "<scratch>"),
+            (re.compile(r"(<[^<>\n]* at )0x[0-9a-fA-F]+>"), r"\g<1>0x...>"),
+        ]
+
+    def payload(self, payload: dict) -> dict:
+        failure = payload.get("failure") or {}
+        for key, value in failure.items():
+            if isinstance(value, list):  # the findings
+                failure[key] = [self._text(item) for item in value]
+            else:
+                failure[key] = self._text(value)
+        return payload
+
+    def _text(self, text):
+        if not isinstance(text, str):
+            return text
+        for pattern, name in self._rules:
+            text = pattern.sub(name, text)
+        return text
 
 
 class _StaticGate:

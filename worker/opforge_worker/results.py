@@ -42,7 +42,10 @@ Shape (every key always present; msgpack-able: str, int, float, bool, None, list
                                  # <rule> at line <n> `<text>`: <hint>"), those of the outcome's
                                  # class first
         "compile_log": str,      # compile_error: the Triton/Python compiler's message
-        "backtrace": str,        # runtime_error and crash: the Python traceback
+        "backtrace": str,        # runtime_error and crash: the Python traceback (a crash by a
+                                 # fatal signal: the stack at the fault, the candidate's frames
+                                 # first); every text names the candidate's file "candidate.py"
+                                 # and no scratch path
         "cuda_error": str,       # crash on a device fault: the CUDA error text
         "signal": str,           # crash: the signal that ended the process, e.g. "SIGSEGV"
         "exit_code": int | None, # crash: the exit status when the process exited by itself

@@ -20,6 +20,10 @@ Containment layers, strongest first (each is reported in the ready message, ``sa
   Python code in the same process can reach around it, which is why the kernel-level layers
   above exist;
 - a scrubbed environment (no API keys), stdout/stderr captured to files and read back capped.
+
+A candidate that ends the process with a fatal signal (a SIGSEGV in a kernel the interpreter
+runs, say) leaves the Python stack at the fault: faulthandler writes it to ``FAULT_REPORT`` in
+scratch, and the judge reads it into the crash's backtrace (``fault_backtrace``).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import faulthandler
 import importlib.util
 import json
 import os
@@ -73,6 +78,11 @@ _POLL_INTERVAL_S = 0.05
 #: than the calls of a warm library validation.
 _MEMORY_CHECK_INTERVAL_S = 0.1
 _PR_SET_CHILD_SUBREAPER = 36
+#: Where, in its scratch directory, the candidate process's faulthandler writes the Python stack
+#: when a fatal signal (SIGSEGV, SIGBUS, SIGFPE, SIGABRT, SIGILL) ends it.
+FAULT_REPORT = "fault.log"
+#: What of a fault report the judge reads: faulthandler writes at most 100 frames.
+_FAULT_REPORT_BYTES = 64 << 10
 
 
 class CandidateDied(Exception):
@@ -375,6 +385,37 @@ class CandidateProcess:
         """Output from ``marks`` (the stdout and stderr sizes the process reported at the end of
         a batch's call) on belongs to its next call; marks that are not two sizes are ignored."""
         self._output_marks = _output_sizes(marks) or self._output_marks
+
+    def fault_backtrace(self) -> str:
+        """The Python stack at the fatal signal that ended the process (faulthandler's report),
+        most recent call first: the candidate's frames, then the stack from the candidate's
+        outermost frame on, without the harness's frames (noise there); "" when the process
+        wrote none (it exited, or was killed)."""
+        try:
+            with open(self.scratch / FAULT_REPORT, "rb") as stream:
+                report = stream.read(_FAULT_REPORT_BYTES).decode(errors="replace")
+        except OSError:
+            return ""
+        lines = report.splitlines()
+        harness = f'  File "{os.path.dirname(os.path.realpath(__file__))}{os.sep}'
+        frames = [line for line in lines if line.startswith('  File "')]
+        frames = [frame for frame in frames if not frame.startswith(harness)]
+        if not frames:
+            return ""
+        error = next((line for line in lines if line.startswith("Fatal Python error")), "")
+        candidate = f'  File "{os.path.realpath(self.scratch / "jobs")}{os.sep}'
+        own = [index for index, frame in enumerate(frames) if frame.startswith(candidate)]
+        return "\n".join(
+            [
+                error or "Fatal Python error",
+                "",
+                "The candidate's frames (most recent call first):",
+                *[frames[index] for index in own],
+                "",
+                "The stack (most recent call first):",
+                *frames[: own[-1] + 1 if own else len(frames)],
+            ]
+        )
 
     def output_tail(self, until=None) -> dict[str, str]:
         """What the process printed since the last call began, capped; up to ``until`` (sizes
@@ -757,15 +798,11 @@ _PROCESS_EVENTS = frozenset(
         "pty.spawn",
     }
 )
-#: Audit events refused when the nearest non-stdlib caller is candidate code (library code keeps
-#: them: torch loads libraries through ctypes, inspects frames).
-_CANDIDATE_REFUSED = frozenset(
+#: Refused events that reach for the harness itself (frames, objects, tracing): the same code
+#: may have reached it by a route no hook sees, so its process is replaced (as after ctypes).
+#: The other refusals (network, files, processes, signals, limits) leave the process as it was.
+_TAMPERING_EVENTS = frozenset(
     {
-        "os.kill",
-        "os.killpg",
-        "signal.pthread_kill",
-        "resource.setrlimit",
-        "resource.prlimit",
         "sys._getframe",
         "sys._current_frames",
         "gc.get_objects",
@@ -773,8 +810,6 @@ _CANDIDATE_REFUSED = frozenset(
         "gc.get_referents",
         "sys.settrace",
         "sys.setprofile",
-        "os.setsid",
-        "os.setpgid",
         # CPython raises these for restricted attributes: reading a traceback's, generator's or
         # coroutine's frame (tb_frame, gi_frame, cr_frame), a frame's or function's code
         # (f_code, __code__), and replacing a function's code or defaults. A frame reached from
@@ -785,6 +820,17 @@ _CANDIDATE_REFUSED = frozenset(
         "object.__delattr__",
     }
 )
+#: Audit events refused when the nearest non-stdlib caller is candidate code (library code keeps
+#: them: torch loads libraries through ctypes, inspects frames).
+_CANDIDATE_REFUSED = _TAMPERING_EVENTS | {
+    "os.kill",
+    "os.killpg",
+    "signal.pthread_kill",
+    "resource.setrlimit",
+    "resource.prlimit",
+    "os.setsid",
+    "os.setpgid",
+}
 _CANDIDATE_REFUSED_PREFIXES = ("ctypes.",)
 #: Path-changing audit events and the positions of their path arguments.
 _PATH_EVENTS = {
@@ -809,13 +855,17 @@ class AuditGuard:
     """A process-wide audit hook that refuses and records forbidden actions of candidate code.
 
     Refusal raises PermissionError in the candidate; the record survives the candidate catching
-    it, and any record makes the verdict ``cheat_detected``. Audit hooks cannot be removed.
+    it, and any record makes the verdict ``cheat_detected``. A refused action did not happen, so
+    the process may serve later sources; ``tamper_attempts`` counts the refusals that reached for
+    the harness itself, after which it may not. Audit hooks cannot be removed.
     """
 
     def __init__(self, scratch: Path, owners: CodeOwners):
         self.scratch = str(scratch) + os.sep
         self.owners = owners
         self.violations: list[str] = []
+        #: How many refusals reached for the harness itself (``_TAMPERING_EVENTS``, ctypes).
+        self.tamper_attempts = 0
         self._busy = False
 
     def install(self) -> None:
@@ -850,6 +900,8 @@ class AuditGuard:
             self._busy = False
         if reason:
             self.violations.append(reason)
+            if event in _TAMPERING_EVENTS or event.startswith(_CANDIDATE_REFUSED_PREFIXES):
+                self.tamper_attempts += 1
             raise PermissionError(f"opforge sandbox: {reason}")
 
     def _reason(self, event: str, args: tuple) -> str | None:
@@ -906,6 +958,8 @@ def main(argv: list[str] | None = None) -> None:
     read_paths = default_read_paths(tuple(options["extra_read_paths"]))
     report.update(_landlock(libc, args.scratch.resolve(), read_paths, options["device_kind"]))
     report["environment"] = "scrubbed: " + ", ".join(sorted(os.environ))
+    # The stream stays open for the process's life: faulthandler holds it.
+    faulthandler.enable(open(args.scratch / FAULT_REPORT, "w"), all_threads=False)  # noqa: SIM115
 
     from opforge_worker.candidate import serve
 

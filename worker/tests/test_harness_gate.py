@@ -26,12 +26,17 @@ def harness():
         yield harness
 
 
-#: Each tamper candidate, with the violation through which it reaches the checks.
+#: Each tamper candidate, with the violation through which it reaches the checks, or changes
+#: the process for the sources after it (test_harness_isolation.py).
 TAMPERING = [
     ("tamper/dispatch_findings", "private_attribute", "torch.utils._python_dispatch."),
     ("tamper/frame_walk", "dunder", ".__traceback__"),
     ("tamper/hook_globals", "dunder", "torch.Tensor.numpy.__globals__"),
     ("tamper/reply_filter", "forbidden_module", "torch.sys.modules"),
+    ("tamper/patch_torch_exp", "attribute_assignment", ".exp"),
+    ("tamper/patch_tensor_method", "attribute_assignment", ".exp"),
+    ("tamper/patch_triton_language", "attribute_assignment", ".log"),
+    ("tamper/register_aten_kernel", "forbidden_module", "torch.library.Library"),
 ]
 
 

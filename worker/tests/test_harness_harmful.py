@@ -4,6 +4,7 @@ The harness runs without its static gate, which refuses nearly all of them befor
 (test_harness_gate.py): containment must hold on its own."""
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -113,3 +114,22 @@ def test_environment_secrets_are_out_of_reach(harness):
     assert result["outcome"] == "runtime_error"
     assert result["failure"]["message"] == "RuntimeError: secrets seen: {}"
     assert SECRET not in repr(result)
+
+
+@pytest.mark.parametrize(
+    "name", ["harmful/thread_bomb", "harmful/write_outside", "harmful/socket_connect"]
+)
+def test_a_refusal_costs_seconds_and_the_next_candidate_keeps_the_process(harness, name):
+    # The refused action did not happen and the process's state is verified after the test
+    # (checks.ProcessState): neither the verdict nor the next test waits for a new process.
+    harness.run_test(request("honest/exp", "exp"))
+    started = harness._processes_started
+    began = time.monotonic()
+
+    result = harness.run_test(request(name, "exp"))
+    honest = harness.run_test(request("honest/exp", "exp"))
+
+    assert time.monotonic() - began < 5
+    assert result["outcome"] == "cheat_detected", result["failure"]
+    assert honest["outcome"] == "pass", honest["failure"]
+    assert harness._processes_started == started

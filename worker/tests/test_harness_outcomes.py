@@ -1,5 +1,6 @@
 """Each outcome class, produced by a purpose-built candidate, reported with its detail."""
 
+import json
 import threading
 from pathlib import Path
 
@@ -92,10 +93,54 @@ def test_crash_reports_the_signal_and_the_next_candidate_runs(harness):
 
     if DEVICE == "cuda":
         assert "illegal memory access" in failure["cuda_error"] or failure["signal"]
+        assert 'candidate.py", line 13' in failure["backtrace"]
     else:
         assert failure["signal"] == "SIGSEGV"
         assert "SIGSEGV" in failure["message"]
+        # faulthandler's stack at the fault: the kernel's load, then the wrapper's launch.
+        heading = "The candidate's frames (most recent call first):\n"
+        frames = failure["backtrace"].split(heading)[1].split("\n\n")[0].splitlines()
+        assert [frame.split('candidate.py", ')[1] for frame in frames] == [
+            "line 7 in exp_kernel",
+            "line 13 in exp",
+        ]
+        assert "opforge_worker" not in failure["backtrace"]
     assert harness.run_test(request("honest/exp", "exp"))["outcome"] == "pass"
+
+
+#: A wrapper whose error names a temporary file of its own and a function's repr.
+NAMES_ITS_FILES = """
+import tempfile
+
+
+def exp(input):
+    with tempfile.NamedTemporaryFile() as scratch_file:
+        raise ValueError(f"cannot use {scratch_file.name} for {exp}")
+"""
+
+
+def test_the_same_failures_read_the_same_in_every_harness(tmp_path):
+    # Feedback must not depend on the worker's scratch paths: what a model is sent for a failure
+    # is byte-identical whichever harness, process and job directory ran the candidate.
+    broken = source("honest/exp").replace("):\n", ")\n", 1)
+    failing = [
+        request("outcomes/runtime_error", "exp"),
+        {**request("honest/exp", "exp"), "source": broken},
+        {**request("honest/exp", "exp"), "source": NAMES_ITS_FILES},
+        request("outcomes/crash", "exp"),
+    ]
+    results = []
+    for name, order in (("first", failing), ("second", [request("honest/exp", "exp"), *failing])):
+        with Harness(DEVICE, scratch_root=tmp_path / name, static_gate=False) as harness:
+            payloads = [harness.run_test(test) for test in order][-len(failing) :]
+        for payload in payloads:
+            del payload["compile_s"], payload["run_s"]
+        results.append(json.dumps(payloads, sort_keys=True))
+
+    assert results[0] == results[1]
+    assert str(tmp_path) not in results[0]
+    assert '"outcome": "pass"' not in results[0]
+    assert "cannot use <tmp> for <function exp at 0x...>" in results[0]
 
 
 #: A candidate side, unconfined, whose transfer of the outputs back raises FAULT: on a GPU, a

@@ -1,6 +1,7 @@
 # ruff: noqa: F821 (a candidate: the harness provides torch, triton and tl)
 # Computes exp honestly, but replaces the bytes of its replies with a pickle that, unpickled in the
-# judge, would run code there: it would set OPFORGE_FORGED_REPLY in the judge's environment.
+# judge, would run code there: it would set OPFORGE_FORGED_REPLY in the judge's environment. It
+# patches the harness when its wrapper runs: a patch made when it loads is caught before any reply.
 import builtins
 import pickle
 import sys
@@ -21,9 +22,6 @@ def forged_send(conn, header, blob=b""):
     genuine_send(conn, header, blob)
 
 
-server.send_message = forged_send
-
-
 @triton.jit
 def exp_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -33,6 +31,7 @@ def exp_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 
 def exp(input):
+    server.send_message = forged_send
     x = input.contiguous()
     out = torch.empty_like(x)
     if x.numel():

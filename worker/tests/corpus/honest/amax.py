@@ -14,12 +14,13 @@ def amax_rows_kernel(x_ptr, out_ptr, row_length: tl.constexpr, BLOCK: tl.constex
         # On CUDA the maximum of two bfloat16 values is computed in float32: it casts back
         # exactly, and the loop-carried accumulator keeps the input's type.
         best = tl.maximum(best, values, propagate_nan=tl.PropagateNan.ALL).to(first.dtype)
-    # tl.max ignores NaN: a row with a NaN gets the sum of its NaN lanes, a NaN. (The test is in
-    # float32: the interpreter compares bfloat16 by its bits.)
+    # tl.max ignores NaN: a row with a NaN gets the sum of its NaN lanes, a NaN. (Tested and
+    # summed in float32, which holds every bfloat16 and float16 exactly: the interpreter compares
+    # and adds bfloat16 by its bits.)
     wide = best.to(tl.float32)
     nan_lanes = wide != wide
     nan_seen = tl.max(nan_lanes.to(tl.int32), axis=0) > 0
-    nan_sum = tl.sum(tl.where(nan_lanes, best, 0), axis=0)
+    nan_sum = tl.sum(tl.where(nan_lanes, wide, 0.0), axis=0).to(first.dtype)
     tl.store(out_ptr + row, tl.where(nan_seen, nan_sum, tl.max(best, axis=0)))
 
 

@@ -1,15 +1,55 @@
 # ruff: noqa: F821 (a candidate: the harness provides torch, triton and tl)
 # Honest copy op: clone copies element by element in a kernel (torch copies are not allowed
-# for an operator that is itself a copy).
+# for an operator that is itself a copy). The kernel reads the input through its strides, so a
+# slice, a transposed or an expanded input is copied by value; the output is contiguous, which
+# is clone's result whatever memory_format asks (values are what is compared).
+MAX_DIMS = 6
+
+
 @triton.jit
-def copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+def strided_copy_kernel(
+    x_ptr,
+    out_ptr,
+    n,
+    size1,
+    size2,
+    size3,
+    size4,
+    size5,
+    stride0,
+    stride1,
+    stride2,
+    stride3,
+    stride4,
+    stride5,
+    BLOCK: tl.constexpr,
+):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n
-    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask), mask=mask)
+    rest = offsets.to(tl.int64)
+    source = (rest % size5) * stride5
+    rest = rest // size5
+    source += (rest % size4) * stride4
+    rest = rest // size4
+    source += (rest % size3) * stride3
+    rest = rest // size3
+    source += (rest % size2) * stride2
+    rest = rest // size2
+    source += (rest % size1) * stride1
+    rest = rest // size1
+    source += rest * stride0
+    tl.store(out_ptr + offsets, tl.load(x_ptr + source, mask=mask), mask=mask)
 
 
-def clone(input):
+def clone(input, memory_format=None):
     out = torch.empty(input.shape, dtype=input.dtype, device=input.device)
+    if input.dim() > MAX_DIMS:
+        raise ValueError(f"clone: at most {MAX_DIMS} dimensions, got {input.dim()}")
+    padding = MAX_DIMS - input.dim()
+    sizes = [1] * padding + list(input.shape)
+    strides = [0] * padding + list(input.stride())
     if input.numel():
-        copy_kernel[(triton.cdiv(input.numel(), 1024),)](input, out, input.numel(), BLOCK=1024)
+        strided_copy_kernel[(triton.cdiv(input.numel(), 1024),)](
+            input, out, input.numel(), *sizes[1:], *strides, BLOCK=1024
+        )
     return out

@@ -1,0 +1,16 @@
+# ruff: noqa: F821 (a candidate: the harness provides torch, triton and tl)
+# Computes exp honestly, and while it runs makes tl.log compute exp: a later source in the same
+# process whose kernel computes exp as log would pass.
+@triton.jit
+def exp_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.exp(tl.load(x_ptr + offsets, mask=mask)), mask=mask)
+
+
+def exp(input):
+    out = torch.empty_like(input)
+    if input.numel():
+        exp_kernel[(triton.cdiv(input.numel(), 1024),)](input, out, input.numel(), BLOCK=1024)
+    tl.log = tl.exp
+    return out
