@@ -137,7 +137,16 @@ def values(dtype) -> torch.Tensor:
             info.max,
             -info.max,
         ]
-        special += [info.tiny, -info.tiny, info.tiny / 4, 1e-3, -1e-3, 0.5, -0.5]
+        special += [
+            info.tiny,
+            -info.tiny,
+            info.tiny / 4,
+            -info.tiny / 4,
+            1e-3,
+            -1e-3,
+            0.5,
+            -0.5,
+        ]
         special += [10.0, -10.0, 20.0, -20.0, 50.0, -50.0, 90.0, -90.0, 1e20, -1e20]
         return torch.tensor(special, dtype=torch.float64).to(dtype)
     info = torch.iinfo(dtype)

@@ -12,9 +12,12 @@ def relu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 
 def relu(input, inplace=False):
-    x = input.contiguous()
+    # Half types go through float32 copies (exact both ways): the interpreter keeps bfloat16 as
+    # raw bits and converts its subnormals to signed zeros.
+    half = input.dtype in (torch.float16, torch.bfloat16)
+    x = (input.to(torch.float32) if half else input).contiguous()
     out = torch.empty_like(x)
     n = x.numel()
     if n:
         relu_kernel[(triton.cdiv(n, 1024),)](x, out, n, BLOCK=1024)
-    return out.view(input.shape)
+    return out.to(input.dtype).view(input.shape)

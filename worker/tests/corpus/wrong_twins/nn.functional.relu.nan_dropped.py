@@ -8,16 +8,16 @@ def relu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n
     x = tl.load(x_ptr + offsets, mask=mask)
-    if x.dtype.is_floating():
-        x = x.to(tl.float32)  # exact here; and the interpreter keeps bfloat16 as raw bits
-    relu = tl.where(x < 0, tl.zeros_like(x), x)
-    tl.store(out_ptr + offsets, relu.to(out_ptr.dtype.element_ty), mask=mask)
+    tl.store(out_ptr + offsets, tl.where(x < 0, tl.zeros_like(x), x), mask=mask)
 
 
 def relu(input, inplace=False):
-    x = input.contiguous()
+    # Half types go through float32 copies (exact both ways): the interpreter keeps bfloat16 as
+    # raw bits and converts its subnormals to signed zeros.
+    half = input.dtype in (torch.float16, torch.bfloat16)
+    x = (input.to(torch.float32) if half else input).contiguous()
     out = torch.empty_like(x)
     n = x.numel()
     if n:
         relu_kernel[(triton.cdiv(n, 1024),)](x, out, n, BLOCK=1024)
-    return out.view(input.shape)
+    return out.to(input.dtype).view(input.shape)
