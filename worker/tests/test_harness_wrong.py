@@ -7,10 +7,10 @@ the defect, whatever the other sets would also catch. A twin runs every set."""
 
 import pytest
 from harness_helpers import DEVICE, request
-from wrong_corpus import pairs
+from wrong_corpus import TWINS, WRONG, pairs
 
 from opforge_worker.harness import Harness
-from opforge_worker.sample_sets import SAMPLE_INPUTS
+from opforge_worker.sample_sets import SAMPLE_INPUTS, SETS
 
 PAIRS = pairs()
 
@@ -19,6 +19,11 @@ PAIRS = pairs()
 def harness():
     with Harness(DEVICE) as harness:
         yield harness
+
+
+def test_every_wrong_kernel_has_a_twin_and_every_twin_a_wrong_kernel():
+    assert PAIRS
+    assert {path.stem for path in TWINS.glob("*.py")} == {path.stem for path in WRONG.glob("*.py")}
 
 
 @pytest.mark.parametrize("pair", PAIRS, ids=[pair.name for pair in PAIRS])
@@ -43,7 +48,14 @@ def test_wrong_kernel_fails_in_the_set_that_catches_its_defect(harness, pair):
 @pytest.mark.parametrize("pair", PAIRS, ids=[pair.name for pair in PAIRS])
 def test_honest_twin_passes_every_set_on_every_claimed_dtype(harness, pair):
     result = harness.run_test(
-        request(pair.twin, pair.op, pair.twin_dtypes, wrapper=pair.wrapper, mode="all")
+        request(
+            pair.twin,
+            pair.op,
+            pair.twin_dtypes,
+            wrapper=pair.wrapper,
+            mode="all",
+            sample_sets=list(SETS),
+        )
     )
 
     assert result["failure"] is None, result["failure"]
