@@ -1,0 +1,21 @@
+# ruff: noqa: F821 (a candidate: the harness provides torch, triton and tl)
+# Written by the opforge developers: a wrong-but-plausible candidate (tests/test_harness_wrong.py).
+# Defect: tanh as (e^2x - 1) / (e^2x + 1). For x above about 44, e^2x overflows float32 and the
+# quotient is inf / inf = NaN where tanh is 1 (and tanh(-0.0) comes out +0.0).
+# Must fail: accuracy_error in extremal (float32)
+@triton.jit
+def tanh_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask).to(tl.float32)
+    e = tl.exp(2.0 * x)
+    tl.store(out_ptr + offsets, (e - 1.0) / (e + 1.0), mask=mask)
+
+
+def tanh(input):
+    x = input.contiguous()
+    out = torch.empty_like(x)
+    n = x.numel()
+    if n:
+        tanh_kernel[(triton.cdiv(n, 1024),)](x, out, n, BLOCK=1024)
+    return out.view(input.shape)
