@@ -141,8 +141,8 @@ bool is_prose(std::string_view line) {
   auto digits = line.find_first_not_of("0123456789");
   if (digits > 0 && digits != std::string_view::npos && starts_with(line.substr(digits), ". "))
     return true;
-  if (!is_letter(line[0]))
-    return false;
+  if (!is_letter(line[0]) || line.find('=') != std::string_view::npos)
+    return false; // `BLOCK_M, BLOCK_N = 64, 64` is code
   auto word_end =
       line.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_'");
   auto word = line.substr(0, word_end);

@@ -38,7 +38,8 @@ using parse_result = std::variant<parsed_candidate, format_problem>;
 ///   labelled fence opens; at the end of the answer it is unclosed.
 /// - An unclosed block loses the prose after its code: from the first top-level line, outside
 ///   brackets and strings, that is Markdown (a list item, **emphasis**, a quote, a table, a rule)
-///   or words in a row where Python has an operator after a name ("Would you like ...").
+///   or words in a row where Python has an operator after a name ("Would you like ...", but no
+///   line holding `=`).
 /// - Only when no fenced Python block defines a function, the code is looked for outside fences:
 ///   each stretch starts at a top-level `import`, `from ... import`, decorator, `def name(` or
 ///   `class name` and ends where prose begins.

@@ -309,3 +309,10 @@ TEST(AnswerParserRobustness, NeverThrowsOnTruncatedPrefixesOfAnAnswer) {
   for (size_t n = 0; n <= answer.size(); ++n)
     EXPECT_NO_THROW(parse_answer(std::string_view{answer}.substr(0, n), "exp_wrapper"));
 }
+
+TEST(AnswerParserRobustness, NeverThrowsOnTruncatedPrefixesOfTheAnswerShapes) {
+  for (const auto& f : answer_fixtures())
+    for (size_t n = 0; n <= f.answer.size(); ++n)
+      ASSERT_NO_THROW(parse_answer(std::string_view{f.answer}.substr(0, n), "exp_wrapper"))
+          << f.name << " cut at " << n;
+}
