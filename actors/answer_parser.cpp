@@ -221,7 +221,7 @@ std::string truncation_of(const std::vector<std::string>& lines) {
     return {};
   auto end = trim(*last);
   auto code = trim(end.substr(0, end.find('#')));
-  if (!code.empty() && std::string_view{":\\,+-*/=.@"}.find(code.back()) != std::string_view::npos)
+  if (!code.empty() && std::string_view{":\\,+-/=@"}.find(code.back()) != std::string_view::npos)
     return "the line `" + std::string{code} + "`, which needs a continuation";
   return {};
 }
@@ -308,7 +308,7 @@ struct answer_code {
   std::vector<code_block> python;
   std::vector<std::string> other_labels;
   size_t diffs = 0;
-  std::vector<std::string_view> unfenced; // the lines outside fences, "" where a fence was
+  std::vector<std::string_view> unfenced; // the lines outside fences; a block leaves one ""
 };
 
 void add_block(answer_code& code, const fence& open, std::vector<std::string> lines, bool closed,
@@ -367,7 +367,7 @@ std::vector<code_block> unfenced_code(const std::vector<std::string_view>& lines
     python_scan scan;
     size_t j = i;
     for (; j < lines.size(); ++j) {
-      if (!scan.inside() && j > i && (is_prose(lines[j]) || starts_with(lines[j], "```")))
+      if (!scan.inside() && j > i && is_prose(lines[j]))
         break;
       stretch.emplace_back(lines[j]);
       scan_line(lines[j], scan);
