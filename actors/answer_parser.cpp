@@ -456,28 +456,21 @@ std::string names_list(const std::vector<std::string>& names) {
   return out;
 }
 
-constexpr std::string_view put_it_in_a_block =
-    " Put the complete module (the @triton.jit kernels and the wrapper) in one ```python block.";
-
-// Why an answer has no Python functions, from what it does hold.
+// Why an answer has no Python functions, from what it does hold. The feedback template goes on
+// to ask for one ```python block with the complete implementation.
 format_problem no_functions(const answer_code& code, size_t python_blocks) {
   if (code.diffs > 0)
-    return {"its code is a diff, and a module cannot be rebuilt from changes to an earlier "
-            "one." +
-            std::string{put_it_in_a_block}};
+    return {"its code is a diff, and a module cannot be rebuilt from changes to an earlier one: "
+            "send the whole module, not the changes."};
   if (python_blocks > 0)
     return {"its Python code (" + std::to_string(python_blocks) +
             (python_blocks == 1 ? " block" : " blocks") +
-            ") defines no functions: no line starts with `def` at the top level." +
-            std::string{put_it_in_a_block}};
-  if (!code.other_labels.empty()) {
+            ") defines no functions: no line starts with `def` at the top level."};
+  if (!code.other_labels.empty())
     return {"its only code blocks are labelled " + names_list(code.other_labels) +
-            ", none of them Python, and no Python code stands outside them." +
-            std::string{put_it_in_a_block}};
-  }
+            ", none of them Python, and no Python code stands outside them."};
   return {"it contains no Python code: no ``` code block, and no line that starts a module "
-          "(`import`, `@triton.jit`, `def`)." +
-          std::string{put_it_in_a_block}};
+          "(`import`, `@triton.jit`, `def`)."};
 }
 
 format_problem cut_off(const code_block& block, std::string_view inside) {
