@@ -563,13 +563,19 @@ format_problem no_wrapper(const std::vector<std::vector<function_def>>& defs,
           "` as a plain Python function that allocates the output and launches the kernels."};
 }
 
-format_problem no_kernel_used(const std::vector<std::vector<function_def>>& defs,
-                              std::string_view wrapper) {
+// The names of every kernel the answer defines, each once, in answer order.
+std::vector<std::string> kernel_names(const std::vector<std::vector<function_def>>& defs) {
   std::vector<std::string> kernels;
   for (const auto& block_defs : defs)
     for (const auto& d : block_defs)
       if (d.kernel && std::find(kernels.begin(), kernels.end(), d.name) == kernels.end())
         kernels.push_back(d.name);
+  return kernels;
+}
+
+format_problem no_kernel_used(const std::vector<std::vector<function_def>>& defs,
+                              std::string_view wrapper) {
+  auto kernels = kernel_names(defs);
   std::string name{wrapper};
   if (kernels.empty())
     return {"it defines no @triton.jit kernel: `" + name +
@@ -603,8 +609,13 @@ parse_result parse_answer(std::string_view answer, std::string_view wrapper) {
   auto chosen = last_block(blocks, [&](size_t i) { return defines(defs[i], wrapper, false); });
   std::string renamed_from;
   if (!chosen) {
+    // A wrapper under another name launches kernels; a usage example or a test calls none.
+    auto kernels = kernel_names(defs);
     chosen = last_block(blocks, [&](size_t i) {
-      return std::any_of(defs[i].begin(), defs[i].end(), [](const auto& d) { return !d.kernel; });
+      auto text = join(blocks[i].lines);
+      return std::any_of(defs[i].begin(), defs[i].end(), [](const auto& d) { return !d.kernel; }) &&
+             std::any_of(kernels.begin(), kernels.end(),
+                         [&](const std::string& k) { return mentions(text, k); });
     });
     if (!chosen)
       return no_wrapper(defs, wrapper);
