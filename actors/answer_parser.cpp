@@ -548,6 +548,30 @@ std::variant<std::string, format_problem> rename_entry_point(code_block& block,
   return entry_points.front();
 }
 
+// The names of every kernel the answer defines, each once, in answer order.
+std::vector<std::string> kernel_names(const std::vector<std::vector<function_def>>& defs) {
+  std::vector<std::string> kernels;
+  for (const auto& block_defs : defs)
+    for (const auto& d : block_defs)
+      if (d.kernel && std::find(kernels.begin(), kernels.end(), d.name) == kernels.end())
+        kernels.push_back(d.name);
+  return kernels;
+}
+
+// Where a wrapper under another name is: the last block with a plain function that names a
+// kernel (a usage example or a test names none), or with no kernel anywhere, any plain function.
+std::optional<size_t> block_of_renamed_wrapper(const std::vector<code_block>& blocks,
+                                               const std::vector<std::vector<function_def>>& defs) {
+  auto kernels = kernel_names(defs);
+  return last_block(blocks, [&](size_t i) {
+    auto text = join(blocks[i].lines);
+    auto names_a_kernel = std::any_of(kernels.begin(), kernels.end(),
+                                      [&](const std::string& k) { return mentions(text, k); });
+    return (kernels.empty() || names_a_kernel) &&
+           std::any_of(defs[i].begin(), defs[i].end(), [](const auto& d) { return !d.kernel; });
+  });
+}
+
 format_problem no_wrapper(const std::vector<std::vector<function_def>>& defs,
                           std::string_view wrapper) {
   auto jit_wrapper = std::any_of(defs.begin(), defs.end(),
@@ -561,16 +585,6 @@ format_problem no_wrapper(const std::vector<std::vector<function_def>>& defs,
   return {"it defines kernels but no function named `" + name + "` that launches them: write `" +
           name +
           "` as a plain Python function that allocates the output and launches the kernels."};
-}
-
-// The names of every kernel the answer defines, each once, in answer order.
-std::vector<std::string> kernel_names(const std::vector<std::vector<function_def>>& defs) {
-  std::vector<std::string> kernels;
-  for (const auto& block_defs : defs)
-    for (const auto& d : block_defs)
-      if (d.kernel && std::find(kernels.begin(), kernels.end(), d.name) == kernels.end())
-        kernels.push_back(d.name);
-  return kernels;
 }
 
 format_problem no_kernel_used(const std::vector<std::vector<function_def>>& defs,
@@ -609,14 +623,7 @@ parse_result parse_answer(std::string_view answer, std::string_view wrapper) {
   auto chosen = last_block(blocks, [&](size_t i) { return defines(defs[i], wrapper, false); });
   std::string renamed_from;
   if (!chosen) {
-    // A wrapper under another name launches kernels; a usage example or a test calls none.
-    auto kernels = kernel_names(defs);
-    chosen = last_block(blocks, [&](size_t i) {
-      auto text = join(blocks[i].lines);
-      return std::any_of(defs[i].begin(), defs[i].end(), [](const auto& d) { return !d.kernel; }) &&
-             std::any_of(kernels.begin(), kernels.end(),
-                         [&](const std::string& k) { return mentions(text, k); });
-    });
+    chosen = block_of_renamed_wrapper(blocks, defs);
     if (!chosen)
       return no_wrapper(defs, wrapper);
     auto renamed = rename_entry_point(blocks[*chosen], defs[*chosen], wrapper);

@@ -52,10 +52,11 @@ using parse_result = std::variant<parsed_candidate, format_problem>;
 ///   it, whole blocks in answer order, each from the last (complete) block that defines the
 ///   function; the blocks merged in are searched the same way.
 /// - With no function named `wrapper`, the wrapper is looked for in the last block that defines a
-///   plain function and names a kernel (a usage example or a test names none): its one entry point
-///   (a function that is no kernel and is called by nothing else in the block) is renamed to
-///   `wrapper`; with several, or none, the answer is a format problem. So is a `wrapper` decorated
-///   with @triton.jit, saying why.
+///   plain function and names a kernel (a usage example or a test names none; with no kernel
+///   anywhere, in the last block with a plain function): its one entry point (a function that is
+///   no kernel and is called by nothing else in the block) is renamed to `wrapper`; with several,
+///   or none, the answer is a format problem. So is a `wrapper` decorated with @triton.jit, saying
+///   why.
 /// - The imports the harness already provides (torch, triton, triton.language as tl) are dropped;
 ///   every other import stays for the linter to report.
 parse_result parse_answer(std::string_view answer, std::string_view wrapper);
