@@ -34,7 +34,8 @@ struct campaign_endpoint {
 struct campaign_manager_setup {
   store_actor store;
   device_manager_actor devices;
-  summarizer_actor summarizer; // may be null
+  summarizer_actor summarizer;                                            // may be null
+  size_t summarize_over_chars = summarizer_config{}.summarize_over_chars; // see session_services
   std::map<std::string, campaign_endpoint> endpoints;
   std::string default_endpoint; // used when a request names none
   std::shared_ptr<const prompt_templates> templates;

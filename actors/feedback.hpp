@@ -7,6 +7,7 @@
 
 #include "config/prompt_templates.hpp"
 
+#include <array>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,6 +19,10 @@
 #include <nlohmann/json.hpp>
 
 namespace opforge {
+
+/// The failure fields that carry logs (a test result's compile log, and the traceback of a
+/// runtime error or a crash): the ones the summarizer condenses when they are long.
+inline constexpr std::array<std::string_view, 2> log_fields{"compile_log", "backtrace"};
 
 /// Decodes a msgpack result payload. Errors are errc::frame_malformed saying what was wrong.
 caf::expected<nlohmann::json> decode_payload(std::string_view msgpack_bytes);

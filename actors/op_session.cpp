@@ -17,9 +17,6 @@ namespace {
 using self_pointer = op_session_actor::stateful_pointer<op_session_state>;
 using json = nlohmann::json;
 
-// Compile logs longer than this go through the summarizer before they are fed back.
-constexpr size_t summarize_logs_over = 2000;
-
 // Chat request ids are unique in the process, which is what an endpoint needs to cancel one.
 std::atomic<uint64_t> next_request_id{1};
 
@@ -164,32 +161,45 @@ void ask(self_pointer self, const ask_llm& action) {
           });
 }
 
-// Feeds a test result back, through the summarizer when its compile log is long.
-void on_test_result(self_pointer self, json result) {
-  auto& st = self->state;
-  auto* log = result.contains("failure") && result["failure"].is_object() &&
-                      result["failure"].contains("compile_log") &&
-                      result["failure"]["compile_log"].is_string()
-                  ? &result["failure"]["compile_log"]
-                  : nullptr;
-  if (!log || log->get_ref<const std::string&>().size() <= summarize_logs_over ||
-      !st.services.summarizer) {
+// The first log field from `from` on that is too long to feed back as it is.
+std::optional<size_t> next_long_log(const op_session_state& st, const json& result, size_t from) {
+  if (!st.services.summarizer || !result.contains("failure") || !result["failure"].is_object())
+    return std::nullopt;
+  const auto& failure = result["failure"];
+  for (auto i = from; i < log_fields.size(); ++i) {
+    auto log = failure.find(log_fields[i]);
+    if (log != failure.end() && log->is_string() &&
+        log->get_ref<const std::string&>().size() > st.services.summarize_over_chars)
+      return i;
+  }
+  return std::nullopt;
+}
+
+// Feeds a test result back once each long log in its failure (compile log, traceback, crash
+// output) has gone through the summarizer, one after the other. A log the summarizer fails on is
+// fed back as it is; the feedback cuts it.
+void on_test_result(self_pointer self, json result, size_t from_field = 0) {
+  auto field = next_long_log(self->state, result, from_field);
+  if (!field) {
     on_event(self, test_finished{std::move(result)});
     return;
   }
+  auto& st = self->state;
   auto revision = st.record.revision;
-  summary_request request{st.record.session_id, st.record.op, log->get<std::string>()};
+  auto key = std::string{log_fields[*field]};
+  summary_request request{st.record.session_id, st.record.op,
+                          result["failure"][key].get<std::string>()};
   self->request(st.services.summarizer, caf::infinite, atom::summarize_v, std::move(request))
       .then(
-          [self, revision, result](summary_result& summary) mutable {
+          [self, revision, result, key, next = *field + 1](summary_result& summary) mutable {
             if (stale(self, revision))
               return;
-            result["failure"]["compile_log"] = std::move(summary.text);
-            on_event(self, test_finished{std::move(result)});
+            result["failure"][key] = std::move(summary.text);
+            on_test_result(self, std::move(result), next);
           },
-          [self, revision, result](const caf::error&) mutable {
+          [self, revision, result, next = *field + 1](const caf::error&) mutable {
             if (!stale(self, revision))
-              on_event(self, test_finished{std::move(result)});
+              on_test_result(self, std::move(result), next);
           });
 }
 

@@ -9,6 +9,7 @@
 #include "actors/actors.hpp"
 #include "actors/metrics.hpp"
 #include "actors/session_machine.hpp"
+#include "config/endpoint_config.hpp"
 #include "config/prompt_templates.hpp"
 #include "messages/session_messages.hpp"
 #include "persistence/write_batch.hpp"
@@ -28,7 +29,9 @@ struct session_services {
   checkpoint_actor store;
   chat_actor llm;
   job_runner_actor jobs;
-  summarizer_actor summarizer; // may be invalid: long compile logs are then only cut
+  summarizer_actor summarizer; // may be invalid: long logs are then only cut
+  // A log in a failure (log_fields, actors/feedback.hpp) longer than this is summarized first.
+  size_t summarize_over_chars = summarizer_config{}.summarize_over_chars;
   std::shared_ptr<const prompt_templates> templates;
   std::string examples;                     // the worked examples, ready for the initial prompt
   std::string device_kind = "interpreter";  // where tests run; also the lint profile

@@ -139,6 +139,7 @@ caf::error start_parts(campaign_parts& parts, caf::actor_system& sys, const conf
   }
   parts.summarizer = sys.spawn(summarizer, summary, summary_prompt, summary_endpoint, families);
   parts.setup.summarizer = parts.summarizer;
+  parts.setup.summarize_over_chars = summary.summarize_over_chars;
   return {};
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <iomanip>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -84,7 +85,9 @@ public:
       return fail(key_path(key), "expected a number");
     if (parsed < min || parsed > max) {
       std::ostringstream range;
-      range << "must lie in [" << min << ", " << max << "], got " << value->Scalar();
+      // Every bound is a whole number; without this, 1e9 reads "1e+09".
+      range << std::fixed << std::setprecision(0) << "must lie in [" << min << ", " << max
+            << "], got " << value->Scalar();
       return fail(key_path(key), range.str());
     }
     if (std::is_integral_v<Number> && parsed != std::floor(parsed))
@@ -227,6 +230,7 @@ caf::expected<summarizer_config> parse_summarizer(const YAML::Node& node, const 
   else
     in.fail(in.key_path("mode"), "expected llm, deterministic or off, got " + mode);
   in.string("endpoint", cfg.endpoint, cfg.mode == summarizer_mode::llm);
+  in.number("summarize_over_chars", cfg.summarize_over_chars, 0, 1e9);
   in.number("llm_threshold_chars", cfg.llm_threshold_chars, 0, 1e9);
   in.number("max_chars", cfg.max_chars, 200, 1e9);
   in.number("context_lines", cfg.context_lines, 0, 10'000);

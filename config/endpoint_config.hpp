@@ -18,6 +18,7 @@
 //     summarizer:
 //       mode: llm                          # llm | deterministic | off (the "without" ablation)
 //       endpoint: local-vllm
+//       summarize_over_chars: 2000         # longer logs in feedback are summarized first
 
 #include "config/resources.hpp"
 
@@ -71,10 +72,12 @@ enum class summarizer_mode { llm, deterministic, off };
 
 struct summarizer_config {
   summarizer_mode mode = summarizer_mode::deterministic;
-  std::string endpoint;              // name of the endpoint the LLM step uses (mode llm)
-  size_t llm_threshold_chars = 4000; // ask the LLM only when pre-processing left more than this
-  size_t max_chars = 6000;           // the deterministic summary never exceeds this
-  size_t context_lines = 12;         // lines kept around the first error
+  std::string endpoint;               // name of the endpoint the LLM step uses (mode llm)
+  size_t summarize_over_chars = 2000; // a log in feedback (compile log, traceback, crash output)
+                                      // longer than this goes through the summarizer
+  size_t llm_threshold_chars = 4000;  // ask the LLM only when pre-processing left more than this
+  size_t max_chars = 6000;            // the deterministic summary never exceeds this
+  size_t context_lines = 12;          // lines kept around the first error
   std::string prompt_file = resource_path("prompts/summary.md").string();
   uint32_t max_tokens = 1024;
 };

@@ -1,5 +1,10 @@
 #include "actors/answer_parser.hpp"
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
 #include <gtest/gtest.h>
 
 using namespace opforge;
@@ -133,19 +138,20 @@ std::vector<parse_case> cases() {
        "",
        {},
        "",
-       "it contains no ```python code block."},
+       "it contains no Python code: no ``` code block, and no line that starts a module"},
       {"code_without_functions",
        "```python\nx = 1\n```",
        "",
        {},
        "",
-       "its code blocks define no functions."},
+       "its Python code (1 block) defines no functions"},
       {"only_kernels",
        "```python\n" + kernel + "```",
        "",
        {},
        "",
-       "it defines kernels but no function named `exp_wrapper` that launches them."},
+       "it defines kernels but no function named `exp_wrapper` that launches them: write "
+       "`exp_wrapper` as a plain Python function"},
       {"wrapper_without_kernels",
        "```python\ndef exp_wrapper(input):\n    return torch.exp(input)\n```",
        "",
@@ -180,9 +186,133 @@ TEST_P(AnswerParser, ExtractsTheCandidateOrSaysWhatIsWrong) {
 INSTANTIATE_TEST_SUITE_P(RealisticAnswers, AnswerParser, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return info.param.name; });
 
+namespace {
+
+// An answer shape from tests/fixtures/answers: an HTML comment of expectations, then the answer.
+// The keys are described in tests/fixtures/answers/README.md.
+struct answer_fixture {
+  std::string name;
+  std::string answer;
+  std::vector<std::string> kernels;
+  std::string renamed_from;
+  std::string problem;
+  std::vector<std::string> contains, lacks, once;
+};
+
+void PrintTo(const answer_fixture& f, std::ostream* os) {
+  *os << f.name;
+}
+
+std::string unescape(std::string_view value) {
+  std::string out;
+  for (size_t i = 0; i < value.size(); ++i) {
+    if (value[i] == '\\' && i + 1 < value.size())
+      out += value[++i] == 'n' ? '\n' : value[i];
+    else
+      out += value[i];
+  }
+  return out;
+}
+
+answer_fixture read_fixture(const std::filesystem::path& path) {
+  std::ifstream in{path, std::ios::binary};
+  std::string line;
+  std::getline(in, line); // the comment's first line says who wrote it and what it shows
+  answer_fixture f;
+  f.name = path.stem().string();
+  bool crlf = false;
+  while (std::getline(in, line) && line != "-->") {
+    auto colon = line.find(": ");
+    auto key = line.substr(0, colon);
+    auto value = unescape(line.substr(colon + 2));
+    if (key == "kernels") {
+      std::istringstream names{value};
+      for (std::string name; names >> name;)
+        f.kernels.push_back(name);
+    } else if (key == "renamed_from") {
+      f.renamed_from = value;
+    } else if (key == "problem") {
+      f.problem = value;
+    } else if (key == "line_endings") {
+      crlf = value == "crlf";
+    } else {
+      (key == "contains" ? f.contains : key == "lacks" ? f.lacks : f.once).push_back(value);
+    }
+  }
+  std::stringstream rest;
+  rest << in.rdbuf();
+  for (char c : rest.str())
+    f.answer += c == '\n' && crlf ? std::string{"\r\n"} : std::string{c};
+  return f;
+}
+
+std::vector<answer_fixture> answer_fixtures() {
+  std::vector<std::filesystem::path> paths;
+  for (const auto& entry : std::filesystem::directory_iterator{std::string{OPFORGE_SOURCE_DIR} +
+                                                               "/tests/fixtures/answers"})
+    if (entry.path().extension() == ".md" && entry.path().filename() != "README.md")
+      paths.push_back(entry.path());
+  std::sort(paths.begin(), paths.end());
+  std::vector<answer_fixture> fixtures;
+  for (const auto& path : paths)
+    fixtures.push_back(read_fixture(path));
+  return fixtures;
+}
+
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1))
+    ++n;
+  return n;
+}
+
+class AnswerShapes : public ::testing::TestWithParam<answer_fixture> {};
+
+} // namespace
+
+TEST(AnswerShapes, FixturesAreThere) {
+  EXPECT_GE(answer_fixtures().size(), 25u);
+}
+
+TEST_P(AnswerShapes, ExtractsTheCandidateOrSaysWhatIsWrong) {
+  const auto& f = GetParam();
+  auto result = parse_answer(f.answer, "exp_wrapper");
+  if (!f.problem.empty()) {
+    ASSERT_TRUE(std::holds_alternative<format_problem>(result))
+        << std::get<parsed_candidate>(result).source;
+    EXPECT_EQ(std::get<format_problem>(result).what.substr(0, f.problem.size()), f.problem)
+        << std::get<format_problem>(result).what;
+    return;
+  }
+  ASSERT_TRUE(std::holds_alternative<parsed_candidate>(result))
+      << std::get<format_problem>(result).what;
+  const auto& candidate = std::get<parsed_candidate>(result);
+  EXPECT_EQ(candidate.kernels, f.kernels);
+  EXPECT_EQ(candidate.renamed_from, f.renamed_from);
+  for (const auto& text : f.contains)
+    EXPECT_NE(candidate.source.find(text), std::string::npos) << "missing: " << text << "\nin:\n"
+                                                              << candidate.source;
+  for (const auto& text : f.lacks)
+    EXPECT_EQ(candidate.source.find(text), std::string::npos) << "kept: " << text << "\nin:\n"
+                                                              << candidate.source;
+  for (const auto& text : f.once)
+    EXPECT_EQ(occurrences(candidate.source, text), 1u) << text << "\nin:\n" << candidate.source;
+}
+
+INSTANTIATE_TEST_SUITE_P(WrittenByTheDevelopers, AnswerShapes,
+                         ::testing::ValuesIn(answer_fixtures()),
+                         [](const auto& info) { return info.param.name; });
+
 TEST(AnswerParserRobustness, NeverThrowsOnTruncatedPrefixesOfAnAnswer) {
   std::string answer = "<think>hmm</think>\nText\n```python\n" + implementation +
                        "```\n  ```python\n  def exp_wrapper(input):\n\n    return input\n  ```";
   for (size_t n = 0; n <= answer.size(); ++n)
     EXPECT_NO_THROW(parse_answer(std::string_view{answer}.substr(0, n), "exp_wrapper"));
+}
+
+TEST(AnswerParserRobustness, NeverThrowsOnTruncatedPrefixesOfTheAnswerShapes) {
+  for (const auto& f : answer_fixtures())
+    for (size_t n = 0; n <= f.answer.size(); ++n)
+      ASSERT_NO_THROW(parse_answer(std::string_view{f.answer}.substr(0, n), "exp_wrapper"))
+          << f.name << " cut at " << n;
 }

@@ -52,6 +52,7 @@ llm:
     mode: llm
     endpoint: local-vllm
     llm_threshold_chars: 3000
+    summarize_over_chars: 1500
 )");
   ASSERT_TRUE(parsed) << render(parsed.error());
   ASSERT_EQ(parsed->endpoints.size(), 2u);
@@ -76,6 +77,7 @@ llm:
   EXPECT_EQ(replayed.replay_latency_ms, 50u);
   EXPECT_EQ(parsed->summarizer.mode, summarizer_mode::llm);
   EXPECT_EQ(parsed->summarizer.llm_threshold_chars, 3000u);
+  EXPECT_EQ(parsed->summarizer.summarize_over_chars, 1500u);
 }
 
 TEST(LlmConfig, DefaultsNeedNoSection) {
@@ -83,6 +85,7 @@ TEST(LlmConfig, DefaultsNeedNoSection) {
   ASSERT_TRUE(parsed);
   EXPECT_TRUE(parsed->endpoints.empty());
   EXPECT_EQ(parsed->summarizer.mode, summarizer_mode::deterministic);
+  EXPECT_EQ(parsed->summarizer.summarize_over_chars, 2000u);
 }
 
 TEST(LlmConfig, ErrorsNameTheKeyPath) {
@@ -112,6 +115,8 @@ TEST(LlmConfig, ErrorsNameTheKeyPath) {
        "llm.summarizer.endpoint: no endpoint named nowhere"},
       {"llm:\n  summarizer: {mode: sometimes}\n",
        "llm.summarizer.mode: expected llm, deterministic or off, got sometimes"},
+      {"llm:\n  summarizer: {summarize_over_chars: -1}\n",
+       "llm.summarizer.summarize_over_chars: must lie in [0, 1000000000], got -1"},
       {"llm:\n  endpoint: []\n", "llm.endpoint: unknown key"},
   };
   for (const auto& [yaml, expected] : cases)

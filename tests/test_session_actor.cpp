@@ -160,8 +160,8 @@ TEST_F(SessionActor, EveryFeedbackPathThenSuccessCheckpointedWithTheKernel) {
   for (const auto& m : last.messages)
     dialog += m.content;
   size_t at = 0;
-  for (auto mark : {"no ```python code block", "import os", "LOG-MARK", "RUNTIME-MARK", "CUDA-MARK",
-                    "DIFF-MARK", "TIMEOUT-MARK", "CHEAT-MARK"}) {
+  for (auto mark : {"it contains no Python code", "import os", "LOG-MARK", "RUNTIME-MARK",
+                    "CUDA-MARK", "DIFF-MARK", "TIMEOUT-MARK", "CHEAT-MARK"}) {
     auto found = dialog.find(mark, at);
     ASSERT_NE(found, std::string::npos) << mark;
     at = found;
@@ -221,7 +221,7 @@ TEST_F(SessionActor, FaultsAreRetriedAndNeverCounted) {
   EXPECT_EQ(jobs->count("test"), 3u);
 }
 
-TEST_F(SessionActor, LongCompileLogsGoThroughTheSummarizer) {
+TEST_F(SessionActor, LongLogsGoThroughTheSummarizer) {
   services.summarizer = sys.spawn([]() -> summarizer_actor::behavior_type {
     return {[](atom::summarize, summary_request& request) {
       return summary_result{"SUMMARY of " + std::to_string(request.log.size()) + " chars",
@@ -231,15 +231,32 @@ TEST_F(SessionActor, LongCompileLogsGoThroughTheSummarizer) {
                             {}};
     }};
   });
-  chat->add("exp", chat_outcome::ok, good_answer("exp", 1));
-  chat->add("exp", chat_outcome::ok, good_answer("exp", 2));
+  services.summarize_over_chars = 400;
+  for (int i = 1; i <= 4; ++i)
+    chat->add("exp", chat_outcome::ok, good_answer("exp", i));
   jobs->add_test("exp",
                  done(failure_result("compile_error", {{"compile_log", std::string(5000, 'x')}})));
+  jobs->add_test("exp",
+                 done(failure_result("runtime_error", {{"message", "RUNTIME-MARK"},
+                                                       {"backtrace", std::string(401, 'y')}})));
+  jobs->add_test("exp", done(failure_result(
+                            "crash", {{"message", "died"}, {"backtrace", std::string(400, 'z')}})));
   jobs->add_test("exp", done(pass));
   EXPECT_EQ(run(record("exp")).state, "SUCCESS");
-  auto feedback = chat->last_request("exp").messages.back().content;
-  EXPECT_NE(feedback.find("SUMMARY of 5000 chars"), std::string::npos);
-  EXPECT_EQ(feedback.find("xxxxxxxxxx"), std::string::npos);
+  // The feedback prompts: the user messages that follow an answer.
+  std::vector<std::string> feedback;
+  const auto& messages = chat->last_request("exp").messages;
+  for (size_t i = 1; i < messages.size(); ++i)
+    if (messages[i - 1].role == "assistant")
+      feedback.push_back(messages[i].content);
+  ASSERT_EQ(feedback.size(), 3u);
+  EXPECT_NE(feedback[0].find("SUMMARY of 5000 chars"), std::string::npos);
+  EXPECT_EQ(feedback[0].find("xxxxxxxxxx"), std::string::npos);
+  EXPECT_NE(feedback[1].find("SUMMARY of 401 chars"), std::string::npos);
+  EXPECT_NE(feedback[1].find("RUNTIME-MARK"), std::string::npos);
+  EXPECT_EQ(feedback[1].find("yyyyyyyyyy"), std::string::npos);
+  // A log of exactly the threshold is fed back as it is.
+  EXPECT_NE(feedback[2].find(std::string(400, 'z')), std::string::npos);
   caf::anon_send_exit(services.summarizer, caf::exit_reason::user_shutdown);
 }
 

@@ -2,13 +2,15 @@
 // speaking HTTP to the replay server serving config/demo/cassette.jsonl, and either
 // - a scripted device manager whose verdicts are what the real linter and harness said about each
 //   demo answer on the interpreter (config/demo/README.md), or
-// - the real device manager with real Python workers (a linter and an interpreter device).
+// - the real device manager with real Python workers (a linter and an interpreter device), and
+//   there also with the real summarizer condensing the runtime traceback of a failed answer.
 
 #include "actors/campaign.hpp"
 #include "actors/llm_endpoint.hpp"
 #include "actors/metrics.hpp"
 #include "actors/replay_server.hpp"
 #include "actors/store.hpp"
+#include "actors/summarizer.hpp"
 #include "devices/spawn_device_manager.hpp"
 #include "devices/supervisor.hpp"
 #include "messages/errors.hpp"
@@ -21,6 +23,8 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <memory>
+#include <optional>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -110,19 +114,59 @@ protected:
   }
 
   void TearDown() override {
+    if (workers)
+      workers->stop();
+    if (manager)
+      self->request(*manager, caf::infinite, atom::shutdown_v)
+          .receive([](atom::ok) {}, [](const caf::error&) {});
+    if (services.summarizer)
+      self->send_exit(services.summarizer, caf::exit_reason::user_shutdown);
     self->send_exit(services.llm, caf::exit_reason::user_shutdown);
     if (store)
       self->request(store, caf::infinite, atom::shutdown_v)
           .receive([](atom::ok) {}, [](const caf::error&) {});
   }
 
-  // Runs the demo campaign and checks that it converged as the cassette was written to.
-  void expect_convergence() {
+  // Whether the worker can lint and test in this checkout.
+  static bool worker_importable() {
+    auto import = "PYTHONPATH='" + worker_source() +
+                  "' '" OPFORGE_PYTHON
+                  "' -c 'import opforge_worker.connection, opforge_worker.linter, "
+                  "opforge_worker.harness' 2>/dev/null";
+    return std::system(import.c_str()) == 0;
+  }
+
+  // The real device manager with a linter and an interpreter worker serves the sessions' jobs.
+  void start_real_workers() {
+    device_manager_config config;
+    config.listen = "tcp://127.0.0.1:*";
+    auto spawned = spawn_device_manager(sys, config, telemetry);
+    ASSERT_TRUE(spawned) << render(spawned.error());
+    manager = *spawned;
+    std::string bound;
+    self->request(*manager, caf::infinite, atom::status_v)
+        .receive([&](device_manager_status& status) { bound = status.endpoint; },
+                 [&](const caf::error& err) { FAIL() << render(err); });
+    auto started = supervisor::start(
+        real_workers({{"none", 1, 1, "lint"}, {"interpreter", 1, 2, "device"}}, bound));
+    ASSERT_TRUE(started) << render(started.error());
+    workers = std::move(*started);
+    services.device_kind = "interpreter";
+    services.jobs = *manager;
+  }
+
+  campaign_status run_campaign() {
     campaign_status status;
     self->request(sys.spawn(campaign, spec, services, std::vector<session_record>{}), caf::infinite,
                   atom::run_v)
         .receive([&](campaign_status& s) { status = std::move(s); },
-                 [&](const caf::error& err) { FAIL() << render(err); });
+                 [&](const caf::error& err) { ADD_FAILURE() << render(err); });
+    return status;
+  }
+
+  // Runs the demo campaign and checks that it converged as the cassette was written to.
+  void expect_convergence() {
+    auto status = run_campaign();
     EXPECT_EQ(status.succeeded, 4u);
     std::map<std::string, uint32_t> calls;
     for (const auto& s : status.finished) {
@@ -144,17 +188,23 @@ protected:
     EXPECT_EQ(served, 7u);
   }
 
-  std::string first_outcome(const std::string& op) {
-    std::string outcome;
+  session_record stored_session(const std::string& op) {
+    session_record record;
     self->request(store, caf::infinite, atom::get_v, family::sessions, session_key("demo", op))
         .receive(
             [&](stored_value& v) {
-              auto record = decode_record(v.value.value_or(""));
-              if (record && !record->history.empty())
-                outcome = record->history.front().outcome;
+              auto decoded = decode_record(v.value.value_or(""));
+              EXPECT_TRUE(decoded) << op << ": " << render(decoded.error());
+              if (decoded)
+                record = std::move(*decoded);
             },
             [&](const caf::error& err) { ADD_FAILURE() << render(err); });
-    return outcome;
+    return record;
+  }
+
+  std::string first_outcome(const std::string& op) {
+    auto record = stored_session(op);
+    return record.history.empty() ? std::string{} : record.history.front().outcome;
   }
 
   test::temp_dir dir;
@@ -166,6 +216,8 @@ protected:
   store_actor store;
   session_services services;
   campaign_spec spec;
+  std::optional<device_manager_actor> manager;
+  std::unique_ptr<supervisor> workers;
 };
 
 } // namespace
@@ -179,27 +231,38 @@ TEST_F(DemoCampaign, ConvergesThroughTheRealClientWithScriptedVerdicts) {
 }
 
 TEST_F(DemoCampaign, ConvergesOnRealWorkersOnTheInterpreter) {
-  auto import = "PYTHONPATH='" + worker_source() +
-                "' '" OPFORGE_PYTHON
-                "' -c 'import opforge_worker.connection, opforge_worker.linter, "
-                "opforge_worker.harness' 2>/dev/null";
-  if (std::system(import.c_str()) != 0)
+  if (!worker_importable())
     GTEST_SKIP() << "opforge_worker in " << worker_source() << " cannot lint and test yet";
-  device_manager_config config;
-  config.listen = "tcp://127.0.0.1:*";
-  auto manager = spawn_device_manager(sys, config, telemetry);
-  ASSERT_TRUE(manager) << render(manager.error());
-  std::string bound;
-  self->request(*manager, caf::infinite, atom::status_v)
-      .receive([&](device_manager_status& status) { bound = status.endpoint; },
-               [&](const caf::error& err) { FAIL() << render(err); });
-  auto workers = real_workers({{"none", 1, 1, "lint"}, {"interpreter", 1, 2, "device"}}, bound);
-  auto supervised = supervisor::start(workers);
-  ASSERT_TRUE(supervised) << render(supervised.error());
-  services.device_kind = "interpreter";
-  services.jobs = *manager;
+  start_real_workers();
   expect_convergence();
-  (*supervised)->stop();
-  self->request(*manager, caf::infinite, atom::shutdown_v)
-      .receive([](atom::ok) {}, [](const caf::error&) {});
+}
+
+// The demo's first `abs` answer launches `tl.arange(0, 1000)`; the interpreter raises when the
+// kernel runs, and the harness reports the whole Python traceback through the interpreter's
+// frames, longer than the summarizer's threshold. The next prompt must carry its summary.
+TEST_F(DemoCampaign, LongRuntimeTracebackIsSummarizedBeforeTheNextPrompt) {
+  if (!worker_importable())
+    GTEST_SKIP() << "opforge_worker in " << worker_source() << " cannot lint and test yet";
+  start_real_workers();
+  summarizer_config summary; // deterministic, with the default threshold
+  summary.max_chars = 1200;
+  summary.context_lines = 4;
+  services.summarizer =
+      sys.spawn(summarizer, summary, std::string{}, llm_endpoint_actor{}, telemetry);
+  services.summarize_over_chars = summary.summarize_over_chars;
+  spec.operators = {{"abs", "", "elementwise", "abs(input) -> Tensor", {"float32"}}};
+
+  auto status = run_campaign();
+  ASSERT_EQ(status.finished.size(), 1u);
+  EXPECT_EQ(status.finished.front().state, "SUCCESS") << status.finished.front().end_reason;
+  auto record = stored_session("abs");
+  ASSERT_GE(record.history.size(), 2u);
+  EXPECT_EQ(record.history.front().outcome, "runtime_error");
+  ASSERT_GE(record.messages.size(), 3u);
+  const auto& feedback = record.messages[2];
+  EXPECT_EQ(feedback.role, "user");
+  EXPECT_NE(feedback.content.find("arange's range must be a power of 2"), std::string::npos)
+      << feedback.content;
+  EXPECT_NE(feedback.content.find("omitted ...]"), std::string::npos) << feedback.content;
+  EXPECT_EQ(telemetry->summaries("deterministic").Value(), 1);
 }

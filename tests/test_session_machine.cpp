@@ -198,7 +198,7 @@ TEST_F(SessionMachine, UnparsableAnswerGetsFormatFeedback) {
   EXPECT_EQ(record.state, session_state::generate);
   ASSERT_EQ(record.messages.size(), 3u);
   EXPECT_EQ(record.messages[1].role, "assistant");
-  EXPECT_NE(last_prompt().find("it contains no ```python code block."), std::string::npos);
+  EXPECT_NE(last_prompt().find("it contains no Python code: no ``` code block"), std::string::npos);
   EXPECT_EQ(record.history.back().outcome, "format_error");
   EXPECT_EQ(log.back(), "FEEDBACK->GENERATE");
 }
