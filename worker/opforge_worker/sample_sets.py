@@ -342,6 +342,8 @@ def float_specials(dtype: torch.dtype, reduction: bool) -> list[tuple[str, float
         ("inf", math.inf),
         ("-inf", -math.inf),
         ("-0.0", -0.0),
+        # +0.0 beside it: an operator that maps +0.0 to -0.0 (neg) is tested for that sign.
+        ("+0.0", 0.0),
         ("smallest normal", tiny),
         ("-smallest normal", -tiny),
         ("subnormal", tiny / 2),
