@@ -8,6 +8,10 @@
 #   pytest-rest     the rest of the worker's suite with OPFORGE_TEST_DEVICE=cuda
 #   validate        `validate config/examples --device cuda`
 #   bench           bench/worker_bench.py (its table is in bench.log, its numbers in the JSON)
+#   trust           the suites that say a PASS means a right kernel: the wrong-kernel corpus and
+#                   its twins, verdicts, isolation, the honest corpus (trust.log)
+#   catalog         the catalog on cuda, and its samples per operator by set (catalog.txt)
+#   startup         `validate` of the examples and the honest corpus with --timings (startup.log)
 # Everything it saw lands in $OUT (at most 8 files: the device tool's limit), each step's exit
 # status in $OUT/summary.txt. Exit status: non-zero if any step failed.
 # One device command may run 10 minutes and the whole check takes longer: name the steps of each
@@ -58,6 +62,13 @@ step pytest-rest pytest-rest.log bash -c \
   "cd worker && ${pytest[*]} \$(ls tests/test_*.py | grep -v '^tests/test_harness_')"
 step validate validate.log python3 -m opforge_worker validate config/examples --device cuda \
   --json "$out/validate.json"
-step bench bench.log python3 bench/worker_bench.py --device cuda --json "$out/bench-cuda.json"
+step bench bench.log python3 bench/worker_bench.py --device cuda --json "$out/bench-cuda.json" \
+  ${OPFORGE_GPU_BENCH_ARGS:-}
+step trust trust.log bash -c "cd worker && ${pytest[*]} tests/test_harness_wrong.py \
+  tests/test_harness_verdicts.py tests/test_harness_isolation.py tests/test_harness_honest.py"
+step catalog catalog.txt bash -c "python3 -m opforge_worker catalog --device cuda \
+  --json /tmp/catalog-cuda.json >/dev/null && python3 bench/catalog_totals.py /tmp/catalog-cuda.json"
+step startup startup.log python3 -m opforge_worker validate config/examples \
+  worker/tests/corpus/honest --device cuda --timings
 cat "$out/summary.txt"
 exit $status
