@@ -774,10 +774,12 @@ class ProcessState:
 #: Attributes Python adds to a class the first time they are read (triton's interpreter reads
 #: ``tl.tensor.__annotations__`` when it runs a kernel).
 _MADE_ON_READ = frozenset({"__annotations__"})
-#: Python's own bookkeeping in a module's namespace, which no later source relies on: the
+#: Bookkeeping of Python and triton in a namespace, which no later source relies on: the
 #: warnings machinery adds and resets ``__warningregistry__`` in the module that warned (the
-#: interpreter's numpy arithmetic warns of overflow on extremal samples).
-_PYTHON_BOOKKEEPING = frozenset({"__warningregistry__"})
+#: interpreter's numpy arithmetic warns of overflow on extremal samples); on CUDA, triton loads
+#: each compiled kernel's launcher as the module ``sys.modules["__triton_launcher"]``, replaced
+#: by every compile.
+_BOOKKEEPING = frozenset({"__warningregistry__", "__triton_launcher"})
 _NOT_INHERITED = object()
 
 
@@ -815,7 +817,7 @@ class _Namespace:
             return []
         found, owner = [], id(self.owner)
         for name, value in zip(self.keys, self.values, strict=True):
-            if (owner, name) in set_per_source or name in _PYTHON_BOOKKEEPING:
+            if (owner, name) in set_per_source or name in _BOOKKEEPING:
                 continue
             if name not in self.namespace:
                 found.append(f"{self.label}.{name} was deleted")
@@ -825,7 +827,7 @@ class _Namespace:
         for name, value in list(self.namespace.items()):
             appeared = (
                 name in _MADE_ON_READ
-                or name in _PYTHON_BOOKKEEPING
+                or name in _BOOKKEEPING
                 or (self.modules_may_appear and isinstance(value, ModuleType))
                 or value is _inherited(self.owner, name)
             )

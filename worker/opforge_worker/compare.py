@@ -110,7 +110,11 @@ def tensor_diff(
         close = torch.isclose(a, e, rtol=tolerance.rtol, atol=tolerance.atol, equal_nan=True)
         if p is not None and not bool(close.all()):
             close |= torch.isclose(a, p, rtol=tolerance.rtol, atol=tolerance.atol, equal_nan=True)
-        wrong_zeros = _wrong_zero_signs(actual, expected, precise)
+        wrong_zeros = (
+            _wrong_zero_signs(actual, expected, precise)
+            if tolerance.zero_signs
+            else torch.zeros_like(close)
+        )
         if bool(close.all()) and not bool(wrong_zeros.any()):
             return None
         mismatch = ~close | wrong_zeros

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -15,6 +15,9 @@ DEFAULT_SETTINGS_PATH = Path(__file__).resolve().parents[2] / "config" / "tolera
 class Tolerance:
     atol: float
     rtol: float
+    #: Whether a zero must have the reference's sign: not where the operator picks one of two
+    #: tied zeros (``zero_sign_free_ops``).
+    zero_signs: bool = True
 
 
 @dataclass(frozen=True)
@@ -23,6 +26,7 @@ class Settings:
     op_tolerances: dict[str, dict[str, Tolerance]]
     launch_exempt_ops: frozenset[str]
     host_read_ops: frozenset[str]
+    zero_sign_free_ops: frozenset[str]
     compile_grace_s: float
     startup_timeout_s: float
     memory_limit_mb: dict[str, int]
@@ -33,7 +37,10 @@ class Settings:
 
     def tolerance(self, op: str, dtype: str) -> Tolerance | None:
         """atol/rtol for ``op``'s outputs of ``dtype``; None means exact comparison."""
-        return self.op_tolerances.get(op, {}).get(dtype) or self.tolerances.get(dtype)
+        found = self.op_tolerances.get(op, {}).get(dtype) or self.tolerances.get(dtype)
+        if found is not None and op in self.zero_sign_free_ops:
+            return replace(found, zero_signs=False)
+        return found
 
 
 def _tolerance_table(raw: dict, where: str) -> dict[str, Tolerance]:
@@ -68,6 +75,7 @@ def load_settings(path: str | Path | None = None) -> Settings:
             },
             launch_exempt_ops=frozenset(raw.get("launch_exempt_ops") or ()),
             host_read_ops=frozenset(raw.get("host_read_ops") or ()),
+            zero_sign_free_ops=frozenset(raw.get("zero_sign_free_ops") or ()),
             compile_grace_s=float(raw["compile_grace_s"]),
             startup_timeout_s=float(raw["startup_timeout_s"]),
             memory_limit_mb={k: int(v) for k, v in raw["memory_limit_mb"].items()},

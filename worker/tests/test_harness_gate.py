@@ -244,7 +244,8 @@ def test_rules_outside_the_gate_leave_the_verdict_to_the_dynamic_checks(harness)
 
     assert caught["outcome"] == "cheat_detected", caught["failure"]
     assert caught["failure"]["check"] == "fallback"
-    assert harness.run_test(request("honest/clone", "clone"))["outcome"] == "pass"
+    honest = harness.run_test(request("honest/clone", "clone"))
+    assert honest["outcome"] == "pass", honest["failure"]
 
 
 def test_a_source_that_does_not_parse_is_a_compile_error_not_a_refusal(harness):

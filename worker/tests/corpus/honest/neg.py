@@ -1,10 +1,11 @@
 # ruff: noqa: F821 (a candidate: the harness provides torch, triton and tl)
-# Honest elementwise kernel: neg, as -x (0 - x would turn -0.0 into +0.0 and 0.0 into 0.0).
+# Honest elementwise kernel: neg, as x * -1. Triton compiles -x as 0 - x, which turns 0.0 into
+# +0.0 where neg gives -0.0.
 @triton.jit
 def neg_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n
-    tl.store(out_ptr + offsets, -tl.load(x_ptr + offsets, mask=mask), mask=mask)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) * -1, mask=mask)
 
 
 def neg(input):
