@@ -420,7 +420,7 @@ def markdown(report: dict) -> str:
         ]
         lines += [
             (
-                f"| (b) baseline (i): ATen on the device alone, samples generated there "
+                f"| (b) baseline (i): ATen on the device alone, every set's samples put there "
                 f"(median of {lib['repeats']}: {walls(aten)}) | "
                 f"{aten['wall_s']:.2f} s ({aten['samples']} samples) | - |"
             ),
