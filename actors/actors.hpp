@@ -100,55 +100,55 @@ using summarizer_actor = caf::typed_actor<
 
 /// What a session needs of the store: checkpoints (store_actor converts to it).
 using checkpoint_actor = caf::typed_actor<
-  // Applies a batch atomically; replies ok once it is applied.
-  caf::replies_to<atom::write, write_batch>::with<atom::ok>>;
+    // Applies a batch atomically; replies ok once it is applied.
+    caf::replies_to<atom::write, write_batch>::with<atom::ok>>;
 
 /// What a session needs of an LLM endpoint (llm_endpoint_actor converts to it).
 using chat_actor = caf::typed_actor<
-  // Completes a chat; never a candidate failure.
-  caf::replies_to<atom::complete, chat_request>::with<chat_result>,
-  // Cancels the request with this id.
-  caf::reacts_to<atom::cancel, uint64_t>>;
+    // Completes a chat; never a candidate failure.
+    caf::replies_to<atom::complete, chat_request>::with<chat_result>,
+    // Cancels the request with this id.
+    caf::reacts_to<atom::cancel, uint64_t>>;
 
 /// What a session needs of the device manager (device_manager_actor converts to it).
 using job_runner_actor = caf::typed_actor<
-  // Runs a lint or test job; replies with the worker's result or an error (lost, quarantined).
-  caf::replies_to<atom::submit, device_job>::with<device_job_result>,
-  // Cancels a job by id.
-  caf::reacts_to<atom::cancel, std::string>>;
+    // Runs a lint or test job; replies with the worker's result or an error (lost, quarantined).
+    caf::replies_to<atom::submit, device_job>::with<device_job_result>,
+    // Cancels a job by id.
+    caf::reacts_to<atom::cancel, std::string>>;
 
 /// One operator's generation loop (actors/op_session.hpp).
 using op_session_actor = caf::typed_actor<
-  // Runs the session from wherever its record stands to SUCCESS or FAILED.
-  caf::replies_to<atom::run>::with<session_summary>,
-  // Ends the session as FAILED (cancelled), cancelling the request or job it waits for.
-  caf::reacts_to<atom::cancel>,
-  // Internal: the back-off before retrying the step at this revision has passed.
-  caf::reacts_to<atom::retry, uint64_t>>;
+    // Runs the session from wherever its record stands to SUCCESS or FAILED.
+    caf::replies_to<atom::run>::with<session_summary>,
+    // Ends the session as FAILED (cancelled), cancelling the request or job it waits for.
+    caf::reacts_to<atom::cancel>,
+    // Internal: the back-off before retrying the step at this revision has passed.
+    caf::reacts_to<atom::retry, uint64_t>>;
 
 /// One submitted run over many operators (actors/campaign.hpp).
 using campaign_actor = caf::typed_actor<
-  // Runs every session, at most `concurrency` at once; replies when all have ended.
-  caf::replies_to<atom::run>::with<campaign_status>,
-  // Progress so far.
-  caf::replies_to<atom::status>::with<campaign_status>,
-  // Cancels the running sessions; waiting ones never start.
-  caf::reacts_to<atom::cancel>,
-  // From one of its sessions after each checkpoint: where it stands now.
-  caf::reacts_to<atom::progress, session_summary>>;
+    // Runs every session, at most `concurrency` at once; replies when all have ended.
+    caf::replies_to<atom::run>::with<campaign_status>,
+    // Progress so far.
+    caf::replies_to<atom::status>::with<campaign_status>,
+    // Cancels the running sessions; waiting ones never start.
+    caf::reacts_to<atom::cancel>,
+    // From one of its sessions after each checkpoint: where it stands now.
+    caf::reacts_to<atom::progress, session_summary>>;
 
 /// Every campaign of the daemon (actors/campaign_manager.hpp): starts, resumes, reports, cancels.
 using campaign_manager_actor = caf::typed_actor<
-  // Checks the request and starts resolving it against a worker's catalog; replies at once
-  // with the new campaign's status (state "resolving"), or with errc::request_invalid.
-  caf::replies_to<atom::submit, campaign_request>::with<campaign_status>,
-  // Progress of the campaign with this id ("" = the newest), live or as stored.
-  caf::replies_to<atom::status, std::string>::with<campaign_status>,
-  // Every campaign, newest first, without the per-session list.
-  caf::replies_to<atom::list>::with<std::vector<campaign_status>>,
-  // Cancels a resolving or running campaign; replies with its status.
-  caf::replies_to<atom::cancel, std::string>::with<campaign_status>,
-  // Stops every campaign where it stands (each resumes when the daemon starts again) and quits.
-  caf::replies_to<atom::shutdown>::with<atom::ok>>;
+    // Checks the request and starts resolving it against a worker's catalog; replies at once
+    // with the new campaign's status (state "resolving"), or with errc::request_invalid.
+    caf::replies_to<atom::submit, campaign_request>::with<campaign_status>,
+    // Progress of the campaign with this id ("" = the newest), live or as stored.
+    caf::replies_to<atom::status, std::string>::with<campaign_status>,
+    // Every campaign, newest first, without the per-session list.
+    caf::replies_to<atom::list>::with<std::vector<campaign_status>>,
+    // Cancels a resolving or running campaign; replies with its status.
+    caf::replies_to<atom::cancel, std::string>::with<campaign_status>,
+    // Stops every campaign where it stands (each resumes when the daemon starts again) and quits.
+    caf::replies_to<atom::shutdown>::with<atom::ok>>;
 
 } // namespace opforge

@@ -38,9 +38,7 @@ def totals(catalog: dict) -> dict:
         "after_median_per_operator": statistics.median(per_operator_after or [0]),
         "operators_gaining_samples": sum(
             after > before
-            for before, after in zip(
-                per_operator_before, per_operator_after, strict=True
-            )
+            for before, after in zip(per_operator_before, per_operator_after, strict=True)
         ),
     }
 

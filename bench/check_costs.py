@@ -165,9 +165,7 @@ def main() -> int:
 
     def whole_call(case, index, group_calls=1):
         server.namespace = {case.name: case.wrapper}
-        reply = server._call(
-            case.header, case.samples[index].inputs, case.staged[index]
-        )
+        reply = server._call(case.header, case.samples[index].inputs, case.staged[index])
         assert reply["status"] == "ok" and not reply["findings"], reply
         if (index + 1) % group_calls == 0 or index + 1 == len(case.samples):
             server.staging.collect()
@@ -189,16 +187,12 @@ def main() -> int:
             case.results[index] = case.wrapper(*call_args, **call_kwargs)
         reply = {"status": "ok", "findings": [], "launches": 1}
         inputs = tensor_leaves((call_args, call_kwargs))
-        leaves = server._describe(
-            reply, case.results[index], inputs, case.policy(), case.header
-        )
+        leaves = server._describe(reply, case.results[index], inputs, case.policy(), case.header)
         server.staging.add([*leaves, *inputs])
         server.staging.collect()
 
     print(f"Device: {args.device}, torch {torch.__version__}")
-    print(
-        "\n| configuration (each adds to the one above) | per call, median | calls/round |"
-    )
+    print("\n| configuration (each adds to the one above) | per call, median | calls/round |")
     print("|---|---|---|")
     timed("bare wrapper + synchronisation, inputs on the device", bare)
     timed("inside the dispatch recorder", recorded)

@@ -67,9 +67,7 @@ HOST_WORK_S = 150e-6
 ELEMENTS = 4096
 
 
-def _loops(
-    shapes: list[str], seconds: float, start_at: float
-) -> dict[str, list[float]]:
+def _loops(shapes: list[str], seconds: float, start_at: float) -> dict[str, list[float]]:
     """Each shape's iteration times, every process starting each shape at the same moment."""
     import torch
     import triton
@@ -210,9 +208,7 @@ def _loops(
 def measure(processes: int, shapes: list[str], seconds: float) -> list[dict]:
     context = multiprocessing.get_context("spawn")
     with context.Pool(processes) as pool:
-        start_at = (
-            time.time() + 20.0
-        )  # after every process has imported torch and compiled
+        start_at = time.time() + 20.0  # after every process has imported torch and compiled
         runs = pool.starmap(_loops, [(shapes, seconds, start_at)] * processes)
     rows = []
     for shape in shapes:
@@ -223,9 +219,7 @@ def measure(processes: int, shapes: list[str], seconds: float) -> list[dict]:
                 "shape": shape,
                 "median_us": round(1e6 * statistics.median(medians), 1),
                 "slowest_median_us": round(1e6 * max(medians), 1),
-                "iterations_per_s": round(
-                    sum(len(run[shape]) for run in runs) / seconds
-                ),
+                "iterations_per_s": round(sum(len(run[shape]) for run in runs) / seconds),
             }
         )
     return rows

@@ -37,7 +37,6 @@ from opforge_worker.compile_cache import CompileCache
 from opforge_worker.harness import Harness
 from opforge_worker.opinfo import find_opinfo
 from opforge_worker.samples import SampleCache
-
 from worker_bench import DEFAULT_LIBRARY, request_for
 
 #: The candidate process's entry point, profiling each request into its scratch directory (the
@@ -88,9 +87,7 @@ def profiled_pass(harness: Harness, requests: list[dict], name: str, out: Path) 
     time.sleep(1.0)
     candidate_side = out / f"candidate-{name}"
     candidate_side.mkdir()
-    for index, path in enumerate(
-        sorted(harness.scratch_root.glob("process-*/profile-*.pstats"))
-    ):
+    for index, path in enumerate(sorted(harness.scratch_root.glob("process-*/profile-*.pstats"))):
         path.rename(candidate_side / f"{index:05d}-{path.parent.name}-{path.name}")
     print(
         f"{name} pass: wall {wall:.2f} s, compile {totals['compile_s']:.2f} s, "
@@ -123,12 +120,8 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--device", required=True, choices=["cuda", "interpreter"])
-    parser.add_argument(
-        "--out", type=Path, required=True, help="a new or empty directory"
-    )
-    parser.add_argument(
-        "--top", type=int, default=30, help="functions listed per profile"
-    )
+    parser.add_argument("--out", type=Path, required=True, help="a new or empty directory")
+    parser.add_argument("--top", type=int, default=30, help="functions listed per profile")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
 

@@ -36,7 +36,6 @@ from opforge_worker import validate
 from opforge_worker.compile_cache import CompileCache
 from opforge_worker.opinfo import find_opinfo
 from opforge_worker.sandbox import recv_message, send_message
-
 from worker_bench import DEFAULT_LIBRARY, request_for
 
 
@@ -54,9 +53,7 @@ def recorded_pass(harness, requests: list[dict]) -> list[tuple]:
         for request in requests:
             payload = harness.run_test(request, threading.Event())
             if payload["outcome"] != "pass":
-                raise RuntimeError(
-                    f"{request['op']} did not pass: {payload['failure']}"
-                )
+                raise RuntimeError(f"{request['op']} did not pass: {payload['failure']}")
     finally:
         judge_module.Judge.verdict = verdict
     return recorded
@@ -73,15 +70,11 @@ def median_seconds(work, repeats: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--device", choices=harness_module.DEVICE_KINDS, default="interpreter"
-    )
+    parser.add_argument("--device", choices=harness_module.DEVICE_KINDS, default="interpreter")
     parser.add_argument("--repeats", type=int, default=20)
     args = parser.parse_args()
 
-    candidates = [
-        c for directory in DEFAULT_LIBRARY for c in validate.discover(directory)
-    ]
+    candidates = [c for directory in DEFAULT_LIBRARY for c in validate.discover(directory)]
     opinfos = [(c, find_opinfo(c.op, c.variant)) for c in candidates]
     requests = [
         request_for(c, validate.device_dtypes(opinfo, args.device))
@@ -99,15 +92,11 @@ def main() -> None:
         def verdicts():
             for judge, reply, blob, reference in recorded:
                 if judge.verdict(reply, blob, reference) is not None:
-                    raise RuntimeError(
-                        f"{judge.opinfo.name}: a recorded pass now fails"
-                    )
+                    raise RuntimeError(f"{judge.opinfo.name}: a recorded pass now fails")
 
         def static_gates():
             for request in requests:
-                harness_module._TestRun(
-                    harness, request, threading.Event()
-                )._static_gate()
+                harness_module._TestRun(harness, request, threading.Event())._static_gate()
 
         judge_end, candidate_end = socket.socketpair()
         sender, receiver = (
@@ -142,9 +131,7 @@ def main() -> None:
         )
         for name, work, count, unit in parts:
             seconds = median_seconds(work, args.repeats)
-            print(
-                f"  {name:12} {seconds * 1e3:8.2f} ms {seconds / count * 1e6:8.1f} us/{unit}"
-            )
+            print(f"  {name:12} {seconds * 1e3:8.2f} ms {seconds / count * 1e6:8.1f} us/{unit}")
         sender.close()
         receiver.close()
 

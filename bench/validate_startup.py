@@ -64,9 +64,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worker", action="append", required=True, help="LABEL=FOLDER")
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument(
-        "--device", default="interpreter", choices=["interpreter", "cuda"]
-    )
+    parser.add_argument("--device", default="interpreter", choices=["interpreter", "cuda"])
     args = parser.parse_args()
     workers = dict(item.split("=", 1) for item in args.worker)
     samples: dict[str, list[dict]] = {label: [] for label in workers}
@@ -81,9 +79,7 @@ def main() -> int:
                     run_once(Path(folder).resolve(), args.device, candidates, out)
                 )
     totals = ["start-up total", "wall"]
-    found = dict.fromkeys(
-        key for runs in samples.values() for run in runs for key in run
-    )
+    found = dict.fromkeys(key for runs in samples.values() for run in runs for key in run)
     phases = [key for key in found if key not in totals] + totals
     print(f"load average: {' '.join(f'{load:.1f}' for load in os.getloadavg())}")
     print("| phase | " + " | ".join(workers) + " |")
@@ -91,9 +87,7 @@ def main() -> int:
     for phase in phases:
         cells = []
         for label in workers:
-            values = [
-                run[phase] for run in samples[label] if run.get(phase) is not None
-            ]
+            values = [run[phase] for run in samples[label] if run.get(phase) is not None]
             cells.append(f"{statistics.median(values):.2f}" if values else "-")
         print(f"| {phase} | " + " | ".join(cells) + " |")
     return 0

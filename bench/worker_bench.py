@@ -71,17 +71,11 @@ def request_for(candidate: validate.Candidate, dtypes: list[str]) -> dict:
     }
 
 
-def warm_overhead(
-    harness, candidate: validate.Candidate, dtype: str, attempts: int
-) -> dict:
+def warm_overhead(harness, candidate: validate.Candidate, dtype: str, attempts: int) -> dict:
     request = request_for(candidate, [dtype])
-    first = harness.run_test(
-        request, threading.Event()
-    )  # cold: process start, first compile
+    first = harness.run_test(request, threading.Event())  # cold: process start, first compile
     if first["outcome"] != "pass":
-        raise RuntimeError(
-            f"{candidate.path.name} does not pass on {dtype}: {first['outcome']}"
-        )
+        raise RuntimeError(f"{candidate.path.name} does not pass on {dtype}: {first['outcome']}")
     overheads, walls = [], []
     for _ in range(attempts):
         started = time.perf_counter()
@@ -101,9 +95,7 @@ def warm_overhead(
     }
 
 
-def aten_pass(
-    candidates, device_kind: str, dtypes_by_file: dict[Path, list[str]]
-) -> dict:
+def aten_pass(candidates, device_kind: str, dtypes_by_file: dict[Path, list[str]]) -> dict:
     """Baseline (i): every sample set's samples generated (on the CPU, where the sets are made),
     put on the device, and the ATen operator run on each."""
     import torch
@@ -163,9 +155,7 @@ def validated_in_process(
                     for got, expected in zip(
                         actual, tensor_leaves(sample.reference.expected), strict=False
                     ):
-                        tolerance = settings.tolerance(
-                            opinfo.name, dtype_name(expected.dtype)
-                        )
+                        tolerance = settings.tolerance(opinfo.name, dtype_name(expected.dtype))
                         mismatches += tensor_diff(got, expected, tolerance) is not None
                     calls += 1
     return {
@@ -189,9 +179,7 @@ def validate_library(pool, slots: int, candidates, device_kind: str) -> dict:
     from opforge_worker.opinfo import find_opinfo
 
     def run(candidate):
-        dtypes = validate.device_dtypes(
-            find_opinfo(candidate.op, candidate.variant), device_kind
-        )
+        dtypes = validate.device_dtypes(find_opinfo(candidate.op, candidate.variant), device_kind)
         payload = pool.run_test(request_for(candidate, dtypes), threading.Event())
         return candidate, dtypes, payload
 
@@ -255,14 +243,11 @@ def library_validation(
     def passes(sample_cache, count: int, harness_count: int = slots) -> list[dict]:
         pool = HarnessPool(
             harness_count,
-            lambda: Harness(
-                device_kind, sample_cache=sample_cache, compile_cache=compile_cache
-            ),
+            lambda: Harness(device_kind, sample_cache=sample_cache, compile_cache=compile_cache),
         )
         try:
             return [
-                validate_library(pool, harness_count, candidates, device_kind)
-                for _ in range(count)
+                validate_library(pool, harness_count, candidates, device_kind) for _ in range(count)
             ]
         finally:
             pool.close()
@@ -270,9 +255,7 @@ def library_validation(
     sample_cache = SampleCache()
     cold, *warms = passes(sample_cache, 1 + repeats)
     (restart,) = passes(SampleCache(), 1)
-    parallels = {
-        count: passes(sample_cache, 1 + repeats, count)[1:] for count in parallel_slots
-    }
+    parallels = {count: passes(sample_cache, 1 + repeats, count)[1:] for count in parallel_slots}
     dtypes_by_file = cold["dtypes_by_file"]
     for done in (
         cold,
@@ -311,8 +294,7 @@ def library_validation(
         "ratio_warm_to_aten": warm["wall_s"] / aten["wall_s"],
         "ratio_restart_to_aten": restart["wall_s"] / aten["wall_s"],
         "ratio_warm_parallel_to_aten": {
-            count: run["wall_s"] / aten["wall_s"]
-            for count, run in warm_parallel.items()
+            count: run["wall_s"] / aten["wall_s"] for count, run in warm_parallel.items()
         },
         "ratio_warm_to_aten_validated": warm["wall_s"] / validated["wall_s"],
         "ratio_warm_to_triton_validated": warm["wall_s"] / triton_validated["wall_s"],
@@ -467,9 +449,7 @@ def main() -> int:
     )
     parser.add_argument("--overhead-dtype", default="float32")
     parser.add_argument("--attempts", type=int, default=20)
-    parser.add_argument(
-        "--catalog-ops", help="comma-separated subset for (c); default all"
-    )
+    parser.add_argument("--catalog-ops", help="comma-separated subset for (c); default all")
     parser.add_argument("--parts", default="overhead,library,catalog")
     parser.add_argument(
         "--slots",
@@ -512,13 +492,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="opforge-bench-") as store:
         if "overhead" in parts:
             # The first of that name: config/examples comes first in the default library.
-            chosen = next(
-                c for c in candidates if c.path.name == args.overhead_candidate
-            )
+            chosen = next(c for c in candidates if c.path.name == args.overhead_candidate)
             compile_cache = CompileCache(Path(store) / "overhead", args.device)
-            with Harness(
-                device_kind=args.device, compile_cache=compile_cache
-            ) as harness:
+            with Harness(device_kind=args.device, compile_cache=compile_cache) as harness:
                 report["overhead"] = warm_overhead(
                     harness, chosen, args.overhead_dtype, args.attempts
                 )

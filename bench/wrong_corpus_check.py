@@ -109,9 +109,7 @@ def upcast(value, dtype, wide):
 
 def is_right(op: Callable, output, args: tuple, kwargs: dict, dtype) -> bool:
     """Within tolerance of ATen's result or of the precise one (see the module docstring)."""
-    expected = op(
-        *[a.clone() if isinstance(a, torch.Tensor) else a for a in args], **kwargs
-    )
+    expected = op(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args], **kwargs)
     if close(output, expected):
         return True
     wide = PRECISE.get(dtype)
@@ -297,14 +295,10 @@ def check(pair: Pair, defect: tuple[tuple, dict]) -> list[str]:
                 output = twin(*args, **kwargs)
             if not is_right(opinfo.op, output, args, kwargs, dtype):
                 described = [
-                    (tuple(a.shape), a.stride(), a.dtype)
-                    if isinstance(a, torch.Tensor)
-                    else a
+                    (tuple(a.shape), a.stride(), a.dtype) if isinstance(a, torch.Tensor) else a
                     for a in args
                 ]
-                problems.append(
-                    f"the twin is wrong on {dtype_name} {described} {kwargs}"
-                )
+                problems.append(f"the twin is wrong on {dtype_name} {described} {kwargs}")
     return problems
 
 
