@@ -1,8 +1,8 @@
 #include "apps/campaign_setup.hpp"
 
-#include "actors/llm_endpoint.hpp"
-#include "actors/summarizer.hpp"
-#include "config/prompt_templates.hpp"
+#include "actors/llm/llm_endpoint.hpp"
+#include "actors/llm/summarizer.hpp"
+#include "actors/sessions/prompt_templates.hpp"
 #include "messages/errors.hpp"
 
 #include <fstream>

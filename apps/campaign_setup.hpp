@@ -5,10 +5,10 @@
 // answers), the summarizer, the prompt templates and worked examples. Blocking (it starts replay
 // server processes and reads files): call it while the daemon starts, never from an actor.
 
-#include "actors/campaign_manager.hpp"
-#include "actors/metrics.hpp"
-#include "actors/replay_server.hpp"
+#include "actors/llm/replay_launcher.hpp"
+#include "actors/sessions/campaign_manager.hpp"
 #include "config/config.hpp"
+#include "messages/metrics.hpp"
 
 #include <functional>
 #include <memory>

@@ -1,6 +1,6 @@
 #include "apps/control_server.hpp"
 
-#include "actors/store.hpp"
+#include "actors/store/store.hpp"
 #include "apps/actor_query.hpp"
 #include "apps/session_views.hpp"
 #include "messages/device_messages.hpp"

@@ -4,8 +4,8 @@
 // decodes each request with the bounded msgpack codec, answers it, and never dies of bad input.
 // The requests and replies are documented in messages/PROTOCOL.md, section "Control socket".
 
-#include "actors/actors.hpp"
 #include "config/config.hpp"
+#include "messages/actors.hpp"
 #include "messages/msgpack_codec.hpp"
 
 #include <chrono>

@@ -1,8 +1,8 @@
 #include "apps/session_views.hpp"
 
-#include "actors/op_session.hpp"
-#include "actors/session_machine.hpp"
-#include "actors/store.hpp"
+#include "actors/sessions/op_session.hpp"
+#include "actors/sessions/session_machine.hpp"
+#include "actors/store/store.hpp"
 #include "apps/actor_query.hpp"
 #include "messages/errors.hpp"
 #include "persistence/keys.hpp"

@@ -4,7 +4,7 @@
 // store through its actor and build the control replies (messages/PROTOCOL.md, "Control socket").
 // They block on the store: call them from a plain thread (the control thread), never from an actor.
 
-#include "actors/actors.hpp"
+#include "messages/actors.hpp"
 
 #include <cstdint>
 #include <string>

@@ -2,9 +2,9 @@
 // worker that answers at once, so that only the device layer is measured.
 //   bench_device_jobs [jobs] [slots]
 
-#include "actors/system_config.hpp"
-#include "devices/spawn_device_manager.hpp"
+#include "actors/fleet/spawn_device_manager.hpp"
 #include "messages/errors.hpp"
+#include "messages/system_config.hpp"
 
 #include <algorithm>
 #include <atomic>

@@ -14,14 +14,14 @@
 //
 //   build/bench/llm_endpoint_bench [--requests 2000] [--concurrency 32] [--latency-ms 50]
 
-#include "actors/actors.hpp"
-#include "actors/http_client.hpp"
-#include "actors/llm_endpoint.hpp"
-#include "actors/metrics.hpp"
-#include "actors/replay_server.hpp"
-#include "actors/system_config.hpp"
+#include "actors/llm/http_client.hpp"
+#include "actors/llm/llm_endpoint.hpp"
+#include "actors/llm/replay_launcher.hpp"
+#include "messages/actors.hpp"
 #include "messages/errors.hpp"
 #include "messages/llm_messages.hpp"
+#include "messages/metrics.hpp"
+#include "messages/system_config.hpp"
 #include "messages/type_ids.hpp"
 
 #include <chrono>

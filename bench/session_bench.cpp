@@ -6,10 +6,10 @@
 //
 //   session_bench [--sessions 500] [--dir /tmp/opforge-bench]
 
-#include "actors/campaign.hpp"
-#include "actors/metrics.hpp"
-#include "actors/store.hpp"
+#include "actors/sessions/campaign.hpp"
+#include "actors/store/store.hpp"
 #include "messages/errors.hpp"
+#include "messages/metrics.hpp"
 #include "messages/session_messages.hpp"
 #include "messages/wire.hpp"
 #include "tests/test_session_support.hpp"

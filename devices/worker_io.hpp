@@ -1,8 +1,8 @@
 #pragma once
 
-#include "actors/actors.hpp"
-#include "actors/metrics.hpp"
 #include "devices/worker_outbox.hpp"
+#include "messages/actors.hpp"
+#include "messages/metrics.hpp"
 
 #include <cstddef>
 #include <memory>

@@ -2,7 +2,7 @@
 
 // The one CAF type-id block of opforge: every atom and every message type that crosses an actor
 // boundary is registered here, grouped by the part of the daemon that owns it. Register the block
-// with `cfg.add_message_types<caf::id_block::opforge>()` (`actors/system_config.hpp` does, for
+// with `cfg.add_message_types<caf::id_block::opforge>()` (`messages/system_config.hpp` does, for
 // every process).
 
 #include "messages/fwd.hpp"

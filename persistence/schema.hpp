@@ -2,8 +2,8 @@
 
 // The schema version of the database and the migrations that bring an older database up to it.
 
+#include "messages/write_batch.hpp"
 #include "persistence/store.hpp"
-#include "persistence/write_batch.hpp"
 
 #include <cstdint>
 #include <span>

@@ -5,8 +5,9 @@
 // with an errc::store_* code whose context names the path, family and key, and the backend's
 // message.
 
-#include "persistence/family.hpp"
-#include "persistence/write_batch.hpp"
+#include "messages/family.hpp"
+#include "messages/store_messages.hpp"
+#include "messages/write_batch.hpp"
 
 #include <cstdint>
 #include <filesystem>
@@ -20,18 +21,6 @@
 #include <caf/meta/type_name.hpp>
 
 namespace opforge {
-
-/// Size estimates of one column family, for status displays.
-struct family_stats {
-  std::string family;
-  uint64_t estimated_keys = 0;
-  uint64_t estimated_bytes = 0;
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, family_stats& x) {
-  return f(caf::meta::type_name("family_stats"), x.family, x.estimated_keys, x.estimated_bytes);
-}
 
 /// Receives the entries of a scan in key order; returns false to stop the scan.
 using scan_visitor = std::function<bool(std::string_view key, std::string_view value)>;

@@ -5,8 +5,8 @@
 // encodes n, so a reader can tell which batches are present and whether any is present only in
 // part.
 
+#include "messages/write_batch.hpp"
 #include "persistence/keys.hpp"
-#include "persistence/write_batch.hpp"
 
 #include <cstdint>
 #include <string>

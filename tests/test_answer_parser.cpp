@@ -1,4 +1,4 @@
-#include "actors/answer_parser.hpp"
+#include "actors/sessions/answer_parser.hpp"
 
 #include <algorithm>
 #include <filesystem>

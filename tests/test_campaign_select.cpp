@@ -1,4 +1,4 @@
-#include "actors/campaign.hpp"
+#include "actors/sessions/campaign.hpp"
 #include "messages/errors.hpp"
 
 #include <gtest/gtest.h>

@@ -2,9 +2,9 @@
 // injected as the I/O thread would send them, frames to workers land in a recorder, and time
 // moves only when the test advances it.
 
-#include "actors/device_manager.hpp"
-#include "actors/system_config.hpp"
+#include "actors/fleet/device_manager.hpp"
 #include "messages/errors.hpp"
+#include "messages/system_config.hpp"
 
 #include <mutex>
 #include <optional>

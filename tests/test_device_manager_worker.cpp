@@ -2,11 +2,11 @@
 // (opforge_worker), which connects to the device manager's ZeroMQ socket, registers, and
 // answers a lint job. Skipped, saying why, where the worker package cannot lint yet.
 
-#include "actors/system_config.hpp"
-#include "devices/spawn_device_manager.hpp"
+#include "actors/fleet/spawn_device_manager.hpp"
 #include "devices/supervisor.hpp"
 #include "messages/errors.hpp"
 #include "messages/msgpack_codec.hpp"
+#include "messages/system_config.hpp"
 #include "tests/test_real_workers.hpp"
 
 #include <cstdlib>

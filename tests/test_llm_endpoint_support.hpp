@@ -3,13 +3,13 @@
 // Shared by the llm_endpoint and summarizer suites: an actor system, a spdlog capture, and the real
 // Python replay server on loopback loaded with a cassette written by the test.
 
-#include "actors/actors.hpp"
-#include "actors/llm_endpoint.hpp"
-#include "actors/metrics.hpp"
-#include "actors/replay_server.hpp"
-#include "actors/system_config.hpp"
+#include "actors/llm/llm_endpoint.hpp"
+#include "actors/llm/replay_launcher.hpp"
+#include "messages/actors.hpp"
 #include "messages/errors.hpp"
 #include "messages/llm_messages.hpp"
+#include "messages/metrics.hpp"
+#include "messages/system_config.hpp"
 #include "messages/type_ids.hpp"
 
 #include <atomic>

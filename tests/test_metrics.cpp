@@ -1,4 +1,4 @@
-#include "actors/metrics.hpp"
+#include "messages/metrics.hpp"
 
 #include <gtest/gtest.h>
 #include <prometheus/text_serializer.h>

@@ -1,4 +1,4 @@
-#include "config/prompt_templates.hpp"
+#include "actors/sessions/prompt_templates.hpp"
 #include "messages/errors.hpp"
 
 #include <filesystem>

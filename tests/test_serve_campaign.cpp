@@ -4,8 +4,8 @@
 // in the middle of a campaign and restarted: every session resumes from its checkpoint, no recorded
 // answer is asked for again, and the results equal those of an uninterrupted run.
 
-#include "actors/op_session.hpp"
-#include "actors/session_machine.hpp"
+#include "actors/sessions/op_session.hpp"
+#include "actors/sessions/session_machine.hpp"
 #include "messages/errors.hpp"
 #include "persistence/keys.hpp"
 #include "persistence/rocksdb_store.hpp"

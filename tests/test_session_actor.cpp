@@ -1,12 +1,12 @@
 // op_session and campaign over the real store (RocksDB) with scripted endpoint and device manager.
 
-#include "actors/campaign.hpp"
-#include "actors/metrics.hpp"
-#include "actors/op_session.hpp"
-#include "actors/store.hpp"
+#include "actors/sessions/campaign.hpp"
+#include "actors/sessions/op_session.hpp"
+#include "actors/store/store.hpp"
 #include "messages/device_messages.hpp"
 #include "messages/errors.hpp"
 #include "messages/llm_messages.hpp"
+#include "messages/metrics.hpp"
 #include "messages/session_messages.hpp"
 #include "messages/wire.hpp"
 #include "persistence/keys.hpp"

@@ -8,10 +8,10 @@
 // Answers and verdicts are functions of the request, so a restarted run gets the same ones: the
 // first answer of a session has a sign error (accuracy_error), the second one passes.
 
-#include "actors/campaign.hpp"
-#include "actors/metrics.hpp"
-#include "actors/store.hpp"
+#include "actors/sessions/campaign.hpp"
+#include "actors/store/store.hpp"
 #include "messages/errors.hpp"
+#include "messages/metrics.hpp"
 #include "messages/session_messages.hpp"
 #include "messages/wire.hpp"
 #include "persistence/rocksdb_store.hpp"

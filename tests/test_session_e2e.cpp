@@ -5,15 +5,15 @@
 // - the real device manager with real Python workers (a linter and an interpreter device), and
 //   there also with the real summarizer condensing the runtime traceback of a failed answer.
 
-#include "actors/campaign.hpp"
-#include "actors/llm_endpoint.hpp"
-#include "actors/metrics.hpp"
-#include "actors/replay_server.hpp"
-#include "actors/store.hpp"
-#include "actors/summarizer.hpp"
-#include "devices/spawn_device_manager.hpp"
+#include "actors/fleet/spawn_device_manager.hpp"
+#include "actors/llm/llm_endpoint.hpp"
+#include "actors/llm/replay_launcher.hpp"
+#include "actors/llm/summarizer.hpp"
+#include "actors/sessions/campaign.hpp"
+#include "actors/store/store.hpp"
 #include "devices/supervisor.hpp"
 #include "messages/errors.hpp"
+#include "messages/metrics.hpp"
 #include "messages/session_messages.hpp"
 #include "messages/wire.hpp"
 #include "persistence/keys.hpp"

@@ -1,5 +1,5 @@
-#include "actors/feedback.hpp"
-#include "actors/session_machine.hpp"
+#include "actors/sessions/feedback.hpp"
+#include "actors/sessions/session_machine.hpp"
 #include "messages/errors.hpp"
 
 #include <gtest/gtest.h>

@@ -6,16 +6,16 @@
 // killed and restarted); a request with nothing scripted is held unanswered (a model or a worker
 // still busy) until it is cancelled.
 
-#include "actors/actors.hpp"
-#include "actors/op_session.hpp"
-#include "actors/store.hpp"
-#include "actors/system_config.hpp"
+#include "actors/sessions/op_session.hpp"
+#include "actors/store/store.hpp"
+#include "messages/actors.hpp"
 #include "messages/device_messages.hpp"
 #include "messages/errors.hpp"
 #include "messages/llm_messages.hpp"
 #include "messages/session_messages.hpp"
+#include "messages/system_config.hpp"
 #include "messages/wire.hpp"
-#include "persistence/write_batch.hpp"
+#include "messages/write_batch.hpp"
 
 #include <chrono>
 #include <deque>

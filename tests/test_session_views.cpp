@@ -2,15 +2,15 @@
 // machine and written with the real checkpoint(), then read back through the store actor
 // (apps/session_views) and through the real `opforge serve` and CLI (`sessions`, `show`).
 
-#include "actors/campaign.hpp"
-#include "actors/metrics.hpp"
-#include "actors/op_session.hpp"
-#include "actors/session_machine.hpp"
-#include "actors/store.hpp"
-#include "actors/system_config.hpp"
+#include "actors/sessions/campaign.hpp"
+#include "actors/sessions/op_session.hpp"
+#include "actors/sessions/prompt_templates.hpp"
+#include "actors/sessions/session_machine.hpp"
+#include "actors/store/store.hpp"
 #include "apps/session_views.hpp"
-#include "config/prompt_templates.hpp"
 #include "messages/errors.hpp"
+#include "messages/metrics.hpp"
+#include "messages/system_config.hpp"
 #include "persistence/keys.hpp"
 #include "persistence/rocksdb_store.hpp"
 #include "tests/cli_test_support.hpp"

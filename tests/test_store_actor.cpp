@@ -1,6 +1,6 @@
-#include "actors/store.hpp"
-#include "actors/system_config.hpp"
+#include "actors/store/store.hpp"
 #include "messages/errors.hpp"
+#include "messages/system_config.hpp"
 #include "persistence/keys.hpp"
 #include "persistence/rocksdb_store.hpp"
 #include "persistence/schema.hpp"

@@ -1,7 +1,7 @@
 // The summarizer: deterministic pre-processing on real-looking Triton, MLIR and CUDA-fault logs,
 // then the LLM step through a real llm_endpoint against the replay server, and its fallback.
 
-#include "actors/summarizer.hpp"
+#include "actors/llm/summarizer.hpp"
 #include "test_llm_endpoint_support.hpp"
 
 using namespace opforge;

@@ -1,9 +1,9 @@
 // The device manager behind a real ZeroMQ ROUTER socket, with scripted workers: C++ DEALER
 // sockets on loopback that speak the protocol step by step. Every wait is bounded.
 
-#include "actors/system_config.hpp"
-#include "devices/spawn_device_manager.hpp"
+#include "actors/fleet/spawn_device_manager.hpp"
 #include "messages/errors.hpp"
+#include "messages/system_config.hpp"
 
 #include <functional>
 #include <optional>

@@ -1,0 +1,513 @@
+#include "actors/fleet/device_manager.hpp"
+
+#include "actors/fleet/device.hpp"
+#include "messages/errors.hpp"
+#include "messages/msgpack_codec.hpp"
+
+#include <algorithm>
+
+#include <caf/send.hpp>
+
+#include <spdlog/spdlog.h>
+
+namespace opforge {
+
+namespace {
+
+constexpr size_t departed_kept = 32;
+
+const std::set<std::string, std::less<>> job_kinds{"test", "lint", "catalog", "benchmark"};
+
+// "t-17 (test exp)": the job kind, and the operator when the payload names one.
+std::string label_of(const device_job& job) {
+  std::string label = job.id + " (" + job.kind;
+  if (auto handle = wire::unpack(job.payload))
+    if (auto map = wire::map_reader::of(handle->get()))
+      if (auto op = map->string_or("op", ""); op && !op->empty())
+        label += " " + *op;
+  return label + ")";
+}
+
+// The text an actor put into its exit reason, e.g. "missed 3 heartbeats".
+std::string reason_text(const caf::error& err) {
+  auto& context = err.context();
+  if (err.category() == caf::atom("opforge") && context.size() == 1 &&
+      context.match_element<std::string>(0))
+    return context.get_as<std::string>(0);
+  return render(err);
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (auto& item : items)
+    out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+template <class Loss>
+std::string join_losses(const std::vector<Loss>& losses, bool deaths_only) {
+  std::vector<std::string> notes;
+  for (auto& loss : losses)
+    if (loss.died || !deaths_only)
+      notes.push_back(loss.note);
+  return join(notes);
+}
+
+bool serves(const wire::hello& worker, const device_job& job) {
+  auto& kinds = worker.jobs;
+  return std::find(kinds.begin(), kinds.end(), job.kind) != kinds.end() &&
+         (worker.role == "lint" || job.device_kind.empty() ||
+          job.device_kind == worker.device_kind) &&
+         (job.fingerprint.empty() || job.fingerprint == worker.fingerprint);
+}
+
+} // namespace
+
+device_manager_state::~device_manager_state() {
+  // Devices are monitored, not linked (a dead worker must not take the manager down), so they
+  // end here; a manager that quit without `shutdown` also stops its I/O thread here.
+  for (auto& [identity, worker] : workers_)
+    caf::anon_send_exit(worker.device, caf::exit_reason::user_shutdown);
+  if (outbox_)
+    outbox_->close();
+}
+
+void device_manager_state::init(device_manager_config config, std::shared_ptr<metrics> metrics,
+                                std::shared_ptr<worker_outbox> outbox) {
+  config_ = std::move(config);
+  metrics_ = std::move(metrics);
+  outbox_ = std::move(outbox);
+}
+
+caf::actor_clock::time_point device_manager_state::now() const {
+  return self_->clock().now();
+}
+
+// -- requests from actors -------------------------------------------------------------------------
+
+caf::result<device_job_result> device_manager_state::submit(device_job job) {
+  auto invalid = [&](const std::string& what) {
+    return caf::make_error(errc::request_invalid, "device job '" + job.id + "': " + what);
+  };
+  if (job.id.empty())
+    return invalid("the id is empty");
+  if (!job_kinds.count(job.kind))
+    return invalid("unknown kind '" + job.kind + "' (expected test, lint, catalog or benchmark)");
+  if (job.deadline_ms <= 0)
+    return invalid("deadline_ms must be positive, got " + std::to_string(job.deadline_ms));
+  if (jobs_.count(job.id))
+    return invalid("a job with this id is already queued or running");
+  if (auto err = wire::check_payload(job.payload, config_.max_frame_bytes))
+    return invalid(reason_text(err));
+  auto seq = ++submissions_;
+  auto label = label_of(job);
+  auto promise = self_->make_response_promise<device_job_result>();
+  auto id = job.id;
+  jobs_.emplace(
+      id,
+      job_entry{.job = std::move(job), .label = std::move(label), .promise = promise, .seq = seq});
+  queue_.emplace(seq, id);
+  ++totals_.submitted;
+  dispatch();
+  return promise;
+}
+
+void device_manager_state::cancel(const std::string& job_id) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end() || it->second.cancelled)
+    return;
+  auto& job = it->second;
+  job.promise.deliver(caf::make_error(errc::cancelled, "job " + job.label + " was cancelled"));
+  metrics_->jobs(job.job.kind, "cancelled").Increment();
+  ++totals_.cancelled;
+  spdlog::info("device job {} cancelled", job.label);
+  if (job.worker.empty()) {
+    queue_.erase(job.seq);
+    jobs_.erase(it);
+    update_gauges();
+    return;
+  }
+  // The slot stays taken until the worker answers (or is declared dead): the candidate may
+  // still be running there.
+  job.cancelled = true;
+  self_->send(workers_.at(job.worker).device, atom::cancel_v, job_id);
+}
+
+device_manager_status device_manager_state::status() const {
+  auto status = totals_;
+  status.endpoint = outbox_->endpoint();
+  status.workers = worker_counts();
+  status.queued = static_cast<int64_t>(queue_.size());
+  status.running = static_cast<int64_t>(jobs_.size() - queue_.size());
+  return status;
+}
+
+std::vector<worker_info> device_manager_state::workers() const {
+  std::vector<worker_info> out;
+  for (auto& [identity, worker] : workers_)
+    out.push_back(describe(worker));
+  for (auto& dead : departed_) {
+    out.push_back(dead.info);
+    out.back().ms_since_heartbeat =
+        std::chrono::duration_cast<std::chrono::milliseconds>(now() - dead.last_seen).count();
+  }
+  return out;
+}
+
+void device_manager_state::shutdown() {
+  spdlog::info("device manager shutting down: {} workers, {} unfinished jobs", workers_.size(),
+               jobs_.size());
+  for (auto& [identity, worker] : workers_) {
+    outbox_->send(identity, wire::encode(wire::goodbye{"daemon shutting down"}));
+    self_->send_exit(worker.device, caf::exit_reason::user_shutdown);
+  }
+  for (auto& [id, job] : jobs_)
+    if (!job.cancelled)
+      job.promise.deliver(
+          caf::make_error(errc::cancelled, "job " + job.label + ": the daemon shut down"));
+  jobs_.clear();
+  queue_.clear();
+  workers_.clear();
+  departed_.clear();
+  update_gauges();
+  outbox_->close();
+}
+
+// -- frames from workers --------------------------------------------------------------------------
+
+device_manager_state::worker_map::iterator
+device_manager_state::known(const std::string& identity) {
+  auto it = workers_.find(identity);
+  if (it == workers_.end()) {
+    spdlog::debug("frame from unregistered worker {}: asking it to say hello",
+                  wire::printable_identity(identity));
+    outbox_->send(identity, wire::encode(wire::hello_required{}));
+  }
+  return it;
+}
+
+void device_manager_state::alive(worker_entry& worker) {
+  worker.last_seen = now();
+  self_->send(worker.device, atom::heartbeat_v);
+}
+
+void device_manager_state::on_hello(const std::string& identity, wire::hello hello) {
+  if (workers_.count(identity))
+    retire(identity, departure::reconnect, "reconnected");
+  std::erase_if(departed_, [&](const departed_worker& dead) {
+    return dead.info.worker_id == hello.worker_id;
+  });
+  auto device =
+      self_->spawn(opforge::device, identity, outbox_, config_.heartbeat, config_.liveness);
+  self_->monitor(device);
+  spdlog::info("worker {} registered: {} {} ({}), {} slots, jobs [{}], toolchain {}",
+               hello.worker_id, hello.role, hello.device_kind, hello.device_name, hello.slots,
+               join(hello.jobs), hello.fingerprint);
+  workers_.emplace(identity, worker_entry{.hello = std::move(hello),
+                                          .device = device,
+                                          .registration = ++registrations_,
+                                          .last_seen = now()});
+  dispatch();
+}
+
+void device_manager_state::on_heartbeat(const std::string& identity,
+                                        const wire::worker_heartbeat& heartbeat) {
+  auto it = known(identity);
+  if (it == workers_.end())
+    return;
+  it->second.reported_busy = heartbeat.busy;
+  alive(it->second);
+}
+
+void device_manager_state::on_result(const std::string& identity, wire::result result) {
+  auto worker = known(identity);
+  if (worker != workers_.end())
+    alive(worker->second);
+  auto it = jobs_.find(result.job_id);
+  if (worker == workers_.end() || it == jobs_.end() || it->second.worker != identity) {
+    // The job was requeued when this worker was declared dead, or already answered: delivering
+    // it now could answer a job twice.
+    spdlog::warn("ignoring a late result for job {} from worker {}", result.job_id,
+                 wire::printable_identity(identity));
+    metrics_->late_results().Increment();
+    ++totals_.late_results;
+    return;
+  }
+  auto& job = it->second;
+  worker->second.jobs.erase(result.job_id);
+  if (!job.cancelled) {
+    auto latency = std::chrono::duration<double>(now() - job.dispatched_at).count();
+    metrics_->job_latency(job.job.kind).Observe(latency);
+    metrics_->jobs(job.job.kind, result.status).Increment();
+    ++(result.status == "done"     ? totals_.done
+       : result.status == "failed" ? totals_.failed
+                                   : totals_.cancelled);
+    if (result.status == "failed")
+      spdlog::warn("device job {} failed on worker {}: {}", job.label,
+                   worker->second.hello.worker_id, result.error);
+    job.promise.deliver(device_job_result{.job_id = result.job_id,
+                                          .status = std::move(result.status),
+                                          .payload = std::move(result.payload),
+                                          .error = std::move(result.error),
+                                          .worker_id = worker->second.hello.worker_id,
+                                          .fingerprint = worker->second.hello.fingerprint,
+                                          .elapsed_ms = result.elapsed_ms,
+                                          .attempt = job.attempt});
+  }
+  jobs_.erase(it);
+  dispatch();
+}
+
+void device_manager_state::on_goodbye(const std::string& identity, const wire::goodbye& goodbye) {
+  if (known(identity) != workers_.end())
+    retire(identity, departure::goodbye, "said goodbye: " + goodbye.reason);
+}
+
+void device_manager_state::on_disconnected(const std::string& identity, const std::string& reason) {
+  if (workers_.count(identity))
+    retire(identity, departure::death, reason);
+}
+
+void device_manager_state::on_deadline(const std::string& job_id, uint64_t dispatch) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end() || it->second.dispatch != dispatch || it->second.worker.empty())
+    return;
+  auto budget = it->second.job.deadline_ms + config_.liveness * config_.heartbeat.count();
+  retire(it->second.worker, departure::death,
+         "silent on job " + job_id + " for " + std::to_string(budget) + " ms");
+}
+
+void device_manager_state::on_down(const caf::down_msg& msg) {
+  // Devices the manager retired itself are no longer in the registry: their DOWN says nothing new.
+  auto it = std::find_if(workers_.begin(), workers_.end(), [&](const auto& entry) {
+    return entry.second.device.address() == msg.source;
+  });
+  if (it != workers_.end())
+    retire(it->first, departure::death, reason_text(msg.reason));
+}
+
+// -- registry and queue ---------------------------------------------------------------------------
+
+void device_manager_state::retire(const std::string& identity, departure why,
+                                  const std::string& reason) {
+  auto it = workers_.find(identity);
+  if (it == workers_.end())
+    return;
+  auto worker = std::move(it->second);
+  workers_.erase(it);
+  self_->send_exit(worker.device, caf::exit_reason::user_shutdown);
+  auto& id = worker.hello.worker_id;
+  if (why == departure::goodbye)
+    spdlog::info("worker {} left ({}); requeueing its {} jobs", id, reason, worker.jobs.size());
+  else
+    spdlog::warn("worker {} lost ({}); its {} jobs go back to the queue", id, reason,
+                 worker.jobs.size());
+  for (auto& job_id : worker.jobs)
+    orphan(job_id, why, id + " (" + reason + ")");
+  if (why == departure::death) {
+    auto info = describe(worker);
+    info.state = "dead";
+    info.busy = 0;
+    info.dead_reason = reason;
+    departed_.push_back({std::move(info), worker.last_seen});
+    if (departed_.size() > departed_kept)
+      departed_.pop_front();
+  }
+  dispatch();
+}
+
+void device_manager_state::orphan(const std::string& job_id, departure why,
+                                  const std::string& note) {
+  auto it = jobs_.find(job_id);
+  auto& job = it->second;
+  job.worker.clear();
+  if (job.cancelled) {
+    jobs_.erase(it);
+    return;
+  }
+  if (why == departure::goodbye) {
+    metrics_->job_requeues("goodbye").Increment();
+  } else {
+    job.losses.push_back({note, why == departure::death});
+    auto deaths = std::count_if(job.losses.begin(), job.losses.end(),
+                                [](const loss& loss) { return loss.died; });
+    if (why == departure::death && deaths >= config_.quarantine_after) {
+      // Workers keep dying under this job: its candidate is a likelier killer than the hosts.
+      finish(it,
+             caf::make_error(errc::job_quarantined,
+                             "job " + job.label + " was running on " + std::to_string(deaths) +
+                                 " workers that died: " + join_losses(job.losses, true)),
+             "quarantined");
+      ++totals_.quarantined;
+      return;
+    }
+    if (job.attempt >= config_.max_attempts) {
+      finish(it,
+             caf::make_error(errc::worker_lost, "job " + job.label + " lost its worker on all " +
+                                                    std::to_string(job.attempt) +
+                                                    " attempts: " + join_losses(job.losses, false)),
+             "lost");
+      ++totals_.lost;
+      return;
+    }
+    ++job.attempt;
+    metrics_->job_requeues(why == departure::death ? "worker_lost" : "reconnect").Increment();
+  }
+  ++totals_.requeued;
+  queue_.emplace(job.seq, job_id);
+  spdlog::info("device job {} requeued for attempt {}", job.label, job.attempt);
+}
+
+void device_manager_state::finish(job_map::iterator job, caf::error err, const char* outcome) {
+  spdlog::error("device job failed: {}", render(err));
+  metrics_->jobs(job->second.job.kind, outcome).Increment();
+  job->second.promise.deliver(std::move(err));
+  jobs_.erase(job);
+}
+
+void device_manager_state::dispatch() {
+  // Once every slot is taken the rest of the queue cannot move: stopping there keeps a result's
+  // cost independent of the queue's length.
+  int64_t free_slots = 0;
+  for (auto& [identity, worker] : workers_)
+    free_slots +=
+        std::max<int64_t>(0, worker.hello.slots - static_cast<int64_t>(worker.jobs.size()));
+  for (auto it = queue_.begin(); it != queue_.end() && free_slots > 0;) {
+    auto& job = jobs_.at(it->second);
+    auto worker = pick_worker(job.job);
+    if (worker == workers_.end()) {
+      ++it;
+      continue;
+    }
+    start(job, worker);
+    --free_slots;
+    it = queue_.erase(it);
+  }
+  update_gauges();
+}
+
+// The least loaded worker that serves the job and has a free slot; the earliest registered wins
+// a tie, which keeps dispatch deterministic.
+device_manager_state::worker_map::iterator
+device_manager_state::pick_worker(const device_job& job) {
+  auto best = workers_.end();
+  for (auto it = workers_.begin(); it != workers_.end(); ++it) {
+    auto& worker = it->second;
+    auto busy = static_cast<int64_t>(worker.jobs.size());
+    if (busy >= worker.hello.slots || !serves(worker.hello, job))
+      continue;
+    if (best == workers_.end()) {
+      best = it;
+      continue;
+    }
+    auto best_busy = static_cast<int64_t>(best->second.jobs.size());
+    auto lighter = busy * best->second.hello.slots < best_busy * worker.hello.slots;
+    auto tied = busy * best->second.hello.slots == best_busy * worker.hello.slots;
+    if (lighter || (tied && worker.registration < best->second.registration))
+      best = it;
+  }
+  return best;
+}
+
+void device_manager_state::start(job_entry& job, worker_map::iterator worker) {
+  job.worker = worker->first;
+  job.dispatch = ++dispatches_;
+  job.dispatched_at = now();
+  worker->second.jobs.insert(job.job.id);
+  self_->send(worker->second.device, atom::dispatch_v,
+              wire::job{.job_id = job.job.id,
+                        .kind = job.job.kind,
+                        .attempt = job.attempt,
+                        .deadline_ms = job.job.deadline_ms,
+                        .payload = job.job.payload});
+  auto silence =
+      std::chrono::milliseconds{job.job.deadline_ms} + config_.liveness * config_.heartbeat;
+  self_->delayed_send(self_, silence, atom::deadline_v, job.job.id, job.dispatch);
+}
+
+worker_info device_manager_state::describe(const worker_entry& worker) const {
+  auto& hello = worker.hello;
+  auto busy = static_cast<int64_t>(worker.jobs.size());
+  return {
+      .worker_id = hello.worker_id,
+      .role = hello.role,
+      .device_kind = hello.device_kind,
+      .device_name = hello.device_name,
+      .toolchain = hello.toolchain,
+      .fingerprint = hello.fingerprint,
+      .slots = hello.slots,
+      .busy = busy,
+      .ms_since_heartbeat =
+          std::chrono::duration_cast<std::chrono::milliseconds>(now() - worker.last_seen).count(),
+      .host = hello.host,
+      .pid = hello.pid,
+      .state = busy > 0 ? "busy" : "idle"};
+}
+
+std::map<std::string, std::map<std::string, int64_t>> device_manager_state::worker_counts() const {
+  std::map<std::string, std::map<std::string, int64_t>> counts;
+  for (auto& [identity, worker] : workers_)
+    ++counts[worker.hello.device_kind][worker.jobs.empty() ? "idle" : "busy"];
+  for (auto& dead : departed_)
+    ++counts[dead.info.device_kind]["dead"];
+  return counts;
+}
+
+void device_manager_state::update_gauges() {
+  auto current = worker_counts();
+  for (auto& [kind, states] : current)
+    for (auto& [state, count] : states)
+      gauge_labels_.emplace(kind, state);
+  for (auto& [kind, state] : gauge_labels_) {
+    auto kind_it = current.find(kind);
+    int64_t count = 0;
+    if (kind_it != current.end())
+      if (auto state_it = kind_it->second.find(state); state_it != kind_it->second.end())
+        count = state_it->second;
+    metrics_->workers(kind, state).Set(static_cast<double>(count));
+  }
+  metrics_->queue_depth().Set(static_cast<double>(queue_.size()));
+}
+
+// -- behavior -------------------------------------------------------------------------------------
+
+device_manager_actor::behavior_type
+device_manager(device_manager_actor::stateful_pointer<device_manager_state> self,
+               device_manager_config config, std::shared_ptr<metrics> metrics,
+               std::shared_ptr<worker_outbox> outbox) {
+  self->state.init(std::move(config), std::move(metrics), std::move(outbox));
+  self->set_down_handler([=](const caf::down_msg& msg) { self->state.on_down(msg); });
+  return {
+      [=](atom::submit, device_job& job) -> caf::result<device_job_result> {
+        return self->state.submit(std::move(job));
+      },
+      [=](atom::cancel, const std::string& job_id) { self->state.cancel(job_id); },
+      [=](atom::status) { return self->state.status(); },
+      [=](atom::workers) { return self->state.workers(); },
+      [=](atom::shutdown) {
+        self->state.shutdown();
+        self->quit();
+        return atom::ok_v;
+      },
+      [=](const std::string& identity, wire::hello& hello) {
+        self->state.on_hello(identity, std::move(hello));
+      },
+      [=](const std::string& identity, const wire::worker_heartbeat& heartbeat) {
+        self->state.on_heartbeat(identity, heartbeat);
+      },
+      [=](const std::string& identity, wire::result& result) {
+        self->state.on_result(identity, std::move(result));
+      },
+      [=](const std::string& identity, const wire::goodbye& goodbye) {
+        self->state.on_goodbye(identity, goodbye);
+      },
+      [=](atom::disconnected, const std::string& identity, const std::string& reason) {
+        self->state.on_disconnected(identity, reason);
+      },
+      [=](atom::deadline, const std::string& job_id, uint64_t dispatch) {
+        self->state.on_deadline(job_id, dispatch);
+      },
+  };
+}
+
+} // namespace opforge

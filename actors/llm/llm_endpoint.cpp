@@ -1,0 +1,651 @@
+#include "actors/llm/llm_endpoint.hpp"
+
+#include "messages/errors.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <ctime>
+
+#include <caf/actor_cast.hpp>
+#include <caf/send.hpp>
+
+#include <spdlog/spdlog.h>
+
+namespace opforge {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+bool contains_case_insensitive(std::string_view haystack, std::string_view needle) {
+  return std::search(haystack.begin(), haystack.end(), needle.begin(), needle.end(),
+                     [](char a, char b) {
+                       return std::tolower(static_cast<unsigned char>(a)) ==
+                              std::tolower(static_cast<unsigned char>(b));
+                     }) != haystack.end();
+}
+
+// The first `limit` bytes of a body, for an error message.
+std::string excerpt(std::string_view body, size_t limit = 300) {
+  std::string out{body.substr(0, limit)};
+  for (auto& c : out)
+    if (c == '\n' || c == '\r')
+      c = ' ';
+  if (body.size() > limit)
+    out += "...";
+  return out;
+}
+
+// The server's own words for an error: {"error": {"message": ...}} (OpenAI, llama.cpp),
+// {"error": "..."} (Ollama), {"message": ...} (vLLM), else the start of the body.
+std::string error_text(const std::string& body) {
+  auto json = nlohmann::json::parse(body, nullptr, false);
+  if (json.is_object() && json.contains("error")) {
+    const auto& error = json["error"];
+    if (error.is_string())
+      return error.get<std::string>();
+    if (error.is_object() && error.contains("message") && error["message"].is_string())
+      return error["message"].get<std::string>();
+  }
+  for (auto key : {"message", "detail"}) // vLLM and SGLang; FastAPI-based servers
+    if (json.is_object() && json.contains(key) && json[key].is_string())
+      return json[key].get<std::string>();
+  return excerpt(body);
+}
+
+uint64_t count_field(const nlohmann::json& object, const char* key) {
+  auto found = object.find(key);
+  if (found == object.end() || !found->is_number())
+    return 0;
+  return found->get<uint64_t>();
+}
+
+std::string iso8601_now() {
+  auto now = std::chrono::system_clock::now();
+  auto seconds = std::chrono::system_clock::to_time_t(now);
+  auto millis =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%S", &utc);
+  char out[40];
+  std::snprintf(out, sizeof out, "%s.%03dZ", buffer, static_cast<int>(millis));
+  return out;
+}
+
+// Header values come from operator names; a newline would let them forge headers.
+std::string header_safe(std::string value) {
+  std::replace_if(
+      value.begin(), value.end(), [](char c) { return c == '\r' || c == '\n'; }, ' ');
+  return value;
+}
+
+double breaker_gauge(breaker_state state) {
+  switch (state) {
+  case breaker_state::closed:
+    return 0;
+  case breaker_state::half_open:
+    return 1;
+  case breaker_state::open:
+    return 2;
+  }
+  return 0;
+}
+
+} // namespace
+
+// -- pure pieces --------------------------------------------------------------------------------
+
+uint64_t estimate_tokens(std::string_view text) {
+  return (text.size() + 3) / 4;
+}
+
+uint64_t estimate_prompt_tokens(const std::vector<chat_message>& messages) {
+  uint64_t total = 3; // the assistant turn's priming
+  for (const auto& message : messages)
+    total += estimate_tokens(message.content) + 4; // role and separators
+  return total;
+}
+
+bool says_context_exceeded(std::string_view body) {
+  static constexpr std::string_view phrases[] = {
+      "context_length_exceeded",            // OpenAI error code
+      "maximum context length",             // OpenAI, vLLM, SGLang messages
+      "exceeds the available context size", // llama.cpp server
+      "exceeds the context length",         // Ollama
+      "longer than the model's context length",
+      "context window",
+      "prompt is too long",
+  };
+  return std::any_of(std::begin(phrases), std::end(phrases), [&](std::string_view phrase) {
+    return contains_case_insensitive(body, phrase);
+  });
+}
+
+std::optional<std::chrono::milliseconds> parse_retry_after(const std::string& value) {
+  if (value.empty())
+    return std::nullopt;
+  char* end = nullptr;
+  auto seconds = std::strtod(value.c_str(), &end);
+  if (end != value.c_str() && *end == '\0' && std::isfinite(seconds))
+    return std::chrono::milliseconds{std::llround(std::max(seconds, 0.0) * 1000)};
+  auto when = curl_getdate(value.c_str(), nullptr);
+  if (when < 0)
+    return std::nullopt;
+  auto delta = std::chrono::system_clock::from_time_t(when) - std::chrono::system_clock::now();
+  return std::max(std::chrono::duration_cast<std::chrono::milliseconds>(delta), 0ms);
+}
+
+attempt_verdict classify_exchange(const http_exchange& x, uint32_t context_window,
+                                  uint64_t prompt_estimate, bool window_limited) {
+  attempt_verdict v;
+  if (!x.transport_error.empty()) {
+    v.retryable = true;
+    v.reason = "transport";
+    v.error = x.transport_error;
+    return v;
+  }
+  if (x.status < 200 || x.status >= 300) {
+    v.error = "HTTP " + std::to_string(x.status) + ": " + error_text(x.body);
+    v.reason = "http_" + std::to_string(x.status);
+    if (x.status >= 400 && x.status < 500 && says_context_exceeded(x.body)) {
+      v.outcome = chat_outcome::context_exhausted;
+      v.endpoint_ok = true;
+      return v;
+    }
+    v.retryable = x.status == 408 || x.status == 409 || x.status == 429 || x.status >= 500;
+    v.retry_after = parse_retry_after(x.retry_after);
+    return v;
+  }
+  auto json = nlohmann::json::parse(x.body, nullptr, false);
+  if (json.is_discarded() || !json.is_object()) {
+    v.reason = "garbage";
+    v.error = "the response is not a JSON object: " + excerpt(x.body);
+    return v;
+  }
+  auto choices = json.find("choices");
+  if (choices == json.end() || !choices->is_array() || choices->empty() ||
+      !(*choices)[0].is_object() || !(*choices)[0].contains("message") ||
+      !(*choices)[0]["message"].is_object()) {
+    v.reason = "garbage";
+    v.error = "the response has no choices[0].message: " + excerpt(x.body);
+    return v;
+  }
+  const auto& choice = (*choices)[0];
+  const auto& message = choice["message"];
+  if (auto content = message.find("content"); content != message.end() && content->is_string())
+    v.content = content->get<std::string>();
+  if (auto finish = choice.find("finish_reason"); finish != choice.end() && finish->is_string())
+    v.finish_reason = finish->get<std::string>();
+  auto usage = json.find("usage");
+  if (usage != json.end() && usage->is_object() && usage->contains("prompt_tokens")) {
+    v.usage.prompt = count_field(*usage, "prompt_tokens");
+    v.usage.completion = count_field(*usage, "completion_tokens");
+    v.usage.reasoning = count_field(*usage, "reasoning_tokens");
+    if (auto details = usage->find("completion_tokens_details");
+        details != usage->end() && details->is_object())
+      v.usage.reasoning = std::max(v.usage.reasoning, count_field(*details, "reasoning_tokens"));
+  } else {
+    std::string reasoning;
+    if (auto text = message.find("reasoning_content"); text != message.end() && text->is_string())
+      reasoning = text->get<std::string>();
+    v.usage.prompt = prompt_estimate;
+    v.usage.reasoning = estimate_tokens(reasoning);
+    v.usage.completion = estimate_tokens(v.content) + v.usage.reasoning;
+    v.usage.estimated = true;
+  }
+  v.endpoint_ok = true;
+  if (v.finish_reason == "length") {
+    auto full = v.usage.prompt + v.usage.completion >= context_window;
+    v.outcome = full || window_limited ? chat_outcome::context_exhausted : chat_outcome::truncated;
+    v.reason = to_string(v.outcome);
+    v.error = full || window_limited ? "the answer filled the context window of " +
+                                           std::to_string(context_window) + " tokens"
+                                     : "the answer hit max_tokens";
+    return v;
+  }
+  v.outcome = chat_outcome::ok;
+  v.reason = "ok";
+  return v;
+}
+
+const char* to_string(breaker_state state) {
+  switch (state) {
+  case breaker_state::closed:
+    return "closed";
+  case breaker_state::half_open:
+    return "half_open";
+  case breaker_state::open:
+    return "open";
+  }
+  return "unknown";
+}
+
+// -- token bucket -------------------------------------------------------------------------------
+
+token_bucket::token_bucket(double per_minute, clock::time_point now)
+    : capacity_{per_minute}, per_second_{per_minute / 60}, level_{per_minute}, last_{now} {}
+
+void token_bucket::refill(clock::time_point now) {
+  std::chrono::duration<double> elapsed = now - last_;
+  level_ = std::min(capacity_, level_ + elapsed.count() * per_second_);
+  last_ = now;
+}
+
+bool token_bucket::try_take(double cost, clock::time_point now) {
+  if (capacity_ <= 0)
+    return true;
+  refill(now);
+  if (level_ < std::min(cost, capacity_))
+    return false;
+  level_ -= cost;
+  return true;
+}
+
+void token_bucket::adjust(double amount) {
+  if (capacity_ > 0)
+    level_ = std::min(capacity_, level_ + amount);
+}
+
+token_bucket::clock::duration token_bucket::wait_for(double cost, clock::time_point now) const {
+  std::chrono::duration<double> elapsed = now - last_;
+  auto level = std::min(capacity_, level_ + elapsed.count() * per_second_);
+  auto missing = std::min(cost, capacity_) - level;
+  if (capacity_ <= 0 || missing <= 0)
+    return clock::duration::zero();
+  return std::chrono::duration_cast<clock::duration>(
+      std::chrono::duration<double>{missing / per_second_});
+}
+
+// -- the actor ----------------------------------------------------------------------------------
+
+llm_endpoint_state::llm_endpoint_state(
+    llm_endpoint_actor::stateful_pointer<llm_endpoint_state> self)
+    : self_{self}, rng_{std::random_device{}()} {}
+
+llm_endpoint_state::~llm_endpoint_state() {
+  for (auto& [ticket, held] : held_) {
+    chat_result result;
+    result.request_id = held.request.request_id;
+    result.outcome = chat_outcome::cancelled;
+    result.attempts = held.attempts;
+    result.error = "endpoint " + cfg_.name + " stopped";
+    held.promise.deliver(std::move(result));
+  }
+}
+
+void llm_endpoint_state::init(endpoint_config config, std::shared_ptr<opforge::metrics> m) {
+  cfg_ = std::move(config);
+  metrics_ = std::move(m);
+  if (!cfg_.api_key_env.empty()) {
+    if (const char* key = std::getenv(cfg_.api_key_env.c_str()); key && *key)
+      api_key_ = key;
+    else
+      spdlog::warn("llm {}: environment variable {} is not set; requests go without an API key",
+                   cfg_.name, cfg_.api_key_env);
+  }
+  auto now = clock::now();
+  requests_bucket_.emplace(cfg_.requests_per_minute, now);
+  tokens_bucket_.emplace(cfg_.tokens_per_minute, now);
+  retry_budget_ = cfg_.retry_budget_max;
+  in_flight_gauge_ = &metrics_->llm_in_flight(cfg_.name);
+  breaker_gauge_ = &metrics_->llm_breaker_state(cfg_.name);
+  latency_histogram_ = &metrics_->llm_latency(cfg_.name);
+  prompt_tokens_ = &metrics_->llm_tokens(cfg_.name, "prompt");
+  completion_tokens_ = &metrics_->llm_tokens(cfg_.name, "completion");
+  reasoning_tokens_ = &metrics_->llm_tokens(cfg_.name, "reasoning");
+  in_flight_gauge_->Set(0);
+  breaker_gauge_->Set(0);
+  auto weak = caf::actor_cast<caf::weak_actor_ptr>(self_);
+  http_ = std::make_unique<http_client>(
+      [weak](http_exchange x) {
+        if (auto strong = caf::actor_cast<caf::strong_actor_ptr>(weak))
+          caf::anon_send(caf::actor_cast<llm_endpoint_actor>(strong), atom::http_done_v,
+                         std::move(x));
+      },
+      cfg_.record_to);
+  spdlog::info("llm {}: {} at {} (context {}, concurrency {}, recording {})", cfg_.name, cfg_.model,
+               cfg_.base_url, cfg_.context_window, cfg_.concurrency,
+               cfg_.record_to.empty() ? "off" : cfg_.record_to);
+}
+
+caf::result<chat_result> llm_endpoint_state::accept(chat_request request) {
+  auto owner = caf::actor_cast<caf::actor_addr>(self_->current_sender());
+  if (tickets_.count({owner, request.request_id}))
+    return caf::make_error(errc::request_invalid, "llm " + cfg_.name + ": request id " +
+                                                      std::to_string(request.request_id) +
+                                                      " is already held");
+  auto ticket = next_ticket_++;
+  auto& held = held_[ticket];
+  held.accepted = clock::now();
+  held.promise = self_->make_response_promise<chat_result>();
+  held.prompt_estimate = estimate_prompt_tokens(request.messages);
+  retry_budget_ = std::min(cfg_.retry_budget_max, retry_budget_ + cfg_.retry_budget_ratio);
+  held.owner = owner;
+  tickets_[{owner, request.request_id}] = ticket;
+  auto promise = held.promise;
+  if (held.prompt_estimate >= cfg_.context_window) {
+    held.request = std::move(request);
+    chat_result result;
+    result.outcome = chat_outcome::context_exhausted;
+    result.error = "a prompt of about " + std::to_string(held.prompt_estimate) +
+                   " tokens does not fit the context window of " +
+                   std::to_string(cfg_.context_window);
+    finish(ticket, std::move(result));
+    return promise;
+  }
+  uint64_t wanted = request.max_tokens > 0 ? request.max_tokens : cfg_.max_tokens;
+  uint64_t room = cfg_.context_window - held.prompt_estimate;
+  held.window_limited = room < wanted;
+  auto max_tokens = std::min(wanted, room);
+  held.reserved_tokens = static_cast<double>(held.prompt_estimate + max_tokens);
+  nlohmann::json body{
+      {"model", cfg_.model}, {"max_tokens", max_tokens}, {"temperature", cfg_.temperature},
+      {"top_p", cfg_.top_p}, {"stream", false},          {"messages", nlohmann::json::array()}};
+  for (const auto& message : request.messages)
+    body["messages"].push_back({{"role", message.role}, {"content", message.content}});
+  body.update(cfg_.extra_body);
+  held.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  held.request = std::move(request);
+  queue_.push_back(ticket);
+  pump();
+  return promise;
+}
+
+void llm_endpoint_state::cancel(uint64_t request_id) {
+  auto owner = caf::actor_cast<caf::actor_addr>(self_->current_sender());
+  auto found = tickets_.find({owner, request_id});
+  if (found == tickets_.end())
+    return;
+  auto ticket = found->second;
+  auto& held = held_.at(ticket);
+  if (held.in_flight) {
+    http_->cancel(ticket);
+    --in_flight_;
+    in_flight_gauge_->Set(in_flight_);
+    if (breaker_ == breaker_state::half_open)
+      probe_in_flight_ = false; // the probe never finished: let the next request probe
+  }
+  queue_.erase(std::remove(queue_.begin(), queue_.end(), ticket), queue_.end());
+  chat_result result;
+  result.outcome = chat_outcome::cancelled;
+  result.error = "cancelled by the caller";
+  finish(ticket, std::move(result));
+  pump();
+}
+
+void llm_endpoint_state::on_wakeup() {
+  wakeup_pending_ = false;
+  pump();
+}
+
+void llm_endpoint_state::pump() {
+  auto now = clock::now();
+  if (breaker_ == breaker_state::open && now >= open_until_)
+    set_breaker(breaker_state::half_open);
+  if (breaker_ == breaker_state::open) {
+    fail_queued("circuit breaker open after " + std::to_string(consecutive_failures_) +
+                " consecutive failures");
+    return;
+  }
+  while (!queue_.empty() && in_flight_ < cfg_.concurrency) {
+    if (breaker_ == breaker_state::half_open && probe_in_flight_)
+      return; // one probe at a time; the rest wait for its verdict
+    auto ticket = queue_.front();
+    auto& held = held_.at(ticket);
+    auto cost = held.reserved_tokens;
+    if (!requests_bucket_->try_take(1, now)) {
+      schedule_wakeup(requests_bucket_->wait_for(1, now));
+      return;
+    }
+    if (!tokens_bucket_->try_take(cost, now)) {
+      requests_bucket_->adjust(1);
+      schedule_wakeup(tokens_bucket_->wait_for(cost, now));
+      return;
+    }
+    queue_.pop_front();
+    start_attempt(ticket, held);
+  }
+}
+
+void llm_endpoint_state::start_attempt(uint64_t ticket, held_request& held) {
+  held.in_flight = true;
+  held.backing_off = false;
+  ++held.attempts;
+  ++in_flight_;
+  in_flight_gauge_->Set(in_flight_);
+  if (breaker_ == breaker_state::half_open)
+    probe_in_flight_ = true;
+  http_post post;
+  post.ticket = ticket;
+  post.attempt = held.attempts;
+  post.url = cfg_.base_url + "/chat/completions";
+  post.headers = headers_for(held.request);
+  post.body = held.body;
+  post.connect_timeout = cfg_.connect_timeout;
+  post.total_timeout = cfg_.total_timeout;
+  http_->post(std::move(post));
+}
+
+std::vector<std::string> llm_endpoint_state::headers_for(const chat_request& request) const {
+  std::vector<std::string> headers;
+  if (!api_key_.empty())
+    headers.push_back("Authorization: Bearer " + api_key_);
+  for (const auto& [name, value] : cfg_.headers)
+    headers.push_back(name + ": " + value);
+  headers.push_back("X-Opforge-Operator: " + header_safe(request.op));
+  headers.push_back("X-Opforge-Request: " + std::to_string(request.request_id));
+  headers.push_back("X-Opforge-Answer: " + std::to_string(request.answer_index));
+  return headers;
+}
+
+void llm_endpoint_state::on_exchange(http_exchange x) {
+  auto found = held_.find(x.ticket);
+  if (found == held_.end() || !found->second.in_flight)
+    return; // cancelled while the answer was on its way
+  auto ticket = found->first;
+  auto& held = found->second;
+  held.in_flight = false;
+  --in_flight_;
+  in_flight_gauge_->Set(in_flight_);
+  auto verdict =
+      classify_exchange(x, cfg_.context_window, held.prompt_estimate, held.window_limited);
+  verdict.error = redact(std::move(verdict.error));
+  if (!cfg_.record_to.empty())
+    record(held, x, verdict);
+  note_attempt(verdict.endpoint_ok);
+  if (verdict.endpoint_ok)
+    tokens_bucket_->adjust(held.reserved_tokens -
+                           static_cast<double>(verdict.usage.prompt + verdict.usage.completion));
+  else
+    tokens_bucket_->adjust(held.reserved_tokens); // nothing was generated
+  if (verdict.retryable) {
+    std::string refusal;
+    if (held.attempts >= cfg_.max_attempts)
+      refusal = "gave up after " + std::to_string(held.attempts) + " attempts";
+    else if (verdict.retry_after && *verdict.retry_after > cfg_.max_retry_after)
+      refusal = "Retry-After of " + std::to_string(verdict.retry_after->count()) +
+                " ms exceeds max_retry_after";
+    else if (retry_budget_ < 1)
+      refusal = "the endpoint's retry budget is spent";
+    else if (breaker_ == breaker_state::open)
+      refusal = "circuit breaker open";
+    if (refusal.empty()) {
+      retry_budget_ -= 1;
+      ++retries_;
+      metrics_->llm_retries(cfg_.name, verdict.reason).Increment();
+      std::chrono::milliseconds delay;
+      if (verdict.retry_after) {
+        delay = *verdict.retry_after;
+      } else {
+        auto ceiling = std::min<int64_t>(cfg_.backoff_cap.count(), cfg_.backoff_base.count()
+                                                                       << (held.attempts - 1));
+        delay = std::chrono::milliseconds{
+            std::uniform_int_distribution<int64_t>{0, std::max<int64_t>(ceiling, 0)}(rng_)};
+      }
+      held.backing_off = true;
+      spdlog::info("llm {}: request {} attempt {} failed ({}); retrying in {} ms", cfg_.name,
+                   held.request.request_id, held.attempts, verdict.error, delay.count());
+      self_->delayed_send(self_, delay, atom::retry_v, ticket);
+      pump();
+      return;
+    }
+    verdict.error += "; " + refusal;
+  }
+  chat_result result;
+  result.outcome = verdict.outcome;
+  result.content = redact(std::move(verdict.content));
+  result.finish_reason = std::move(verdict.finish_reason);
+  result.usage = verdict.usage;
+  result.error = std::move(verdict.error);
+  finish(ticket, std::move(result));
+  pump();
+}
+
+void llm_endpoint_state::on_backoff_over(uint64_t ticket) {
+  auto found = held_.find(ticket);
+  if (found == held_.end() || !found->second.backing_off)
+    return;
+  found->second.backing_off = false;
+  queue_.push_front(ticket); // it waited its turn once already
+  pump();
+}
+
+void llm_endpoint_state::note_attempt(bool endpoint_ok) {
+  if (endpoint_ok) {
+    consecutive_failures_ = 0;
+    probe_in_flight_ = false;
+    if (breaker_ != breaker_state::closed)
+      set_breaker(breaker_state::closed);
+    return;
+  }
+  ++consecutive_failures_;
+  if (breaker_ == breaker_state::half_open ||
+      (breaker_ == breaker_state::closed && consecutive_failures_ >= cfg_.breaker_failures)) {
+    probe_in_flight_ = false;
+    open_until_ = clock::now() + cfg_.breaker_open_for;
+    set_breaker(breaker_state::open);
+  }
+}
+
+void llm_endpoint_state::set_breaker(breaker_state next) {
+  spdlog::log(next == breaker_state::open ? spdlog::level::warn : spdlog::level::info,
+              "llm {}: circuit breaker {} -> {}", cfg_.name, to_string(breaker_), to_string(next));
+  breaker_ = next;
+  breaker_gauge_->Set(breaker_gauge(next));
+}
+
+void llm_endpoint_state::fail_queued(const std::string& why) {
+  auto queued = std::move(queue_);
+  queue_.clear();
+  for (auto ticket : queued) {
+    chat_result result;
+    result.outcome = chat_outcome::endpoint_fault;
+    result.error = why;
+    finish(ticket, std::move(result));
+  }
+}
+
+void llm_endpoint_state::schedule_wakeup(clock::duration delay) {
+  if (wakeup_pending_)
+    return;
+  wakeup_pending_ = true;
+  self_->delayed_send(self_, std::max<clock::duration>(delay, 1ms), atom::wakeup_v);
+}
+
+void llm_endpoint_state::finish(uint64_t ticket, chat_result result) {
+  auto found = held_.find(ticket);
+  auto& held = found->second;
+  result.request_id = held.request.request_id;
+  result.attempts = held.attempts;
+  result.latency = clock::now() - held.accepted;
+  auto outcome = to_string(result.outcome);
+  ++finished_[outcome];
+  metrics_->llm_requests(cfg_.name, outcome).Increment();
+  latency_histogram_->Observe(std::chrono::duration<double>{result.latency}.count());
+  prompt_tokens_->Increment(result.usage.prompt);
+  completion_tokens_->Increment(result.usage.completion);
+  reasoning_tokens_->Increment(result.usage.reasoning);
+  total_ += result.usage;
+  by_campaign_[held.request.campaign_id] += result.usage;
+  by_session_[held.request.session_id] += result.usage;
+  if (result.outcome == chat_outcome::ok)
+    spdlog::debug("llm {}: request {} ({}) ok after {} attempts", cfg_.name, result.request_id,
+                  held.request.op, result.attempts);
+  else
+    spdlog::info("llm {}: request {} ({}) {} after {} attempts: {}", cfg_.name, result.request_id,
+                 held.request.op, outcome, result.attempts, result.error);
+  held.promise.deliver(std::move(result));
+  tickets_.erase({held.owner, held.request.request_id});
+  held_.erase(found);
+}
+
+void llm_endpoint_state::record(const held_request& held, const http_exchange& x,
+                                const attempt_verdict& verdict) {
+  nlohmann::json line;
+  line["operator"] = held.request.op;
+  line["index"] = recorded_per_op_[held.request.op]++;
+  line["request"] = nlohmann::json::parse(held.body, nullptr, false);
+  auto response = nlohmann::json::parse(redact(x.body), nullptr, false);
+  if (response.is_discarded())
+    line["response"] = redact(x.body);
+  else
+    line["response"] = std::move(response);
+  line["status"] = x.status;
+  if (!x.retry_after.empty())
+    line["retry_after"] = x.retry_after;
+  if (!x.transport_error.empty())
+    line["transport_error"] = x.transport_error;
+  line["latency_ms"] = std::chrono::duration<double, std::milli>{x.elapsed}.count();
+  line["outcome"] = verdict.retryable ? std::string{"retryable"} : to_string(verdict.outcome);
+  line["attempt"] = x.attempt;
+  line["recorded_at"] = iso8601_now();
+  http_->record(line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+std::string llm_endpoint_state::redact(std::string text) const {
+  if (api_key_.empty())
+    return text;
+  for (auto at = text.find(api_key_); at != std::string::npos; at = text.find(api_key_, at))
+    text.replace(at, api_key_.size(), "[redacted]");
+  return text;
+}
+
+endpoint_status llm_endpoint_state::status() const {
+  endpoint_status s;
+  s.name = cfg_.name;
+  s.model = cfg_.model;
+  s.breaker = to_string(breaker_);
+  s.in_flight = in_flight_;
+  s.queued = static_cast<uint32_t>(queue_.size());
+  s.backing_off = static_cast<uint32_t>(std::count_if(
+      held_.begin(), held_.end(), [](const auto& item) { return item.second.backing_off; }));
+  s.retry_budget = retry_budget_;
+  s.retries = retries_;
+  s.requests = finished_;
+  s.total = total_;
+  s.by_campaign = by_campaign_;
+  s.by_session = by_session_;
+  return s;
+}
+
+llm_endpoint_actor::behavior_type
+llm_endpoint(llm_endpoint_actor::stateful_pointer<llm_endpoint_state> self, endpoint_config config,
+             std::shared_ptr<metrics> metrics_ptr) {
+  self->state.init(std::move(config), std::move(metrics_ptr));
+  return {
+      [self](atom::complete, chat_request& request) -> caf::result<chat_result> {
+        return self->state.accept(std::move(request));
+      },
+      [self](atom::cancel, uint64_t request_id) { self->state.cancel(request_id); },
+      [self](atom::status) { return self->state.status(); },
+      [self](atom::http_done, http_exchange& x) { self->state.on_exchange(std::move(x)); },
+      [self](atom::retry, uint64_t ticket) { self->state.on_backoff_over(ticket); },
+      [self](atom::wakeup) { self->state.on_wakeup(); },
+  };
+}
+
+} // namespace opforge

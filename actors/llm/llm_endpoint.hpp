@@ -1,0 +1,174 @@
+#pragma once
+
+// llm_endpoint: one actor per configured OpenAI-compatible endpoint. It owns the concurrency limit,
+// the request and token rate limits, retries (full-jitter backoff honouring Retry-After, at most
+// `max_attempts` per request, a retry budget per endpoint), a circuit breaker and token accounting.
+// The network and the cassette file belong to its http_client thread.
+
+#include "actors/llm/http_client.hpp"
+#include "config/endpoint_config.hpp"
+#include "messages/actors.hpp"
+#include "messages/llm_messages.hpp"
+#include "messages/metrics.hpp"
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <unordered_map>
+
+#include <caf/actor_addr.hpp>
+#include <caf/typed_event_based_actor.hpp>
+#include <caf/typed_response_promise.hpp>
+
+namespace opforge {
+
+// -- pure pieces, tested on their own ----------------------------------------------------------
+
+/// A rough token count for text the server did not count: four bytes per token.
+uint64_t estimate_tokens(std::string_view text);
+
+/// The prompt tokens of a chat, estimated, including each message's framing.
+uint64_t estimate_prompt_tokens(const std::vector<chat_message>& messages);
+
+/// True when an error body says the prompt does not fit the model's context (OpenAI's
+/// context_length_exceeded, vLLM/SGLang "maximum context length", llama.cpp "exceeds the available
+/// context size", Ollama "input length exceeds the context length", Anthropic "prompt is too
+/// long").
+bool says_context_exceeded(std::string_view body);
+
+/// Retry-After as a delay: delta-seconds or an HTTP date. Empty when absent or unreadable.
+std::optional<std::chrono::milliseconds> parse_retry_after(const std::string& value);
+
+/// What one HTTP attempt means for its request.
+struct attempt_verdict {
+  chat_outcome outcome = chat_outcome::endpoint_fault;
+  bool retryable = false;   // worth another attempt (transport, 408, 409, 429, 5xx)
+  bool endpoint_ok = false; // the endpoint answered sensibly: a success for the breaker
+  std::string reason; // short label for metrics: "ok", "transport", "http_429", "garbage", ...
+  std::string error;
+  std::string content;
+  std::string finish_reason;
+  token_usage usage;
+  std::optional<std::chrono::milliseconds> retry_after;
+};
+
+/// Reads one finished attempt. `window_limited` says max_tokens was cut down to fit the context
+/// window, so that a "length" finish means the window is full rather than the answer too long.
+attempt_verdict classify_exchange(const http_exchange& x, uint32_t context_window,
+                                  uint64_t prompt_estimate, bool window_limited);
+
+// -- the actor ---------------------------------------------------------------------------------
+
+enum class breaker_state { closed, half_open, open };
+
+const char* to_string(breaker_state state);
+
+/// Continuous-refill token bucket; a rate of 0 means unlimited.
+class token_bucket {
+public:
+  using clock = std::chrono::steady_clock;
+  token_bucket(double per_minute, clock::time_point now);
+  /// Takes `cost` if the bucket holds it, or if it is full (so a cost above capacity still goes).
+  bool try_take(double cost, clock::time_point now);
+  /// Returns unused tokens (or takes more, when `amount` is negative).
+  void adjust(double amount);
+  /// How long until `cost` could be taken.
+  clock::duration wait_for(double cost, clock::time_point now) const;
+
+private:
+  void refill(clock::time_point now);
+  double capacity_;
+  double per_second_;
+  double level_;
+  clock::time_point last_;
+};
+
+struct llm_endpoint_state {
+  using clock = std::chrono::steady_clock;
+
+  struct held_request {
+    chat_request request;
+    caf::actor_addr owner; // who sent it; only they can cancel it
+    caf::typed_response_promise<chat_result> promise;
+    std::string body;
+    uint64_t prompt_estimate = 0;
+    bool window_limited = false;
+    double reserved_tokens = 0;
+    uint32_t attempts = 0;
+    bool in_flight = false;
+    bool backing_off = false;
+    clock::time_point accepted;
+  };
+
+  llm_endpoint_state(llm_endpoint_actor::stateful_pointer<llm_endpoint_state> self);
+  /// Every request still held gets its one reply: cancelled, because the endpoint stopped.
+  ~llm_endpoint_state();
+
+  void init(endpoint_config config, std::shared_ptr<opforge::metrics> metrics_ptr);
+  caf::result<chat_result> accept(chat_request request);
+  void cancel(uint64_t request_id);
+  void on_exchange(http_exchange x);
+  void on_backoff_over(uint64_t ticket);
+  void on_wakeup();
+  endpoint_status status() const;
+
+  static inline const char* name = "llm_endpoint";
+
+private:
+  void pump();
+  void start_attempt(uint64_t ticket, held_request& held);
+  void finish(uint64_t ticket, chat_result result);
+  void fail_queued(const std::string& why);
+  void set_breaker(breaker_state next);
+  void note_attempt(bool endpoint_ok);
+  void schedule_wakeup(clock::duration delay);
+  void record(const held_request& held, const http_exchange& x, const attempt_verdict& verdict);
+  std::string redact(std::string text) const;
+  std::vector<std::string> headers_for(const chat_request& request) const;
+
+  llm_endpoint_actor::stateful_pointer<llm_endpoint_state> self_;
+  endpoint_config cfg_;
+  std::string api_key_; // from the environment; never logged, recorded or put in a message
+  std::shared_ptr<opforge::metrics> metrics_;
+  // This endpoint's children of the metric families, looked up once.
+  prometheus::Gauge* in_flight_gauge_ = nullptr;
+  prometheus::Gauge* breaker_gauge_ = nullptr;
+  prometheus::Histogram* latency_histogram_ = nullptr;
+  prometheus::Counter* prompt_tokens_ = nullptr;
+  prometheus::Counter* completion_tokens_ = nullptr;
+  prometheus::Counter* reasoning_tokens_ = nullptr;
+  std::unordered_map<uint64_t, held_request> held_; // by ticket
+  // (sender, request_id) -> ticket: ids need only be unique per sender.
+  std::map<std::pair<caf::actor_addr, uint64_t>, uint64_t> tickets_;
+  std::deque<uint64_t> queue_; // tickets waiting to start an attempt
+  uint64_t next_ticket_ = 1;
+  uint32_t in_flight_ = 0;
+  breaker_state breaker_ = breaker_state::closed;
+  uint32_t consecutive_failures_ = 0;
+  clock::time_point open_until_;
+  bool probe_in_flight_ = false;
+  std::optional<token_bucket> requests_bucket_;
+  std::optional<token_bucket> tokens_bucket_;
+  bool wakeup_pending_ = false;
+  double retry_budget_ = 0;
+  uint64_t retries_ = 0;
+  std::map<std::string, uint64_t> finished_;
+  token_usage total_;
+  std::map<std::string, token_usage> by_campaign_;
+  std::map<std::string, token_usage> by_session_;
+  std::map<std::string, uint64_t> recorded_per_op_;
+  std::mt19937_64 rng_;
+  std::unique_ptr<http_client> http_; // last member: its thread stops before the rest goes
+};
+
+/// Spawn with `system.spawn(llm_endpoint, config, metrics)`. The API key is read from the
+/// environment variable `config.api_key_env` at spawn.
+llm_endpoint_actor::behavior_type
+llm_endpoint(llm_endpoint_actor::stateful_pointer<llm_endpoint_state> self, endpoint_config config,
+             std::shared_ptr<metrics> metrics_ptr);
+
+} // namespace opforge

@@ -1,0 +1,409 @@
+#include "actors/sessions/campaign.hpp"
+
+#include "messages/errors.hpp"
+#include "persistence/keys.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+
+#include <spdlog/spdlog.h>
+
+namespace opforge {
+
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(operator_spec, op, variant, category, docstring,
+                                                dtypes)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(campaign_spec, campaign_id, endpoint, model,
+                                                device_kind, created_ms, budgets, concurrency,
+                                                operators)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(stored_campaign, spec, state, error, ended_ms)
+
+namespace {
+
+using self_pointer = campaign_actor::stateful_pointer<campaign_state>;
+
+void launch_more(self_pointer self);
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void checkpoint_campaign(self_pointer self, const std::string& state, std::function<void()> then) {
+  auto& st = self->state;
+  stored_campaign stored{st.spec, state, {}, state == "running" ? 0 : now_ms()};
+  write_batch batch{{{family::campaigns, st.spec.campaign_id, encode_campaign(stored)}}, true};
+  self->request(st.services.store, caf::infinite, atom::write_v, std::move(batch))
+      .then(
+          [self, then, ended = stored.ended_ms](atom::ok) {
+            self->state.status.ended_ms = ended;
+            then();
+          },
+          [self](const caf::error& err) {
+            self->state.promise.deliver(
+                caf::make_error(errc::store_io_failed,
+                                "campaign " + self->state.spec.campaign_id + ": " + render(err)));
+            self->quit(err);
+          });
+}
+
+} // namespace
+
+void count(campaign_status& status, session_summary summary) {
+  (summary.state == "SUCCESS" ? status.succeeded : status.failed) += 1;
+  status.llm_calls += summary.llm_calls;
+  status.faults += summary.faults;
+  status.prompt_tokens += summary.prompt_tokens;
+  status.completion_tokens += summary.completion_tokens;
+  status.finished.push_back(std::move(summary));
+}
+
+namespace {
+
+// Moves a session's count in opforge_sessions{state} from where it was (if anywhere) to `to`.
+void track_state(campaign_state& st, const std::string& session_id, const std::string* to) {
+  if (!st.services.telemetry)
+    return;
+  if (auto was = st.live.find(session_id); was != st.live.end())
+    st.services.telemetry->sessions(was->second.state).Decrement();
+  if (to)
+    st.services.telemetry->sessions(*to).Increment();
+}
+
+void finished(self_pointer self, session_summary summary) {
+  auto& st = self->state;
+  track_state(st, summary.session_id, nullptr);
+  if (st.services.telemetry)
+    st.services.telemetry->sessions_ended(summary.state).Increment();
+  st.running.erase(summary.session_id);
+  st.live.erase(summary.session_id);
+  --st.status.running;
+  count(st.status, std::move(summary));
+  launch_more(self);
+}
+
+void launch(self_pointer self, const operator_spec& op) {
+  auto& st = self->state;
+  auto id = session_id(st.spec, op);
+  auto restored = st.restored.find(id);
+  auto record =
+      restored != st.restored.end() ? std::move(restored->second) : new_session(st.spec, op);
+  if (restored != st.restored.end())
+    st.restored.erase(restored);
+  // Only the sessions hold the campaign's handle: in its own state it would keep it alive forever.
+  auto services = st.services;
+  services.progress = caf::actor_cast<campaign_actor>(self);
+  auto session = self->spawn(op_session, std::move(record), std::move(services));
+  st.running.emplace(id, session);
+  ++st.status.running;
+  auto name = op.op;
+  self->request(session, caf::infinite, atom::run_v)
+      .then([self](session_summary& summary) { finished(self, std::move(summary)); },
+            [self, id, name](const caf::error& err) {
+              // Not a verdict: the session could not checkpoint. It resumes when the daemon does,
+              // so it is not counted, and the campaign must stay "running" in the store.
+              auto& st = self->state;
+              spdlog::error("campaign {}: session {} stopped: {}", st.spec.campaign_id, id,
+                            render(err));
+              track_state(st, id, nullptr);
+              st.running.erase(id);
+              st.live.erase(id);
+              --st.status.running;
+              ++st.interrupted;
+              launch_more(self);
+            });
+}
+
+void launch_more(self_pointer self) {
+  auto& st = self->state;
+  while (!st.waiting.empty() && st.status.state == "running" &&
+         st.running.size() < std::max<uint32_t>(st.spec.concurrency, 1)) {
+    auto index = st.waiting.front();
+    st.waiting.pop_front();
+    --st.status.waiting;
+    launch(self, st.spec.operators[index]);
+  }
+  if (!st.running.empty() || (!st.waiting.empty() && st.status.state == "running"))
+    return;
+  auto deliver = [self] { self->state.promise.deliver(live_status(self->state)); };
+  if (st.interrupted > 0) {
+    st.status.state = "interrupted";
+    deliver();
+  } else if (st.status.state == "running") {
+    st.status.state = "done";
+    checkpoint_campaign(self, "done", deliver);
+  } else if (st.status.state == "cancelled") {
+    checkpoint_campaign(self, "cancelled", deliver);
+  }
+}
+
+} // namespace
+
+std::string render_docstring(const nlohmann::json& docstring) {
+  if (docstring.is_string())
+    return docstring.get<std::string>();
+  if (!docstring.is_object() || !docstring.contains("nodes") || !docstring["nodes"].is_array())
+    return "(PyTorch has no docstring for this operator)";
+  std::string out;
+  for (const auto& node : docstring["nodes"]) {
+    if (!node.is_object())
+      continue;
+    auto text = node.value("text", std::string{});
+    if (node.value("depth", 0) == 0)
+      out = text + out;
+    else
+      out += "\n\n### Referenced: " + node.value("name", std::string{}) + "\n" + text;
+  }
+  return out;
+}
+
+caf::expected<selected_operators> select_operators(const nlohmann::json& catalog,
+                                                   const operator_selection& selection,
+                                                   const std::vector<std::string>& dtypes) {
+  auto invalid = [](std::string what) {
+    return caf::make_error(errc::request_invalid, std::move(what));
+  };
+  if (!catalog.is_object() || !catalog.contains("operators") || !catalog["operators"].is_array())
+    return invalid("the catalog has no operator list");
+  std::set<std::string> names, categories;
+  for (const auto& op : catalog["operators"]) {
+    names.insert(op.value("name", std::string{}));
+    categories.insert(op.value("category", std::string{}));
+  }
+  for (const auto& category : selection.categories)
+    if (!categories.count(category)) {
+      std::string known;
+      for (const auto& c : categories)
+        known += (known.empty() ? "" : ", ") + c;
+      return invalid("unknown category '" + category + "' (the catalog has: " + known + ")");
+    }
+  for (const auto& name : selection.names) {
+    if (names.count(name))
+      continue;
+    for (const auto& excluded : catalog.value("excluded", nlohmann::json::array()))
+      if (excluded.value("name", std::string{}) == name)
+        return invalid("operator '" + name + "' is excluded from the catalog: " +
+                       excluded.value("reason", std::string{"no reason given"}));
+    return invalid("operator '" + name + "' is not in the catalog");
+  }
+  auto wanted = [&](const nlohmann::json& op) {
+    auto has = [](const std::vector<std::string>& list, const std::string& item) {
+      return std::find(list.begin(), list.end(), item) != list.end();
+    };
+    return selection.all || has(selection.names, op.value("name", std::string{})) ||
+           has(selection.categories, op.value("category", std::string{}));
+  };
+  selected_operators result;
+  for (const auto& op : catalog["operators"]) {
+    if (!wanted(op))
+      continue;
+    operator_spec spec{op.value("name", std::string{}),
+                       op.value("variant", std::string{}),
+                       op.value("category", std::string{}),
+                       render_docstring(op.value("docstring", nlohmann::json{})),
+                       {}};
+    auto id = operator_id(spec.op, spec.variant);
+    if (selection.covered.count(id)) {
+      result.skipped.push_back(id + ": already has an accepted kernel");
+      continue;
+    }
+    auto supported = op.value("dtypes", std::vector<std::string>{});
+    for (const auto& dtype : dtypes)
+      if (std::find(supported.begin(), supported.end(), dtype) != supported.end())
+        spec.dtypes.push_back(dtype);
+    if (spec.dtypes.empty()) {
+      result.skipped.push_back(id + ": supports none of the requested dtypes");
+      continue;
+    }
+    result.operators.push_back(std::move(spec));
+  }
+  return result;
+}
+
+std::string wrapper_name(std::string_view op) {
+  std::string name{op};
+  std::replace(name.begin(), name.end(), '.', '_');
+  return name + "_wrapper";
+}
+
+std::string session_id(const campaign_spec& campaign, const operator_spec& spec) {
+  return campaign.campaign_id + "/" + operator_id(spec.op, spec.variant);
+}
+
+session_record new_session(const campaign_spec& campaign, const operator_spec& spec) {
+  session_record r;
+  r.session_id = session_id(campaign, spec);
+  r.campaign_id = campaign.campaign_id;
+  r.op = spec.op;
+  r.variant = spec.variant;
+  r.wrapper = wrapper_name(spec.op);
+  r.dtypes = spec.dtypes;
+  r.docstring = spec.docstring;
+  r.endpoint = campaign.endpoint;
+  r.model = campaign.model;
+  r.budgets = campaign.budgets;
+  return r;
+}
+
+std::string encode_campaign(const stored_campaign& campaign) {
+  auto bytes = nlohmann::json::to_msgpack(nlohmann::json(campaign));
+  return {bytes.begin(), bytes.end()};
+}
+
+caf::expected<stored_campaign> decode_campaign(std::string_view bytes) {
+  try {
+    return nlohmann::json::from_msgpack(bytes.begin(), bytes.end()).get<stored_campaign>();
+  } catch (const nlohmann::json::exception& e) {
+    return caf::make_error(errc::store_corrupt, std::string{"campaign record: "} + e.what());
+  }
+}
+
+namespace {
+
+// A running session's part of its campaign's status.
+void add_progress(campaign_status& status, const session_summary& progress) {
+  ++status.states[progress.state];
+  status.llm_calls += progress.llm_calls;
+  status.prompt_tokens += progress.prompt_tokens;
+  status.completion_tokens += progress.completion_tokens;
+  status.faults += progress.faults;
+}
+
+} // namespace
+
+campaign_state::~campaign_state() {
+  // Sessions are not linked to their campaign (a session that fails to checkpoint is reported
+  // through its reply, not by taking the campaign down), so a stopped campaign stops them here.
+  for (const auto& [id, session] : running)
+    caf::anon_send_exit(session, caf::exit_reason::user_shutdown);
+  if (services.telemetry)
+    for (const auto& [id, progress] : live)
+      services.telemetry->sessions(progress.state).Decrement();
+}
+
+campaign_status stored_status(const stored_campaign& stored,
+                              const std::vector<session_record>& sessions) {
+  campaign_status status;
+  status.campaign_id = stored.spec.campaign_id;
+  status.state = stored.state;
+  status.error = stored.error;
+  status.endpoint = stored.spec.endpoint;
+  status.device_kind = stored.spec.device_kind;
+  status.created_ms = stored.spec.created_ms;
+  status.ended_ms = stored.ended_ms;
+  status.operators = stored.spec.operators.size();
+  for (const auto& record : sessions) {
+    auto summary = summarize(record);
+    if (record.state == session_state::success || record.state == session_state::failed) {
+      count(status, std::move(summary));
+      continue;
+    }
+    ++status.running;
+    add_progress(status, summary);
+  }
+  auto started = status.succeeded + status.failed + status.running;
+  status.waiting = status.operators > started ? status.operators - started : 0;
+  return status;
+}
+
+campaign_status live_status(const campaign_state& st) {
+  auto status = st.status;
+  for (const auto& [id, progress] : st.live)
+    add_progress(status, progress);
+  return status;
+}
+
+caf::expected<std::vector<unfinished_campaign>> load_unfinished_campaigns(store& db) {
+  std::vector<unfinished_campaign> result;
+  caf::error failure;
+  auto err = db.scan(family::campaigns, "", [&](std::string_view, std::string_view value) {
+    auto decoded = decode_campaign(value);
+    if (!decoded) {
+      failure = decoded.error();
+      return false;
+    }
+    if (decoded->state == "running")
+      result.push_back({std::move(decoded->spec), {}});
+    return true;
+  });
+  if (err || failure)
+    return err ? err : failure;
+  for (auto& c : result) {
+    err = db.scan(family::sessions, prefix_of(c.spec.campaign_id),
+                  [&](std::string_view, std::string_view value) {
+                    auto record = decode_record(value);
+                    if (!record) {
+                      failure = record.error();
+                      return false;
+                    }
+                    c.sessions.push_back(std::move(*record));
+                    return true;
+                  });
+    if (err || failure)
+      return err ? err : failure;
+  }
+  return result;
+}
+
+campaign_actor::behavior_type campaign(campaign_actor::stateful_pointer<campaign_state> self,
+                                       campaign_spec spec, session_services services,
+                                       std::vector<session_record> restored) {
+  auto& st = self->state;
+  st.spec = std::move(spec);
+  st.services = std::move(services);
+  st.status.campaign_id = st.spec.campaign_id;
+  st.status.state = "running";
+  st.status.endpoint = st.spec.endpoint;
+  st.status.device_kind = st.spec.device_kind;
+  st.status.created_ms = st.spec.created_ms;
+  st.status.operators = st.spec.operators.size();
+  for (auto& record : restored)
+    st.restored.emplace(record.session_id, std::move(record));
+  for (size_t i = 0; i < st.spec.operators.size(); ++i) {
+    // Sessions that ended before a restart are counted, not run again.
+    auto done = st.restored.find(session_id(st.spec, st.spec.operators[i]));
+    if (done != st.restored.end() && (done->second.state == session_state::success ||
+                                      done->second.state == session_state::failed)) {
+      count(st.status, summarize(done->second));
+      st.restored.erase(done);
+      continue;
+    }
+    st.waiting.push_back(i);
+  }
+  st.status.waiting = st.waiting.size();
+  return {
+      [self](atom::run) -> caf::result<campaign_status> {
+        auto& st = self->state;
+        if (st.started)
+          return caf::make_error(errc::request_invalid,
+                                 "campaign " + st.spec.campaign_id + " is already running");
+        st.started = true;
+        st.promise = self->make_response_promise<campaign_status>();
+        checkpoint_campaign(self, "running", [self] { launch_more(self); });
+        return st.promise;
+      },
+      [self](atom::status) { return live_status(self->state); },
+      [self](atom::cancel) {
+        auto& st = self->state;
+        if (st.status.state != "running")
+          return;
+        st.status.state = "cancelled";
+        st.status.waiting = 0;
+        st.waiting.clear();
+        for (const auto& [op, session] : st.running)
+          self->send(session, atom::cancel_v);
+        if (st.started && st.running.empty())
+          launch_more(self);
+      },
+      [self](atom::progress, session_summary& progress) {
+        auto& st = self->state;
+        if (!st.running.count(progress.session_id))
+          return;
+        track_state(st, progress.session_id, &progress.state);
+        st.live[progress.session_id] = std::move(progress);
+      },
+  };
+}
+
+} // namespace opforge

@@ -1,0 +1,480 @@
+#include "actors/sessions/campaign_manager.hpp"
+
+#include "actors/sessions/feedback.hpp"
+#include "actors/store/store.hpp"
+#include "messages/device_messages.hpp"
+#include "messages/errors.hpp"
+#include "persistence/keys.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <functional>
+#include <random>
+#include <sstream>
+
+#include <spdlog/spdlog.h>
+
+namespace opforge {
+
+namespace {
+
+using self_pointer = campaign_manager_actor::stateful_pointer<campaign_manager_state>;
+using json = nlohmann::json;
+
+// Scans read whole families; this only bounds a runaway store.
+constexpr uint64_t scan_limit = 1'000'000;
+
+// Surveying every OpInfo operator takes about a minute on a cold worker cache.
+constexpr int64_t catalog_deadline_ms = 10 * 60 * 1000;
+
+caf::error invalid(std::string what) {
+  return caf::make_error(errc::request_invalid, std::move(what));
+}
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items)
+    out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream items{text};
+  for (std::string item; std::getline(items, item, ',');)
+    if (!item.empty())
+      out.push_back(item);
+  return out;
+}
+
+// What one campaign's sessions share: the daemon's parts, its endpoint and its device kind.
+caf::expected<session_services> services_for(const campaign_manager_setup& setup,
+                                             const campaign_spec& spec) {
+  auto endpoint = setup.endpoints.find(spec.endpoint);
+  if (endpoint == setup.endpoints.end())
+    return invalid("campaign " + spec.campaign_id + " uses endpoint '" + spec.endpoint +
+                   "', which is not configured");
+  session_services services;
+  services.store = setup.store;
+  services.llm = endpoint->second.actor;
+  services.jobs = setup.devices;
+  services.summarizer = setup.summarizer;
+  services.summarize_over_chars = setup.summarize_over_chars;
+  services.templates = setup.templates;
+  services.examples = setup.examples;
+  services.device_kind = spec.device_kind;
+  services.sample_timeout_s = static_cast<double>(setup.defaults.sample_timeout_s);
+  services.job_deadline_ms = setup.defaults.job_deadline_s * 1000;
+  services.telemetry = setup.telemetry;
+  return services;
+}
+
+managed_campaign& entry(self_pointer self, const std::string& id) {
+  return self->state.campaigns[id];
+}
+
+// Runs `spec` to its end; `restored` holds the records of sessions it had started.
+void start(self_pointer self, campaign_spec spec, std::vector<session_record> restored) {
+  auto id = spec.campaign_id;
+  auto& managed = entry(self, id);
+  managed.status.campaign_id = id;
+  managed.status.endpoint = spec.endpoint;
+  managed.status.device_kind = spec.device_kind;
+  managed.status.created_ms = spec.created_ms;
+  managed.status.operators = spec.operators.size();
+  auto services = services_for(self->state.setup, spec);
+  if (!services) {
+    // Left as "running" in the store: it resumes once its endpoint is configured again.
+    spdlog::error("cannot resume: {}", render(services.error()));
+    managed.status.state = "interrupted";
+    managed.status.error = message(services.error());
+    return;
+  }
+  managed.status.state = "running";
+  managed.actor = self->spawn(campaign, std::move(spec), std::move(*services), std::move(restored));
+  self->request(managed.actor, caf::infinite, atom::run_v)
+      .then(
+          [self, id](campaign_status& status) {
+            auto& managed = entry(self, id);
+            spdlog::info("campaign {} {}: {} of {} operators passed", id, status.state,
+                         status.succeeded, status.operators);
+            managed.status = std::move(status);
+            managed.actor = nullptr;
+          },
+          [self, id](const caf::error& err) {
+            auto& managed = entry(self, id);
+            spdlog::error("campaign {} stopped: {}", id, render(err));
+            managed.status.state = "interrupted";
+            managed.status.error = render(err);
+            managed.actor = nullptr;
+          });
+}
+
+// Stores a campaign that will not run, so that `opforge attach` can say why.
+void reject(self_pointer self, const std::string& id, const caf::error& why) {
+  auto& managed = entry(self, id);
+  if (managed.status.state != "resolving")
+    return; // cancelled meanwhile
+  managed.status.state = "rejected";
+  managed.status.error = message(why);
+  managed.status.ended_ms = now_ms();
+  spdlog::warn("campaign {} rejected: {}", id, managed.status.error);
+  campaign_spec spec;
+  spec.campaign_id = id;
+  spec.endpoint = managed.status.endpoint;
+  spec.device_kind = managed.status.device_kind;
+  spec.created_ms = managed.status.created_ms;
+  stored_campaign stored{std::move(spec), "rejected", managed.status.error,
+                         managed.status.ended_ms};
+  write_batch batch{{{family::campaigns, id, encode_campaign(stored)}}, true};
+  self->request(self->state.setup.store, caf::infinite, atom::write_v, std::move(batch))
+      .then([](atom::ok) {},
+            [id](const caf::error& err) {
+              spdlog::error("campaign {}: cannot store its rejection: {}", id, render(err));
+            });
+}
+
+// Reads every value of a family, then hands them over.
+void scan_all(self_pointer self, family f, std::string prefix,
+              std::function<void(std::vector<key_value>)> then,
+              std::function<void(const caf::error&)> failed) {
+  self->request(self->state.setup.store, caf::infinite, atom::scan_v, f, std::move(prefix),
+                scan_limit)
+      .then([then](std::vector<key_value>& entries) { then(std::move(entries)); },
+            [failed](const caf::error& err) { failed(err); });
+}
+
+// The operator ids that already have an accepted kernel (`kernel_key` starts with the id).
+std::set<std::string> covered_ids(const std::vector<key_value>& kernels) {
+  std::set<std::string> out;
+  for (const auto& kv : kernels)
+    out.insert(kv.key.substr(0, kv.key.find('\0')));
+  return out;
+}
+
+// The OpInfo names of operators whose sessions failed in earlier campaigns.
+caf::expected<std::vector<std::string>> failed_names(const std::vector<key_value>& sessions) {
+  std::set<std::string> names;
+  for (const auto& kv : sessions) {
+    auto record = decode_record(kv.value);
+    if (!record)
+      return record.error();
+    if (record->state == session_state::failed)
+      names.insert(record->op);
+  }
+  return std::vector<std::string>{names.begin(), names.end()};
+}
+
+// Asks a worker of the campaign's device kind for the catalog of `names` (all when empty), then
+// selects the operators and starts the campaign.
+void fetch_catalog(self_pointer self, std::string id, operator_selection selection,
+                   std::vector<std::string> dtypes, campaign_spec spec) {
+  device_job job;
+  job.id = "catalog:" + id;
+  job.kind = "catalog";
+  job.device_kind = spec.device_kind;
+  job.deadline_ms = catalog_deadline_ms;
+  auto request = json::object();
+  if (!selection.all && selection.categories.empty())
+    request["filters"] = {{"ops", selection.names}};
+  auto bytes = json::to_msgpack(request);
+  job.payload = {bytes.begin(), bytes.end()};
+  self->request(self->state.setup.devices, caf::infinite, atom::submit_v, std::move(job))
+      .then(
+          [self, id, selection, dtypes, spec](device_job_result& result) mutable {
+            if (entry(self, id).status.state != "resolving")
+              return;
+            if (result.status != "done")
+              return reject(self, id,
+                            invalid("the catalog job " + result.status + ": " + result.error));
+            auto catalog = decode_payload(result.payload);
+            if (!catalog)
+              return reject(self, id, catalog.error());
+            auto selected = select_operators(*catalog, selection, dtypes);
+            if (!selected)
+              return reject(self, id, selected.error());
+            for (const auto& skipped : selected->skipped)
+              spdlog::info("campaign {}: left out {}", id, skipped);
+            if (selected->operators.empty())
+              return reject(self, id,
+                            invalid("nothing to do: " + (selected->skipped.empty()
+                                                             ? std::string{"no operator selected"}
+                                                             : join(selected->skipped))));
+            spec.operators = std::move(selected->operators);
+            spdlog::info("campaign {}: {} operators on {} with endpoint {}", id,
+                         spec.operators.size(), spec.device_kind, spec.endpoint);
+            start(self, std::move(spec), {});
+          },
+          [self, id](const caf::error& err) {
+            reject(
+                self, id,
+                caf::make_error(errc::request_invalid, "no catalog from a worker: " + render(err)));
+          });
+}
+
+// Resolves a submitted request in the background: failed operators, covered ones, the catalog.
+void resolve(self_pointer self, std::string id, campaign_request request, campaign_spec spec) {
+  operator_selection selection{request.names, request.categories, request.all, {}};
+  auto dtypes = request.dtypes;
+  auto on_error = [self, id](const caf::error& err) { reject(self, id, err); };
+  auto with_kernels = [self, id, selection, dtypes, spec,
+                       on_error](std::vector<std::string> failed) mutable {
+    for (auto& name : failed)
+      selection.names.push_back(std::move(name));
+    scan_all(
+        self, family::kernels, "",
+        [self, id, selection, dtypes, spec](std::vector<key_value> kernels) mutable {
+          selection.covered = covered_ids(kernels);
+          fetch_catalog(self, id, std::move(selection), std::move(dtypes), std::move(spec));
+        },
+        on_error);
+  };
+  if (!request.failed)
+    return with_kernels({});
+  scan_all(
+      self, family::sessions, "",
+      [self, id, with_kernels](std::vector<key_value> sessions) mutable {
+        auto names = failed_names(sessions);
+        if (!names)
+          return reject(self, id, names.error());
+        if (names->empty())
+          return reject(self, id, invalid("no operator failed in an earlier campaign"));
+        with_kernels(std::move(*names));
+      },
+      on_error);
+}
+
+// Checks what can be checked at once and fills in the defaults.
+caf::expected<campaign_spec> accept(const campaign_manager_setup& setup,
+                                    campaign_request& request) {
+  const auto& defaults = setup.defaults;
+  campaign_spec spec;
+  spec.endpoint = request.endpoint.empty() ? setup.default_endpoint : request.endpoint;
+  auto endpoint = setup.endpoints.find(spec.endpoint);
+  if (endpoint == setup.endpoints.end()) {
+    std::vector<std::string> names;
+    for (const auto& [name, e] : setup.endpoints)
+      names.push_back(name);
+    return invalid("no endpoint named '" + spec.endpoint + "' (configured: " + join(names) + ")");
+  }
+  const auto& replayed = endpoint->second.replayed_operators;
+  bool selected =
+      !request.names.empty() || !request.categories.empty() || request.all || request.failed;
+  if (!replayed.empty()) {
+    auto only = "endpoint '" + spec.endpoint + "' replays recorded answers only for " +
+                join({replayed.begin(), replayed.end()}) +
+                "; configure an LLM endpoint (llm.endpoints, or OPFORGE_LLM_URL) for others";
+    if (!request.categories.empty() || request.all || request.failed)
+      return invalid(only);
+    for (const auto& name : request.names)
+      if (!replayed.count(name))
+        return invalid("operator '" + name + "': " + only);
+    if (!selected)
+      request.names.assign(replayed.begin(), replayed.end());
+  } else if (!selected) {
+    return invalid("name the operators to work on, or use --category, --all or --failed");
+  }
+  spec.device_kind = request.device_kind.empty() ? defaults.device_kind : request.device_kind;
+  if (spec.device_kind != "cuda" && spec.device_kind != "interpreter")
+    return invalid("device kind '" + spec.device_kind + "': must be cuda or interpreter");
+  if (request.dtypes.empty())
+    request.dtypes = split(defaults.dtypes);
+  static const std::set<std::string> known{"bfloat16", "float16", "float32", "int32", "int64"};
+  for (const auto& dtype : request.dtypes)
+    if (!known.count(dtype))
+      return invalid("dtype '" + dtype + "': must be one of bfloat16, float16, float32, int32, " +
+                     "int64");
+  auto or_default = [](uint32_t value, int64_t fallback) {
+    return value > 0 ? value : static_cast<uint32_t>(fallback);
+  };
+  spec.concurrency = or_default(request.concurrency, defaults.concurrency);
+  spec.budgets.max_dialogs = or_default(request.max_dialogs, defaults.max_dialogs);
+  spec.budgets.max_calls_per_dialog =
+      or_default(request.max_calls_per_dialog, defaults.max_calls_per_dialog);
+  spec.model = endpoint->second.config.model;
+  spec.budgets.context_window_tokens = endpoint->second.config.context_window;
+  spec.budgets.reply_reserve_tokens = endpoint->second.config.max_tokens;
+  spec.created_ms = now_ms();
+  return spec;
+}
+
+using status_promise = caf::typed_response_promise<campaign_status>;
+
+// The status of a campaign this daemon does not run, read from the store.
+void deliver_stored(self_pointer self, const std::string& id, status_promise promise) {
+  self->request(self->state.setup.store, caf::infinite, atom::get_v, family::campaigns, id)
+      .then(
+          [self, promise, id](stored_value& value) mutable {
+            if (!value.value)
+              return void(promise.deliver(invalid("no campaign '" + id + "'")));
+            auto campaign = decode_campaign(*value.value);
+            if (!campaign)
+              return void(promise.deliver(campaign.error()));
+            scan_all(
+                self, family::sessions, prefix_of(id),
+                [promise, campaign = std::move(*campaign)](std::vector<key_value> kvs) mutable {
+                  std::vector<session_record> sessions;
+                  for (const auto& kv : kvs) {
+                    auto record = decode_record(kv.value);
+                    if (!record)
+                      return void(promise.deliver(record.error()));
+                    sessions.push_back(std::move(*record));
+                  }
+                  promise.deliver(stored_status(campaign, sessions));
+                },
+                [promise](const caf::error& err) mutable { promise.deliver(err); });
+          },
+          [promise](const caf::error& err) mutable { promise.deliver(err); });
+}
+
+void deliver_status(self_pointer self, const std::string& id, status_promise promise) {
+  auto found = self->state.campaigns.find(id);
+  if (found == self->state.campaigns.end())
+    return deliver_stored(self, id, std::move(promise));
+  if (!found->second.actor)
+    return void(promise.deliver(found->second.status));
+  self->request(found->second.actor, std::chrono::seconds{10}, atom::status_v)
+      .then([promise](campaign_status& status) mutable { promise.deliver(std::move(status)); },
+            [promise](const caf::error& err) mutable { promise.deliver(err); });
+}
+
+// Every campaign: the stored ones, overlaid by what this daemon knows better.
+void list_all(self_pointer self,
+              caf::typed_response_promise<std::vector<campaign_status>> promise) {
+  scan_all(
+      self, family::campaigns, "",
+      [self, promise](std::vector<key_value> kvs) mutable {
+        std::map<std::string, campaign_status> all;
+        for (const auto& kv : kvs) {
+          auto campaign = decode_campaign(kv.value);
+          if (!campaign)
+            return void(promise.deliver(campaign.error()));
+          all[kv.key] = stored_status(*campaign, {});
+        }
+        for (const auto& [id, managed] : self->state.campaigns) {
+          auto status = managed.status;
+          status.finished.clear();
+          all[id] = std::move(status);
+        }
+        std::vector<campaign_status> out;
+        for (auto i = all.rbegin(); i != all.rend(); ++i)
+          out.push_back(std::move(i->second));
+        promise.deliver(std::move(out));
+      },
+      [promise](const caf::error& err) mutable { promise.deliver(err); });
+}
+
+} // namespace
+
+campaign_manager_state::~campaign_manager_state() {
+  // Campaigns are not linked to the manager: a campaign that fails is reported through its reply.
+  for (const auto& [id, managed] : campaigns)
+    if (managed.actor)
+      caf::anon_send_exit(managed.actor, caf::exit_reason::user_shutdown);
+}
+
+std::string new_campaign_id() {
+  auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &utc);
+  static thread_local std::mt19937 random{std::random_device{}()};
+  char suffix[8];
+  std::snprintf(suffix, sizeof suffix, "-%04x", static_cast<unsigned>(random() & 0xffff));
+  return std::string{stamp} + suffix;
+}
+
+campaign_manager_actor::behavior_type
+campaign_manager(campaign_manager_actor::stateful_pointer<campaign_manager_state> self,
+                 campaign_manager_setup setup) {
+  self->state.setup = std::move(setup);
+  auto unfinished = std::move(self->state.setup.unfinished);
+  for (auto& campaign : unfinished) {
+    spdlog::info("resuming campaign {}: {} operators, {} sessions started",
+                 campaign.spec.campaign_id, campaign.spec.operators.size(),
+                 campaign.sessions.size());
+    start(self, std::move(campaign.spec), std::move(campaign.sessions));
+  }
+  return {
+      [self](atom::submit, campaign_request& request) -> caf::result<campaign_status> {
+        auto spec = accept(self->state.setup, request);
+        if (!spec)
+          return spec.error();
+        auto id = new_campaign_id();
+        while (self->state.campaigns.count(id))
+          id = new_campaign_id();
+        spec->campaign_id = id;
+        auto& managed = entry(self, id);
+        managed.status.campaign_id = id;
+        managed.status.state = "resolving";
+        managed.status.endpoint = spec->endpoint;
+        managed.status.device_kind = spec->device_kind;
+        managed.status.created_ms = spec->created_ms;
+        spdlog::info("campaign {} submitted: {}{}{}{}", id, join(request.names),
+                     request.categories.empty() ? "" : " categories " + join(request.categories),
+                     request.all ? " all operators" : "",
+                     request.failed ? " operators that failed before" : "");
+        resolve(self, id, request, std::move(*spec));
+        return managed.status;
+      },
+      [self](atom::status, std::string& id) -> caf::result<campaign_status> {
+        auto promise = self->make_response_promise<campaign_status>();
+        if (!id.empty()) {
+          deliver_status(self, id, promise);
+          return promise;
+        }
+        // The newest: ids sort by time, in the store and in memory alike.
+        scan_all(
+            self, family::campaigns, "",
+            [self, promise](std::vector<key_value> kvs) mutable {
+              std::string newest = kvs.empty() ? std::string{} : kvs.back().key;
+              if (!self->state.campaigns.empty())
+                newest = std::max(newest, self->state.campaigns.rbegin()->first);
+              if (newest.empty())
+                return void(
+                    promise.deliver(invalid("no campaign yet: start one with `opforge run`")));
+              deliver_status(self, newest, promise);
+            },
+            [promise](const caf::error& err) mutable { promise.deliver(err); });
+        return promise;
+      },
+      [self](atom::list) -> caf::result<std::vector<campaign_status>> {
+        auto promise = self->make_response_promise<std::vector<campaign_status>>();
+        list_all(self, promise);
+        return promise;
+      },
+      [self](atom::cancel, std::string& id) -> caf::result<campaign_status> {
+        auto found = self->state.campaigns.find(id);
+        if (found == self->state.campaigns.end())
+          return invalid("campaign '" + id + "' is not running in this daemon");
+        auto& managed = found->second;
+        if (managed.status.state == "resolving") {
+          managed.status.state = "cancelled";
+          managed.status.ended_ms = now_ms();
+          return managed.status;
+        }
+        if (!managed.actor)
+          return invalid("campaign '" + id + "' is not running (it is " + managed.status.state +
+                         ")");
+        spdlog::info("cancelling campaign {}", id);
+        self->send(managed.actor, atom::cancel_v);
+        auto promise = self->make_response_promise<campaign_status>();
+        deliver_status(self, id, promise);
+        return promise;
+      },
+      [self](atom::shutdown) {
+        self->quit();
+        return atom::ok_v;
+      },
+  };
+}
+
+} // namespace opforge

@@ -1,0 +1,401 @@
+#include "actors/sessions/op_session.hpp"
+
+#include "actors/sessions/feedback.hpp"
+#include "messages/device_messages.hpp"
+#include "messages/errors.hpp"
+#include "messages/llm_messages.hpp"
+#include "persistence/keys.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+
+namespace opforge {
+
+namespace {
+
+using self_pointer = op_session_actor::stateful_pointer<op_session_state>;
+using json = nlohmann::json;
+
+// Chat request ids are unique in the process, which is what an endpoint needs to cancel one.
+std::atomic<uint64_t> next_request_id{1};
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string to_bytes(const json& value) {
+  auto bytes = json::to_msgpack(value);
+  return {bytes.begin(), bytes.end()};
+}
+
+// 64-bit FNV-1a: stable across builds and platforms, unlike std::hash.
+std::string content_hash(std::string_view text) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (unsigned char c : text) {
+    hash ^= c;
+    hash *= 0x100000001b3ull;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
+  return hex;
+}
+
+// A kernel is recorded for the dtypes it passed; the ones its test skipped are named apart.
+json kernel_entry(const session_record& r, int64_t at_ms) {
+  auto tested = dtypes_of_pass(r.verdict, r.dtypes);
+  auto skipped = json::object();
+  for (const auto& [dtype, reason] : tested.skipped)
+    skipped[dtype] = reason;
+  return {{"op", r.op},
+          {"variant", r.variant},
+          {"wrapper", r.wrapper},
+          {"source", r.proposal},
+          {"hash", content_hash(r.proposal)},
+          {"dtypes", tested.passed},
+          {"skipped_dtypes", skipped},
+          {"campaign_id", r.campaign_id},
+          {"session_id", r.session_id},
+          {"endpoint", r.endpoint},
+          {"model", r.model},
+          {"dialogs", r.dialog},
+          {"llm_calls", r.total_calls},
+          {"calls_in_last_dialog", r.calls_in_dialog},
+          {"tests_run", r.verdict.value("tests_run", 0)},
+          {"tests_passed", r.verdict.value("tests_passed", 0)},
+          {"toolchain", r.verdict.value("toolchain", std::string{})},
+          {"device_kind", r.verdict.value("device_kind", std::string{})},
+          {"accepted_at_ms", at_ms}};
+}
+
+void act(self_pointer self);
+
+// Checkpoints a step and, once the store has it, carries out the next action.
+void apply(self_pointer self, step_result result) {
+  auto& st = self->state;
+  if (result.transitions.empty())
+    return;
+  st.record = std::move(result.record);
+  st.writing = true;
+  auto batch = checkpoint(st.record, result.transitions, now_ms());
+  self->request(st.services.store, caf::infinite, atom::write_v, std::move(batch))
+      .then(
+          [self](atom::ok) {
+            auto& st = self->state;
+            st.writing = false;
+            if (st.services.progress)
+              self->send(st.services.progress, atom::progress_v, summarize(st.record));
+            if (st.cancel_pending) {
+              st.cancel_pending = false;
+              auto ctx = session_context{*st.services.templates, st.services.examples};
+              auto cancelled = step(st.record, cancel_requested{"by request"}, ctx);
+              // A session that has just ended has nothing left to cancel: it finishes.
+              if (!cancelled.transitions.empty()) {
+                apply(self, std::move(cancelled));
+                return;
+              }
+            }
+            act(self);
+          },
+          [self](const caf::error& err) {
+            // Without its checkpoint the session must not go on: it resumes from the last stored
+            // state when the daemon starts again.
+            self->state.promise.deliver(
+                caf::make_error(errc::store_io_failed, "session " + self->state.record.session_id +
+                                                           ": checkpoint failed: " + render(err)));
+            self->quit(err);
+          });
+}
+
+void on_event(self_pointer self, const session_event& event) {
+  auto& st = self->state;
+  st.llm_request.reset();
+  st.job.reset();
+  apply(self,
+        step(st.record, event, session_context{*st.services.templates, st.services.examples}));
+}
+
+// Replies for an older revision (after a cancel) are dropped.
+bool stale(self_pointer self, uint64_t revision) {
+  return self->state.record.revision != revision;
+}
+
+void ask(self_pointer self, const ask_llm& action) {
+  auto& st = self->state;
+  chat_request request;
+  request.request_id = next_request_id++;
+  request.campaign_id = st.record.campaign_id;
+  request.session_id = st.record.session_id;
+  request.op = st.record.op;
+  request.answer_index = st.record.total_calls;
+  for (const auto& m : action.messages)
+    request.messages.push_back({m.role, m.content});
+  st.llm_request = request.request_id;
+  auto revision = st.record.revision;
+  self->request(st.services.llm, caf::infinite, atom::complete_v, std::move(request))
+      .then(
+          [self, revision](chat_result& r) {
+            if (stale(self, revision))
+              return;
+            switch (r.outcome) {
+            case chat_outcome::ok:
+            case chat_outcome::truncated:
+              on_event(self,
+                       llm_answered{std::move(r.content), r.outcome == chat_outcome::truncated,
+                                    r.usage.prompt, r.usage.completion});
+              return;
+            case chat_outcome::context_exhausted:
+              on_event(self, llm_context_exhausted{r.error});
+              return;
+            case chat_outcome::endpoint_fault:
+            case chat_outcome::cancelled:
+              on_event(self, llm_faulted{std::string{to_string(r.outcome)} + ": " + r.error});
+              return;
+            }
+          },
+          [self, revision](const caf::error& err) {
+            if (!stale(self, revision))
+              on_event(self, llm_faulted{render(err)});
+          });
+}
+
+// The first log field from `from` on that is too long to feed back as it is.
+std::optional<size_t> next_long_log(const op_session_state& st, const json& result, size_t from) {
+  if (!st.services.summarizer || !result.contains("failure") || !result["failure"].is_object())
+    return std::nullopt;
+  const auto& failure = result["failure"];
+  for (auto i = from; i < log_fields.size(); ++i) {
+    auto log = failure.find(log_fields[i]);
+    if (log != failure.end() && log->is_string() &&
+        log->get_ref<const std::string&>().size() > st.services.summarize_over_chars)
+      return i;
+  }
+  return std::nullopt;
+}
+
+// Feeds a test result back once each long log in its failure (compile log, traceback, crash
+// output) has gone through the summarizer, one after the other. A log the summarizer fails on is
+// fed back as it is; the feedback cuts it.
+void on_test_result(self_pointer self, json result, size_t from_field = 0) {
+  auto field = next_long_log(self->state, result, from_field);
+  if (!field) {
+    on_event(self, test_finished{std::move(result)});
+    return;
+  }
+  auto& st = self->state;
+  auto revision = st.record.revision;
+  auto key = std::string{log_fields[*field]};
+  summary_request request{st.record.session_id, st.record.op,
+                          result["failure"][key].get<std::string>()};
+  self->request(st.services.summarizer, caf::infinite, atom::summarize_v, std::move(request))
+      .then(
+          [self, revision, result, key, next = *field + 1](summary_result& summary) mutable {
+            if (stale(self, revision))
+              return;
+            result["failure"][key] = std::move(summary.text);
+            on_test_result(self, std::move(result), next);
+          },
+          [self, revision, result, next = *field + 1](const caf::error&) mutable {
+            if (!stale(self, revision))
+              on_test_result(self, std::move(result), next);
+          });
+}
+
+void run_job(self_pointer self, const char* kind, const std::string& source) {
+  auto& st = self->state;
+  const auto& r = st.record;
+  device_job job;
+  job.id = r.session_id + ":" + kind + ":" + std::to_string(r.revision);
+  job.kind = kind;
+  job.deadline_ms = st.services.job_deadline_ms;
+  if (job.kind == "lint") {
+    job.payload = to_bytes({{"source", source},
+                            {"op", r.op},
+                            {"wrapper", r.wrapper},
+                            {"profile", st.services.device_kind}});
+  } else {
+    job.device_kind = st.services.device_kind;
+    job.payload = to_bytes({{"op", r.op},
+                            {"variant", r.variant},
+                            {"source", source},
+                            {"wrapper", r.wrapper},
+                            {"dtypes", r.dtypes},
+                            {"mode", "first_failure"},
+                            {"seed", 0},
+                            {"timeout_s", st.services.sample_timeout_s}});
+  }
+  st.job = job.id;
+  auto revision = r.revision;
+  bool is_lint = job.kind == "lint";
+  self->request(st.services.jobs, caf::infinite, atom::submit_v, std::move(job))
+      .then(
+          [self, revision, is_lint](device_job_result& result) {
+            if (stale(self, revision))
+              return;
+            if (result.status != "done") {
+              on_event(self, harness_faulted{result.status + ": " + result.error});
+              return;
+            }
+            auto payload = decode_payload(result.payload);
+            if (!payload) {
+              on_event(self, harness_faulted{render(payload.error())});
+              return;
+            }
+            if (is_lint) {
+              on_event(self, lint_finished{std::move(*payload)});
+              return;
+            }
+            (*payload)["toolchain"] = result.fingerprint;
+            (*payload)["device_kind"] = self->state.services.device_kind;
+            on_test_result(self, std::move(*payload));
+          },
+          [self, revision, is_lint](const caf::error& err) {
+            if (stale(self, revision))
+              return;
+            if (!is_lint && err == errc::job_quarantined) {
+              // The candidate kept killing workers: that is a verdict on it, fed back as a crash.
+              on_event(self,
+                       test_finished{{{"outcome", "crash"},
+                                      {"tests_run", 0},
+                                      {"tests_passed", 0},
+                                      {"failure",
+                                       {{"message", "the candidate was quarantined: it killed "
+                                                    "the worker process on every attempt (" +
+                                                        render(err) + ")"}}}}});
+              return;
+            }
+            on_event(self, harness_faulted{render(err)});
+          });
+}
+
+// Carries out what the record asks for next; after faults, once the back-off has passed.
+void issue(self_pointer self, const session_action& action) {
+  std::visit(
+      [self](const auto& a) {
+        using type = std::decay_t<decltype(a)>;
+        if constexpr (std::is_same_v<type, ask_llm>)
+          ask(self, a);
+        else if constexpr (std::is_same_v<type, lint_candidate>)
+          run_job(self, "lint", a.source);
+        else if constexpr (std::is_same_v<type, test_candidate>)
+          run_job(self, "test", a.source);
+        else {
+          self->state.promise.deliver(summarize(self->state.record));
+          self->quit();
+        }
+      },
+      action);
+}
+
+std::chrono::milliseconds delay_of(const session_action& action) {
+  return std::visit(
+      [](const auto& a) -> std::chrono::milliseconds {
+        if constexpr (std::is_same_v<std::decay_t<decltype(a)>, finish_session>)
+          return std::chrono::milliseconds{0};
+        else
+          return a.delay;
+      },
+      action);
+}
+
+void act(self_pointer self) {
+  auto action = next_action(self->state.record);
+  if (auto delay = delay_of(action); delay.count() > 0) {
+    self->delayed_send(self, delay, atom::retry_v, self->state.record.revision);
+    return;
+  }
+  issue(self, action);
+}
+
+} // namespace
+
+std::string operator_id(std::string_view op, std::string_view variant) {
+  return variant.empty() ? std::string{op} : std::string{op} + "/" + std::string{variant};
+}
+
+std::string session_key(std::string_view campaign_id, std::string_view operator_id) {
+  return prefix_of(campaign_id) + std::string{operator_id};
+}
+
+std::string kernel_key(std::string_view operator_id, std::string_view source) {
+  return prefix_of(operator_id) + content_hash(source);
+}
+
+write_batch checkpoint(const session_record& record,
+                       const std::vector<session_transition>& transitions, int64_t at_ms) {
+  write_batch batch;
+  batch.ops.push_back({family::sessions,
+                       session_key(record.campaign_id, operator_id(record.op, record.variant)),
+                       encode_record(record)});
+  for (auto t : transitions) {
+    t.at_ms = at_ms;
+    batch.ops.push_back(
+        {family::events, event_key(record.session_id, t.revision), encode_transition(t)});
+  }
+  if (record.state == session_state::success)
+    batch.ops.push_back({family::kernels,
+                         kernel_key(operator_id(record.op, record.variant), record.proposal),
+                         to_bytes(kernel_entry(record, at_ms))});
+  batch.sync = record.state == session_state::success || record.state == session_state::failed;
+  return batch;
+}
+
+session_summary summarize(const session_record& r) {
+  session_summary s;
+  s.session_id = r.session_id;
+  s.op = r.op;
+  s.state = to_string(r.state);
+  s.end_reason = r.end_reason;
+  s.dialogs = r.dialog;
+  s.llm_calls = r.total_calls;
+  s.faults = r.total_faults;
+  s.prompt_tokens = r.prompt_tokens;
+  s.completion_tokens = r.completion_tokens;
+  if (r.state == session_state::success)
+    s.kernel_key = kernel_key(operator_id(r.op, r.variant), r.proposal);
+  return s;
+}
+
+op_session_actor::behavior_type
+op_session(op_session_actor::stateful_pointer<op_session_state> self, session_record record,
+           session_services services) {
+  self->state.record = std::move(record);
+  self->state.services = std::move(services);
+  return {
+      [self](atom::run) -> caf::result<session_summary> {
+        auto& st = self->state;
+        if (st.running)
+          return caf::make_error(errc::request_invalid,
+                                 "session " + st.record.session_id + " is already running");
+        st.running = true;
+        st.promise = self->make_response_promise<session_summary>();
+        if (st.record.state == session_state::prompt)
+          apply(self,
+                start(st.record, session_context{*st.services.templates, st.services.examples}));
+        else
+          act(self);
+        return st.promise;
+      },
+      [self](atom::cancel) {
+        auto& st = self->state;
+        if (st.writing) {
+          st.cancel_pending = true;
+          return;
+        }
+        if (st.llm_request)
+          self->send(st.services.llm, atom::cancel_v, *st.llm_request);
+        if (st.job)
+          self->send(st.services.jobs, atom::cancel_v, *st.job);
+        if (st.running)
+          on_event(self, cancel_requested{"by request"});
+      },
+      [self](atom::retry, uint64_t revision) {
+        if (!stale(self, revision) && !self->state.writing)
+          issue(self, next_action(self->state.record));
+      },
+  };
+}
+
+} // namespace opforge

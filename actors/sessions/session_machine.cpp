@@ -1,0 +1,446 @@
+#include "actors/sessions/session_machine.hpp"
+
+#include "actors/sessions/answer_parser.hpp"
+#include "actors/sessions/feedback.hpp"
+#include "messages/errors.hpp"
+
+namespace opforge {
+
+NLOHMANN_JSON_SERIALIZE_ENUM(session_state, {
+                                                {session_state::prompt, "PROMPT"},
+                                                {session_state::generate, "GENERATE"},
+                                                {session_state::parse, "PARSE"},
+                                                {session_state::lint, "LINT"},
+                                                {session_state::test, "TEST"},
+                                                {session_state::feedback, "FEEDBACK"},
+                                                {session_state::success, "SUCCESS"},
+                                                {session_state::failed, "FAILED"},
+                                            })
+
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(session_message, role, content)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(session_attempt, dialog, call, stage, outcome,
+                                                detail)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(session_record, session_id, campaign_id, op,
+                                                variant, wrapper, dtypes, docstring, seed_kernel,
+                                                endpoint, model, budgets, state, revision, dialog,
+                                                calls_in_dialog, total_calls, consecutive_faults,
+                                                total_faults, messages, proposal, last_feedback,
+                                                verdict, prompt_tokens, completion_tokens, history,
+                                                end_reason)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(session_transition, revision, from, to, detail,
+                                                at_ms, content)
+
+void to_json(nlohmann::json& out, const session_budgets& b) {
+  out = {{"max_dialogs", b.max_dialogs},
+         {"max_calls_per_dialog", b.max_calls_per_dialog},
+         {"context_window_tokens", b.context_window_tokens},
+         {"reply_reserve_tokens", b.reply_reserve_tokens}};
+}
+
+void from_json(const nlohmann::json& in, session_budgets& b) {
+  session_budgets defaults;
+  b.max_dialogs = in.value("max_dialogs", defaults.max_dialogs);
+  b.max_calls_per_dialog = in.value("max_calls_per_dialog", defaults.max_calls_per_dialog);
+  b.context_window_tokens = in.value("context_window_tokens", defaults.context_window_tokens);
+  b.reply_reserve_tokens = in.value("reply_reserve_tokens", defaults.reply_reserve_tokens);
+}
+
+namespace {
+
+// Bumped when a stored record can no longer be read as this build writes it.
+constexpr int record_schema = 1;
+
+bool is_resting(session_state state) {
+  switch (state) {
+  case session_state::generate:
+  case session_state::lint:
+  case session_state::test:
+  case session_state::success:
+  case session_state::failed:
+  case session_state::prompt: // created, not started yet
+    return true;
+  case session_state::parse:
+  case session_state::feedback:
+    return false;
+  }
+  return false;
+}
+
+std::string first_line(std::string_view text, size_t limit = 200) {
+  auto line = text.substr(0, text.find('\n'));
+  return truncate_middle(line, limit);
+}
+
+std::string join(const std::vector<std::string>& items, const char* separator) {
+  std::string out;
+  for (const auto& item : items)
+    out += (out.empty() ? "" : separator) + item;
+  return out;
+}
+
+// One step in progress: the record, the transitions made so far, and the prompts to build.
+class stepper {
+public:
+  stepper(session_record record, const session_context& context)
+      : rec_{std::move(record)}, ctx_{context} {}
+
+  step_result done() && { return {std::move(rec_), std::move(transitions_)}; }
+
+  session_record& rec() { return rec_; }
+
+  void move_to(session_state to, std::string detail, std::string content = {}) {
+    transitions_.push_back(
+        {++rec_.revision, rec_.state, to, std::move(detail), 0, std::move(content)});
+    rec_.state = to;
+  }
+
+  void fail(std::string reason) {
+    rec_.end_reason = reason;
+    move_to(session_state::failed, std::move(reason));
+  }
+
+  bool fits_context() const {
+    const auto& b = rec_.budgets;
+    return b.context_window_tokens == 0 ||
+           estimated_tokens(rec_.messages) + b.reply_reserve_tokens <= b.context_window_tokens;
+  }
+
+  std::string context_usage() const {
+    return "~" + std::to_string(estimated_tokens(rec_.messages)) + " tokens + " +
+           std::to_string(rec_.budgets.reply_reserve_tokens) + " for the answer, window " +
+           std::to_string(rec_.budgets.context_window_tokens);
+  }
+
+  // Starts the next dialog: from the latest proposal (or the repair seed) with the debug prompt,
+  // or from scratch with the initial prompt. The record is in PROMPT.
+  void open_dialog() {
+    const auto& b = rec_.budgets;
+    if (rec_.dialog >= b.max_dialogs) {
+      fail("budget spent: " + std::to_string(rec_.dialog) + " dialogs of at most " +
+           std::to_string(b.max_calls_per_dialog) + " calls (" + std::to_string(rec_.total_calls) +
+           " calls in all)");
+      return;
+    }
+    ++rec_.dialog;
+    rec_.calls_in_dialog = 0;
+    rec_.messages.clear();
+    const auto& seed = rec_.proposal.empty() ? rec_.seed_kernel : rec_.proposal;
+    prompt_values values{{"op", rec_.op},
+                         {"wrapper", rec_.wrapper},
+                         {"dtypes", join(rec_.dtypes, ", ")},
+                         {"docstring", rec_.docstring},
+                         {"examples", ctx_.examples}};
+    auto kind = prompt_kind::initial;
+    if (!seed.empty()) {
+      kind = prompt_kind::debug_existing;
+      values["kernel"] = seed;
+      values["status"] = rec_.last_feedback;
+    }
+    rec_.messages.push_back({"user", ctx_.templates.render(kind, values)});
+    if (!fits_context()) {
+      fail("the first prompt of dialog " + std::to_string(rec_.dialog) +
+           " does not fit the endpoint's context window (" + context_usage() + ")");
+      return;
+    }
+    move_to(session_state::generate,
+            "dialog " + std::to_string(rec_.dialog) + " of " + std::to_string(b.max_dialogs) +
+                ": " + to_string(kind) + " prompt",
+            rec_.messages.back().content);
+  }
+
+  // Records the verdict and either asks again in this dialog or opens the next one: when this
+  // dialog has used its calls, or the feedback would push it past the context window.
+  void feed_back(std::string prompt, session_attempt attempt) {
+    attempt.dialog = rec_.dialog;
+    attempt.call = rec_.calls_in_dialog;
+    auto summary = attempt.stage + ": " + attempt.outcome +
+                   (attempt.detail.empty() ? "" : " (" + attempt.detail + ")");
+    rec_.history.push_back(std::move(attempt));
+    rec_.last_feedback = prompt;
+    move_to(session_state::feedback, std::move(summary), prompt);
+    if (rec_.calls_in_dialog >= rec_.budgets.max_calls_per_dialog) {
+      move_to(session_state::prompt, "dialog " + std::to_string(rec_.dialog) + " used its " +
+                                         std::to_string(rec_.calls_in_dialog) + " calls");
+      open_dialog();
+      return;
+    }
+    rec_.messages.push_back({"user", std::move(prompt)});
+    if (!fits_context()) {
+      auto usage = context_usage();
+      rec_.messages.pop_back();
+      move_to(session_state::prompt, "dialog " + std::to_string(rec_.dialog) +
+                                         " would exceed the context window (" + usage + ")");
+      open_dialog();
+      return;
+    }
+    move_to(session_state::generate, "call " + std::to_string(rec_.calls_in_dialog + 1) +
+                                         " of dialog " + std::to_string(rec_.dialog));
+  }
+
+  void fault(session_state stays, const char* who, const std::string& detail) {
+    ++rec_.consecutive_faults;
+    ++rec_.total_faults;
+    move_to(stays, std::string{who} + " fault, retry " + std::to_string(rec_.consecutive_faults) +
+                       ": " + first_line(detail));
+  }
+
+  void on(const llm_answered& answer) {
+    ++rec_.calls_in_dialog;
+    ++rec_.total_calls;
+    rec_.consecutive_faults = 0;
+    rec_.prompt_tokens += answer.prompt_tokens;
+    rec_.completion_tokens += answer.completion_tokens;
+    rec_.messages.push_back({"assistant", answer.content});
+    move_to(session_state::parse,
+            "answer " + std::to_string(rec_.calls_in_dialog) + " of dialog " +
+                std::to_string(rec_.dialog) +
+                (answer.truncated ? " (cut off at the token limit)" : ""),
+            answer.content);
+    auto parsed = parse_answer(answer.content, rec_.wrapper);
+    if (auto* problem = std::get_if<format_problem>(&parsed)) {
+      auto what = answer.truncated ? "it was cut off at the token limit, so keep it shorter; and " +
+                                         problem->what
+                                   : problem->what;
+      feed_back(format_feedback(ctx_.templates, what, rec_.wrapper),
+                {0, 0, "format", "format_error", first_line(what)});
+      return;
+    }
+    auto& candidate = std::get<parsed_candidate>(parsed);
+    rec_.proposal = std::move(candidate.source);
+    move_to(session_state::lint,
+            "kernels " + join(candidate.kernels, ", ") +
+                (candidate.renamed_from.empty() ? std::string{}
+                                                : "; wrapper `" + candidate.renamed_from +
+                                                      "` renamed to `" + rec_.wrapper + "`"));
+  }
+
+  void on(const llm_context_exhausted& event) {
+    if (rec_.calls_in_dialog == 0) {
+      fail("the first prompt of dialog " + std::to_string(rec_.dialog) +
+           " does not fit the endpoint's context: " + first_line(event.detail));
+      return;
+    }
+    rec_.consecutive_faults = 0;
+    move_to(session_state::prompt, "endpoint: context exhausted in dialog " +
+                                       std::to_string(rec_.dialog) + ": " +
+                                       first_line(event.detail));
+    open_dialog();
+  }
+
+  void on(const llm_faulted& event) { fault(session_state::generate, "endpoint", event.detail); }
+
+  void on(const lint_finished& event) {
+    const auto& result = event.result;
+    if (!result.is_object() || !result.contains("ok") || !result["ok"].is_boolean()) {
+      fault(session_state::lint, "harness", "lint result without a boolean 'ok'");
+      return;
+    }
+    rec_.consecutive_faults = 0;
+    rec_.verdict = result;
+    auto syntax = result.value("syntax_error", nlohmann::json{});
+    if (result["ok"].get<bool>() && syntax.is_null()) {
+      move_to(session_state::test, "lint clean");
+      return;
+    }
+    std::vector<std::string> rules;
+    if (!syntax.is_null())
+      rules.push_back("syntax_error");
+    for (const auto& v : result.value("violations", nlohmann::json::array()))
+      if (v.is_object() && v.contains("rule"))
+        rules.push_back(describe(v["rule"]));
+    feed_back(lint_feedback(ctx_.templates, result, rec_.wrapper),
+              {0, 0, "lint", "lint_violation", first_line(join(rules, ", "))});
+  }
+
+  void on(const test_finished& event) {
+    const auto& result = event.result;
+    auto outcome = result.is_object() ? result.value("outcome", std::string{}) : std::string{};
+    if (outcome == "pass") {
+      // A pass is believed only when it says it ran something and everything it ran passed.
+      auto run = result.value("tests_run", int64_t{0});
+      auto passed = result.value("tests_passed", int64_t{0});
+      if (run <= 0 || passed != run) {
+        fault(session_state::test, "harness",
+              "pass with " + std::to_string(passed) + " of " + std::to_string(run) +
+                  " tests passed");
+        return;
+      }
+      rec_.consecutive_faults = 0;
+      rec_.verdict = result;
+      rec_.history.push_back(
+          {rec_.dialog, rec_.calls_in_dialog, "test", "pass", std::to_string(run) + " tests"});
+      auto tested = dtypes_of_pass(result, rec_.dtypes);
+      rec_.end_reason = "passed " + std::to_string(run) + " tests on " + join(tested.passed, ", ");
+      for (const auto& [dtype, reason] : tested.skipped)
+        rec_.end_reason += "; skipped " + dtype + ": " + reason;
+      move_to(session_state::success, rec_.end_reason);
+      return;
+    }
+    auto prompt = test_feedback(ctx_.templates, result, rec_.wrapper);
+    if (!prompt) {
+      fault(session_state::test, "harness",
+            outcome == "harness_error"
+                ? "harness_error: " + describe(result.value("failure", nlohmann::json::object())
+                                                   .value("message", nlohmann::json{""}))
+                : "test result with unknown outcome '" + outcome + "'");
+      return;
+    }
+    rec_.consecutive_faults = 0;
+    rec_.verdict = result;
+    auto failure = result.value("failure", nlohmann::json::object());
+    auto dtype = failure.is_object() ? failure.value("dtype", std::string{}) : std::string{};
+    auto message = failure.is_object() ? describe(failure.value("message", nlohmann::json{""}))
+                                       : std::string{};
+    feed_back(std::move(*prompt),
+              {0, 0, "test", outcome, first_line((dtype.empty() ? "" : dtype + ": ") + message)});
+  }
+
+  void on(const harness_faulted& event) { fault(rec_.state, "harness", event.detail); }
+
+  void on(const cancel_requested& event) { fail("cancelled: " + event.reason); }
+
+private:
+  session_record rec_;
+  const session_context& ctx_;
+  std::vector<session_transition> transitions_;
+};
+
+// Whether `event` is what a record in `state` waits for.
+bool expects(session_state state, const session_event& event) {
+  if (state == session_state::success || state == session_state::failed)
+    return false;
+  return std::visit(
+      [state](const auto& e) {
+        using event_type = std::decay_t<decltype(e)>;
+        if constexpr (std::is_same_v<event_type, cancel_requested>)
+          return true;
+        else if constexpr (std::is_same_v<event_type, lint_finished>)
+          return state == session_state::lint;
+        else if constexpr (std::is_same_v<event_type, test_finished>)
+          return state == session_state::test;
+        else if constexpr (std::is_same_v<event_type, harness_faulted>)
+          return state == session_state::lint || state == session_state::test;
+        else
+          return state == session_state::generate;
+      },
+      event);
+}
+
+} // namespace
+
+const char* to_string(session_state state) {
+  switch (state) {
+  case session_state::prompt:
+    return "PROMPT";
+  case session_state::generate:
+    return "GENERATE";
+  case session_state::parse:
+    return "PARSE";
+  case session_state::lint:
+    return "LINT";
+  case session_state::test:
+    return "TEST";
+  case session_state::feedback:
+    return "FEEDBACK";
+  case session_state::success:
+    return "SUCCESS";
+  case session_state::failed:
+    return "FAILED";
+  }
+  return "UNKNOWN";
+}
+
+std::string encode_record(const session_record& record) {
+  nlohmann::json value = record;
+  value["schema"] = record_schema;
+  auto bytes = nlohmann::json::to_msgpack(value);
+  return {bytes.begin(), bytes.end()};
+}
+
+caf::expected<session_record> decode_record(std::string_view bytes) {
+  auto corrupt = [](const std::string& what) {
+    return caf::make_error(errc::store_corrupt, "session record: " + what);
+  };
+  try {
+    auto value = nlohmann::json::from_msgpack(bytes.begin(), bytes.end());
+    if (!value.is_object())
+      return corrupt("not a map");
+    if (value.value("schema", 0) != record_schema)
+      return corrupt("schema " + value.value("schema", nlohmann::json{}).dump() + ", expected " +
+                     std::to_string(record_schema));
+    auto record = value.get<session_record>();
+    if (!is_resting(record.state))
+      return corrupt(std::string{"stored in transient state "} + to_string(record.state));
+    return record;
+  } catch (const nlohmann::json::exception& e) {
+    return corrupt(e.what());
+  }
+}
+
+std::string encode_transition(const session_transition& transition) {
+  auto bytes = nlohmann::json::to_msgpack(nlohmann::json(transition));
+  return {bytes.begin(), bytes.end()};
+}
+
+caf::expected<session_transition> decode_transition(std::string_view bytes) {
+  try {
+    return nlohmann::json::from_msgpack(bytes.begin(), bytes.end()).get<session_transition>();
+  } catch (const nlohmann::json::exception& e) {
+    return caf::make_error(errc::store_corrupt, std::string{"session event: "} + e.what());
+  }
+}
+
+std::chrono::milliseconds retry_delay(uint32_t consecutive_faults) {
+  using std::chrono::milliseconds;
+  if (consecutive_faults == 0)
+    return milliseconds{0};
+  auto shift = std::min<uint32_t>(consecutive_faults - 1, 6);
+  return std::min(milliseconds{1000 << shift}, milliseconds{60'000});
+}
+
+uint64_t estimated_tokens(const std::vector<session_message>& messages) {
+  uint64_t chars = 0;
+  for (const auto& m : messages)
+    chars += m.content.size();
+  return chars / 4;
+}
+
+session_action next_action(const session_record& record) {
+  auto delay = retry_delay(record.consecutive_faults);
+  switch (record.state) {
+  case session_state::generate:
+    return ask_llm{record.messages, delay};
+  case session_state::lint:
+    return lint_candidate{record.proposal, delay};
+  case session_state::test:
+    return test_candidate{record.proposal, delay};
+  case session_state::success:
+    return finish_session{true, record.end_reason};
+  case session_state::failed:
+    return finish_session{false, record.end_reason};
+  case session_state::prompt:
+  case session_state::parse:
+  case session_state::feedback:
+    break;
+  }
+  return finish_session{false, std::string{"no action for a record in "} + to_string(record.state) +
+                                   " (not started)"};
+}
+
+step_result start(session_record record, const session_context& context) {
+  stepper s{std::move(record), context};
+  if (s.rec().state == session_state::prompt && s.rec().dialog == 0)
+    s.open_dialog();
+  return std::move(s).done();
+}
+
+step_result step(session_record record, const session_event& event,
+                 const session_context& context) {
+  if (!expects(record.state, event))
+    return {std::move(record), {}};
+  stepper s{std::move(record), context};
+  std::visit([&s](const auto& e) { s.on(e); }, event);
+  return std::move(s).done();
+}
+
+} // namespace opforge

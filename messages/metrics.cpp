@@ -1,0 +1,134 @@
+#include "messages/metrics.hpp"
+
+namespace opforge {
+
+namespace {
+
+// Device jobs take from milliseconds (lint) to minutes (a full OpInfo validation).
+const prometheus::Histogram::BucketBoundaries job_buckets{
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600};
+
+// Store batches are sub-millisecond without sync and a few milliseconds with it.
+const prometheus::Histogram::BucketBoundaries store_buckets{
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25};
+
+// A chat completion takes from a fraction of a second (replayed) to many minutes (reasoning).
+const prometheus::Histogram::BucketBoundaries llm_buckets{0.05, 0.1, 0.25, 0.5, 1,   2.5, 5,   10,
+                                                          20,   30,  60,   120, 300, 600, 1200};
+
+template <class Builder>
+auto& family(Builder builder, prometheus::Registry& registry, const char* name, const char* help) {
+  return builder.Name(name).Help(help).Register(registry);
+}
+
+} // namespace
+
+metrics::metrics(std::string version)
+    : registry_{std::make_shared<prometheus::Registry>()},
+      workers_{family(prometheus::BuildGauge(), *registry_, "opforge_workers",
+                      "Connected workers by device kind and state")},
+      jobs_{family(prometheus::BuildCounter(), *registry_, "opforge_jobs_total",
+                   "Finished device jobs by job kind and outcome")},
+      job_latency_{family(prometheus::BuildHistogram(), *registry_, "opforge_job_latency_seconds",
+                          "Time from dispatch to result of device jobs")},
+      queue_depth_{family(prometheus::BuildGauge(), *registry_, "opforge_queue_depth",
+                          "Device jobs waiting for a free worker slot")
+                       .Add({})},
+      malformed_frames_{family(prometheus::BuildCounter(), *registry_,
+                               "opforge_malformed_frames_total",
+                               "Frames dropped by a decoder, by reason")},
+      job_requeues_{family(prometheus::BuildCounter(), *registry_, "opforge_job_requeues_total",
+                           "Device jobs requeued after their worker died or left")},
+      late_results_{family(prometheus::BuildCounter(), *registry_, "opforge_late_results_total",
+                           "Worker results ignored because the job no longer ran there")
+                        .Add({})},
+      store_write_latency_{family(prometheus::BuildHistogram(), *registry_,
+                                  "opforge_store_write_latency_seconds",
+                                  "Time to apply one write batch to the store")
+                               .Add({}, store_buckets)},
+      llm_requests_{family(prometheus::BuildCounter(), *registry_, "opforge_llm_requests_total",
+                           "Finished chat requests by endpoint and outcome")},
+      llm_latency_{family(prometheus::BuildHistogram(), *registry_,
+                          "opforge_llm_request_latency_seconds",
+                          "Acceptance-to-reply time of chat requests, retries included")},
+      llm_tokens_{family(prometheus::BuildCounter(), *registry_, "opforge_llm_tokens_total",
+                         "Tokens by endpoint and kind (prompt, completion, reasoning)")},
+      llm_retries_{family(prometheus::BuildCounter(), *registry_, "opforge_llm_retries_total",
+                          "Retried chat attempts by endpoint and reason")},
+      llm_breaker_state_{family(prometheus::BuildGauge(), *registry_, "opforge_llm_breaker_state",
+                                "Circuit breaker per endpoint: 0 closed, 1 half-open, 2 open")},
+      llm_in_flight_{family(prometheus::BuildGauge(), *registry_, "opforge_llm_in_flight",
+                            "HTTP attempts under way per endpoint")},
+      summaries_{family(prometheus::BuildCounter(), *registry_, "opforge_summaries_total",
+                        "Compiler-log summaries by method (raw, deterministic, llm, fallback)")},
+      sessions_{family(prometheus::BuildGauge(), *registry_, "opforge_sessions",
+                       "Running operator sessions by the state they wait in")},
+      sessions_ended_{family(prometheus::BuildCounter(), *registry_, "opforge_sessions_ended_total",
+                             "Operator sessions that ended, by outcome (SUCCESS, FAILED)")},
+      uptime_{family(prometheus::BuildGauge(), *registry_, "opforge_uptime_seconds",
+                     "Seconds since the daemon started")
+                  .Add({})} {
+  family(prometheus::BuildGauge(), *registry_, "opforge_build_info",
+         "Always 1; the labels say which build runs")
+      .Add({{"version", std::move(version)}})
+      .Set(1);
+}
+
+prometheus::Gauge& metrics::workers(const std::string& kind, const std::string& state) {
+  return workers_.Add({{"kind", kind}, {"state", state}});
+}
+
+prometheus::Counter& metrics::jobs(const std::string& kind, const std::string& outcome) {
+  return jobs_.Add({{"kind", kind}, {"outcome", outcome}});
+}
+
+prometheus::Histogram& metrics::job_latency(const std::string& kind) {
+  return job_latency_.Add({{"kind", kind}}, job_buckets);
+}
+
+prometheus::Counter& metrics::malformed_frames(const std::string& reason) {
+  return malformed_frames_.Add({{"reason", reason}});
+}
+
+prometheus::Counter& metrics::job_requeues(const std::string& reason) {
+  return job_requeues_.Add({{"reason", reason}});
+}
+
+prometheus::Counter& metrics::llm_requests(const std::string& endpoint,
+                                           const std::string& outcome) {
+  return llm_requests_.Add({{"endpoint", endpoint}, {"outcome", outcome}});
+}
+
+prometheus::Histogram& metrics::llm_latency(const std::string& endpoint) {
+  return llm_latency_.Add({{"endpoint", endpoint}}, llm_buckets);
+}
+
+prometheus::Counter& metrics::llm_tokens(const std::string& endpoint, const std::string& kind) {
+  return llm_tokens_.Add({{"endpoint", endpoint}, {"kind", kind}});
+}
+
+prometheus::Counter& metrics::llm_retries(const std::string& endpoint, const std::string& reason) {
+  return llm_retries_.Add({{"endpoint", endpoint}, {"reason", reason}});
+}
+
+prometheus::Gauge& metrics::llm_breaker_state(const std::string& endpoint) {
+  return llm_breaker_state_.Add({{"endpoint", endpoint}});
+}
+
+prometheus::Gauge& metrics::llm_in_flight(const std::string& endpoint) {
+  return llm_in_flight_.Add({{"endpoint", endpoint}});
+}
+
+prometheus::Counter& metrics::summaries(const std::string& method) {
+  return summaries_.Add({{"method", method}});
+}
+
+prometheus::Gauge& metrics::sessions(const std::string& state) {
+  return sessions_.Add({{"state", state}});
+}
+
+prometheus::Counter& metrics::sessions_ended(const std::string& outcome) {
+  return sessions_ended_.Add({{"outcome", outcome}});
+}
+
+} // namespace opforge

@@ -1,0 +1,25 @@
+#include "messages/system_config.hpp"
+
+#include "messages/device_messages.hpp"
+#include "messages/errors.hpp"
+#include "messages/llm_messages.hpp"
+#include "messages/session_messages.hpp"
+#include "messages/store_messages.hpp"
+#include "messages/type_ids.hpp"
+#include "messages/wire.hpp"
+#include "messages/write_batch.hpp"
+
+#include <caf/atom.hpp>
+
+namespace opforge {
+
+system_config::system_config(scheduling mode) {
+  add_message_types<caf::id_block::opforge>();
+  register_error_category(*this);
+  set("logger.file-verbosity", caf::atom("quiet"));
+  set("logger.console-verbosity", caf::atom("quiet"));
+  if (mode == scheduling::deterministic)
+    set("scheduler.policy", caf::atom("testing"));
+}
+
+} // namespace opforge
