@@ -187,7 +187,10 @@ class SampleStore:
             from opforge_worker.opinfo import load_op_db
 
             metas = [OpMeta.of(opinfo) for opinfo in load_op_db()]
-            self._write(path, {"kind": "ops"}, [dataclasses.asdict(meta) for meta in metas])
+            try:
+                self._write(path, {"kind": "ops"}, [dataclasses.asdict(meta) for meta in metas])
+            except OSError as error:  # the next run imports op_db again, no verdict changes
+                log.warning("operators' metadata not stored: %s", error)
         found: dict[tuple[str, str], OpMeta] = {}
         for meta in metas:
             found.setdefault((meta.name, meta.variant_test_name), meta)
