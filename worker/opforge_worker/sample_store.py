@@ -9,8 +9,9 @@ imported only when something is missing.
 
 A cached sample stands in for a freshly generated one, so trust comes first:
 - Everything lies under a directory named by the digest of its key (``store_key``): the format,
-  the toolchain the samples and references are computed with (python, torch and its git
-  revision, triton, numpy: the judge computes them on the CPU, so no device enters), the digest
+  the toolchain the samples and references are computed with (``toolchain.collect("none")``:
+  python, torch, triton; with torch's git revision and numpy: the judge computes them on the
+  CPU, so no device or driver enters), the digest
   of this package's code and of the sample-set and tolerance files. Any change there names
   another directory; nothing written under another key is ever read.
 - Each file holds its own key and the sha256 of its body, checked on every read; one that fails
@@ -31,16 +32,14 @@ import io
 import json
 import logging
 import os
-import platform
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
-import triton
 
-from opforge_worker import sample_sets
+from opforge_worker import sample_sets, toolchain
 from opforge_worker.cache_root import cache_dir
 from opforge_worker.judge import Precise, Reference
 from opforge_worker.samples import PreparedSample
@@ -97,12 +96,14 @@ def _file_digest(paths) -> str:
 
 def store_key(settings_path: Path | None = None) -> dict[str, str]:
     """What the stored samples and references depend on (module docstring)."""
+    # The toolchain of a worker without a device (python, torch, triton): the judge computes
+    # samples and references on the CPU, so the device and its driver do not enter.
+    host = toolchain.collect("none")
     return {
         "format": str(FORMAT),
-        "python": platform.python_version(),
-        "torch": str(torch.__version__),  # a TorchVersion, which the safe loader refuses
+        # str(): torch's version is a TorchVersion, which the safe loader refuses.
+        **{key: str(value) for key, value in host.items() if value},
         "torch_git": str(torch.version.git_version),
-        "triton": triton.__version__,
         "numpy": np.__version__,
         "code": _file_digest(sorted(_PACKAGE.glob("*.py"))),
         "sample_sets": hashlib.sha256(

@@ -97,14 +97,9 @@ def default_wrapper(op: str, source: str) -> str:
 @functools.cache
 def variants_by_op() -> dict[str, tuple[str, ...]]:
     """Each operator of the OpInfo database with its variants' names, in op_db order."""
-    from opforge_worker.opinfo import load_op_db
+    from opforge_worker.samples import SampleCache
 
-    found: dict[str, list[str]] = {}
-    for opinfo in load_op_db():
-        variants = found.setdefault(opinfo.name, [])
-        if opinfo.variant_test_name not in variants:
-            variants.append(opinfo.variant_test_name)
-    return {op: tuple(variants) for op, variants in found.items()}
+    return SampleCache().variants()
 
 
 def _describe(op: str, variant: str) -> str:
