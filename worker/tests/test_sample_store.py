@@ -81,9 +81,14 @@ def test_stored_samples_are_bit_identical_to_fresh_ones(tmp_path, op, variant, d
     assert any(SampleStore(tmp_path).load(meta, dtype, 0, name) for name in sample_sets.SETS)
 
 
-def test_operators_metadata_is_op_db_s(tmp_path):
-    SampleStore(tmp_path).ops  # noqa: B018 (written from op_db)
+def test_operators_metadata_is_op_db_s_and_a_damaged_copy_is_rebuilt(tmp_path, caplog):
+    written = SampleStore(tmp_path).ops
     stored = SampleStore(tmp_path).ops  # read back
+    assert stored == written
+    path = SampleStore(tmp_path).directory / "ops.json"
+    path.write_text(path.read_text().replace('"exp"', '"exq"', 1))
+    assert SampleStore(tmp_path).ops == written
+    assert "digest does not match" in caplog.text
     first = {}
     for opinfo in opinfo_db.load_op_db():
         first.setdefault((opinfo.name, opinfo.variant_test_name), opinfo)
