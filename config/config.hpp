@@ -39,10 +39,14 @@ struct workers_config {
   /// Heartbeats a peer may miss before it counts as dead.
   int64_t liveness = 3;
   int64_t max_frame_bytes = int64_t{16} << 20;
-  /// Dispatches of one job before it fails for good.
+  /// Dispatches of one job before it fails for good (as a harness error: a worker that dies,
+  /// leaves or overruns the deadline is never held against the candidate).
   int64_t max_attempts = 3;
-  /// Worker deaths while running one candidate before that candidate is quarantined.
-  int64_t quarantine_after = 2;
+  /// The most slots a worker gets, whatever its hello claims.
+  int64_t max_slots = 64;
+  /// Device kinds a device worker may announce; a hello with another is refused. Each kind is a
+  /// label of opforge_workers, so the list bounds its series.
+  std::vector<std::string> device_kinds = {"cuda", "interpreter"};
 };
 
 /// One group of worker processes the daemon starts and supervises on its own host.
@@ -139,8 +143,9 @@ caf::expected<config> load_config(const config_sources& sources);
 /// `interpreter`; then every local worker group's `slots` becomes the count for its kind.
 void resolve_auto_settings(config& cfg, const std::function<bool()>& gpu_present);
 
-/// Creates the data directory if needed and checks that the daemon can write there, and that the
-/// local workers' interpreter exists when local workers are configured.
+/// Creates the data directory if needed, restricts it to its owner (0700) and checks that the
+/// daemon can write there, and that the local workers' interpreter exists when local workers are
+/// configured.
 caf::error prepare_runtime(const config& cfg);
 
 /// The error for a path the daemon cannot use: names it, says why and what to do.

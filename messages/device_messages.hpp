@@ -22,7 +22,7 @@ struct device_job {
   int64_t deadline_ms = 0;   // the worker's wall-clock budget for the whole job
 };
 
-/// The answer of the worker that ran a job. Errors (cancelled, quarantined, lost) arrive as a
+/// The answer of the worker that ran a job. Errors (cancelled, lost, invalid) arrive as a
 /// `caf::error` instead.
 struct device_job_result {
   std::string job_id{};
@@ -63,7 +63,7 @@ struct device_manager_status {
   int64_t done = 0;
   int64_t failed = 0;
   int64_t cancelled = 0;
-  int64_t quarantined = 0;
+  int64_t refused = 0; // hellos refused (bad role, device kind, job kinds, slots or names)
   int64_t lost = 0;
   int64_t requeued = 0;
   int64_t late_results = 0;
@@ -91,7 +91,7 @@ typename Inspector::result_type inspect(Inspector& f, worker_info& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, device_manager_status& x) {
   return f(caf::meta::type_name("device_manager_status"), x.endpoint, x.workers, x.queued,
-           x.running, x.submitted, x.done, x.failed, x.cancelled, x.quarantined, x.lost, x.requeued,
+           x.running, x.submitted, x.done, x.failed, x.cancelled, x.refused, x.lost, x.requeued,
            x.late_results);
 }
 

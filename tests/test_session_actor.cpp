@@ -260,19 +260,6 @@ TEST_F(SessionActor, LongLogsGoThroughTheSummarizer) {
   caf::anon_send_exit(services.summarizer, caf::exit_reason::user_shutdown);
 }
 
-TEST_F(SessionActor, QuarantineIsACrashVerdict) {
-  chat->add("exp", chat_outcome::ok, good_answer("exp", 1));
-  chat->add("exp", chat_outcome::ok, good_answer("exp", 2));
-  jobs->add_test("exp",
-                 job_reply{"done", {}, {}, caf::make_error(errc::job_quarantined, "3 workers")});
-  jobs->add_test("exp", done(pass));
-  auto summary = run(record("exp"));
-  EXPECT_EQ(summary.state, "SUCCESS");
-  EXPECT_EQ(summary.llm_calls, 2u);
-  auto last = chat->last_request("exp");
-  EXPECT_NE(last.messages.back().content.find("quarantined"), std::string::npos);
-}
-
 TEST_F(SessionActor, ContextExhaustionStartsANewDialogFromTheLatestKernel) {
   chat->add("exp", chat_outcome::ok, good_answer("exp", 41));
   chat->add("exp", chat_outcome::context_exhausted, "maximum context length is 8192 tokens");

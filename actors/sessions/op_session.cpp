@@ -251,21 +251,11 @@ void run_job(self_pointer self, const char* kind, const std::string& source) {
             (*payload)["device_kind"] = self->state.services.device_kind;
             on_test_result(self, std::move(*payload));
           },
-          [self, revision, is_lint](const caf::error& err) {
+          // A worker that vanished under the job says nothing about the candidate: only a death
+          // of its candidate process, which the worker reports as a `crash` verdict, does.
+          [self, revision](const caf::error& err) {
             if (stale(self, revision))
               return;
-            if (!is_lint && err == errc::job_quarantined) {
-              // The candidate kept killing workers: that is a verdict on it, fed back as a crash.
-              on_event(self,
-                       test_finished{{{"outcome", "crash"},
-                                      {"tests_run", 0},
-                                      {"tests_passed", 0},
-                                      {"failure",
-                                       {{"message", "the candidate was quarantined: it killed "
-                                                    "the worker process on every attempt (" +
-                                                        render(err) + ")"}}}}});
-              return;
-            }
             on_event(self, harness_faulted{render(err)});
           });
 }
