@@ -39,12 +39,12 @@ nlohmann::json to_json(const store_status& status) {
 }
 
 nlohmann::json to_json(const device_manager_status& status) {
-  return {{"endpoint", status.endpoint},       {"connected", status.workers},
-          {"queued", status.queued},           {"running", status.running},
-          {"submitted", status.submitted},     {"done", status.done},
-          {"failed", status.failed},           {"cancelled", status.cancelled},
-          {"refused", status.refused},         {"lost", status.lost},
-          {"requeued", status.requeued},       {"late_results", status.late_results}};
+  return {{"endpoint", status.endpoint},   {"connected", status.workers},
+          {"queued", status.queued},       {"running", status.running},
+          {"submitted", status.submitted}, {"done", status.done},
+          {"failed", status.failed},       {"cancelled", status.cancelled},
+          {"refused", status.refused},     {"lost", status.lost},
+          {"requeued", status.requeued},   {"late_results", status.late_results}};
 }
 
 nlohmann::json to_json(const worker_info& w) {
@@ -199,10 +199,9 @@ caf::expected<std::unique_ptr<control_server>> control_server::start(zmq::contex
         // Only the daemon's user may ask it to run or stop anything.
         std::error_code ec;
         if (endpoint.rfind("ipc://", 0) == 0)
-          std::filesystem::permissions(endpoint.substr(6),
-                                       std::filesystem::perms::owner_read |
-                                           std::filesystem::perms::owner_write,
-                                       ec);
+          std::filesystem::permissions(
+              endpoint.substr(6),
+              std::filesystem::perms::owner_read | std::filesystem::perms::owner_write, ec);
         if (ec) {
           bound.set_value(address_unusable("control.listen", endpoint,
                                            "cannot restrict it to its owner: " + ec.message()));

@@ -28,7 +28,6 @@
 #include <caf/atom.hpp>
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <poll.h>
 #include <prometheus/exposer.h>
 #include <spdlog/sinks/basic_file_sink.h>
@@ -37,6 +36,7 @@
 #include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace opforge {

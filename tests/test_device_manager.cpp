@@ -142,10 +142,10 @@ protected:
     run();
   }
 
-  // One heartbeat interval passes; the workers in `beating` beat within it.
-  void tick(std::initializer_list<std::string> beating = {}) {
+  // One heartbeat interval passes; the workers in `beating` beat within it, reporting `busy`.
+  void tick(std::initializer_list<std::string> beating = {}, int64_t busy = 0) {
     for (auto& id : beating)
-      beat(id);
+      beat(id, busy);
     sched.advance_time(config.heartbeat);
     run();
   }
@@ -376,8 +376,7 @@ TEST_F(DeviceManager, GoodbyeRequeuesUsingAnAttempt) {
   hello("w2");
   EXPECT_EQ(dispatched(), (strings{"w2:t-1#2"}));
   EXPECT_EQ(status().workers["interpreter"]["dead"], 0);
-  EXPECT_NE(scrape().find(R"(opforge_job_requeues_total{reason="goodbye"} 1)"),
-            std::string::npos);
+  EXPECT_NE(scrape().find(R"(opforge_job_requeues_total{reason="goodbye"} 1)"), std::string::npos);
 }
 
 // A hello from a registered worker means it lost its connection: what it ran is requeued, and
@@ -431,9 +430,9 @@ TEST_F(DeviceManager, AJobHeldPastItsDeadlineIsTakenBackAndRequeued) {
   submit(test_job("t-2"));
   EXPECT_EQ(dispatched(), (strings{"w1:t-1#1"}));
   for (int i = 0; i < 4; ++i)
-    tick({"w1"});
+    tick({"w1"}, 1);
   EXPECT_TRUE(outbox->take<wire::cancel>().empty()); // 4 s: within 2 s + 3 heartbeats
-  tick({"w1"});
+  tick({"w1"}, 1);
   auto cancels = outbox->take<wire::cancel>();
   ASSERT_EQ(cancels.size(), 1u);
   EXPECT_EQ(cancels[0].first, "w1");
@@ -444,8 +443,7 @@ TEST_F(DeviceManager, AJobHeldPastItsDeadlineIsTakenBackAndRequeued) {
   EXPECT_EQ(status().queued, 2);
   hello("w2");
   EXPECT_EQ(dispatched(), (strings{"w2:t-1#2"}));
-  EXPECT_NE(scrape().find(R"(opforge_job_requeues_total{reason="deadline"} 1)"),
-            std::string::npos);
+  EXPECT_NE(scrape().find(R"(opforge_job_requeues_total{reason="deadline"} 1)"), std::string::npos);
   // Its answer comes too late to count, and frees its slot for the next job.
   answer("w1", "t-1");
   EXPECT_FALSE(result_of("t-1"));
@@ -454,6 +452,27 @@ TEST_F(DeviceManager, AJobHeldPastItsDeadlineIsTakenBackAndRequeued) {
   answer("w2", "t-1");
   ASSERT_TRUE(result_of("t-1"));
   EXPECT_EQ(result_of("t-1")->worker_id, "w2");
+}
+
+// A stranger that takes jobs and keeps beating "busy 0" loses them after `liveness` heartbeats
+// instead of holding them to their deadlines; one short count (a heartbeat crossing a job) is
+// forgiven.
+TEST_F(DeviceManager, AWorkerThatKeepsDenyingItsJobsLosesThem) {
+  hello("s1");
+  submit(test_job("t-1"));
+  EXPECT_EQ(dispatched(), (strings{"s1:t-1#1"}));
+  tick({"s1"}, 0);
+  tick({"s1"}, 1);
+  tick({"s1"}, 0);
+  tick({"s1"}, 0);
+  EXPECT_EQ(status().workers["interpreter"]["busy"], 1);
+  hello("w2");
+  tick({"s1", "w2"}, 0);
+  EXPECT_EQ(dispatched(), (strings{"w2:t-1#2"}));
+  auto workers = ask<std::vector<worker_info>>(atom::workers_v);
+  ASSERT_EQ(workers.size(), 2u);
+  EXPECT_EQ(workers[1].worker_id, "s1");
+  EXPECT_EQ(workers[1].dead_reason, "reported 0 of its 1 jobs for 3 heartbeats");
 }
 
 // What a hello claims is checked before the worker gets anything: the role decides the job

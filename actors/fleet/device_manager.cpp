@@ -255,8 +255,18 @@ void device_manager_state::on_heartbeat(const std::string& identity,
   auto it = known(identity);
   if (it == workers_.end())
     return;
-  it->second.reported_busy = heartbeat.busy;
-  alive(it->second);
+  auto& worker = it->second;
+  worker.reported_busy = heartbeat.busy;
+  alive(worker);
+  // A heartbeat may cross a job or a result on the wire, so one short count means nothing; a
+  // worker that keeps reporting fewer jobs than it holds has lost them, or never ran them, and
+  // would otherwise keep them until their deadlines.
+  auto given = static_cast<int64_t>(worker.jobs.size());
+  worker.short_beats = heartbeat.busy < given ? worker.short_beats + 1 : 0;
+  if (worker.short_beats >= config_.liveness)
+    retire(identity, departure::death,
+           "reported " + std::to_string(heartbeat.busy) + " of its " + std::to_string(given) +
+               " jobs for " + std::to_string(worker.short_beats) + " heartbeats");
 }
 
 void device_manager_state::on_result(const std::string& identity, wire::result result) {
@@ -430,8 +440,7 @@ void device_manager_state::dispatch() {
 
 // The least loaded worker that serves the job and has a free slot; the earliest registered wins
 // a tie, which keeps dispatch deterministic.
-device_manager_state::worker_map::iterator
-device_manager_state::pick_worker(const job_entry& job) {
+device_manager_state::worker_map::iterator device_manager_state::pick_worker(const job_entry& job) {
   auto best = workers_.end();
   for (auto it = workers_.begin(); it != workers_.end(); ++it) {
     auto& worker = it->second;

@@ -71,11 +71,11 @@ private:
     device_job job{};
     std::string label{}; // "t-17 (test exp)"
     caf::typed_response_promise<device_job_result> promise{};
-    uint64_t seq = 0;           // submission order, which the queue keeps
+    uint64_t seq = 0;                  // submission order, which the queue keeps
     int64_t attempt = 1;               // of the current dispatch, or of the next while queued
     std::vector<std::string> losses{}; // one per lost attempt: "w1 (missed 3 heartbeats)"
-    std::string worker{};       // routing identity while dispatched
-    uint64_t dispatch = 0;      // number of the current dispatch, which its deadline timer carries
+    std::string worker{};              // routing identity while dispatched
+    uint64_t dispatch = 0; // number of the current dispatch, which its deadline timer carries
     caf::actor_clock::time_point dispatched_at{};
     bool cancelled = false; // already answered; the worker still holds the slot until it lets go
   };
@@ -86,6 +86,7 @@ private:
     std::set<std::string> jobs{};    // dispatched here, unanswered
     std::set<std::string> overdue{}; // taken back past their deadline; slots held until let go
     int64_t reported_busy = 0;
+    int64_t short_beats = 0; // heartbeats in a row that reported fewer jobs than it was given
     uint64_t registration = 0;
     caf::actor_clock::time_point last_seen{};
 
