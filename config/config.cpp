@@ -449,6 +449,10 @@ void parse(reader& in, campaigns_config& out) {
   in.field("demo_cassette", out.demo_cassette);
 }
 
+void parse(reader& in, acceptance_config& out) {
+  in.field("confirmations", out.confirmations, at_least(1));
+}
+
 void parse(reader& in, config& out) {
   in.field("data_dir", out.data_dir);
   in.section("log", out.log);
@@ -460,6 +464,7 @@ void parse(reader& in, config& out) {
   in.section("store", out.store);
   in.delegate("llm", out.llm, parse_llm_section);
   in.section("campaigns", out.campaigns);
+  in.section("acceptance", out.acceptance);
 }
 
 caf::expected<YAML::Node> read_file(const std::filesystem::path& file) {

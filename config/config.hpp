@@ -95,6 +95,14 @@ struct campaigns_config {
   std::filesystem::path demo_cassette = resource_path("demo/cassette.jsonl");
 };
 
+/// What it takes to accept a kernel.
+struct acceptance_config {
+  /// Passing verdicts from distinct worker hosts a kernel needs. The confirming tests wait for a
+  /// host that has not passed it yet; a verdict other than pass among them is fed back like any
+  /// verdict, saying that the hosts disagreed.
+  int64_t confirmations = 1;
+};
+
 struct config {
   std::filesystem::path data_dir = "var";
   log_config log;
@@ -111,6 +119,7 @@ struct config {
   /// LLM endpoints and the summarizer (config/endpoint_config.hpp).
   llm_config llm;
   campaigns_config campaigns;
+  acceptance_config acceptance;
 
   /// The build's OPFORGE_PYTHON, or `python3` when the build named none.
   static std::string default_python();

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <caf/meta/type_name.hpp>
 
@@ -20,6 +21,7 @@ struct device_job {
   std::string device_kind{}; // "" = any; lint workers serve lint jobs whatever this says
   std::string fingerprint{}; // "" = any toolchain
   int64_t deadline_ms = 0;   // the worker's wall-clock budget for the whole job
+  std::vector<std::string> avoid_hosts{}; // hosts that must not run it (a confirmation's)
 };
 
 /// The answer of the worker that ran a job. Errors (cancelled, lost, invalid) arrive as a
@@ -33,6 +35,7 @@ struct device_job_result {
   std::string fingerprint{}; // the toolchain the job ran on
   int64_t elapsed_ms = 0;    // as the worker measured it
   int64_t attempt = 1;
+  std::string host{}; // the worker's host
 };
 
 /// One registered (or recently dead) worker.
@@ -72,13 +75,13 @@ struct device_manager_status {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, device_job& x) {
   return f(caf::meta::type_name("device_job"), x.id, x.kind, x.payload, x.device_kind,
-           x.fingerprint, x.deadline_ms);
+           x.fingerprint, x.deadline_ms, x.avoid_hosts);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, device_job_result& x) {
   return f(caf::meta::type_name("device_job_result"), x.job_id, x.status, x.payload, x.error,
-           x.worker_id, x.fingerprint, x.elapsed_ms, x.attempt);
+           x.worker_id, x.fingerprint, x.elapsed_ms, x.attempt, x.host);
 }
 
 template <class Inspector>

@@ -70,6 +70,7 @@ TEST_F(ConfigTest, EmbeddedDefaults) {
   EXPECT_EQ(cfg->workers.max_frame_bytes, 16 << 20);
   EXPECT_EQ(cfg->workers.max_attempts, 3);
   EXPECT_EQ(cfg->workers.max_slots, 64);
+  EXPECT_EQ(cfg->acceptance.confirmations, 1);
   EXPECT_EQ(cfg->workers.device_kinds, (std::vector<std::string>{"cuda", "interpreter"}));
   ASSERT_EQ(cfg->local_workers.size(), 2u);
   EXPECT_EQ(cfg->local_workers[0].role, "device");
@@ -97,6 +98,7 @@ TEST_F(ConfigTest, ExampleFileHoldsTheDefaults) {
   EXPECT_EQ(example->workers.max_frame_bytes, defaults->workers.max_frame_bytes);
   EXPECT_EQ(example->workers.max_slots, defaults->workers.max_slots);
   EXPECT_EQ(example->workers.device_kinds, defaults->workers.device_kinds);
+  EXPECT_EQ(example->acceptance.confirmations, defaults->acceptance.confirmations);
   ASSERT_EQ(example->local_workers.size(), defaults->local_workers.size());
   for (size_t i = 0; i < example->local_workers.size(); ++i) {
     EXPECT_EQ(example->local_workers[i].kind, defaults->local_workers[i].kind);
@@ -289,6 +291,8 @@ TEST_F(ConfigTest, DeviceKindsAreShortNamesFromAListOrAString) {
   EXPECT_EQ(failure(load_file("workers: {device_kinds: []}\n")),
             "config_invalid: DIR/opforge.yaml:1: 'workers.device_kinds' must name 1 to 16 kinds, "
             "got 0");
+  EXPECT_EQ(failure(load_file("acceptance: {confirmations: 0}\n")),
+            "config_invalid: DIR/opforge.yaml:1: 'acceptance.confirmations' must be >= 1, got 0");
   EXPECT_EQ(failure(load_file("workers: {max_slots: 0}\n")),
             "config_invalid: DIR/opforge.yaml:1: 'workers.max_slots' must be >= 1, got 0");
 }

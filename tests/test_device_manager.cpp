@@ -286,6 +286,22 @@ TEST_F(DeviceManager, JobsGoOnlyToWorkersThatServeThem) {
   EXPECT_EQ(status().queued, 1);
 }
 
+// A confirmation must come from another host.
+TEST_F(DeviceManager, AJobAvoidsTheHostsItNames) {
+  auto elsewhere = worker_hello("w2");
+  elsewhere.host = "other";
+  hello("w1");
+  auto job = test_job("t-1");
+  job.avoid_hosts = {"host"};
+  submit(job);
+  EXPECT_TRUE(dispatched().empty());
+  hello("w2", elsewhere);
+  EXPECT_EQ(dispatched(), (strings{"w2:t-1#1"}));
+  answer("w2", "t-1");
+  ASSERT_TRUE(result_of("t-1"));
+  EXPECT_EQ(result_of("t-1")->host, "other");
+}
+
 TEST_F(DeviceManager, AWorkerIsDeadAfterThreeMissedHeartbeats) {
   hello("w1");
   tick();

@@ -58,7 +58,9 @@ bool serves(const wire::hello& worker, const device_job& job) {
   return std::find(kinds.begin(), kinds.end(), job.kind) != kinds.end() &&
          (worker.role == "lint" || job.device_kind.empty() ||
           job.device_kind == worker.device_kind) &&
-         (job.fingerprint.empty() || job.fingerprint == worker.fingerprint);
+         (job.fingerprint.empty() || job.fingerprint == worker.fingerprint) &&
+         std::find(job.avoid_hosts.begin(), job.avoid_hosts.end(), worker.host) ==
+             job.avoid_hosts.end();
 }
 
 } // namespace
@@ -304,7 +306,8 @@ void device_manager_state::on_result(const std::string& identity, wire::result r
                                           .worker_id = worker->second.hello.worker_id,
                                           .fingerprint = worker->second.hello.fingerprint,
                                           .elapsed_ms = result.elapsed_ms,
-                                          .attempt = job.attempt});
+                                          .attempt = job.attempt,
+                                          .host = worker->second.hello.host});
   }
   jobs_.erase(it);
   dispatch();
