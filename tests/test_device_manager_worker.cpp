@@ -188,7 +188,9 @@ TEST(RealWorker, AJobWhoseWorkerGoesSilentOrExitsGetsItsVerdictFromAnother) {
               ASSERT_TRUE(handle);
               auto fields = wire::map_reader::of(handle->get());
               ASSERT_TRUE(fields);
-              outcome = fields->string_or("outcome", "").value_or("no outcome");
+              auto said = fields->string_or("outcome", "no outcome");
+              ASSERT_TRUE(said);
+              outcome = *said;
             },
             [&](caf::error& err) { outcome = render(err); });
     vanish.join();
