@@ -258,7 +258,6 @@ void device_manager_state::on_heartbeat(const std::string& identity,
   if (it == workers_.end())
     return;
   auto& worker = it->second;
-  worker.reported_busy = heartbeat.busy;
   alive(worker);
   // A heartbeat may cross a job or a result on the wire, so one short count means nothing; a
   // worker that keeps reporting fewer jobs than it holds has lost them, or never ran them, and

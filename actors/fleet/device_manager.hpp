@@ -85,7 +85,6 @@ private:
     device_actor device{};
     std::set<std::string> jobs{};    // dispatched here, unanswered
     std::set<std::string> overdue{}; // taken back past their deadline; slots held until let go
-    int64_t reported_busy = 0;
     int64_t short_beats = 0; // heartbeats in a row that reported fewer jobs than it was given
     uint64_t registration = 0;
     caf::actor_clock::time_point last_seen{};
