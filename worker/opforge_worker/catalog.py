@@ -30,7 +30,7 @@ import torch
 import yaml
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from opforge_worker import docstrings, sample_sets, toolchain
+from opforge_worker import device_kinds, docstrings, sample_sets, toolchain
 from opforge_worker import opinfo as opinfo_db
 
 log = logging.getLogger("opforge_worker.catalog")
@@ -129,15 +129,15 @@ def _is_random(overload: str) -> bool:
 
 
 def survey(opinfo, config: CatalogConfig) -> dict[str, Any]:
-    """Facts about `opinfo` under the installed torch: its classes, all dtypes it supports on cpu
-    and cuda, per target dtype the sample count (seeded) of every sample set and of each, and
-    where generation failed, the ATen overloads its OpInfo samples (``sample_inputs``) dispatch
-    to on the CPU, and its docstring DAG. The other sets are generated and counted, not run
-    (which would cost the survey time for little): they call the same operator on other values,
-    layouts and sizes."""
+    """Facts about `opinfo` under the installed torch: its classes, all dtypes it supports on each
+    device kind's OpInfo device, per target dtype the sample count (seeded) of every sample set
+    and of each, and where generation failed, the ATen overloads its OpInfo samples
+    (``sample_inputs``) dispatch to on the CPU, and its docstring DAG. The other sets are
+    generated and counted, not run (which would cost the survey time for little): they call the
+    same operator on other values, layouts and sizes."""
     supported = {
         device: sorted(_dtype_name(dtype) for dtype in opinfo.supported_dtypes(device))
-        for device in ("cpu", "cuda")
+        for device in device_kinds.OPINFO_DEVICES
     }
     sample_counts: dict[str, int] = {}
     sample_counts_by_set: dict[str, dict[str, int]] = {}
@@ -148,7 +148,7 @@ def survey(opinfo, config: CatalogConfig) -> dict[str, Any]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for dtype_name in config.dtypes:
-            if dtype_name not in supported["cpu"] and dtype_name not in supported["cuda"]:
+            if not any(dtype_name in dtypes for dtypes in supported.values()):
                 continue
             by_set = _generate_sets(opinfo, getattr(torch, dtype_name), config.sample_seed)
             if isinstance(by_set, str):
@@ -354,8 +354,7 @@ def category(entry: dict, config: CatalogConfig) -> str:
 
 
 def _dtype_device(device_kind: str) -> str:
-    # The interpreter runs Triton on CPU tensors: what the CPU supports is what it can check.
-    return "cuda" if device_kind == "cuda" else "cpu"
+    return device_kinds.lookup(device_kind).opinfo_device
 
 
 def _device_dtypes(entry: dict, device_kind: str, config: CatalogConfig) -> list[str]:

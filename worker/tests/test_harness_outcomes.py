@@ -151,6 +151,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 import torch
 from opforge_worker import candidate
+from opforge_worker.device_kinds import lookup
 
 def faulting_transfer(*args, **kwargs):
     raise FAULT
@@ -159,7 +160,8 @@ candidate.output_structure = faulting_transfer
 arguments = dict(zip(sys.argv[1::2], sys.argv[2::2]))
 options = json.loads(arguments["--options"])
 scratch = Path(arguments["--scratch"]).resolve()
-candidate.serve(Connection(int(arguments["--fd"])), options["device_kind"], scratch, {}, options)
+kind = lookup(options["device_kind"])
+candidate.serve(Connection(int(arguments["--fd"])), kind, scratch, {}, options)
 """
 ILLEGAL_ACCESS = "CUDA error: an illegal memory access was encountered"
 
