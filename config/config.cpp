@@ -1,5 +1,6 @@
 #include "config/config.hpp"
 
+#include "messages/device_kind.hpp"
 #include "messages/errors.hpp"
 
 #include <algorithm>
@@ -295,6 +296,16 @@ check<std::string> one_of(std::vector<std::string> choices) {
   };
 }
 
+// `auto`, or any kind a worker may announce: the daemon keeps no list of kinds.
+check<std::string> device_kind_or_auto() {
+  return [](const std::string& value) -> std::optional<std::string> {
+    if (value == "auto" || (value != no_device_kind && is_device_kind(value)))
+      return std::nullopt;
+    return "must be auto or a device kind other than none (" + std::string{device_kind_rule} +
+           "), got " + in_quotes(value);
+  };
+}
+
 bool is_port(std::string_view text, bool allow_wildcard) {
   if (allow_wildcard && text == "*")
     return true;
@@ -367,7 +378,7 @@ void parse(reader& in, local_worker_config& out) {
   in.field("role", out.role, one_of({"device", "lint"}));
   out.kind = out.role == "lint" ? "none" : "auto";
   in.field("kind", out.kind,
-           out.role == "lint" ? one_of({"none"}) : one_of({"auto", "interpreter", "cuda"}));
+           out.role == "lint" ? one_of({std::string{no_device_kind}}) : device_kind_or_auto());
   in.field("count", out.count, at_least(1));
   in.field("slots", out.slots);
 }
@@ -398,7 +409,7 @@ check<std::string> dtype_list() {
 }
 
 void parse(reader& in, campaigns_config& out) {
-  in.field("device_kind", out.device_kind, one_of({"auto", "interpreter", "cuda"}));
+  in.field("device_kind", out.device_kind, device_kind_or_auto());
   in.field("dtypes", out.dtypes, dtype_list());
   in.field("concurrency", out.concurrency, at_least(1));
   in.field("max_dialogs", out.max_dialogs, at_least(1));

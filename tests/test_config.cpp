@@ -269,6 +269,26 @@ TEST_F(ConfigTest, ValuesOutOfRange) {
             "config_invalid: DIR/opforge.yaml:1: 'data_dir' must not be empty");
 }
 
+// The daemon keeps no list of device kinds: any name a worker may announce is taken, bounded in
+// length and charset (messages/device_kind.hpp).
+TEST_F(ConfigTest, DeviceKindsAreAnyBoundedName) {
+  auto cfg = load_file("local_workers:\n  - {kind: rocm-gfx942}\ncampaigns: {device_kind: rocm}\n");
+  ASSERT_TRUE(cfg) << failure(cfg);
+  EXPECT_EQ(cfg->local_workers[0].kind, "rocm-gfx942");
+  EXPECT_EQ(cfg->campaigns.device_kind, "rocm");
+  auto refused = [](const std::string& where, const std::string& shown) {
+    return "config_invalid: DIR/opforge.yaml:" + where +
+           " must be auto or a device kind other than none (1 to 32 lowercase letters, digits, "
+           "'_' or '-', starting with a letter), got " +
+           shown;
+  };
+  for (std::string bad : {"'Gpu'", "'gpu/0'", "'0gpu'", std::string(33, 'a')})
+    EXPECT_EQ(failure(load_file("campaigns: {device_kind: " + bad + "}\n")),
+              refused("1: 'campaigns.device_kind'", bad.front() == '\'' ? bad : "'" + bad + "'"));
+  EXPECT_EQ(failure(load_file("local_workers:\n  - {kind: none}\n")),
+            refused("2: 'local_workers[0].kind'", "'none'"));
+}
+
 // A count of slots below 1, or any word but auto, is refused naming both choices.
 TEST_F(ConfigTest, SlotsMustBeACountOrAuto) {
   auto cases = std::vector<std::pair<std::string, std::string>>{
