@@ -1,6 +1,6 @@
 """The operator catalog: the OpInfo operators of the installed torch, filtered and described.
 
-Per operator: name, variant, category, the dtypes (of config/catalog.yaml's) it supports on the
+Per operator: name, variant, category, the dtypes (of data/catalog.yaml's) it supports on the
 device, its sample count per dtype from a fixed seed (over every sample set, as a test draws
 them) and per set, the ATen overloads its samples dispatch to, and its docstring with the
 docstrings it references resolved. Building that means generating and
@@ -32,6 +32,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from opforge_worker import device_kinds, docstrings, sample_sets, toolchain
 from opforge_worker import opinfo as opinfo_db
+from opforge_worker.package_data import data_path
 
 log = logging.getLogger("opforge_worker.catalog")
 
@@ -46,7 +47,7 @@ CATEGORIES = (
 )
 # Bumped whenever survey() records something new or differently: old caches are then ignored.
 SURVEY_SCHEMA = 5
-DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "config" / "catalog.yaml"
+DEFAULT_CONFIG = data_path("catalog.yaml")
 # Operators per task of a parallel survey: small enough to balance slow operators across processes.
 _SURVEY_CHUNK = 8
 _OPS_PER_PROCESS_AT_LEAST = 32

@@ -49,8 +49,6 @@ class DeviceKind:
     memory_limit_mb: int
     #: Jobs a worker runs at once for ``--slots auto`` (the daemon's ``slots: auto`` agrees).
     default_slots: int
-    #: The static gate's linter profile (data/linter/<name>.yaml).
-    lint_profile: str
     #: Whether Triton times the configs of an autotuned kernel here; where it cannot, each config
     #: runs once and the first listed is chosen.
     benchmarks_autotune: bool
@@ -68,6 +66,13 @@ class DeviceKind:
     #: The device-specific entries of the toolchain map (toolchain.TOOLCHAIN_KEYS): ``cuda``,
     #: ``driver``, ``device``; RuntimeError when the device is absent.
     toolchain: Callable[[], dict[str, str]]
+
+    @property
+    def lint_profile(self) -> str:
+        """The linter profile of the static gate, data/linter/<name>.yaml: named like the kind,
+        because lint jobs name their profile by the session's device kind (op_session.cpp) and
+        a lint worker serves every kind."""
+        return self.name
 
 
 def nvidia_driver_version() -> str:
@@ -157,7 +162,6 @@ KINDS: Mapping[str, DeviceKind] = MappingProxyType(
                 memory_limit_mb=12288,
                 # Each slot competes for the host's cores.
                 default_slots=1,
-                lint_profile="interpreter",
                 # No driver, hence no benchmarker; timing interpreted kernels ranks nothing that
                 # matters on a GPU.
                 benchmarks_autotune=False,
@@ -182,7 +186,6 @@ KINDS: Mapping[str, DeviceKind] = MappingProxyType(
                 # Several candidate processes keep the GPU busy: an H100 re-validated the
                 # nine-kernel library 3x as fast with 8 as with 1 (bench/results/worker-h100.md).
                 default_slots=8,
-                lint_profile="cuda",
                 benchmarks_autotune=True,
                 pinned_staging=True,
                 start_runtime=_cuda_start,

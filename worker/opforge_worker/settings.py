@@ -1,4 +1,4 @@
-"""Harness settings: tolerances, check exemptions and sandbox limits from config/tolerances.yaml."""
+"""Harness settings: tolerances, check exemptions and sandbox limits from data/tolerances.yaml."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ from pathlib import Path
 
 import yaml
 
+from opforge_worker.package_data import data_path
+
 #: The shipped settings file, used when the caller names none.
-DEFAULT_SETTINGS_PATH = Path(__file__).resolve().parents[2] / "config" / "tolerances.yaml"
+DEFAULT_SETTINGS_PATH = data_path("tolerances.yaml")
 
 
 @dataclass(frozen=True)
