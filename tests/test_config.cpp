@@ -282,7 +282,8 @@ TEST_F(ConfigTest, DeviceKindsAreAnyBoundedName) {
            "'_' or '-', starting with a letter), got " +
            shown;
   };
-  for (std::string bad : {"'Gpu'", "'gpu/0'", "'0gpu'", std::string(33, 'a')})
+  for (const std::string& bad :
+       std::vector<std::string>{"'Gpu'", "'gpu/0'", "'0gpu'", std::string(33, 'a')})
     EXPECT_EQ(failure(load_file("campaigns: {device_kind: " + bad + "}\n")),
               refused("1: 'campaigns.device_kind'", bad.front() == '\'' ? bad : "'" + bad + "'"));
   EXPECT_EQ(failure(load_file("local_workers:\n  - {kind: none}\n")),
