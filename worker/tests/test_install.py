@@ -39,7 +39,15 @@ def installed(tmp_path_factory) -> dict:
     outside = root / "elsewhere"
     outside.mkdir()
     env = {key: value for key, value in os.environ.items() if not key.startswith("OPFORGE_")}
-    env.update(PYTHONPATH=str(site), OPFORGE_CACHE_DIR=str(root / "cache"))
+    # The dependencies may come by PYTHONPATH (the GPU check's), the checkout's worker must not.
+    inherited = [
+        entry
+        for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+        if entry and not (Path(entry) / "opforge_worker").exists()
+    ]
+    env.update(
+        PYTHONPATH=os.pathsep.join([str(site), *inherited]), OPFORGE_CACHE_DIR=str(root / "cache")
+    )
     return {"wheel": wheel, "site": site, "cwd": outside, "env": env}
 
 
