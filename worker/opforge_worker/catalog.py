@@ -32,6 +32,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from opforge_worker import device_kinds, docstrings, sample_sets, toolchain
 from opforge_worker import opinfo as opinfo_db
+from opforge_worker.cache_root import cache_dir
 from opforge_worker.package_data import data_path
 
 log = logging.getLogger("opforge_worker.catalog")
@@ -242,10 +243,6 @@ def _key(name: str, variant: str) -> str:
 
 
 # -- cache ------------------------------------------------------------------------------------
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("OPFORGE_CACHE_DIR") or Path.home() / ".cache" / "opforge")
 
 
 def cache_path(fingerprint: str, config: CatalogConfig, directory: Path | None = None) -> Path:
