@@ -5,6 +5,7 @@
 #include "apps/control_client.hpp"
 #include "apps/serve.hpp"
 #include "config/config.hpp"
+#include "messages/device_kind.hpp"
 #include "messages/errors.hpp"
 
 #include <algorithm>
@@ -186,8 +187,10 @@ struct run_options {
     cmd.add_flag("--failed", failed, "the operators whose sessions failed in earlier campaigns");
     cmd.add_option("--dtypes", dtypes, "comma-separated dtypes (default: campaigns.dtypes)");
     cmd.add_option("--endpoint", endpoint, "LLM endpoint by name (default: the first configured)");
-    cmd.add_option("--device", device, "where candidates are tested: cuda or interpreter")
-        ->check(CLI::IsMember({"cuda", "interpreter"}));
+    cmd.add_option("--device", device, "where candidates are tested: a device kind, e.g. cuda")
+        ->check([](const std::string& kind) {
+          return is_device_kind(kind) ? "" : "a device kind is " + std::string{device_kind_rule};
+        });
     cmd.add_option("--concurrency", concurrency, "sessions at once");
     cmd.add_option("--max-dialogs", max_dialogs, "dialogs per operator");
     cmd.add_option("--max-calls", max_calls, "LLM calls per dialog");

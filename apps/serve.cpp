@@ -182,7 +182,6 @@ device_manager_config device_manager_settings(const workers_config& cfg) {
   out.liveness = cfg.liveness;
   out.max_attempts = cfg.max_attempts;
   out.max_slots = cfg.max_slots;
-  out.device_kinds = cfg.device_kinds;
   return out;
 }
 

@@ -114,18 +114,20 @@ def main() -> int:
         Integrity,
         tensor_leaves,
     )
+    from opforge_worker.device_kinds import lookup
     from opforge_worker.transport import decode_inputs
 
-    device = torch.device("cuda" if args.device == "cuda" else "cpu")
+    kind = lookup(args.device)
+    device = torch.device(kind.torch_device)
     scratch = Path(tempfile.mkdtemp(prefix="opforge-check-costs-"))
     jobs = scratch / "jobs" / "1"
     jobs.mkdir(parents=True)
     cases = [Case(path, jobs, device) for path in CANDIDATES]
-    server = CandidateServer(None, args.device, scratch, {"compile_grace_s": 120})
+    server = CandidateServer(None, kind, scratch, {"compile_grace_s": 120})
 
     def sync():
-        if device.type == "cuda":
-            torch.cuda.synchronize()
+        if kind.synchronize is not None:
+            kind.synchronize()
 
     def timed(label: str, one_call) -> None:
         for case in cases:  # warm: compiles, first launches

@@ -6,7 +6,7 @@ worker_bench default: config/examples and the honest corpus) in a cold pass (emp
 pass (the same harness again) and a restart pass (a fresh harness, the compile store kept), with
 cProfile on in the judge for each pass and, in the candidate process, around each request it
 serves (start-up, each load, each batch of calls): the candidate process is started through a
-profiling entry point instead of ``python -m opforge_worker.sandbox``, confined the same way.
+profiling entry point instead of ``python -m opforge_worker.confinement``, confined the same way.
 
     python bench/harness_profile.py --device cuda --out /tmp/profile
 
@@ -43,7 +43,7 @@ from worker_bench import DEFAULT_LIBRARY, request_for
 #: only place it may write).
 PROFILED_ENTRY = r"""
 import cProfile, os, sys
-from opforge_worker import candidate, sandbox
+from opforge_worker import candidate, confinement
 
 scratch = sys.argv[sys.argv.index("--scratch") + 1]
 served = [0]
@@ -65,7 +65,7 @@ def profiled(name):
 
 for name in ("install", "_load", "_call_batch"):
     profiled(name)
-sandbox.main(sys.argv[1:])
+confinement.main(sys.argv[1:])
 """
 
 

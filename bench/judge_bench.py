@@ -30,12 +30,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "worker"))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from opforge_worker import device_kinds, validate
 from opforge_worker import harness as harness_module
 from opforge_worker import judge as judge_module
-from opforge_worker import validate
 from opforge_worker.compile_cache import CompileCache
+from opforge_worker.ipc import recv_message, send_message
 from opforge_worker.opinfo import find_opinfo
-from opforge_worker.sandbox import recv_message, send_message
 from worker_bench import DEFAULT_LIBRARY, request_for
 
 
@@ -70,7 +70,7 @@ def median_seconds(work, repeats: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", choices=harness_module.DEVICE_KINDS, default="interpreter")
+    parser.add_argument("--device", choices=device_kinds.KINDS, default="interpreter")
     parser.add_argument("--repeats", type=int, default=20)
     args = parser.parse_args()
 

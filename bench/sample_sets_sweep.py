@@ -5,7 +5,7 @@ align only where OpInfo's sample_inputs do).
 
     cd worker && python ../bench/sample_sets_sweep.py [--ops abs,sum] [--json out.json]
 
-The catalog's operators are op_db's less config/catalog.yaml's exclusions (the random-operator
+The catalog's operators are op_db's less data/catalog.yaml's exclusions (the random-operator
 check needs the catalog survey and is not made here: random operators are swept too).
 """
 

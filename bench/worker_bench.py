@@ -45,7 +45,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "worker"))
 
-from opforge_worker import toolchain, validate
+from opforge_worker import device_kinds, toolchain, validate
 
 DEFAULT_LIBRARY = [
     ROOT / "config" / "examples",
@@ -102,7 +102,7 @@ def aten_pass(candidates, device_kind: str, dtypes_by_file: dict[Path, list[str]
     from opforge_worker import sample_sets
     from opforge_worker.opinfo import find_opinfo
 
-    device = "cuda" if device_kind == "cuda" else "cpu"
+    device = device_kinds.lookup(device_kind).torch_device
     samples_run = 0
     started = time.perf_counter()
     for candidate in candidates:
@@ -138,7 +138,7 @@ def validated_in_process(
     from opforge_worker.settings import load_settings
     from opforge_worker.transport import decode_inputs
 
-    device = torch.device("cuda" if device_kind == "cuda" else "cpu")
+    device = torch.device(device_kinds.lookup(device_kind).torch_device)
     settings = load_settings()
     calls, mismatches = 0, 0
     started = time.perf_counter()

@@ -1,5 +1,6 @@
 #include "config/config.hpp"
 
+#include "messages/device_kind.hpp"
 #include "messages/errors.hpp"
 
 #include <algorithm>
@@ -113,29 +114,6 @@ std::optional<std::string> parse_value(const YAML::Node& node, std::optional<int
   if (count < 1)
     return std::string{"must be "} + expected + ", got " + std::to_string(count);
   out = count;
-  return std::nullopt;
-}
-
-// A list of names: a YAML list, or one comma-separated scalar (as flags and variables give it).
-std::optional<std::string> parse_value(const YAML::Node& node, std::vector<std::string>& out) {
-  static constexpr const char* expected = "a list of names or one comma-separated string";
-  std::vector<std::string> items;
-  if (node.IsSequence()) {
-    for (const auto& element : node) {
-      std::string item;
-      if (auto complaint = convert(element, item, expected))
-        return complaint;
-      items.push_back(std::move(item));
-    }
-  } else {
-    std::string text;
-    if (auto complaint = convert(node, text, expected))
-      return complaint;
-    std::stringstream stream{text};
-    for (std::string item; std::getline(stream, item, ',');)
-      items.push_back(std::move(item));
-  }
-  out = std::move(items);
   return std::nullopt;
 }
 
@@ -318,18 +296,13 @@ check<std::string> one_of(std::vector<std::string> choices) {
   };
 }
 
-// Names that become label values: a few short lower-case words.
-check<std::vector<std::string>> label_list(size_t max_items) {
-  return [max_items](const std::vector<std::string>& items) -> std::optional<std::string> {
-    if (items.empty() || items.size() > max_items)
-      return "must name 1 to " + std::to_string(max_items) + " kinds, got " +
-             std::to_string(items.size());
-    for (auto& item : items)
-      if (item.empty() || item.size() > 32 || !std::all_of(item.begin(), item.end(), [](char c) {
-            return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
-          }))
-        return "lists " + in_quotes(item) + "; a kind is 1 to 32 of a-z, 0-9 and _";
-    return std::nullopt;
+// `auto`, or any kind a worker may announce: the daemon keeps no list of kinds.
+check<std::string> device_kind_or_auto() {
+  return [](const std::string& value) -> std::optional<std::string> {
+    if (value == "auto" || (value != no_device_kind && is_device_kind(value)))
+      return std::nullopt;
+    return "must be auto or a device kind other than none (" + std::string{device_kind_rule} +
+           "), got " + in_quotes(value);
   };
 }
 
@@ -399,14 +372,13 @@ void parse(reader& in, workers_config& out) {
   in.field("max_frame_bytes", out.max_frame_bytes, at_least(1024));
   in.field("max_attempts", out.max_attempts, at_least(1));
   in.field("max_slots", out.max_slots, at_least(1));
-  in.field("device_kinds", out.device_kinds, label_list(16));
 }
 
 void parse(reader& in, local_worker_config& out) {
   in.field("role", out.role, one_of({"device", "lint"}));
   out.kind = out.role == "lint" ? "none" : "auto";
   in.field("kind", out.kind,
-           out.role == "lint" ? one_of({"none"}) : one_of({"auto", "interpreter", "cuda"}));
+           out.role == "lint" ? one_of({std::string{no_device_kind}}) : device_kind_or_auto());
   in.field("count", out.count, at_least(1));
   in.field("slots", out.slots);
 }
@@ -437,7 +409,7 @@ check<std::string> dtype_list() {
 }
 
 void parse(reader& in, campaigns_config& out) {
-  in.field("device_kind", out.device_kind, one_of({"auto", "interpreter", "cuda"}));
+  in.field("device_kind", out.device_kind, device_kind_or_auto());
   in.field("dtypes", out.dtypes, dtype_list());
   in.field("concurrency", out.concurrency, at_least(1));
   in.field("max_dialogs", out.max_dialogs, at_least(1));

@@ -44,9 +44,6 @@ struct workers_config {
   int64_t max_attempts = 3;
   /// The most slots a worker gets, whatever its hello claims.
   int64_t max_slots = 64;
-  /// Device kinds a device worker may announce; a hello with another is refused. Each kind is a
-  /// label of opforge_workers, so the list bounds its series.
-  std::vector<std::string> device_kinds = {"cuda", "interpreter"};
 };
 
 /// One group of worker processes the daemon starts and supervises on its own host.

@@ -13,6 +13,8 @@ wheels=(
   "pyzmq==$(pin pyzmq)" "msgpack==$(pin msgpack)" "PyYAML==$(pin PyYAML)"
   "expecttest==$(pin expecttest)" "pytest==$(pin pytest)"
   pluggy==1.7.0 iniconfig==2.3.1 Pygments==2.21.0
+  # tests/test_install.py builds the worker's own wheel, without build isolation (no registry).
+  setuptools==84.2.1
 )
 
 # Keep the wheels out of git, and out of the working tree's commits.

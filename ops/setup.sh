@@ -31,13 +31,14 @@ venv=${OPFORGE_VENV:-$root/.venv}
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 reqs=worker/requirements.txt
 stamp="$venv/.opforge-requirements"
-if ! cmp -s "$reqs" "$stamp"; then
+# The editable install maps the packages pyproject.toml names: a new one needs a reinstall too.
+if ! cat "$reqs" worker/pyproject.toml | cmp -s - "$stamp"; then
   echo "setup: installing Python requirements into $venv"
   "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$reqs" 2>&1 | grep -v "^WARNING: Location" || true
   "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps -e worker 2>&1 | grep -v "^WARNING: Location" || true
   "$venv/bin/python" -c "import torch, triton, zmq, msgpack, yaml, expecttest" \
     || { echo "setup: the Python environment in $venv is incomplete" >&2; exit 1; }
-  cp "$reqs" "$stamp"
+  cat "$reqs" worker/pyproject.toml >"$stamp"
 fi
 
 # Paths under the repository are hashed relative to it, so clones share ccache hits.

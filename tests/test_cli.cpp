@@ -165,6 +165,21 @@ TEST_F(CliTest, ClientWithoutDaemonFailsWithOneLine) {
                                  "(start one with `opforge serve`)\n");
 }
 
+// `run --device` takes any kind a worker may announce; only a name out of bounds is refused,
+// before any daemon is asked.
+TEST_F(CliTest, RunTakesAnyBoundedDeviceKind) {
+  auto refused = run({"run", "abs", "--device", "Gpu/0", "--data-dir", data.string()});
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_NE(refused.err.find("a device kind is 1 to 32 lowercase letters, digits, '_' or '-', "
+                             "starting with a letter"),
+            std::string::npos)
+      << refused.err;
+  auto taken = run({"run", "abs", "--device", "rocm-gfx942", "--data-dir", data.string()});
+  EXPECT_EQ(taken.code, 1);
+  EXPECT_EQ(shorten(taken.err), "opforge: no daemon answers at ipc://DIR/var/control.sock "
+                                "(start one with `opforge serve`)\n");
+}
+
 TEST_F(CliTest, ServeAnswersStatusServesMetricsAndShutsDownCleanly) {
   auto status = serve();
   EXPECT_EQ(status["ok"], true);

@@ -492,7 +492,8 @@ TEST_F(DeviceManager, AWorkerThatKeepsDenyingItsJobsLosesThem) {
 }
 
 // What a hello claims is checked before the worker gets anything: the role decides the job
-// kinds, device kinds come from the configured list, names are bounded, slots are capped.
+// kinds, device kinds are bounded names (any kind a worker may announce), names are bounded, slots
+// are capped.
 TEST_F(DeviceManager, HellosAreHeldToWhatTheyMayClaim) {
   auto refusal = [&](const std::string& id, wire::hello msg) {
     hello(id, std::move(msg));
@@ -505,9 +506,12 @@ TEST_F(DeviceManager, HellosAreHeldToWhatTheyMayClaim) {
             "hello refused: a lint worker cannot serve 'test' jobs");
   EXPECT_EQ(refusal("d1", worker_hello("d1", "interpreter", 1, {"test", "lint"})),
             "hello refused: a device worker cannot serve 'lint' jobs");
-  EXPECT_EQ(refusal("d2", worker_hello("d2", "quantum")),
-            "hello refused: device kind 'quantum' is not one of cuda, interpreter "
-            "(workers.device_kinds)");
+  EXPECT_EQ(refusal("d2", worker_hello("d2", "Quantum GPU")),
+            "hello refused: device kind 'Quantum GPU' is not a device kind (1 to 32 lowercase "
+            "letters, digits, '_' or '-', starting with a letter)");
+  EXPECT_EQ(refusal("d7", worker_hello("d7", "none")),
+            "hello refused: device kind 'none' is not a device kind (1 to 32 lowercase letters, "
+            "digits, '_' or '-', starting with a letter)");
   EXPECT_EQ(refusal("d3", worker_hello("d3", "interpreter", 0)),
             "hello refused: slots must be >= 1, got 0");
   auto named = worker_hello("d4");

@@ -1,6 +1,7 @@
 #include "actors/fleet/device_manager.hpp"
 
 #include "actors/fleet/device.hpp"
+#include "messages/device_kind.hpp"
 #include "messages/errors.hpp"
 #include "messages/msgpack_codec.hpp"
 
@@ -198,12 +199,12 @@ std::optional<std::string> device_manager_state::invalid_hello(wire::hello& hell
   auto role = role_jobs.find(hello.role);
   if (role == role_jobs.end())
     return "role '" + hello.role + "' is neither device nor lint";
-  if (hello.role == "lint" ? hello.device_kind != "none"
-                           : std::find(config_.device_kinds.begin(), config_.device_kinds.end(),
-                                       hello.device_kind) == config_.device_kinds.end())
-    return "device kind '" + hello.device_kind.substr(0, max_text) + "' is not one of " +
-           (hello.role == "lint" ? std::string{"none"} : join(config_.device_kinds)) +
-           " (workers.device_kinds)";
+  if (hello.role == "lint"
+          ? hello.device_kind != no_device_kind
+          : hello.device_kind == no_device_kind || !is_device_kind(hello.device_kind))
+    return "device kind '" + hello.device_kind.substr(0, max_text) + "' is not " +
+           (hello.role == "lint" ? std::string{no_device_kind}
+                                 : "a device kind (" + std::string{device_kind_rule} + ")");
   if (hello.jobs.empty())
     return std::string{"it serves no job kinds"};
   for (auto& kind : hello.jobs)

@@ -34,8 +34,6 @@ struct device_manager_config {
   int64_t max_attempts = 3;
   /// The most slots a worker is believed to have, whatever its hello claims.
   int64_t max_slots = 64;
-  /// Device kinds a `device` worker may announce; every kind is a label of opforge_workers.
-  std::vector<std::string> device_kinds = {"cuda", "interpreter"};
 };
 
 class device_manager_state {

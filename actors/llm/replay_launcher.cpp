@@ -60,7 +60,7 @@ void stop(pid_t pid) {
 } // namespace
 
 caf::expected<std::unique_ptr<replay_server>> replay_server::start(const options& opts) {
-  std::vector<std::string> args{opts.python,  "-m",           "opforge_worker.replay_server",
+  std::vector<std::string> args{opts.python,  "-m",           "opforge_replay",
                                 "--cassette", opts.cassette,  "--port",
                                 "0",          "--latency-ms", std::to_string(opts.latency_ms)};
   if (!opts.hit_log.empty())

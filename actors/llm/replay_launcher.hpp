@@ -1,6 +1,6 @@
 #pragma once
 
-// A replay server child process (`python -m opforge_worker.replay_server`): what an endpoint of
+// A replay server child process (`python -m opforge_replay`): what an endpoint of
 // kind `replay` talks to, and what the tests and the benchmark run the real client against.
 // Starting it blocks until the server printed its port: call it while setting the daemon up (or
 // from a test), never from an actor. The server stops when the thread that started it exits (the

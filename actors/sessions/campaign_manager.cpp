@@ -3,6 +3,7 @@
 #include "actors/library/kernels.hpp"
 #include "actors/sessions/feedback.hpp"
 #include "actors/store/store.hpp"
+#include "messages/device_kind.hpp"
 #include "messages/device_messages.hpp"
 #include "messages/errors.hpp"
 #include "persistence/keys.hpp"
@@ -276,8 +277,10 @@ caf::expected<campaign_spec> accept(const campaign_manager_setup& setup,
     return invalid("name the operators to work on, or use --category, --all or --failed");
   }
   spec.device_kind = request.device_kind.empty() ? defaults.device_kind : request.device_kind;
-  if (spec.device_kind != "cuda" && spec.device_kind != "interpreter")
-    return invalid("device kind '" + spec.device_kind + "': must be cuda or interpreter");
+  if (!is_device_kind(spec.device_kind) || spec.device_kind == no_device_kind)
+    return invalid("device kind '" + spec.device_kind +
+                   "': must be a device kind other than none (" + std::string{device_kind_rule} +
+                   ")");
   if (request.dtypes.empty())
     request.dtypes = split(defaults.dtypes);
   static const std::set<std::string> known{"bfloat16", "float16", "float32", "int32", "int64"};

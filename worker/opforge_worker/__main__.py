@@ -1,9 +1,9 @@
 """opforge_worker command line.
 
-python -m opforge_worker serve --connect ENDPOINT --device cuda|interpreter|none
+python -m opforge_worker serve --connect ENDPOINT --device KIND|none
                                --role device|lint [--slots N|auto]
 python -m opforge_worker catalog [--device K] [--json FILE] [--ops a,b] [--no-cache]
-python -m opforge_worker validate PATH... --device cuda|interpreter [--dtypes a,b] [--sets a,b]
+python -m opforge_worker validate PATH... --device KIND [--dtypes a,b] [--sets a,b]
                                   [--json OUT] [--timings] [--cache-dir DIR] [--no-sample-store]
 python -m opforge_worker fingerprint [--device K]
 python -m opforge_worker lint FILE [--profile cuda|interpreter] [--op OP] [--wrapper NAME] [--json]
@@ -18,18 +18,16 @@ import signal
 import sys
 from pathlib import Path
 
-from opforge_worker import toolchain
-
-#: What ``serve --slots auto`` (the default) runs at once, by device kind, as the daemon's
-#: ``slots: auto`` does (config/config.hpp): on cuda several candidate processes keep the GPU
-#: busy (an H100 re-validated the nine-kernel library 3x as fast with 8 as with 1,
-#: bench/results/worker-h100.md); on the interpreter each slot competes for the host's cores.
-_AUTO_SLOTS = {"cuda": 8}
+from opforge_worker import device_kinds, toolchain
 
 
 def resolve_slots(requested: int | str, device_kind: str) -> int:
     """The jobs a worker runs at once: ``requested``, or the device kind's count for auto."""
-    return _AUTO_SLOTS.get(device_kind, 1) if requested == "auto" else requested
+    if requested != "auto":
+        return requested
+    if device_kind == device_kinds.NO_DEVICE:
+        return 1
+    return device_kinds.lookup(device_kind).default_slots
 
 
 def _slots(text: str) -> int | str:
@@ -52,7 +50,7 @@ def serve(args: argparse.Namespace) -> int:
     from opforge_worker.connection import Worker, WorkerConfig
     from opforge_worker.jobs import handlers_for
 
-    if args.role == "lint" and args.device != "none":
+    if args.role == "lint" and args.device != device_kinds.NO_DEVICE:
         raise ValueError("role 'lint' runs no device: use --device none")
     tools = toolchain.collect(args.device)
     slots = resolve_slots(args.slots, args.device)
@@ -139,18 +137,20 @@ def parser() -> argparse.ArgumentParser:
 
     serving = commands.add_parser("serve", help="serve jobs from the daemon")
     serving.add_argument("--connect", required=True, help="the daemon's workers endpoint")
-    serving.add_argument("--device", required=True, choices=toolchain.DEVICE_KINDS)
+    serving.add_argument(
+        "--device", required=True, choices=[*device_kinds.KINDS, device_kinds.NO_DEVICE]
+    )
     serving.add_argument(
         "--slots",
         type=_slots,
         default="auto",
-        help="jobs run at once: a count, or auto (8 on cuda, 1 otherwise; the default)",
+        help="jobs run at once: a count, or auto (the device kind's default_slots; the default)",
     )
     serving.add_argument("--role", required=True, choices=["device", "lint"])
     serving.set_defaults(run=serve)
 
     listing = commands.add_parser("catalog", help="list the operators and write them as JSON")
-    listing.add_argument("--device", default="interpreter", choices=["cuda", "interpreter"])
+    listing.add_argument("--device", default="interpreter", choices=device_kinds.KINDS)
     listing.add_argument("--json", help="write the catalog here")
     listing.add_argument("--ops", help="only these operators, comma-separated")
     listing.add_argument("--no-cache", action="store_true", help="survey every operator afresh")
@@ -158,7 +158,7 @@ def parser() -> argparse.ArgumentParser:
 
     checking = commands.add_parser("validate", help="validate candidate files and directories")
     checking.add_argument("paths", nargs="+", metavar="PATH", help="a candidate file or directory")
-    checking.add_argument("--device", required=True, choices=["cuda", "interpreter"])
+    checking.add_argument("--device", required=True, choices=device_kinds.KINDS)
     checking.add_argument("--dtypes", help="comma-separated; default: all the op supports")
     checking.add_argument(
         "--sets", help="sample sets, comma-separated; default: all (sample_sets.SETS)"
@@ -181,7 +181,9 @@ def parser() -> argparse.ArgumentParser:
     checking.set_defaults(run=validate)
 
     printing = commands.add_parser("fingerprint", help="print the toolchain and its fingerprint")
-    printing.add_argument("--device", default="interpreter", choices=toolchain.DEVICE_KINDS)
+    printing.add_argument(
+        "--device", default="interpreter", choices=[*device_kinds.KINDS, device_kinds.NO_DEVICE]
+    )
     printing.set_defaults(run=fingerprint)
     return root
 

@@ -61,6 +61,7 @@ from triton.runtime.cache import FileCacheManager
 from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import JITFunction
 
+from opforge_worker.audit import AuditGuard, CodeOwners
 from opforge_worker.checks import (
     BackendCompileError,
     CallPolicy,
@@ -77,7 +78,8 @@ from opforge_worker.checks import (
     output_structure,
     tensor_leaves,
 )
-from opforge_worker.sandbox import AuditGuard, CodeOwners, recv_message, send_message
+from opforge_worker.device_kinds import DeviceKind
+from opforge_worker.ipc import recv_message, send_message
 from opforge_worker.transport import ReplyStaging, decode_inputs, to_device
 
 _MAX_TEXT = 20_000
@@ -252,37 +254,30 @@ class StoreBackedCacheManager(FileCacheManager):
 
 
 class CandidateServer:
-    def __init__(self, conn: Connection, device_kind: str, scratch: Path, options: dict):
+    def __init__(self, conn: Connection, kind: DeviceKind, scratch: Path, options: dict):
         self.conn = conn
-        self.device_kind = device_kind
-        self.device = torch.device("cuda" if device_kind == "cuda" else "cpu")
+        self.kind = kind
+        self.device = torch.device(kind.torch_device)
         self.options = options
         self.owners = CodeOwners(scratch / "jobs")
         self.audit = AuditGuard(scratch, self.owners)
         self.loaded_kernels = LoadedKernels()
         self.loaded_namespaces = LoadedNamespaces()
-        self.launches = LaunchCounter(
-            self.owners, self._notify_compile, device_kind, self.loaded_kernels
-        )
+        self.launches = LaunchCounter(self.owners, self._notify_compile, kind, self.loaded_kernels)
         self.escapes = EscapeHatches(self.owners, self.launches)
         self.threads = ThreadWatch(self.owners)
         # Set by each load: Triton's knob of the cache directory sets the variable too.
         per_source = ((StoreBackedCacheManager, "store_dir"), (os.environ, "TRITON_CACHE_DIR"))
         self.state = ProcessState(self.owners, per_source)
-        self.staging = ReplyStaging(self.device)
+        self.staging = ReplyStaging(self.device, pinned=kind.pinned_staging)
         self.namespace: dict = {}
         #: The sha256 of the source ``namespace`` was loaded from; "" when the load failed.
         self.namespace_source = ""
 
     def install(self) -> None:
         torch.set_num_threads(1)
-        if self.device_kind == "cuda":
-            torch.cuda.init()
-            # The CUDA context and Triton's driver (which builds its C helpers) start now, before
-            # any candidate: their seconds are the process's, not the first candidate's run time,
-            # and the helpers go to the process's own Triton cache, not the first source's.
-            torch.zeros(1, device="cuda")
-            triton.runtime.driver.active.get_current_device()
+        if self.kind.start_runtime is not None:
+            self.kind.start_runtime()
         triton.knobs.cache.manager_class = StoreBackedCacheManager
         self._warm_dispatch_recorder()
         hooks = (self.launches, self.escapes, self.threads, self.state)
@@ -521,10 +516,8 @@ class CandidateServer:
                     body()
                     if not dispatch_mode_intact(recorder):
                         findings.add("integrity", "the dispatch recorder was removed")
-            if wait and self.device_kind == "cuda":
-                # torch.cuda.synchronize() without its device lookups (a fifth of a call's sync
-                # in a profile of a warm pass on the H100): the current device, as it does.
-                torch._C._cuda_synchronize()
+            if wait and self.kind.synchronize is not None:
+                self.kind.synchronize()
         except BaseException as error:  # noqa: BLE001 (the candidate's exception, reported)
             reply = self._classify(self._device_fault_behind(error))
         finally:
@@ -556,10 +549,10 @@ class CandidateServer:
         candidate that raises after a faulting launch must still be reported (and its process
         replaced) as a crash, never leave the fault to the next candidate.
         """
-        if self.device_kind != "cuda" or _is_device_fault(error):
+        if self.kind.synchronize is None or _is_device_fault(error):
             return error
         try:
-            torch.cuda.synchronize()
+            self.kind.synchronize()
         except Exception as fault:  # noqa: BLE001 (the candidate's fault, reported)
             if _is_device_fault(fault):
                 return fault
@@ -620,9 +613,9 @@ def _output_marks() -> list[int]:
 
 
 def serve(
-    conn: Connection, device_kind: str, scratch: Path, report: dict, options: dict | None = None
+    conn: Connection, kind: DeviceKind, scratch: Path, report: dict, options: dict | None = None
 ) -> None:
-    """Entry point of the candidate process once it is confined (sandbox.main)."""
-    server = CandidateServer(conn, device_kind, scratch, options or {})
+    """Entry point of the candidate process once it is confined (confinement.main)."""
+    server = CandidateServer(conn, kind, scratch, options or {})
     server.install()
     server.serve_forever(report)

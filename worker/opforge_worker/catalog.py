@@ -1,6 +1,6 @@
 """The operator catalog: the OpInfo operators of the installed torch, filtered and described.
 
-Per operator: name, variant, category, the dtypes (of config/catalog.yaml's) it supports on the
+Per operator: name, variant, category, the dtypes (of data/catalog.yaml's) it supports on the
 device, its sample count per dtype from a fixed seed (over every sample set, as a test draws
 them) and per set, the ATen overloads its samples dispatch to, and its docstring with the
 docstrings it references resolved. Building that means generating and
@@ -30,9 +30,10 @@ import torch
 import yaml
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from opforge_worker import docstrings, sample_sets, toolchain
+from opforge_worker import device_kinds, docstrings, sample_sets, toolchain
 from opforge_worker import opinfo as opinfo_db
 from opforge_worker.cache_root import cache_dir
+from opforge_worker.package_data import data_path
 
 log = logging.getLogger("opforge_worker.catalog")
 
@@ -47,7 +48,7 @@ CATEGORIES = (
 )
 # Bumped whenever survey() records something new or differently: old caches are then ignored.
 SURVEY_SCHEMA = 5
-DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "config" / "catalog.yaml"
+DEFAULT_CONFIG = data_path("catalog.yaml")
 # Operators per task of a parallel survey: small enough to balance slow operators across processes.
 _SURVEY_CHUNK = 8
 _OPS_PER_PROCESS_AT_LEAST = 32
@@ -130,15 +131,15 @@ def _is_random(overload: str) -> bool:
 
 
 def survey(opinfo, config: CatalogConfig) -> dict[str, Any]:
-    """Facts about `opinfo` under the installed torch: its classes, all dtypes it supports on cpu
-    and cuda, per target dtype the sample count (seeded) of every sample set and of each, and
-    where generation failed, the ATen overloads its OpInfo samples (``sample_inputs``) dispatch
-    to on the CPU, and its docstring DAG. The other sets are generated and counted, not run
-    (which would cost the survey time for little): they call the same operator on other values,
-    layouts and sizes."""
+    """Facts about `opinfo` under the installed torch: its classes, all dtypes it supports on each
+    device kind's OpInfo device, per target dtype the sample count (seeded) of every sample set
+    and of each, and where generation failed, the ATen overloads its OpInfo samples
+    (``sample_inputs``) dispatch to on the CPU, and its docstring DAG. The other sets are
+    generated and counted, not run (which would cost the survey time for little): they call the
+    same operator on other values, layouts and sizes."""
     supported = {
         device: sorted(_dtype_name(dtype) for dtype in opinfo.supported_dtypes(device))
-        for device in ("cpu", "cuda")
+        for device in device_kinds.OPINFO_DEVICES
     }
     sample_counts: dict[str, int] = {}
     sample_counts_by_set: dict[str, dict[str, int]] = {}
@@ -149,7 +150,7 @@ def survey(opinfo, config: CatalogConfig) -> dict[str, Any]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for dtype_name in config.dtypes:
-            if dtype_name not in supported["cpu"] and dtype_name not in supported["cuda"]:
+            if not any(dtype_name in dtypes for dtypes in supported.values()):
                 continue
             by_set = _generate_sets(opinfo, getattr(torch, dtype_name), config.sample_seed)
             if isinstance(by_set, str):
@@ -351,8 +352,7 @@ def category(entry: dict, config: CatalogConfig) -> str:
 
 
 def _dtype_device(device_kind: str) -> str:
-    # The interpreter runs Triton on CPU tensors: what the CPU supports is what it can check.
-    return "cuda" if device_kind == "cuda" else "cpu"
+    return device_kinds.lookup(device_kind).opinfo_device
 
 
 def _device_dtypes(entry: dict, device_kind: str, config: CatalogConfig) -> list[str]:

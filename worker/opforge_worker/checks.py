@@ -24,7 +24,7 @@
 
 Each of these runs in the candidate's own process, so a candidate that sets out to tamper with
 them could; ``Integrity`` verifies after every call that the hooks are still the ones installed,
-the audit hook (sandbox.py) refuses frame, code and gc introspection from candidate code, and the
+the audit hook (audit.py) refuses frame, code and gc introspection from candidate code, and the
 harness's static gate (harness.py) does not run a source that could reach them at all.
 """
 
@@ -49,7 +49,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
 from triton.compiler.errors import CompilationError
 
-from opforge_worker.sandbox import CodeOwners, path_prefixes
+from opforge_worker.audit import CodeOwners, path_prefixes
+from opforge_worker.device_kinds import DeviceKind
 
 # ATen op kinds, by overload-packet name with any trailing underscore removed.
 _EMPTY = frozenset(
@@ -299,12 +300,12 @@ class LaunchCounter:
         self,
         owners: CodeOwners,
         on_compile: Callable[[], None],
-        device_kind: str,
+        kind: DeviceKind,
         loaded: LoadedKernels | None = None,
     ):
         self.owners = owners
         self.on_compile = on_compile
-        self.device_kind = device_kind
+        self.kind = kind
         self.loaded = loaded
         self.depth = 0
         self.launches = 0
@@ -334,17 +335,14 @@ class LaunchCounter:
         self._wrap(CompiledKernel, "_init_handles", self._timed_load)
         # The autotuner benchmarks with torch between launches; that is triton's doing.
         self._wrap(Autotuner, "run", self._machinery)
-        if self.device_kind != "cuda":
-            # Triton's interpreter has no driver, hence no benchmarker: an autotuned kernel with
-            # several configs would fail there. Timing interpreted kernels would rank nothing
-            # that matters on a GPU, so each config runs once (one that fails on the device
-            # fails here too) and the first listed is chosen.
+        if not self.kind.benchmarks_autotune:
+            # An autotuned kernel with several configs would fail without a benchmarker, so each
+            # config runs once (one that fails on the device fails here too) and the first listed
+            # is chosen.
             self._wrap(Autotuner, "do_bench", _run_each_config_once)
-        if self.device_kind == "cuda":
-            self.default_stream = (
-                torch._C._cuda_getDevice(),
-                torch.cuda.default_stream().cuda_stream,
-            )
+        if self.kind.launch_stream is not None:
+            # Read before any candidate runs: the stream every launch must go to.
+            self.default_stream = self.kind.launch_stream()
 
     def _wrap(self, cls: type, name: str, make: Callable) -> None:
         wrapper = make(getattr(cls, name))
@@ -451,9 +449,9 @@ class LaunchCounter:
         return init_handles
 
     def _check_stream(self) -> None:
-        if self.device_kind != "cuda" or self.findings is None:
+        if self.kind.launch_stream is None or self.findings is None:
             return
-        if _launch_stream() != self.default_stream:
+        if self.kind.launch_stream() != self.default_stream:
             self.findings.add("stream", "kernel launched on a stream other than the default one")
 
     def begin(self, findings: Findings) -> None:
@@ -471,13 +469,6 @@ def _run_each_config_once(_original) -> property:
         return [0.0] * len(quantiles) if quantiles else 0.0
 
     return property(lambda _autotuner: benchmark)
-
-
-def _launch_stream() -> tuple[int, int]:
-    """The (device, raw stream) a Triton launch goes to, read as Triton's launcher reads it:
-    cheaper, on every launch, than building and comparing torch.cuda.Stream objects."""
-    device = torch._C._cuda_getDevice()
-    return device, torch._C._cuda_getCurrentRawStream(device)
 
 
 #: Torch's mode stack itself, taken before EscapeHatches wraps the pop.

@@ -1,6 +1,6 @@
 """The validation harness: the public API the device worker calls for ``test`` jobs.
 
-    h = Harness(device_kind="interpreter" | "cuda", tolerances_path=None, scratch_root=None)
+    h = Harness(device_kind="interpreter", tolerances_path=None, scratch_root=None)
     h.start_process()  # optional: the candidate process starts now, while the caller works on
     payload = h.run_test(request, cancel=None)  # request/result: messages/PROTOCOL.md "test"
     h.close()
@@ -85,8 +85,8 @@ from pathlib import Path
 import torch
 
 from opforge_worker import compile_cache as compile_cache_module
+from opforge_worker import device_kinds, sample_sets
 from opforge_worker import opinfo as opinfo_db
-from opforge_worker import sample_sets
 from opforge_worker import samples as samples_module
 from opforge_worker.judge import Judge, Reference, ReplyError, report_verdict
 from opforge_worker.linter import Profile, lint_source, load_profile
@@ -105,7 +105,6 @@ from opforge_worker.settings import load_settings
 
 log = logging.getLogger("opforge_worker.harness")
 
-DEVICE_KINDS = ("interpreter", "cuda")
 MODES = ("first_failure", "all")
 #: Crashes and timeouts after which a test in mode ``all`` stops: each costs a fresh process.
 _MAX_PROCESS_DEATHS = 3
@@ -143,11 +142,10 @@ class Harness:
         static_gate: bool = True,
         standby: CandidateProcess | None = None,
     ):
-        if device_kind not in DEVICE_KINDS:
-            raise ValueError(f"device_kind must be one of {DEVICE_KINDS}, got {device_kind!r}")
         self.device_kind = device_kind
-        #: The linter profile of the static gate (named like the device kind), None when it is off.
-        self.lint_profile = load_profile(device_kind) if static_gate else None
+        self.kind = device_kinds.lookup(device_kind)
+        #: The linter profile of the static gate, None when it is off.
+        self.lint_profile = load_profile(self.kind.lint_profile) if static_gate else None
         #: The gate, which remembers its verdicts on the latest sources; None when it is off.
         self.static_gate = _StaticGate(self.lint_profile) if static_gate else None
         #: Prepared samples, by default the process's (shared by every Harness in it).

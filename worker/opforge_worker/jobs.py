@@ -14,6 +14,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+from opforge_worker import device_kinds
 from opforge_worker.connection import JobCancelled, JobHandler
 
 ROLES = ("device", "lint")
@@ -139,8 +140,9 @@ def handlers_for(role: str, device_kind: str, slots: int) -> tuple[dict[str, Job
         return {"lint": _lint_job}, lambda: None
     if role != "device":
         raise ValueError(f"role {role!r}: expected one of {', '.join(ROLES)}")
-    if device_kind == "none":
-        raise ValueError("role 'device' needs a device kind, 'cuda' or 'interpreter'")
+    if device_kind == device_kinds.NO_DEVICE:
+        known = ", ".join(device_kinds.KINDS)
+        raise ValueError(f"role 'device' needs a device kind, one of {known}")
 
     def make_harness():
         from opforge_worker.harness import Harness

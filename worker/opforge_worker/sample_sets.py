@@ -32,7 +32,7 @@ through float32 passes them. A test therefore also draws:
   most).
 
 Only data changes. Generated values and sizes go only to value-safe ops: the ufunc and
-reduction OpInfo classes and the operators config/sample_sets.yaml lists; there they replace
+reduction OpInfo classes and the operators data/sample_sets.yaml lists; there they replace
 tensors of the dtype under test only, so index tensors, sorted sequences and masks of other
 dtypes stay OpInfo's. Layouts keep values and go to every op.
 
@@ -41,7 +41,7 @@ outputs of the unmodified sample's shapes (values that change an output's shape 
 values). That decision is made once per operator, set and dtype on the samples of
 ``DECISION_SEED``, so ``generate(..., seed + 1)`` returns the same samples as ``seed`` with fresh
 values: the same count, order, shapes, strides, storage offsets and keyword arguments (the
-harness calls each sample a second time with them). config/sample_sets.yaml also takes a set
+harness calls each sample a second time with them). data/sample_sets.yaml also takes a set
 away from an operator, with the reason.
 
 The integer minimum goes only to ops of one operand (not binary ufuncs, whose other operand may
@@ -63,6 +63,7 @@ import yaml
 from torch.utils import _pytree as pytree
 
 from opforge_worker import opinfo as opinfo_db
+from opforge_worker.package_data import data_path
 
 SAMPLE_INPUTS = "sample_inputs"
 REFERENCE_INPUTS = "reference_inputs"
@@ -75,7 +76,7 @@ SETS = (SAMPLE_INPUTS, REFERENCE_INPUTS, EXTREMAL, LAYOUTS, SIZES)
 #: The sets generated here (``sample_inputs`` is OpInfo's own).
 GENERATED_SETS = SETS[1:]
 
-DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "config" / "sample_sets.yaml"
+DEFAULT_CONFIG = data_path("sample_sets.yaml")
 #: The seed whose samples decide which generated samples an operator keeps, for every seed.
 DECISION_SEED = 0
 REFERENCE_MAX_SAMPLES = 8
@@ -109,7 +110,7 @@ def check_names(names) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class SampleSetsConfig:
-    """config/sample_sets.yaml: operators (``name`` or ``name.variant``) with a reason each."""
+    """data/sample_sets.yaml: operators (``name`` or ``name.variant``) with a reason each."""
 
     #: Value-safe besides the ufunc and reduction classes: every tensor input of the dtype
     #: under test is data, read elementwise.

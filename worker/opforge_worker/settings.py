@@ -1,4 +1,4 @@
-"""Harness settings: tolerances, check exemptions and sandbox limits from config/tolerances.yaml."""
+"""Harness settings: tolerances, check exemptions and sandbox limits from data/tolerances.yaml."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ from pathlib import Path
 
 import yaml
 
+from opforge_worker.package_data import data_path
+
 #: The shipped settings file, used when the caller names none.
-DEFAULT_SETTINGS_PATH = Path(__file__).resolve().parents[2] / "config" / "tolerances.yaml"
+DEFAULT_SETTINGS_PATH = data_path("tolerances.yaml")
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,7 @@ class Settings:
     zero_sign_free_ops: frozenset[str]
     compile_grace_s: float
     startup_timeout_s: float
+    #: Per device kind, overriding the kind's own limit (device_kinds.DeviceKind.memory_limit_mb).
     memory_limit_mb: dict[str, int]
     max_processes: int
     max_file_mb: int
@@ -78,7 +81,7 @@ def load_settings(path: str | Path | None = None) -> Settings:
             zero_sign_free_ops=frozenset(raw.get("zero_sign_free_ops") or ()),
             compile_grace_s=float(raw["compile_grace_s"]),
             startup_timeout_s=float(raw["startup_timeout_s"]),
-            memory_limit_mb={k: int(v) for k, v in raw["memory_limit_mb"].items()},
+            memory_limit_mb={k: int(v) for k, v in (raw.get("memory_limit_mb") or {}).items()},
             max_processes=int(raw["max_processes"]),
             max_file_mb=int(raw["max_file_mb"]),
             output_cap_bytes=int(raw["output_cap_bytes"]),

@@ -133,7 +133,7 @@ class ReplyStaging:
     On the CPU (the interpreter) the buffer is the host's, and collecting copies nothing.
     """
 
-    def __init__(self, device: torch.device, kept_bytes: int = 64 << 20):
+    def __init__(self, device: torch.device, pinned: bool = False, kept_bytes: int = 64 << 20):
         self.device = device
         #: The largest buffer kept between groups, on the device and on the host. A larger group
         #: gets buffers of its own, freed after it: pinned host memory stays with torch's host
@@ -143,7 +143,8 @@ class ReplyStaging:
         self.gathered = torch.empty(0, dtype=torch.uint8, device=device)
         self.used = 0
         self._host = torch.empty(0, dtype=torch.uint8)
-        self._pinned = device.type == "cuda"
+        #: Whether the host copies are pinned (device_kinds.DeviceKind.pinned_staging).
+        self._pinned = pinned
 
     def add(self, tensors: list[torch.Tensor]) -> tuple[list[dict], int]:
         """Gather ``tensors`` (on the staging's device) after the group's earlier ones without

@@ -47,6 +47,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from opforge_worker import device_kinds
+
 TARGET_DTYPES = ("bfloat16", "float16", "float32", "int32", "int64")
 _MARKER = re.compile(r"^#\s*opforge:\s*(wrapper|variants?)\s*=\s*([\w.,-]+)\s*$", re.MULTILINE)
 #: What a variant marker calls the operator's default variant (OpInfo's empty variant name).
@@ -197,10 +199,10 @@ def discover(directory: Path) -> list[Candidate]:
 
 
 def device_dtypes(opinfo, device_kind: str) -> list[str]:
-    """The target dtypes `opinfo` supports on the device (the CPU's for the interpreter)."""
+    """The target dtypes `opinfo` supports on the device kind's OpInfo device."""
     supported = {
         str(dtype).removeprefix("torch.")
-        for dtype in opinfo.supported_dtypes("cuda" if device_kind == "cuda" else "cpu")
+        for dtype in opinfo.supported_dtypes(device_kinds.lookup(device_kind).opinfo_device)
     }
     return [dtype for dtype in TARGET_DTYPES if dtype in supported]
 

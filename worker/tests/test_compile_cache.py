@@ -234,14 +234,15 @@ class LoadingProcess:
     def __init__(self, root: Path, monkeypatch, capacity: int = 256):
         import triton.compiler
 
+        from opforge_worker.audit import CodeOwners
         from opforge_worker.checks import LaunchCounter, LoadedKernels
-        from opforge_worker.sandbox import CodeOwners
+        from opforge_worker.device_kinds import lookup
 
         self.root, self.monkeypatch, self.loads = root, monkeypatch, 0
         self.compiles: list[str] = []
         self.loaded = LoadedKernels(capacity)
         counter = LaunchCounter(
-            CodeOwners(root), lambda: self.compiles.append(self.name), "cuda", self.loaded
+            CodeOwners(root), lambda: self.compiles.append(self.name), lookup("cuda"), self.loaded
         )
         self.compile = counter._timed_compile(triton.compiler.compile)
 

@@ -7,13 +7,14 @@ import pytest
 import torch
 from triton.compiler.errors import CompilationError
 
+from opforge_worker.audit import CodeOwners
 from opforge_worker.checks import BackendCompileError, Findings, LaunchCounter
 from opforge_worker.compare import bitwise_equal, compare_structure, tensor_diff
+from opforge_worker.device_kinds import lookup
 from opforge_worker.judge import Judge, compute_reference
 from opforge_worker.opinfo import find_opinfo
 from opforge_worker.results import Failure, ResultBuilder
 from opforge_worker.sample_sets import EXTREMAL, SAMPLE_INPUTS
-from opforge_worker.sandbox import CodeOwners
 from opforge_worker.settings import Tolerance, load_settings
 from opforge_worker.transport import encode_tensors
 
@@ -373,7 +374,7 @@ def test_payload_has_the_documented_shape():
 
 
 def _compile_step_raising(error: Exception, tmp_path):
-    counter = LaunchCounter(CodeOwners(tmp_path), lambda: None, "interpreter")
+    counter = LaunchCounter(CodeOwners(tmp_path), lambda: None, lookup("interpreter"))
     counter.begin(Findings())
 
     def backend(*args, **kwargs):

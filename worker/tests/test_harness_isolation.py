@@ -14,9 +14,9 @@ import torch
 from harness_helpers import DEVICE, OPINFO_SAMPLES_ONLY, request
 from torch.overrides import TorchFunctionMode
 
+from opforge_worker.audit import CodeOwners
 from opforge_worker.checks import ProcessState
 from opforge_worker.harness import Harness
-from opforge_worker.sandbox import CodeOwners
 
 #: A patching source, what its finding names, and a source that its change would have let pass.
 PATCHES = {

@@ -2,7 +2,6 @@
 
 import json
 import threading
-from pathlib import Path
 
 import pytest
 from harness_helpers import DEVICE, OPINFO_SAMPLES_ONLY, opinfo_counts, request, source
@@ -11,6 +10,7 @@ from opforge_worker import harness as harness_module
 from opforge_worker import sandbox
 from opforge_worker.harness import Harness, JobCancelled
 from opforge_worker.results import OUTCOMES
+from opforge_worker.settings import DEFAULT_SETTINGS_PATH
 
 
 @pytest.fixture(scope="module")
@@ -151,6 +151,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 import torch
 from opforge_worker import candidate
+from opforge_worker.device_kinds import lookup
 
 def faulting_transfer(*args, **kwargs):
     raise FAULT
@@ -159,7 +160,8 @@ candidate.output_structure = faulting_transfer
 arguments = dict(zip(sys.argv[1::2], sys.argv[2::2]))
 options = json.loads(arguments["--options"])
 scratch = Path(arguments["--scratch"]).resolve()
-candidate.serve(Connection(int(arguments["--fd"])), options["device_kind"], scratch, {}, options)
+kind = lookup(options["device_kind"])
+candidate.serve(Connection(int(arguments["--fd"])), kind, scratch, {}, options)
 """
 ILLEGAL_ACCESS = "CUDA error: an illegal memory access was encountered"
 
@@ -290,7 +292,7 @@ def test_cancel_stops_a_running_test(harness):
 
 
 def test_tolerances_come_from_the_settings_file(tmp_path):
-    settings = Path(__file__).parents[2] / "config" / "tolerances.yaml"
+    settings = DEFAULT_SETTINGS_PATH
     loose = tmp_path / "tolerances.yaml"
     loose.write_text(
         settings.read_text().replace(
@@ -305,7 +307,7 @@ def test_tolerances_come_from_the_settings_file(tmp_path):
 
 
 def test_a_candidate_process_that_cannot_start_is_a_harness_error(tmp_path):
-    settings = Path(__file__).parents[2] / "config" / "tolerances.yaml"
+    settings = DEFAULT_SETTINGS_PATH
     impatient = tmp_path / "tolerances.yaml"
     impatient.write_text(
         settings.read_text().replace("startup_timeout_s: 180", "startup_timeout_s: 0.001")

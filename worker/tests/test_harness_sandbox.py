@@ -14,14 +14,20 @@ from pathlib import Path
 import pytest
 from harness_helpers import DEVICE
 
-from opforge_worker import sandbox
+from opforge_worker import device_kinds, sandbox
 
 WORKER_ROOT = str(Path(__file__).resolve().parents[1])
+#: What a confining script starts with: the candidate side's module, its libc and kinds.
+CONFINEMENT = (
+    "from opforge_worker import confinement\n"
+    "from opforge_worker.device_kinds import lookup\n"
+    "libc = confinement.load_libc()\n"
+)
 
 
 def run_confined(script: str, confine: bool, **kwargs) -> subprocess.CompletedProcess:
     """Run ``script`` in a fresh Python, after ``confine`` (a statement) when asked."""
-    prelude = "from opforge_worker import sandbox\nlibc = sandbox._libc()\n"
+    prelude = CONFINEMENT
     code = prelude + (textwrap.dedent(confine) if confine else "") + textwrap.dedent(script)
     env = {**os.environ, "PYTHONPATH": WORKER_ROOT}
     return subprocess.run(
@@ -30,12 +36,13 @@ def run_confined(script: str, confine: bool, **kwargs) -> subprocess.CompletedPr
 
 
 NAMESPACES = (
-    f"report = sandbox._enter_namespaces(libc, {DEVICE!r})\nassert report['namespaces'] != 'none'\n"
+    f"report = confinement._enter_namespaces(libc, lookup({DEVICE!r}))\n"
+    "assert report['namespaces'] != 'none'\n"
 )
 NAMESPACES_AND_SLEEP = (
     "import time\n"
-    "from opforge_worker import sandbox\n"
-    "print(sandbox._enter_namespaces(sandbox._libc(), 'cuda')['namespaces'], flush=True)\n"
+    + CONFINEMENT
+    + "print(confinement._enter_namespaces(libc, lookup('cuda'))['namespaces'], flush=True)\n"
     "time.sleep(600)\n"
 )
 CONNECT = """
@@ -65,8 +72,8 @@ def test_network_namespace_cuts_even_loopback(listener, confine, expected):
 
 
 def landlock(scratch: Path) -> str:
-    paths = "sandbox.default_read_paths()"
-    return f"print(sandbox._landlock(libc, {str(scratch)!r}, {paths}, {DEVICE!r}))\n"
+    paths = "confinement.default_read_paths()"
+    return f"print(confinement._landlock(libc, {str(scratch)!r}, {paths}, lookup({DEVICE!r})))\n"
 
 
 WRITE_AND_READ = """
@@ -135,10 +142,10 @@ def test_killing_the_sandbox_kills_escaped_descendants(device_kind):
     # subreaper, adopts it and kills it as a process in the candidate's user namespace.
     script = f"""
 import os, sys, time
-report = sandbox._enter_namespaces(libc, {device_kind!r})
+report = confinement._enter_namespaces(libc, lookup({device_kind!r}))
 assert report["namespaces"] != "none", report
 if report["namespaces"] == "user+net+pid":
-    sandbox._relay_pid_namespace()
+    confinement._relay_pid_namespace()
 if os.fork() == 0:
     os.setsid()
     parent = os.getpid()
@@ -150,7 +157,7 @@ if os.fork() == 0:
     os._exit(0)
 time.sleep(600)
 """
-    code = "from opforge_worker import sandbox\nlibc = sandbox._libc()\n" + script
+    code = CONFINEMENT + script
     process = sandbox.spawn_candidate(
         [sys.executable, "-c", code],
         stdout=subprocess.PIPE,
@@ -201,21 +208,22 @@ def test_environment_keeps_only_what_the_toolchain_needs(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
     monkeypatch.setenv("PATH", "/usr/bin")
 
-    env = sandbox.candidate_environment(tmp_path, "interpreter", WORKER_ROOT)
+    env = sandbox.candidate_environment(tmp_path, device_kinds.lookup("interpreter"), WORKER_ROOT)
 
     assert "OPENAI_API_KEY" not in env
     assert env["PATH"] == "/usr/bin"
     assert env["TRITON_INTERPRET"] == "1"
     assert env["TRITON_CACHE_DIR"].startswith(str(tmp_path))
     assert env["HOME"].startswith(str(tmp_path)) and env["TMPDIR"].startswith(str(tmp_path))
-    assert "TRITON_INTERPRET" not in sandbox.candidate_environment(tmp_path, "cuda", WORKER_ROOT)
+    on_cuda = sandbox.candidate_environment(tmp_path, device_kinds.lookup("cuda"), WORKER_ROOT)
+    assert "TRITON_INTERPRET" not in on_cuda
 
 
 #: A candidate side that holds on to the resident memory each call asks for, then answers.
 MEMORY_HOG = """
 import sys, time
 from multiprocessing.connection import Connection
-from opforge_worker.sandbox import recv_message, send_message
+from opforge_worker.ipc import recv_message, send_message
 arguments = dict(zip(sys.argv[1::2], sys.argv[2::2]))
 conn = Connection(int(arguments["--fd"]))
 send_message(conn, {"kind": "ready", "sandbox": {}})
@@ -229,7 +237,7 @@ while True:
 
 
 def memory_hog(tmp_path: Path, limit_mb: int) -> sandbox.CandidateProcess:
-    # The judge watches resident memory for cuda candidates (no address-space limit there); this
+    # The judge watches resident memory for cuda candidates (MemoryPolicy.RESIDENT); this
     # candidate side never touches CUDA, so the test needs no GPU.
     options = sandbox.SandboxOptions(
         device_kind="cuda",

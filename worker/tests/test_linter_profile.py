@@ -5,20 +5,19 @@ from pathlib import Path
 
 import pytest
 
-from opforge_worker.linter import Profile, ProfileError, config_dir, load_profile
+from opforge_worker.linter import Profile, ProfileError, load_profile, profiles_dir
 
-REAL_PROFILES = config_dir() / "linter"
+REAL_PROFILES = profiles_dir()
 
 
 @pytest.fixture
 def profiles(tmp_path, monkeypatch):
-    """A config dir holding the real base profile; tests add a broken profile next to it."""
-    (tmp_path / "linter").mkdir()
-    shutil.copy(REAL_PROFILES / "base.yaml", tmp_path / "linter" / "base.yaml")
-    monkeypatch.setenv("OPFORGE_CONFIG_DIR", str(tmp_path))
+    """A profiles dir holding the real base profile; tests add a broken profile next to it."""
+    shutil.copy(REAL_PROFILES / "base.yaml", tmp_path / "base.yaml")
+    monkeypatch.setenv("OPFORGE_LINTER_DIR", str(tmp_path))
 
     def write(name, text):
-        path = tmp_path / "linter" / f"{name}.yaml"
+        path = tmp_path / f"{name}.yaml"
         path.write_text(text)
         return path
 

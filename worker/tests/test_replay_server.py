@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from opforge_worker.replay_server import (
+from opforge_replay.server import (
     CONTEXT_ERRORS,
     Cassette,
     CassetteError,
@@ -234,7 +234,7 @@ def test_a_bad_cassette_line_is_named(tmp_path: Path) -> None:
 def test_command_line_prints_the_port_first(tmp_path: Path) -> None:
     tape = write_cassette(tmp_path / "t.jsonl", [{"operator": "add", "response": answer("cli")}])
     process = subprocess.Popen(
-        [sys.executable, "-m", "opforge_worker.replay_server", "--cassette", str(tape)],
+        [sys.executable, "-m", "opforge_replay", "--cassette", str(tape)],
         cwd=WORKER_DIR,
         stdout=subprocess.PIPE,
         text=True,
@@ -277,7 +277,7 @@ def test_a_parent_killed_by_sigkill_takes_the_server_with_it(tmp_path: Path) -> 
     parent_script = (
         "import os, signal, subprocess, sys, time\n"
         "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})\n"
-        "server = subprocess.Popen([sys.executable, '-m', 'opforge_worker.replay_server',"
+        "server = subprocess.Popen([sys.executable, '-m', 'opforge_replay',"
         f" '--cassette', {str(tape)!r}, '--parent-pid', str(os.getpid())],"
         " stdout=subprocess.PIPE, text=True)\n"
         "print(server.pid, server.stdout.readline().strip(), flush=True)\n"
@@ -308,7 +308,7 @@ def test_a_parent_pid_that_is_not_the_parent_stops_it_at_once(tmp_path: Path) ->
     tape = write_cassette(tmp_path / "t.jsonl", [{"operator": "add", "response": answer("x")}])
     # This test process is the server's parent; its own parent is not.
     result = subprocess.run(
-        [sys.executable, "-m", "opforge_worker.replay_server", "--cassette", str(tape)]
+        [sys.executable, "-m", "opforge_replay", "--cassette", str(tape)]
         + ["--parent-pid", str(os.getppid())],
         cwd=WORKER_DIR,
         capture_output=True,
@@ -317,4 +317,4 @@ def test_a_parent_pid_that_is_not_the_parent_stops_it_at_once(tmp_path: Path) ->
     )
     assert result.returncode == 1
     assert result.stdout == ""
-    assert result.stderr == f"replay_server: parent process {os.getppid()} is gone\n"
+    assert result.stderr == f"opforge_replay: parent process {os.getppid()} is gone\n"

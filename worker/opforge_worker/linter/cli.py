@@ -17,7 +17,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="opforge_worker lint", description=__doc__)
     parser.add_argument("file", type=Path, help="candidate source: the wrapper and its kernels")
     parser.add_argument(
-        "--profile", default="cuda", help="config/linter/<profile>.yaml (cuda, interpreter)"
+        "--profile", default="cuda", help="data/linter/<profile>.yaml (a device kind)"
     )
     parser.add_argument("--op", help="operator name (default: the file name without .py)")
     parser.add_argument("--wrapper", help="wrapper function name (default: <op>_wrapper)")

@@ -20,6 +20,8 @@ from typing import Any
 
 import yaml
 
+from opforge_worker.package_data import data_path
+
 # The scopes a module's names may appear in: `kernel` is the body of a @triton.jit function,
 # `host` everything else (the wrapper, helpers, module level).
 SCOPES = ("kernel", "host", "any")
@@ -135,18 +137,15 @@ class Profile:
         return next((kind for kind, rules in self.refused_as.items() if rule in rules), None)
 
 
-_REPO_CONFIG_DIR = Path(__file__).resolve().parents[3] / "config"
-
-
-def config_dir() -> Path:
-    """The repository's config/ (OPFORGE_CONFIG_DIR overrides, e.g. for an installed worker)."""
-    override = os.environ.get("OPFORGE_CONFIG_DIR")
-    return Path(override) if override else _REPO_CONFIG_DIR
+def profiles_dir() -> Path:
+    """The shipped profiles, opforge_worker/data/linter/ (OPFORGE_LINTER_DIR overrides)."""
+    override = os.environ.get("OPFORGE_LINTER_DIR")
+    return Path(override) if override else data_path("linter")
 
 
 def load_profile(name: str) -> Profile:
-    """The profile `config/linter/<name>.yaml`, loaded once per process and config dir."""
-    return _load_cached(name, config_dir() / "linter")
+    """The profile `<name>.yaml` of profiles_dir(), loaded once per process and directory."""
+    return _load_cached(name, profiles_dir())
 
 
 @functools.lru_cache(maxsize=16)

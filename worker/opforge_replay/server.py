@@ -31,7 +31,7 @@ With ``--parent-pid PID`` (Linux) the server stops when that process dies, even 
 daemon killed mid-campaign leaves no server behind holding a port and appending to the hit log
 that its restarted self uses.
 
-Usage: ``python -m opforge_worker.replay_server --cassette F --port 0 [--latency-ms N]
+Usage: ``python -m opforge_replay --cassette F --port 0 [--latency-ms N]
 [--log HITS.jsonl] [--cycle] [--by-answer-index] [--parent-pid PID]``; the first line on stdout is
 the bound port.
 """
@@ -365,7 +365,7 @@ def die_with_parent(parent_pid: int) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m opforge_worker.replay_server")
+    parser = argparse.ArgumentParser(prog="python -m opforge_replay")
     parser.add_argument("--cassette", type=Path, required=True, help="JSON Lines cassette")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
@@ -383,12 +383,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     if args.parent_pid is not None and (why := die_with_parent(args.parent_pid)):
-        print(f"replay_server: {why}", file=sys.stderr)
+        print(f"opforge_replay: {why}", file=sys.stderr)
         return 1
     try:
         cassette = Cassette(args.cassette, cycle=args.cycle)
     except (OSError, CassetteError) as e:
-        print(f"replay_server: {e}", file=sys.stderr)
+        print(f"opforge_replay: {e}", file=sys.stderr)
         return 2
     server = ReplayServer(
         (args.host, args.port),
@@ -405,7 +405,3 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.server_close()
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,29 @@
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+
+namespace opforge {
+
+/// Device kinds are whatever workers announce (worker/opforge_worker/device_kinds.py holds the
+/// worker's registry): the daemon keeps no list of them, so that a new accelerator needs no daemon
+/// change. It only bounds the names, which become metric labels, store keys and lint profile names.
+inline constexpr std::size_t max_device_kind_length = 32;
+inline constexpr std::string_view device_kind_rule =
+    "1 to 32 lowercase letters, digits, '_' or '-', starting with a letter";
+
+/// What a lint-only worker announces: it tests on no device.
+inline constexpr std::string_view no_device_kind = "none";
+
+/// Whether `kind` follows `device_kind_rule`.
+inline bool is_device_kind(std::string_view kind) {
+  auto lower = [](char c) { return c >= 'a' && c <= 'z'; };
+  if (kind.empty() || kind.size() > max_device_kind_length || !lower(kind.front()))
+    return false;
+  for (char c : kind)
+    if (!lower(c) && !(c >= '0' && c <= '9') && c != '_' && c != '-')
+      return false;
+  return true;
+}
+
+} // namespace opforge

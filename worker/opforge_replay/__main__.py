@@ -1,0 +1,5 @@
+import sys
+
+from opforge_replay.server import main
+
+sys.exit(main())

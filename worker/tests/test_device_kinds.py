@@ -1,0 +1,85 @@
+"""The device-kind registry: the one place the worker's code tells accelerators apart."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from opforge_worker import device_kinds, toolchain
+from opforge_worker.device_kinds import KINDS, MemoryPolicy, lookup
+from opforge_worker.linter import load_profile
+
+PACKAGE = Path(__file__).resolve().parents[1] / "opforge_worker"
+#: The daemon's bound on the names workers announce (messages/device_kind.hpp).
+DAEMON_RULE = re.compile(r"[a-z][a-z0-9_-]{0,31}")
+
+
+def test_every_kind_is_a_name_the_daemon_accepts():
+    assert set(KINDS) == {"interpreter", "cuda"}
+    for name, kind in KINDS.items():
+        assert kind.name == name
+        assert DAEMON_RULE.fullmatch(name), name
+    assert DAEMON_RULE.fullmatch(device_kinds.NO_DEVICE)
+    assert device_kinds.NO_DEVICE not in KINDS
+
+
+@pytest.mark.parametrize("name", sorted(KINDS))
+def test_every_kind_has_a_linter_profile(name):
+    profile = load_profile(lookup(name).lint_profile)
+    assert profile.name == lookup(name).lint_profile
+
+
+def test_an_unknown_kind_is_refused_naming_the_known_ones():
+    with pytest.raises(ValueError, match=r"device kind 'tpu': expected one of interpreter, cuda"):
+        lookup("tpu")
+
+
+def test_the_kinds_differ_where_their_runtimes_do():
+    interpreter, cuda = lookup("interpreter"), lookup("cuda")
+    assert interpreter.environment["TRITON_INTERPRET"] == "1"
+    assert (interpreter.torch_device, interpreter.opinfo_device) == ("cpu", "cpu")
+    assert interpreter.memory_policy is MemoryPolicy.ADDRESS_SPACE and interpreter.pid_namespace
+    assert interpreter.synchronize is None and interpreter.launch_stream is None
+    assert (interpreter.default_slots, cuda.default_slots) == (1, 8)
+    assert cuda.memory_policy is MemoryPolicy.RESIDENT and not cuda.pid_namespace
+    assert cuda.runtime_writable == ("/proc/self/task",)
+    assert device_kinds.OPINFO_DEVICES == ("cpu", "cuda")
+
+
+@pytest.mark.parametrize("name", sorted(KINDS))
+def test_a_kind_supplies_exactly_the_device_entries_of_the_toolchain(name):
+    kind = lookup(name)
+    if kind.torch_device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    assert tuple(sorted(kind.toolchain())) == tuple(sorted(toolchain.DEVICE_KEYS))
+
+
+def kind_comparisons(path: Path) -> list[str]:
+    """``x == "cuda"``-style comparisons with a kind's name in ``path``, as file:line."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Compare):
+            continue
+        for operand in (node.left, *node.comparators):
+            values = (
+                operand.elts if isinstance(operand, ast.Tuple | ast.List | ast.Set) else [operand]
+            )
+            if any(isinstance(v, ast.Constant) and v.value in KINDS for v in values):
+                found.append(f"{path.name}:{node.lineno}")
+    return found
+
+
+def test_no_module_but_the_registry_compares_kind_names():
+    scanned = [p for p in PACKAGE.rglob("*.py") if p.name != "device_kinds.py"]
+    assert len(scanned) > 20
+    assert [hit for path in scanned for hit in kind_comparisons(path)] == []
+
+
+def test_a_comparison_with_a_kind_name_would_be_found(tmp_path):
+    source = tmp_path / "branchy.py"
+    source.write_text('def f(kind):\n    return kind == "cuda" or kind in ("interpreter",)\n')
+    assert kind_comparisons(source) == ["branchy.py:2", "branchy.py:2"]
