@@ -40,20 +40,12 @@ const char* to_string(errc code) {
     return "worker_lost";
   case errc::job_quarantined:
     return "job_quarantined";
-  case errc::no_such_worker:
-    return "no_such_worker";
-  case errc::no_such_job:
-    return "no_such_job";
   case errc::daemon_unreachable:
     return "daemon_unreachable";
   case errc::request_invalid:
     return "request_invalid";
   case errc::endpoint_fault:
     return "endpoint_fault";
-  case errc::context_exhausted:
-    return "context_exhausted";
-  case errc::budget_exhausted:
-    return "budget_exhausted";
   case errc::cancelled:
     return "cancelled";
   }

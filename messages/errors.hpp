@@ -33,17 +33,12 @@ enum class errc : uint8_t {
   // devices
   worker_lost,
   job_quarantined,
-  no_such_worker,
-  no_such_job,
+  cancelled, // a job, by request or because the daemon shuts down
   // control
   daemon_unreachable,
   request_invalid,
   // llm
   endpoint_fault,
-  context_exhausted,
-  // sessions
-  budget_exhausted,
-  cancelled,
 };
 
 /// Human-readable name of an error code, e.g. "config_invalid".
