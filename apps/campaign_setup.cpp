@@ -19,6 +19,13 @@ caf::error config_error(std::string what) {
   return caf::make_error(errc::config_invalid, std::move(what));
 }
 
+std::string join(const std::set<std::string>& items) {
+  std::string out;
+  for (const auto& item : items)
+    out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
 } // namespace
 
 caf::expected<endpoint_plan>
@@ -75,6 +82,35 @@ caf::expected<std::set<std::string>> cassette_operators(const std::string& path)
   if (operators.empty())
     return config_error("the cassette '" + path + "' holds no answers");
   return operators;
+}
+
+caf::expected<std::vector<std::string>>
+check_config_data(const config& cfg,
+                  const std::function<std::optional<std::string>(const std::string&)>& env) {
+  std::vector<std::string> report{"config data: " + resource_dir().string()};
+  const auto& campaigns = cfg.campaigns;
+  if (auto templates = prompt_templates::load(campaigns.prompts_dir); !templates)
+    return templates.error();
+  report.push_back("prompt templates: " + campaigns.prompts_dir.string());
+  if (auto examples = load_worked_examples(campaigns.examples_dir); !examples)
+    return examples.error();
+  report.push_back("worked examples: " + campaigns.examples_dir.string());
+  if (cfg.llm.summarizer.mode == summarizer_mode::llm) {
+    if (auto prompt = read_prompt_file(cfg.llm.summarizer.prompt_file); !prompt)
+      return prompt.error();
+    report.push_back("summarizer prompt: " + cfg.llm.summarizer.prompt_file);
+  }
+  auto plan = plan_endpoints(cfg, env);
+  if (!plan)
+    return plan.error();
+  if (plan->demo) {
+    auto replayed = cassette_operators(campaigns.demo_cassette.string());
+    if (!replayed)
+      return replayed.error();
+    report.push_back("demo cassette: " + campaigns.demo_cassette.string() + " (" + join(*replayed) +
+                     ")");
+  }
+  return report;
 }
 
 void campaign_parts::stop() {

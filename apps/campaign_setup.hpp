@@ -42,6 +42,15 @@ plan_endpoints(const config& cfg,
 /// The operators a cassette holds answers for. Errors name the file and line.
 caf::expected<std::set<std::string>> cassette_operators(const std::string& path);
 
+/// What `opforge check` reports: the files `serve` reads at start (prompt templates, worked
+/// examples, the summarizer's prompt when it uses one, the demo cassette when no LLM endpoint is
+/// configured), each loaded as `serve` loads it. One line each, `<what>: <path>`, after
+/// `config data: <resource_dir()>`; the first file that does not load is the error. Blocking: it
+/// reads files.
+caf::expected<std::vector<std::string>>
+check_config_data(const config& cfg,
+                  const std::function<std::optional<std::string>(const std::string&)>& env);
+
 /// Everything campaigns need that lives as long as the daemon. Destroying it stops the replay
 /// servers; stop the actors first (`stop`).
 struct campaign_parts {

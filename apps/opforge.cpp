@@ -2,6 +2,7 @@
 // over the control socket. Exit codes: 0 success, 1 the daemon is unreachable or refused the
 // request, 2 bad configuration or usage, or the daemon could not start.
 
+#include "apps/campaign_setup.hpp"
 #include "apps/control_client.hpp"
 #include "apps/serve.hpp"
 #include "config/config.hpp"
@@ -512,6 +513,10 @@ int main(int argc, char** argv) {
                         "Prometheus endpoint host:port (\"\" disables)");
   serve_cmd->add_option("--log-level", log_level, "trace, debug, info, warn, error");
 
+  auto* check_cmd = app.add_subcommand(
+      "check", "load the configuration and the data it names as serve would, start nothing");
+  common.add_to(*check_cmd);
+
   auto* status_cmd = app.add_subcommand("status", "show what the running daemon is doing");
   auto* workers_cmd = app.add_subcommand("workers", "list the connected device and lint workers");
   auto* shutdown_cmd = app.add_subcommand("shutdown", "stop the running daemon cleanly");
@@ -563,6 +568,14 @@ int main(int argc, char** argv) {
   if (!cfg)
     return fail(cfg.error(), exit_bad_config);
 
+  if (cmd == check_cmd) {
+    auto report = check_config_data(*cfg, process_env);
+    if (!report)
+      return fail(report.error(), exit_bad_config);
+    for (const auto& line : *report)
+      std::cout << line << '\n';
+    return 0;
+  }
   if (cmd == serve_cmd) {
     if (auto err = serve(std::move(*cfg), OPFORGE_VERSION))
       return fail(err, exit_bad_config);

@@ -476,10 +476,6 @@ int64_t auto_slots(const std::string& kind) {
 
 } // namespace
 
-std::filesystem::path resource_path(std::string_view relative) {
-  return std::filesystem::path{OPFORGE_CONFIG_DIR} / relative;
-}
-
 std::string config::default_python() {
 #ifdef OPFORGE_DEFAULT_PYTHON
   if (std::string_view{OPFORGE_DEFAULT_PYTHON}.size() > 0)

@@ -38,10 +38,6 @@ const char* to_string(errc code) {
     return "frame_version_mismatch";
   case errc::worker_lost:
     return "worker_lost";
-  case errc::no_such_worker:
-    return "no_such_worker";
-  case errc::no_such_job:
-    return "no_such_job";
   case errc::daemon_unreachable:
     return "daemon_unreachable";
   case errc::permission_denied:
@@ -50,10 +46,6 @@ const char* to_string(errc code) {
     return "request_invalid";
   case errc::endpoint_fault:
     return "endpoint_fault";
-  case errc::context_exhausted:
-    return "context_exhausted";
-  case errc::budget_exhausted:
-    return "budget_exhausted";
   case errc::cancelled:
     return "cancelled";
   }

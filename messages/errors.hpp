@@ -32,18 +32,13 @@ enum class errc : uint8_t {
   frame_version_mismatch,
   // devices
   worker_lost,
-  no_such_worker,
-  no_such_job,
+  cancelled, // a job, by request or because the daemon shuts down
   // control
   daemon_unreachable,
   permission_denied,
   request_invalid,
   // llm
   endpoint_fault,
-  context_exhausted,
-  // sessions
-  budget_exhausted,
-  cancelled,
 };
 
 /// Human-readable name of an error code, e.g. "config_invalid".

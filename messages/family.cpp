@@ -16,10 +16,6 @@ const char* to_string(family f) {
     return "kernels";
   case family::validations:
     return "validations";
-  case family::catalog:
-    return "catalog";
-  case family::jobs:
-    return "jobs";
   }
   return "unknown";
 }

@@ -1,7 +1,8 @@
 #pragma once
 
 // The fixed, ordered column families of opforge's database. The order is part of the on-disk
-// schema: append new families at the end and add a migration.
+// schema: append new families at the end and add a migration. A family that is dropped is named
+// in `retired_families` (persistence/schema.hpp).
 
 #include <array>
 #include <cstddef>
@@ -22,17 +23,15 @@ enum class family : uint8_t {
   events,
   /// Accepted kernels by hash.
   kernels,
-  /// Verdicts per kernel hash and toolchain fingerprint (`validation_key`).
+  /// Verdicts per kernel hash and toolchain fingerprint (`validation_key`). Owned by the library
+  /// room (actors/library) with `kernels`: the re-validation of stored kernels on a new toolchain
+  /// writes them.
   validations,
-  /// The operator catalog as last reported by a worker.
-  catalog,
-  /// Device jobs in flight, so that a restarted daemon requeues them exactly once.
-  jobs,
 };
 
 inline constexpr std::array all_families{
-    family::meta,    family::campaigns,   family::sessions, family::events,
-    family::kernels, family::validations, family::catalog,  family::jobs,
+    family::meta,   family::campaigns, family::sessions,
+    family::events, family::kernels,   family::validations,
 };
 
 /// The column family name on disk, e.g. "sessions".

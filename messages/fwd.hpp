@@ -34,9 +34,6 @@ struct result;
 struct worker_heartbeat;
 } // namespace wire
 
-// -- control and metrics
-// ---------------------------------------------------------------------------
-
 // -- llm endpoints and summarizer
 // ------------------------------------------------------------------
 struct chat_message;

@@ -47,8 +47,6 @@ CAF_ADD_TYPE_ID(opforge, (opforge::wire::job))
 CAF_ADD_TYPE_ID(opforge, (opforge::wire::result))
 CAF_ADD_TYPE_ID(opforge, (opforge::wire::worker_heartbeat))
 
-// -- control and metrics -------------------------------------------------------------------------
-
 // -- llm endpoints and summarizer ----------------------------------------------------------------
 CAF_ADD_ATOM(opforge, opforge::atom, complete, "complete")
 CAF_ADD_ATOM(opforge, opforge::atom, http_done, "http_done")

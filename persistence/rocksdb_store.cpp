@@ -4,6 +4,7 @@
 #include "persistence/keys.hpp"
 #include "persistence/schema.hpp"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -180,6 +181,37 @@ caf::error open_failure(const std::string& where, const rocksdb::Status& status)
                          where, status.ToString());
 }
 
+bool is_retired(std::string_view name) {
+  return std::find(retired_families.begin(), retired_families.end(), name) !=
+         retired_families.end();
+}
+
+// Drops the retired families a database still has once each is found empty, and releases every
+// handle of them, also on failure (RocksDB wants them released before the database closes).
+caf::error drop_retired(rocksdb::DB& db, const std::string& where,
+                        const std::vector<rocksdb::ColumnFamilyHandle*>& retired) {
+  caf::error first_failure;
+  for (auto* handle : retired) {
+    if (!first_failure) {
+      std::unique_ptr<rocksdb::Iterator> it{db.NewIterator(rocksdb::ReadOptions{}, handle)};
+      it->SeekToFirst();
+      if (it->Valid())
+        first_failure = caf::make_error(
+            errc::store_schema_mismatch, where,
+            "column family '" + handle->GetName() + "' holds data",
+            "opforge never wrote it and no longer has it: another program did; move its data "
+            "out of the database");
+      else if (!it->status().ok())
+        first_failure = open_failure(where, it->status());
+      else if (auto status = db.DropColumnFamily(handle); !status.ok())
+        first_failure = open_failure(where, status);
+    }
+    if (auto status = db.DestroyColumnFamilyHandle(handle); !status.ok() && !first_failure)
+      first_failure = open_failure(where, status);
+  }
+  return first_failure;
+}
+
 } // namespace
 
 caf::expected<std::unique_ptr<store>> open_rocksdb_store(const std::filesystem::path& dir) {
@@ -198,25 +230,37 @@ caf::expected<std::unique_ptr<store>> open_rocksdb_store(const std::filesystem::
   rocksdb::DBOptions options;
   options.create_if_missing = true;
   options.create_missing_column_families = true;
+  // RocksDB opens a database only with every family it has, the retired ones too.
+  std::vector<std::string> retired;
   if (!is_new) {
     std::vector<std::string> names;
     if (auto status = rocksdb::DB::ListColumnFamilies(options, where, &names); !status.ok())
       return open_failure(where, status);
-    for (const auto& name : names)
-      if (name != rocksdb::kDefaultColumnFamilyName && !family_from_string(name))
+    for (const auto& name : names) {
+      if (is_retired(name))
+        retired.push_back(name);
+      else if (name != rocksdb::kDefaultColumnFamilyName && !family_from_string(name))
         return caf::make_error(errc::store_schema_mismatch, where,
                                "unknown column family '" + printable(name) + "'",
                                "the database was written by a newer opforge or another program");
+    }
   }
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors{
       {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions{}}};
   for (auto f : all_families)
     descriptors.emplace_back(to_string(f), rocksdb::ColumnFamilyOptions{});
+  for (const auto& name : retired)
+    descriptors.emplace_back(name, rocksdb::ColumnFamilyOptions{});
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
   if (auto status = rocksdb::DB::Open(options, where, descriptors, &handles, &raw); !status.ok())
     return open_failure(where, status);
+  std::vector<rocksdb::ColumnFamilyHandle*> retired_handles(handles.end() - retired.size(),
+                                                            handles.end());
+  handles.resize(handles.size() - retired.size());
   auto db = std::make_unique<rocksdb_store>(dir, raw, std::move(handles));
+  if (auto err = drop_retired(*raw, where, retired_handles))
+    return err;
   auto version = settle_schema(*db, is_new);
   if (!version)
     return version.error();

@@ -5,6 +5,7 @@
 #include "messages/write_batch.hpp"
 #include "persistence/store.hpp"
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -15,6 +16,12 @@ namespace opforge {
 
 /// The schema version this build reads and writes.
 inline constexpr uint32_t current_schema_version = 1;
+
+/// Column families earlier builds created and never wrote (`catalog`, `jobs`). Opening a database
+/// drops them when they are empty, which changes no data: the schema version stays, and an older
+/// build that opens the database again creates them anew. One that holds data (another program
+/// wrote it) is refused with errc::store_schema_mismatch rather than dropped.
+inline constexpr std::array<std::string_view, 2> retired_families{"catalog", "jobs"};
 
 /// One step of the schema: computes the batch that turns a database at version `from` into one at
 /// `from + 1`. The batch is applied atomically together with the new version number, so a crash

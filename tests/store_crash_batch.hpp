@@ -33,14 +33,14 @@ inline std::string crash_pending_key(uint64_t n) {
   return "pending/" + std::to_string(n);
 }
 
-/// Batch n >= 1: puts in sessions, events and jobs, overwrites campaigns/latest with n, and moves
-/// the one kernels/pending/* key from n - 1 to n.
+/// Batch n >= 1: puts in sessions, events and validations, overwrites campaigns/latest with n, and
+/// moves the one kernels/pending/* key from n - 1 to n.
 inline write_batch crash_batch(uint64_t n) {
   return write_batch{
       {
           {family::sessions, crash_key(n), crash_value(family::sessions, n, 2048)},
           {family::events, event_key(crash_session, n), crash_value(family::events, n, 4096)},
-          {family::jobs, crash_key(n), crash_value(family::jobs, n, 64)},
+          {family::validations, crash_key(n), crash_value(family::validations, n, 64)},
           {family::campaigns, "latest", std::to_string(n)},
           {family::kernels, crash_pending_key(n - 1), std::nullopt},
           {family::kernels, crash_pending_key(n), crash_value(family::kernels, n, 16)},

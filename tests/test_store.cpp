@@ -5,7 +5,9 @@
 #include "persistence/schema.hpp"
 #include "tests/test_store_support.hpp"
 
+#include <algorithm>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -54,9 +56,10 @@ protected:
     return value ? *value : std::nullopt;
   }
 
-  /// Creates a database by hand with RocksDB, as an older build or another program would have.
+  /// Creates a database by hand with RocksDB, as an older build or another program would have,
+  /// with `contents` in the families it names.
   void build_by_hand(const std::vector<std::string>& families,
-                     const std::vector<std::pair<std::string, std::string>>& events) {
+                     const std::map<std::string, entries>& contents) {
     rocksdb::Options options;
     options.create_if_missing = true;
     rocksdb::DB* raw = nullptr;
@@ -65,10 +68,9 @@ protected:
     for (const auto& name : families) {
       rocksdb::ColumnFamilyHandle* handle = nullptr;
       ASSERT_TRUE(db->CreateColumnFamily(rocksdb::ColumnFamilyOptions{}, name, &handle).ok());
-      if (name == "events") {
-        for (const auto& [key, value] : events)
+      if (auto content = contents.find(name); content != contents.end())
+        for (const auto& [key, value] : content->second)
           ASSERT_TRUE(db->Put(rocksdb::WriteOptions{}, handle, key, value).ok());
-      }
       ASSERT_TRUE(db->DestroyColumnFamilyHandle(handle).ok());
     }
     ASSERT_TRUE(db->Close().ok());
@@ -91,6 +93,19 @@ protected:
     std::vector<std::string> names;
     for (auto f : all_families)
       names.emplace_back(to_string(f));
+    return names;
+  }
+
+  /// The families of a database the first builds made: today's and the retired ones.
+  static std::vector<std::string> names_of_version_0() {
+    auto names = names_of_all_families();
+    names.insert(names.end(), retired_families.begin(), retired_families.end());
+    return names;
+  }
+
+  std::vector<std::string> families_on_disk() const {
+    std::vector<std::string> names;
+    EXPECT_TRUE(rocksdb::DB::ListColumnFamilies({}, dir_.db().string(), &names).ok());
     return names;
   }
 
@@ -175,14 +190,14 @@ TEST_F(StoreTest, WriteGetAndDelete) {
 TEST_F(StoreTest, ScanVisitsThePrefixInKeyOrderAndCanStop) {
   auto db = open();
   ASSERT_TRUE(db);
-  ASSERT_FALSE(db->write({{{family::catalog, "op/mul", "3"},
-                           {family::catalog, "op/add", "1"},
-                           {family::catalog, "oq/zzz", "x"},
-                           {family::catalog, "op/div", "2"}}}));
-  EXPECT_EQ(scan_all(*db, family::catalog, "op/"),
+  ASSERT_FALSE(db->write({{{family::kernels, "op/mul", "3"},
+                           {family::kernels, "op/add", "1"},
+                           {family::kernels, "oq/zzz", "x"},
+                           {family::kernels, "op/div", "2"}}}));
+  EXPECT_EQ(scan_all(*db, family::kernels, "op/"),
             (entries{{"op/add", "1"}, {"op/div", "2"}, {"op/mul", "3"}}));
   std::vector<std::string> visited;
-  ASSERT_FALSE(db->scan(family::catalog, "op/", [&](std::string_view key, std::string_view) {
+  ASSERT_FALSE(db->scan(family::kernels, "op/", [&](std::string_view key, std::string_view) {
     visited.emplace_back(key);
     return visited.size() < 2;
   }));
@@ -224,12 +239,12 @@ TEST_F(StoreTest, BatchAcrossFamiliesIsVisibleWhole) {
   ASSERT_FALSE(db->write({{{family::sessions, "s1", "old"}}}));
   ASSERT_FALSE(db->write({{{family::sessions, "s1", "new"},
                            {family::events, event_key("s1", 1), "transition"},
-                           {family::jobs, "job-1", "queued"},
+                           {family::kernels, "hash-1", "kernel"},
                            {family::sessions, "s0", std::nullopt}},
                           true}));
   EXPECT_EQ(get(*db, family::sessions, "s1"), "new");
   EXPECT_EQ(get(*db, family::events, event_key("s1", 1)), "transition");
-  EXPECT_EQ(get(*db, family::jobs, "job-1"), "queued");
+  EXPECT_EQ(get(*db, family::kernels, "hash-1"), "kernel");
 }
 
 TEST_F(StoreTest, ReopenFindsWhatWasWritten) {
@@ -250,12 +265,12 @@ TEST_F(StoreTest, ReopenFindsWhatWasWritten) {
 TEST_F(StoreTest, StatsCountKeysPerFamily) {
   auto db = open();
   ASSERT_TRUE(db);
-  ASSERT_FALSE(db->write({{{family::jobs, "j1", "a"}, {family::jobs, "j2", "b"}}}));
-  auto jobs = db->stats(family::jobs);
-  ASSERT_TRUE(jobs) << render(jobs.error());
-  EXPECT_EQ(jobs->family, "jobs");
-  EXPECT_EQ(jobs->estimated_keys, 2u);
-  EXPECT_GT(jobs->estimated_bytes, 0u);
+  ASSERT_FALSE(db->write({{{family::validations, "v1", "a"}, {family::validations, "v2", "b"}}}));
+  auto validations = db->stats(family::validations);
+  ASSERT_TRUE(validations) << render(validations.error());
+  EXPECT_EQ(validations->family, "validations");
+  EXPECT_EQ(validations->estimated_keys, 2u);
+  EXPECT_GT(validations->estimated_bytes, 0u);
   auto kernels = db->stats(family::kernels);
   ASSERT_TRUE(kernels);
   EXPECT_EQ(kernels->estimated_keys, 0u);
@@ -266,7 +281,7 @@ TEST_F(StoreTest, ClosedStoreRefusesCallsAndClosesOnce) {
   ASSERT_TRUE(db);
   ASSERT_FALSE(db->close());
   EXPECT_FALSE(db->close());
-  auto err = db->write({{{family::jobs, "j", "v"}}});
+  auto err = db->write({{{family::sessions, "s", "v"}}});
   EXPECT_EQ(opforge_code(err), errc::store_io_failed);
   EXPECT_THAT(render(err), HasSubstr("closed"));
 }
@@ -298,8 +313,9 @@ TEST_F(StoreTest, MigrationRegistryCoversEveryOlderVersion) {
 }
 
 TEST_F(StoreTest, MigratesAHandBuiltVersion0Database) {
-  build_by_hand(names_of_all_families(),
-                {{"s1/9", "nine"}, {"s1/10", "ten"}, {"s2/1", "one"}, {"a/b/3", "slashed id"}});
+  build_by_hand(
+      names_of_version_0(),
+      {{"events", {{"s1/9", "nine"}, {"s1/10", "ten"}, {"s2/1", "one"}, {"a/b/3", "slashed id"}}}});
   auto db = open();
   ASSERT_TRUE(db);
   EXPECT_EQ(db->schema_version(), 1u);
@@ -313,7 +329,7 @@ TEST_F(StoreTest, MigratesAHandBuiltVersion0Database) {
 }
 
 TEST_F(StoreTest, FailedMigrationLeavesTheOldVersionAndSaysWhy) {
-  build_by_hand(names_of_all_families(), {{"s1/9", "nine"}, {"s1/nine", "bad"}});
+  build_by_hand(names_of_version_0(), {{"events", {{"s1/9", "nine"}, {"s1/nine", "bad"}}}});
   auto failed = open_rocksdb_store(dir_.db());
   ASSERT_FALSE(failed);
   EXPECT_EQ(opforge_code(failed.error()), errc::store_corrupt);
@@ -338,8 +354,30 @@ TEST_F(StoreTest, OpensADatabaseThatLacksNewerFamilies) {
   build_by_hand({"meta", "sessions", "events"}, {});
   auto db = open();
   ASSERT_TRUE(db);
-  ASSERT_FALSE(db->write({{{family::jobs, "j", "v"}}}));
-  EXPECT_EQ(get(*db, family::jobs, "j"), "v");
+  ASSERT_FALSE(db->write({{{family::kernels, "k", "v"}}}));
+  EXPECT_EQ(get(*db, family::kernels, "k"), "v");
+}
+
+TEST_F(StoreTest, DropsTheRetiredFamiliesOfAnOlderDatabase) {
+  build_by_hand(names_of_version_0(), {{"sessions", {{"s1", "record"}}}});
+  {
+    auto db = open();
+    ASSERT_TRUE(db);
+    EXPECT_EQ(get(*db, family::sessions, "s1"), "record");
+  }
+  auto expected = names_of_all_families();
+  expected.insert(expected.begin(), rocksdb::kDefaultColumnFamilyName);
+  EXPECT_EQ(families_on_disk(), expected);
+}
+
+TEST_F(StoreTest, RefusesARetiredFamilyThatHoldsData) {
+  build_by_hand(names_of_version_0(), {{"jobs", {{"job-1", "queued"}}}});
+  auto refused = open_rocksdb_store(dir_.db());
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(opforge_code(refused.error()), errc::store_schema_mismatch);
+  EXPECT_THAT(render(refused.error()), HasSubstr("column family 'jobs' holds data"));
+  auto names = families_on_disk();
+  EXPECT_NE(std::find(names.begin(), names.end(), "jobs"), names.end());
 }
 
 TEST_F(StoreTest, RefusesANewerSchemaNamingBothVersions) {

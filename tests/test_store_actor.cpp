@@ -116,18 +116,18 @@ TEST_F(StoreActorTest, WritesAreAppliedAndAnsweredInArrivalOrder) {
 }
 
 TEST_F(StoreActorTest, ScanHonoursPrefixAndLimit) {
-  ask<atom::ok>(atom::write_v, write_batch{{{family::catalog, "op/c", "3"},
-                                            {family::catalog, "op/a", "1"},
-                                            {family::catalog, "op/b", "2"},
-                                            {family::catalog, "other", "x"}}});
+  ask<atom::ok>(atom::write_v, write_batch{{{family::kernels, "op/c", "3"},
+                                            {family::kernels, "op/a", "1"},
+                                            {family::kernels, "op/b", "2"},
+                                            {family::kernels, "other", "x"}}});
   auto first_two =
-      ask<std::vector<key_value>>(atom::scan_v, family::catalog, std::string{"op/"}, uint64_t{2});
+      ask<std::vector<key_value>>(atom::scan_v, family::kernels, std::string{"op/"}, uint64_t{2});
   ASSERT_EQ(first_two.size(), 2u);
   EXPECT_EQ(first_two[0].key, "op/a");
   EXPECT_EQ(first_two[1].key, "op/b");
   EXPECT_EQ(first_two[1].value, "2");
   EXPECT_TRUE(
-      ask<std::vector<key_value>>(atom::scan_v, family::catalog, std::string{"op/"}, uint64_t{0})
+      ask<std::vector<key_value>>(atom::scan_v, family::kernels, std::string{"op/"}, uint64_t{0})
           .empty());
 }
 
@@ -145,12 +145,12 @@ TEST_F(StoreActorTest, StatusReportsTheDatabaseAndItsWrites) {
   EXPECT_EQ(status.families[index_of(family::kernels)].family, "kernels");
   EXPECT_EQ(status.families[index_of(family::kernels)].estimated_keys, 2u);
   EXPECT_EQ(status.families[index_of(family::validations)].estimated_keys, 1u);
-  EXPECT_EQ(status.families[index_of(family::jobs)].estimated_keys, 0u);
+  EXPECT_EQ(status.families[index_of(family::campaigns)].estimated_keys, 0u);
 }
 
 TEST_F(StoreActorTest, EveryBatchIsTimed) {
   for (auto key : {"j0", "j1", "j2"})
-    ask<atom::ok>(atom::write_v, put(family::jobs, key, "queued"));
+    ask<atom::ok>(atom::write_v, put(family::sessions, key, "queued"));
   EXPECT_EQ(telemetry_->store_write_latency().Collect().histogram.sample_count, 3u);
 }
 
@@ -161,16 +161,17 @@ TEST_F(StoreActorTest, FailuresReachTheRequesterAndStatus) {
   auto status = ask<store_status>(atom::status_v);
   EXPECT_EQ(status.batches_written, 0u);
   EXPECT_THAT(status.last_error, HasSubstr("unknown column family number 200"));
-  ask<atom::ok>(atom::write_v, put(family::jobs, "j", "still serving"));
+  ask<atom::ok>(atom::write_v, put(family::sessions, "j", "still serving"));
 }
 
 TEST_F(StoreActorTest, ShutdownServesQueuedWritesThenClosesTheDatabase) {
-  self_->send(store_, atom::write_v, write_batch{{{family::jobs, "queued", "before shutdown"}}});
+  self_->send(store_, atom::write_v,
+              write_batch{{{family::sessions, "queued", "before shutdown"}}});
   ask<atom::ok>(atom::shutdown_v);
   self_->wait_for(store_);
   auto reopened = open_rocksdb_store(dir_.db());
   ASSERT_TRUE(reopened) << render(reopened.error());
-  auto value = (*reopened)->get(family::jobs, "queued");
+  auto value = (*reopened)->get(family::sessions, "queued");
   ASSERT_TRUE(value);
   EXPECT_EQ(*value, "before shutdown");
 }
@@ -180,7 +181,7 @@ TEST_F(StoreActorTest, RequestsAfterShutdownAreRefused) {
   auto refusal = answered->get_future();
   sys_.spawn([=, store = store_](caf::event_based_actor* requester) {
     requester->request(store, caf::infinite, atom::shutdown_v).then([](atom::ok) {});
-    requester->request(store, caf::infinite, atom::write_v, put(family::jobs, "late", "v"))
+    requester->request(store, caf::infinite, atom::write_v, put(family::sessions, "late", "v"))
         .then([=](atom::ok) { answered->set_value(caf::error{}); },
               [=](const caf::error& err) { answered->set_value(err); });
   });
@@ -190,7 +191,7 @@ TEST_F(StoreActorTest, RequestsAfterShutdownAreRefused) {
 }
 
 TEST_F(StoreActorTest, TerminatingWithoutShutdownStillClosesTheDatabase) {
-  ask<atom::ok>(atom::write_v, put(family::jobs, "j", "v"));
+  ask<atom::ok>(atom::write_v, put(family::sessions, "j", "v"));
   caf::anon_send_exit(store_, caf::exit_reason::kill);
   self_->wait_for(store_);
   store_ = nullptr;
@@ -210,7 +211,7 @@ TEST_F(StoreActorTest, EveryRequestIsAnsweredWhenTheStoreIsKilled) {
         all_answered->set_value();
     };
     for (int i = 0; i < writes; ++i)
-      requester->request(store, caf::infinite, atom::write_v, put(family::jobs, "j", "v"))
+      requester->request(store, caf::infinite, atom::write_v, put(family::sessions, "j", "v"))
           .then([=](atom::ok) { count(); }, [=](const caf::error&) { count(); });
     caf::anon_send_exit(store, caf::exit_reason::kill);
   });

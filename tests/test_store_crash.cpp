@@ -99,7 +99,7 @@ private:
 std::set<uint64_t> present_batches(store& db) {
   std::set<uint64_t> sessions;
   std::set<uint64_t> events;
-  std::set<uint64_t> jobs;
+  std::set<uint64_t> validations;
   auto collect = [&](family f, std::string_view prefix, std::set<uint64_t>& found, auto number_of,
                      size_t size) {
     auto err = db.scan(f, prefix, [&](std::string_view key, std::string_view value) {
@@ -116,9 +116,9 @@ std::set<uint64_t> present_batches(store& db) {
   auto from_event_key = [](std::string_view key) { return event_seq(key).value_or(0); };
   collect(family::sessions, "batch/", sessions, from_crash_key, 2048);
   collect(family::events, prefix_of(crash_session), events, from_event_key, 4096);
-  collect(family::jobs, "batch/", jobs, from_crash_key, 64);
+  collect(family::validations, "batch/", validations, from_crash_key, 64);
   EXPECT_EQ(sessions, events) << "a batch is present in part";
-  EXPECT_EQ(sessions, jobs) << "a batch is present in part";
+  EXPECT_EQ(sessions, validations) << "a batch is present in part";
   auto last = sessions.empty() ? 0 : *sessions.rbegin();
   auto latest = db.get(family::campaigns, "latest");
   EXPECT_TRUE(latest) << render(latest.error());
