@@ -4,6 +4,7 @@
 #include "persistence/keys.hpp"
 #include "persistence/schema.hpp"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -81,17 +82,31 @@ public:
     return std::optional<std::string>{value.ToString()};
   }
 
-  caf::error scan(family f, std::string_view prefix, const scan_visitor& visit) override {
+  using store::scan;
+
+  caf::error scan(family f, std::string_view prefix, std::string_view after,
+                  const scan_visitor& visit) override {
     if (auto err = check_open())
       return err;
     if (auto err = check_family(f))
       return err;
     std::unique_ptr<rocksdb::Iterator> it{db_->NewIterator(rocksdb::ReadOptions{}, handle(f))};
-    for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next())
+    it->Seek(std::max(prefix, after));
+    if (it->Valid() && !after.empty() && it->key() == after)
+      it->Next();
+    for (; it->Valid() && it->key().starts_with(prefix); it->Next())
       if (!visit(it->key().ToStringView(), it->value().ToStringView()))
         break;
     if (!it->status().ok())
       return failure(it->status(), describe(f), "scan of prefix '" + printable(prefix) + "'");
+    return {};
+  }
+
+  caf::error resume() override {
+    if (auto err = check_open())
+      return err;
+    if (auto status = db_->Resume(); !status.ok())
+      return failure(status, "resuming writes");
     return {};
   }
 
