@@ -5,13 +5,18 @@
 #include "persistence/schema.hpp"
 
 #include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <rocksdb/db.h>
+#include <rocksdb/env.h>
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
+#include <spdlog/spdlog.h>
 
 namespace opforge {
 
@@ -63,8 +68,10 @@ public:
     }
     rocksdb::WriteOptions options;
     options.sync = batch.sync;
-    if (auto status = db_->Write(options, &updates); !status.ok())
+    if (auto status = db_->Write(options, &updates); !status.ok()) {
+      write_failure_ = status;
       return failure(status, describe(batch));
+    }
     return {};
   }
 
@@ -107,6 +114,7 @@ public:
       return err;
     if (auto status = db_->Resume(); !status.ok())
       return failure(status, "resuming writes");
+    write_failure_ = rocksdb::Status::OK();
     return {};
   }
 
@@ -134,6 +142,8 @@ public:
 
   // RocksDB wants every column family handle destroyed before the database; the log is synced
   // first so that writes made without `sync` survive a power loss after a clean shutdown too.
+  // After a failed write RocksDB must not touch its log again (it asserts, aborting the
+  // process): what was written before is in the log already, and the next open replays it.
   caf::error close() override {
     if (!db_)
       return {};
@@ -142,8 +152,12 @@ public:
       if (!status.ok() && !first_failure)
         first_failure = failure(status, step);
     };
-    note(db_->SyncWAL(), "sync of the write-ahead log");
-    note(db_->Flush(rocksdb::FlushOptions{}, handles_), "flush of the memtables");
+    if (write_failure_.ok()) {
+      note(db_->SyncWAL(), "sync of the write-ahead log");
+      note(db_->Flush(rocksdb::FlushOptions{}, handles_), "flush of the memtables");
+    } else {
+      note(write_failure_, "closing without a final sync or flush, as writes were failing");
+    }
     for (auto* handle : handles_)
       note(db_->DestroyColumnFamilyHandle(handle), "release of a column family handle");
     handles_.clear();
@@ -181,6 +195,24 @@ private:
   /// `all_families`.
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;
   uint32_t schema_version_ = 0;
+  /// The failure of the last write, until resume() succeeds.
+  rocksdb::Status write_failure_;
+};
+
+// RocksDB's own log goes to opforge's instead of a LOG file in the data directory: that file
+// fails with the disk, and RocksDB asserts (aborting the daemon) when it logs again after a
+// failed write to it. Warnings and errors only; RocksDB prefixes their level.
+class rocksdb_logger final : public rocksdb::Logger {
+public:
+  rocksdb_logger() : rocksdb::Logger{rocksdb::InfoLogLevel::WARN_LEVEL} {}
+
+  using rocksdb::Logger::Logv;
+
+  void Logv(const char* format, va_list ap) override {
+    char line[1024];
+    std::vsnprintf(line, sizeof line, format, ap);
+    spdlog::warn("rocksdb: {}", line);
+  }
 };
 
 caf::error open_failure(const std::string& where, const rocksdb::Status& status) {
@@ -213,6 +245,9 @@ caf::expected<std::unique_ptr<store>> open_rocksdb_store(const std::filesystem::
   rocksdb::DBOptions options;
   options.create_if_missing = true;
   options.create_missing_column_families = true;
+  options.info_log = std::make_shared<rocksdb_logger>();
+  // close() flushes when it may; RocksDB's own flush at close would touch a failed log.
+  options.avoid_flush_during_shutdown = true;
   if (!is_new) {
     std::vector<std::string> names;
     if (auto status = rocksdb::DB::ListColumnFamilies(options, where, &names); !status.ok())
