@@ -348,6 +348,45 @@ TEST_F(SessionViews, EventsWrittenBeforeContentExistedStillShow) {
                              {"content", ""}}));
 }
 
+// Past one page the reply names where the next starts, and the pages together list each session
+// once; `show` searches campaigns past a page too.
+TEST_F(SessionViews, ListingsPageThroughManySessionsAndCampaigns) {
+  write_sessions(writer());
+  auto record = list(newer)["sessions"][0];
+  ASSERT_EQ(record["operator"], "exp");
+  auto stored = self_->request(store_, caf::infinite, atom::get_v, family::sessions,
+                               session_key(newer, "exp"));
+  std::string bytes;
+  stored.receive([&](stored_value& v) { bytes = v.value.value_or(""); },
+                 [](const caf::error& err) { ADD_FAILURE() << render(err); });
+  // Copies of one record under many keys of a campaign older than both: a listing reads keys.
+  write_batch many;
+  constexpr size_t copies = max_listed_sessions + 4;
+  for (size_t i = 0; i < copies; ++i) {
+    auto campaign = "20261121-" + std::to_string(100000 + i) + "-cccc";
+    many.ops.push_back({family::sessions, session_key(campaign, "exp"), bytes});
+    many.ops.push_back({family::campaigns, campaign, "unused"});
+  }
+  write(std::move(many));
+  auto first = list();
+  ASSERT_EQ(first["ok"], true) << first.dump().substr(0, 200);
+  EXPECT_EQ(first["sessions"].size(), max_listed_sessions);
+  EXPECT_EQ(first["truncated"], true);
+  auto second = list_sessions(sys_, store_, {"", "", first["next"].get<std::string>()});
+  EXPECT_EQ(second["truncated"], false);
+  EXPECT_EQ(second.count("next"), 0u);
+  EXPECT_EQ(first["sessions"].size() + second["sessions"].size(), copies + 3);
+  // The last page ends with the three sessions written first, in key order.
+  auto last = second["sessions"];
+  ASSERT_GE(last.size(), 3u);
+  EXPECT_EQ(last[last.size() - 1]["campaign_id"], newer);
+  EXPECT_EQ(last[last.size() - 2]["operator"], "max/binary");
+  // More campaigns than a page: `show` still finds the newest one with the operator.
+  auto shown = show("exp");
+  ASSERT_EQ(shown["ok"], true) << shown.dump().substr(0, 200);
+  EXPECT_EQ(shown["session"]["campaign_id"], newer);
+}
+
 // -- the real daemon and CLI --------------------------------------------------------------------
 
 namespace {

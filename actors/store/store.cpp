@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <iterator>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -32,22 +33,15 @@ public:
   store_backend(std::shared_ptr<store> db, std::shared_ptr<metrics> telemetry)
       : db_{std::move(db)}, telemetry_{std::move(telemetry)} {}
 
-  /// Applies `batches` as one RocksDB write, synced if any of them asks for it: concurrent
-  /// checkpoints then share one fsync. Every batch names known families (see `is_valid`), so
-  /// the write fails only as a whole, for a reason none of the batches caused.
-  caf::error write_group(const std::vector<const write_batch*>& batches) {
-    write_batch group;
-    for (const auto* batch : batches) {
-      group.ops.insert(group.ops.end(), batch->ops.begin(), batch->ops.end());
-      group.sync = group.sync || batch->sync;
-    }
+  /// Applies `group`, the ops of `batches` batches, as one RocksDB write.
+  caf::error write_group(const write_batch& group, size_t batches) {
     auto start = std::chrono::steady_clock::now();
     auto err = db_->write(group);
     telemetry_->store_write_latency().Observe(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     if (err)
       return note("write", std::move(err));
-    batches_written_ += batches.size();
+    batches_written_ += batches;
     return {};
   }
 
@@ -200,7 +194,7 @@ private:
       {
         std::unique_lock lock{mutex_};
         auto ready = [this] { return stopping_ || !queue_.empty(); };
-        if (held_.empty())
+        if (held_.ids.empty())
           wakeup_.wait(lock, ready);
         else
           wakeup_.wait_until(lock, next_retry_, ready);
@@ -208,7 +202,7 @@ private:
           return;
         requests.swap(queue_);
       }
-      if (!held_.empty() && std::chrono::steady_clock::now() >= next_retry_)
+      if (!held_.ids.empty() && std::chrono::steady_clock::now() >= next_retry_)
         retry();
       serve(requests);
     }
@@ -233,29 +227,50 @@ private:
     commit(std::move(group));
   }
 
-  void commit(std::vector<io_request> group) {
-    if (group.empty())
+  /// The requests of one group commit: their batches merged into one, in order, synced if any
+  /// of them asks for it, so that concurrent checkpoints share one fsync. Every batch names
+  /// known families (see `is_valid`), so the write fails only as a whole, for a reason none of
+  /// the batches caused.
+  struct group_commit {
+    std::vector<uint64_t> ids;
+    write_batch batch;
+
+    void add(io_request& request) {
+      ids.push_back(request.id);
+      auto& ops = request.batch->ops;
+      batch.ops.insert(batch.ops.end(), std::make_move_iterator(ops.begin()),
+                       std::make_move_iterator(ops.end()));
+      batch.sync = batch.sync || request.batch->sync;
+    }
+  };
+
+  void commit(std::vector<io_request> requests) {
+    if (requests.empty())
       return;
-    if (!held_.empty()) {
-      for (auto& request : group)
-        held_.push_back(std::move(request));
-      backend_.set_paused(failure_, held_.size());
+    // While writes fail, later ones join the held group: they are applied after it, in order.
+    if (!held_.ids.empty()) {
+      for (auto& request : requests)
+        held_.add(request);
+      backend_.set_paused(failure_, held_.ids.size());
       return;
     }
-    auto err = write(group);
+    group_commit group;
+    for (auto& request : requests)
+      group.add(request);
+    auto err = backend_.write_group(group.batch, group.ids.size());
     if (!err) {
-      for (auto& request : group)
-        done_(request.id, caf::make_message(atom::ok_v));
+      for (auto id : group.ids)
+        done_(id, caf::make_message(atom::ok_v));
       return;
     }
     if (!stops_writes(err)) {
-      for (auto& request : group)
-        done_(request.id, caf::make_message(err));
+      for (auto id : group.ids)
+        done_(id, caf::make_message(err));
       return;
     }
     held_ = std::move(group);
     failure_ = render(err);
-    backend_.set_paused(failure_, held_.size());
+    backend_.set_paused(failure_, held_.ids.size());
     delay_ = first_retry;
     next_retry_ = std::chrono::steady_clock::now() + delay_;
   }
@@ -263,17 +278,16 @@ private:
   void retry() {
     auto err = backend_.resume();
     if (!err)
-      err = write(held_);
+      err = backend_.write_group(held_.batch, held_.ids.size());
     if (err) {
       failure_ = render(err);
-      backend_.set_paused(failure_, held_.size());
+      backend_.set_paused(failure_, held_.ids.size());
       delay_ = std::min<std::chrono::milliseconds>(delay_ * 2, last_retry);
       next_retry_ = std::chrono::steady_clock::now() + delay_;
       return;
     }
-    for (auto& request : held_)
-      done_(request.id, caf::make_message(atom::ok_v));
-    held_.clear();
+    for (auto id : std::exchange(held_, {}).ids)
+      done_(id, caf::make_message(atom::ok_v));
     failure_.clear();
     backend_.set_paused({}, 0);
   }
@@ -283,21 +297,12 @@ private:
   // resumes from what the store has when the daemon starts again, and keys make a replay
   // idempotent.
   void abandon_held() {
-    for (auto& request : held_)
-      done_(request.id,
+    for (auto id : std::exchange(held_, {}).ids)
+      done_(id,
             caf::make_message(caf::make_error(
                 errc::store_io_failed, "the store closed while writes were failing (" + failure_ +
                                            "); this write may not have been applied")));
-    held_.clear();
     backend_.set_paused(failure_, 0);
-  }
-
-  caf::error write(const std::vector<io_request>& group) {
-    std::vector<const write_batch*> batches;
-    batches.reserve(group.size());
-    for (const auto& request : group)
-      batches.push_back(&*request.batch);
-    return backend_.write_group(batches);
   }
 
   store_backend& backend_;
@@ -307,7 +312,7 @@ private:
   std::deque<io_request> queue_;
   bool stopping_ = false;
   /// Touched only by the thread: writes held back while the database refuses writes, in order.
-  std::vector<io_request> held_;
+  group_commit held_;
   std::string failure_;
   std::chrono::milliseconds delay_ = first_retry;
   std::chrono::steady_clock::time_point next_retry_;
