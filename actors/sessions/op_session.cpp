@@ -338,7 +338,9 @@ write_batch checkpoint(const session_record& record,
     batch.ops.push_back({family::kernels,
                          kernel_key(operator_id(record.op, record.variant), record.proposal),
                          to_bytes(kernel_entry(record, at_ms))});
-  batch.sync = record.state == session_state::success || record.state == session_state::failed;
+  // Durable, so that a power loss never asks an endpoint or a device again for what was recorded;
+  // the store's group commit makes concurrent checkpoints share one fsync, so this costs little.
+  batch.sync = true;
   return batch;
 }
 

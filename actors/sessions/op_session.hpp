@@ -52,9 +52,8 @@ std::string session_key(std::string_view campaign_id, std::string_view operator_
 std::string kernel_key(std::string_view operator_id, std::string_view source);
 
 /// The batch that checkpoints one step: the record under `session_key`, each transition under
-/// `event_key`, and on SUCCESS the accepted kernel with its provenance under `kernel_key`. Synced
-/// when the session ends; a process crash loses nothing either way, a power loss at most the
-/// steps since the last synced write of the database.
+/// `event_key`, and on SUCCESS the accepted kernel with its provenance under `kernel_key`. Always
+/// synced: neither a process crash nor a power loss loses a step once the store acknowledged it.
 write_batch checkpoint(const session_record& record,
                        const std::vector<session_transition>& transitions, int64_t now_ms);
 
