@@ -456,6 +456,29 @@ TEST_F(SessionCli, SessionsListsOneAlignedLinePerSession) {
   stop();
 }
 
+TEST_F(SessionCli, SessionsReadsEveryPage) {
+  write_store();
+  {
+    auto db = open_rocksdb_store(data / "store");
+    ASSERT_TRUE(db) << render(db.error());
+    auto record = (*db)->get(family::sessions, session_key(newer, "exp"));
+    ASSERT_TRUE(record && *record);
+    write_batch many;
+    for (size_t i = 0; i < max_listed_sessions + 4; ++i)
+      many.ops.push_back({family::sessions,
+                          session_key("20261121-" + std::to_string(100000 + i), "exp"), **record});
+    ASSERT_FALSE((*db)->write(many));
+    ASSERT_FALSE((*db)->close());
+  }
+  serve("");
+  auto all = cli({"sessions", "--json"});
+  ASSERT_EQ(all.code, 0) << all.err;
+  auto reply = json::parse(all.out);
+  EXPECT_EQ(reply["sessions"].size(), max_listed_sessions + 4 + 3);
+  EXPECT_EQ(reply["truncated"], false);
+  stop();
+}
+
 TEST_F(SessionCli, ShowPrintsTheWholeDialogInOrder) {
   write_store();
   serve("");
