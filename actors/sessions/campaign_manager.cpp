@@ -1,5 +1,6 @@
 #include "actors/sessions/campaign_manager.hpp"
 
+#include "actors/library/kernels.hpp"
 #include "actors/sessions/feedback.hpp"
 #include "actors/store/store.hpp"
 #include "messages/device_messages.hpp"
@@ -72,6 +73,7 @@ caf::expected<session_services> services_for(const campaign_manager_setup& setup
   services.device_kind = spec.device_kind;
   services.sample_timeout_s = static_cast<double>(setup.defaults.sample_timeout_s);
   services.job_deadline_ms = setup.defaults.job_deadline_s * 1000;
+  services.confirmations = setup.acceptance.confirmations;
   services.telemetry = setup.telemetry;
   return services;
 }
@@ -151,14 +153,6 @@ void scan_all(self_pointer self, family f, std::string prefix,
             [failed](const caf::error& err) { failed(err); });
 }
 
-// The operator ids that already have an accepted kernel (`kernel_key` starts with the id).
-std::set<std::string> covered_ids(const std::vector<key_value>& kernels) {
-  std::set<std::string> out;
-  for (const auto& kv : kernels)
-    out.insert(kv.key.substr(0, kv.key.find('\0')));
-  return out;
-}
-
 // The OpInfo names of operators whose sessions failed in earlier campaigns.
 caf::expected<std::vector<std::string>> failed_names(const std::vector<key_value>& sessions) {
   std::set<std::string> names;
@@ -231,7 +225,7 @@ void resolve(self_pointer self, std::string id, campaign_request request, campai
     scan_all(
         self, family::kernels, "",
         [self, id, selection, dtypes, spec](std::vector<key_value> kernels) mutable {
-          selection.covered = covered_ids(kernels);
+          selection.covered = covered_operators(kernels);
           fetch_catalog(self, id, std::move(selection), std::move(dtypes), std::move(spec));
         },
         on_error);

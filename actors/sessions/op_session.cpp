@@ -1,5 +1,6 @@
 #include "actors/sessions/op_session.hpp"
 
+#include "actors/library/kernels.hpp"
 #include "actors/sessions/feedback.hpp"
 #include "messages/device_messages.hpp"
 #include "messages/errors.hpp"
@@ -8,7 +9,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstdio>
+
+#include <spdlog/spdlog.h>
 
 namespace opforge {
 
@@ -31,43 +33,30 @@ std::string to_bytes(const json& value) {
   return {bytes.begin(), bytes.end()};
 }
 
-// 64-bit FNV-1a: stable across builds and platforms, unlike std::hash.
-std::string content_hash(std::string_view text) {
-  uint64_t hash = 0xcbf29ce484222325ull;
-  for (unsigned char c : text) {
-    hash ^= c;
-    hash *= 0x100000001b3ull;
-  }
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
-  return hex;
-}
-
 // A kernel is recorded for the dtypes it passed; the ones its test skipped are named apart.
-json kernel_entry(const session_record& r, int64_t at_ms) {
+kernel_record accepted_kernel(const session_record& r, int64_t at_ms) {
   auto tested = dtypes_of_pass(r.verdict, r.dtypes);
-  auto skipped = json::object();
-  for (const auto& [dtype, reason] : tested.skipped)
-    skipped[dtype] = reason;
-  return {{"op", r.op},
-          {"variant", r.variant},
-          {"wrapper", r.wrapper},
-          {"source", r.proposal},
-          {"hash", content_hash(r.proposal)},
-          {"dtypes", tested.passed},
-          {"skipped_dtypes", skipped},
-          {"campaign_id", r.campaign_id},
-          {"session_id", r.session_id},
-          {"endpoint", r.endpoint},
-          {"model", r.model},
-          {"dialogs", r.dialog},
-          {"llm_calls", r.total_calls},
-          {"calls_in_last_dialog", r.calls_in_dialog},
-          {"tests_run", r.verdict.value("tests_run", 0)},
-          {"tests_passed", r.verdict.value("tests_passed", 0)},
-          {"toolchain", r.verdict.value("toolchain", std::string{})},
-          {"device_kind", r.verdict.value("device_kind", std::string{})},
-          {"accepted_at_ms", at_ms}};
+  kernel_record kernel;
+  kernel.op = r.op;
+  kernel.variant = r.variant;
+  kernel.wrapper = r.wrapper;
+  kernel.source = r.proposal;
+  kernel.dtypes = std::move(tested.passed);
+  for (auto& [dtype, reason] : tested.skipped)
+    kernel.skipped_dtypes[dtype] = std::move(reason);
+  kernel.campaign_id = r.campaign_id;
+  kernel.session_id = r.session_id;
+  kernel.endpoint = r.endpoint;
+  kernel.model = r.model;
+  kernel.dialogs = r.dialog;
+  kernel.llm_calls = r.total_calls;
+  kernel.calls_in_last_dialog = r.calls_in_dialog;
+  kernel.tests_run = r.verdict.value("tests_run", int64_t{0});
+  kernel.tests_passed = r.verdict.value("tests_passed", int64_t{0});
+  kernel.toolchain = r.verdict.value("toolchain", std::string{});
+  kernel.device_kind = r.verdict.value("device_kind", std::string{});
+  kernel.accepted_at_ms = at_ms;
+  return kernel;
 }
 
 void act(self_pointer self);
@@ -203,6 +192,81 @@ void on_test_result(self_pointer self, json result, size_t from_field = 0) {
           });
 }
 
+std::string join_hosts(const std::vector<std::string>& hosts) {
+  std::string out;
+  for (const auto& host : hosts)
+    out += (out.empty() ? "" : ", ") + host;
+  return out;
+}
+
+// A verdict other than pass after `passed_on` passed the same candidate: it is the verdict, and
+// says that the hosts disagreed.
+void disagree(self_pointer self, json& verdict, const std::vector<std::string>& passed_on,
+              const std::string& host) {
+  auto prefix = "the hosts disagree: it passed on " + join_hosts(passed_on) + ", but on " + host;
+  spdlog::warn("session {}: {} it ended {}", self->state.record.session_id, prefix,
+               verdict.value("outcome", json{}).dump());
+  if (!verdict["failure"].is_object())
+    verdict["failure"] = json::object();
+  auto& message = verdict["failure"]["message"];
+  message = prefix + ": " + (message.is_string() ? message.get<std::string>() : std::string{});
+  verdict["disagreement"] = {{"passed_on", passed_on}, {"failed_on", host}};
+}
+
+// Submits `job`; a test that passed on fewer distinct hosts than acceptance.confirmations asks
+// for is submitted again to a host not in `passed_on`.
+void submit(self_pointer self, device_job job, std::vector<std::string> passed_on = {}) {
+  auto& st = self->state;
+  st.job = job.id;
+  auto revision = st.record.revision;
+  bool is_lint = job.kind == "lint";
+  self->request(st.services.jobs, caf::infinite, atom::submit_v, job)
+      .then(
+          [self, revision, is_lint, job, passed_on](device_job_result& result) mutable {
+            if (stale(self, revision))
+              return;
+            if (result.status != "done") {
+              on_event(self, harness_faulted{result.status + ": " + result.error});
+              return;
+            }
+            auto payload = decode_payload(result.payload);
+            if (!payload) {
+              on_event(self, harness_faulted{render(payload.error())});
+              return;
+            }
+            if (is_lint) {
+              on_event(self, lint_finished{std::move(*payload)});
+              return;
+            }
+            auto passed = payload->contains("outcome") && (*payload)["outcome"] == "pass";
+            if (passed)
+              passed_on.push_back(result.host);
+            else if (!passed_on.empty())
+              disagree(self, *payload, passed_on, result.host);
+            auto wanted = self->state.services.confirmations;
+            if (passed && static_cast<int64_t>(passed_on.size()) < wanted) {
+              job.id = self->state.record.session_id +
+                       ":test:" + std::to_string(self->state.record.revision) + ":confirm" +
+                       std::to_string(passed_on.size());
+              job.avoid_hosts = passed_on;
+              submit(self, std::move(job), std::move(passed_on));
+              return;
+            }
+            if (passed && wanted > 1)
+              (*payload)["confirmed_on"] = passed_on;
+            (*payload)["toolchain"] = result.fingerprint;
+            (*payload)["device_kind"] = self->state.services.device_kind;
+            on_test_result(self, std::move(*payload));
+          },
+          // A worker that vanished under the job says nothing about the candidate: only a death
+          // of its candidate process, which the worker reports as a `crash` verdict, does.
+          [self, revision](const caf::error& err) {
+            if (stale(self, revision))
+              return;
+            on_event(self, harness_faulted{render(err)});
+          });
+}
+
 void run_job(self_pointer self, const char* kind, const std::string& source) {
   auto& st = self->state;
   const auto& r = st.record;
@@ -226,48 +290,7 @@ void run_job(self_pointer self, const char* kind, const std::string& source) {
                             {"seed", 0},
                             {"timeout_s", st.services.sample_timeout_s}});
   }
-  st.job = job.id;
-  auto revision = r.revision;
-  bool is_lint = job.kind == "lint";
-  self->request(st.services.jobs, caf::infinite, atom::submit_v, std::move(job))
-      .then(
-          [self, revision, is_lint](device_job_result& result) {
-            if (stale(self, revision))
-              return;
-            if (result.status != "done") {
-              on_event(self, harness_faulted{result.status + ": " + result.error});
-              return;
-            }
-            auto payload = decode_payload(result.payload);
-            if (!payload) {
-              on_event(self, harness_faulted{render(payload.error())});
-              return;
-            }
-            if (is_lint) {
-              on_event(self, lint_finished{std::move(*payload)});
-              return;
-            }
-            (*payload)["toolchain"] = result.fingerprint;
-            (*payload)["device_kind"] = self->state.services.device_kind;
-            on_test_result(self, std::move(*payload));
-          },
-          [self, revision, is_lint](const caf::error& err) {
-            if (stale(self, revision))
-              return;
-            if (!is_lint && err == errc::job_quarantined) {
-              // The candidate kept killing workers: that is a verdict on it, fed back as a crash.
-              on_event(self,
-                       test_finished{{{"outcome", "crash"},
-                                      {"tests_run", 0},
-                                      {"tests_passed", 0},
-                                      {"failure",
-                                       {{"message", "the candidate was quarantined: it killed "
-                                                    "the worker process on every attempt (" +
-                                                        render(err) + ")"}}}}});
-              return;
-            }
-            on_event(self, harness_faulted{render(err)});
-          });
+  submit(self, std::move(job));
 }
 
 // Carries out what the record asks for next; after faults, once the back-off has passed.
@@ -311,18 +334,6 @@ void act(self_pointer self) {
 
 } // namespace
 
-std::string operator_id(std::string_view op, std::string_view variant) {
-  return variant.empty() ? std::string{op} : std::string{op} + "/" + std::string{variant};
-}
-
-std::string session_key(std::string_view campaign_id, std::string_view operator_id) {
-  return prefix_of(campaign_id) + std::string{operator_id};
-}
-
-std::string kernel_key(std::string_view operator_id, std::string_view source) {
-  return prefix_of(operator_id) + content_hash(source);
-}
-
 write_batch checkpoint(const session_record& record,
                        const std::vector<session_transition>& transitions, int64_t at_ms) {
   write_batch batch;
@@ -335,9 +346,7 @@ write_batch checkpoint(const session_record& record,
         {family::events, event_key(record.session_id, t.revision), encode_transition(t)});
   }
   if (record.state == session_state::success)
-    batch.ops.push_back({family::kernels,
-                         kernel_key(operator_id(record.op, record.variant), record.proposal),
-                         to_bytes(kernel_entry(record, at_ms))});
+    batch.ops.push_back(add_kernel(accepted_kernel(record, at_ms)));
   // Durable, so that a power loss never asks an endpoint or a device again for what was recorded;
   // the store's group commit makes concurrent checkpoints share one fsync, so this costs little.
   batch.sync = true;

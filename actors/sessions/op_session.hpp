@@ -13,6 +13,7 @@
 #include "messages/metrics.hpp"
 #include "messages/session_messages.hpp"
 #include "messages/write_batch.hpp"
+#include "persistence/keys.hpp"
 
 #include <cstdint>
 #include <memory>
@@ -37,22 +38,13 @@ struct session_services {
   std::string device_kind = "interpreter";  // where tests run; also the lint profile
   double sample_timeout_s = 60;             // per-sample limit in the candidate process
   int64_t job_deadline_ms = 30 * 60 * 1000; // wall-clock budget of one device job
+  int64_t confirmations = 1;                // passing verdicts from distinct hosts a kernel needs
   campaign_actor progress; // told where each session stands after each checkpoint; may be null
   std::shared_ptr<metrics> telemetry; // sessions by state and outcome; may be null
 };
 
-/// How an operator is named in ids and keys: its OpInfo name, then `/variant` when it has one.
-std::string operator_id(std::string_view op, std::string_view variant);
-
-/// The `sessions` key of an operator's session in a campaign; a scan over `prefix_of(campaign)`
-/// in that family yields the campaign's sessions.
-std::string session_key(std::string_view campaign_id, std::string_view operator_id);
-
-/// The `kernels` key of an accepted kernel: the operator id, then a hash of the source.
-std::string kernel_key(std::string_view operator_id, std::string_view source);
-
 /// The batch that checkpoints one step: the record under `session_key`, each transition under
-/// `event_key`, and on SUCCESS the accepted kernel with its provenance under `kernel_key`. Always
+/// `event_key`, and on SUCCESS the accepted kernel with its provenance (actors/library). Always
 /// synced: neither a process crash nor a power loss loses a step once the store acknowledged it.
 write_batch checkpoint(const session_record& record,
                        const std::vector<session_transition>& transitions, int64_t now_ms);
