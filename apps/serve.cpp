@@ -244,7 +244,7 @@ caf::error run(caf::actor_system& sys, const config& given, const std::string& v
   auto unfinished = unfinished_campaigns(cfg);
   if (!unfinished)
     return unfinished.error();
-  auto store = spawn_store(sys, cfg.data_dir / "store", families);
+  auto store = spawn_store(sys, cfg.data_dir / "store", families, cfg.store.sync);
   if (!store)
     return store.error();
   scope_exit stop_store{[&] { stop_actor(sys, *store, "store"); }};

@@ -347,9 +347,7 @@ write_batch checkpoint(const session_record& record,
   }
   if (record.state == session_state::success)
     batch.ops.push_back(add_kernel(accepted_kernel(record, at_ms)));
-  // Durable, so that a power loss never asks an endpoint or a device again for what was recorded;
-  // the store's group commit makes concurrent checkpoints share one fsync, so this costs little.
-  batch.sync = true;
+  batch.sync = record.state == session_state::success || record.state == session_state::failed;
   return batch;
 }
 

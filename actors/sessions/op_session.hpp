@@ -44,8 +44,9 @@ struct session_services {
 };
 
 /// The batch that checkpoints one step: the record under `session_key`, each transition under
-/// `event_key`, and on SUCCESS the accepted kernel with its provenance (actors/library). Always
-/// synced: neither a process crash nor a power loss loses a step once the store acknowledged it.
+/// `event_key`, and on SUCCESS the accepted kernel with its provenance (actors/library). Synced
+/// when the session ends; a process crash loses nothing either way, a power loss at most the
+/// steps since the last synced write of the database.
 write_batch checkpoint(const session_record& record,
                        const std::vector<session_transition>& transitions, int64_t now_ms);
 

@@ -378,7 +378,8 @@ caf::typed_response_promise<Reply> submit_call(store_pointer self, Call call) {
 }
 
 store_actor::behavior_type store_behavior(store_pointer self, std::shared_ptr<store> db,
-                                          std::shared_ptr<metrics> telemetry) {
+                                          std::shared_ptr<metrics> telemetry,
+                                          bool sync_every_batch) {
   auto& st = self->state;
   st.path = db->path().string();
   st.backend = std::make_unique<store_backend>(std::move(db), std::move(telemetry));
@@ -389,7 +390,8 @@ store_actor::behavior_type store_behavior(store_pointer self, std::shared_ptr<st
           caf::anon_send(actor, atom::io_done_v, id, std::move(outcome));
       });
   return {
-      [self](atom::write, write_batch& batch) {
+      [self, sync_every_batch](atom::write, write_batch& batch) {
+        batch.sync = batch.sync || sync_every_batch;
         return submit<atom::ok>(self, {0, std::move(batch), nullptr});
       },
       [self](atom::get, family f, std::string& key) {
@@ -433,13 +435,14 @@ store_actor::behavior_type store_behavior(store_pointer self, std::shared_ptr<st
 } // namespace
 
 caf::expected<store_actor> spawn_store(caf::actor_system& sys, const std::filesystem::path& dir,
-                                       std::shared_ptr<metrics> telemetry) {
+                                       std::shared_ptr<metrics> telemetry, bool sync_every_batch) {
   if (!telemetry)
     return caf::make_error(errc::request_invalid, dir.string(), "spawn_store needs metrics");
   auto db = open_rocksdb_store(dir);
   if (!db)
     return std::move(db.error());
-  return sys.spawn(store_behavior, std::shared_ptr<store>{std::move(*db)}, std::move(telemetry));
+  return sys.spawn(store_behavior, std::shared_ptr<store>{std::move(*db)}, std::move(telemetry),
+                   sync_every_batch);
 }
 
 } // namespace opforge
