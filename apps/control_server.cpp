@@ -35,6 +35,8 @@ nlohmann::json to_json(const store_status& status) {
           {"schema_version", status.schema_version},
           {"batches_written", status.batches_written},
           {"last_error", status.last_error},
+          {"write_failure", status.write_failure},
+          {"paused_writes", status.paused_writes},
           {"families", families}};
 }
 
@@ -297,9 +299,10 @@ control_server::answer_type control_server::answer(std::string_view request) {
   if (*type == "sessions") {
     auto campaign = fields->string_or("campaign", "");
     auto state = fields->string_or("state", "");
-    if (!campaign || !state)
-      return malformed(campaign ? state.error() : campaign.error());
-    return {encode(list_sessions(*context_.system, context_.store, {*campaign, *state}))};
+    auto after = fields->string_or("after", "");
+    if (!campaign || !state || !after)
+      return malformed(!campaign ? campaign.error() : !state ? state.error() : after.error());
+    return {encode(list_sessions(*context_.system, context_.store, {*campaign, *state, *after}))};
   }
   if (*type == "show") {
     auto op = fields->string("op");

@@ -112,7 +112,11 @@ void print_store_part(const nlohmann::json& part) {
   std::cout << part.value("path", std::string{}) << ", schema v" << part.value("schema_version", 0)
             << ", ~" << keys << " keys, " << part.value("batches_written", 0)
             << " batches written since start";
-  if (auto last = part.value("last_error", std::string{}); !last.empty())
+  if (auto failure = part.value("write_failure", std::string{}); !failure.empty())
+    std::cout << "; WRITES PAUSED (" << part.value("paused_writes", 0)
+              << " waiting, sessions that need to write wait too; retried until they work): "
+              << failure;
+  else if (auto last = part.value("last_error", std::string{}); !last.empty())
     std::cout << ", last error: " << last;
 }
 
@@ -406,7 +410,7 @@ struct session_options {
 // One line per session, in columns as wide as their widest entry; the end reason comes last.
 void print_sessions(const nlohmann::json& reply, const session_options& selected) {
   auto sessions = reply.value("sessions", nlohmann::json::array());
-  if (sessions.empty() && !reply.value("truncated", false)) {
+  if (sessions.empty()) {
     std::cout << "no " << (selected.state.empty() ? "" : selected.state + " ") << "sessions"
               << (selected.campaign.empty() ? "" : " in campaign " + selected.campaign) << '\n';
     return;
@@ -431,8 +435,31 @@ void print_sessions(const nlohmann::json& reply, const session_options& selected
       std::cout << row[i] << std::string(widths[i] - row[i].size() + 2, ' ');
     std::cout << row.back() << '\n';
   }
-  if (reply.value("truncated", false))
-    std::cout << "(more sessions than one reply holds: narrow the list with --campaign)\n";
+}
+
+// The daemon lists sessions a page at a time; this reads every page into one reply.
+int list_all_sessions(const config& cfg, const client_options& opts,
+                      const session_options& selected) {
+  nlohmann::json request{
+      {"type", "sessions"}, {"campaign", selected.campaign}, {"state", selected.state}};
+  auto all = nlohmann::json::array();
+  for (;;) {
+    auto reply =
+        control_request(cfg.control.listen, request, std::chrono::milliseconds{opts.timeout_ms});
+    if (!reply)
+      return fail(reply.error(), exit_unreachable);
+    for (auto& s : (*reply)["sessions"])
+      all.push_back(std::move(s));
+    if (!reply->value("truncated", false))
+      break;
+    request["after"] = (*reply)["next"];
+  }
+  nlohmann::json reply{{"ok", true}, {"sessions", std::move(all)}, {"truncated", false}};
+  if (opts.json)
+    std::cout << reply.dump(2) << '\n';
+  else
+    print_sessions(reply, selected);
+  return 0;
 }
 
 // `text` with every line indented by `by` spaces.
@@ -599,10 +626,7 @@ int main(int argc, char** argv) {
                                       "never start\n";
                        });
   if (cmd == sessions_cmd)
-    return run_request(
-        *cfg, client,
-        {{"type", "sessions"}, {"campaign", selected.campaign}, {"state", selected.state}},
-        [&selected](const nlohmann::json& reply) { print_sessions(reply, selected); });
+    return list_all_sessions(*cfg, client, selected);
   if (cmd == show_cmd)
     return run_request(*cfg, client,
                        {{"type", "show"}, {"op", selected.op}, {"campaign", selected.campaign}},

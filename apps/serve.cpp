@@ -243,7 +243,7 @@ caf::error run(caf::actor_system& sys, const config& given, const std::string& v
   auto unfinished = unfinished_campaigns(cfg);
   if (!unfinished)
     return unfinished.error();
-  auto store = spawn_store(sys, cfg.data_dir / "store", families);
+  auto store = spawn_store(sys, cfg.data_dir / "store", families, cfg.store.sync);
   if (!store)
     return store.error();
   scope_exit stop_store{[&] { stop_actor(sys, *store, "store"); }};
@@ -318,6 +318,10 @@ caf::error serve(config cfg, const std::string& version) {
   if (!endpoint)
     return endpoint.error();
   system_config actor_cfg;
+  // Idle scheduler workers go to sleep at once instead of spinning and napping: this halves the
+  // CPU per LLM request (bench/results/llm_endpoint.md) at no cost in throughput.
+  actor_cfg.set("work-stealing.aggressive-poll-attempts", 1);
+  actor_cfg.set("work-stealing.moderate-poll-attempts", 1);
   caf::actor_system sys{actor_cfg};
   if (auto err = run(sys, cfg, version, families, endpoint->address, stop))
     return err;

@@ -47,9 +47,9 @@ struct bounded_scan {
 };
 
 caf::expected<bounded_scan> scan(caf::actor_system& sys, const store_actor& store, family f,
-                                 std::string prefix, uint64_t limit) {
+                                 std::string prefix, uint64_t limit, std::string after = {}) {
   auto entries = ask<std::vector<key_value>>(sys, store_read_bound, store, atom::scan_v, f,
-                                             std::move(prefix), limit + 1);
+                                             std::move(prefix), std::move(after), limit + 1);
   if (!entries)
     return std::move(entries.error());
   bool truncated = entries->size() > limit;
@@ -163,7 +163,7 @@ nlohmann::json list_sessions(caf::actor_system& sys, const store_actor& store,
   }
   auto entries = scan(sys, store, family::sessions,
                       filter.campaign.empty() ? std::string{} : prefix_of(filter.campaign),
-                      max_listed_sessions);
+                      max_listed_sessions, filter.after);
   if (!entries)
     return failure(store_failure(entries.error()));
   auto sessions = nlohmann::json::array();
@@ -174,7 +174,11 @@ nlohmann::json list_sessions(caf::actor_system& sys, const store_actor& store,
     if (!wanted || record->state == *wanted)
       sessions.push_back(summary(*record));
   }
-  return {{"ok", true}, {"sessions", std::move(sessions)}, {"truncated", entries->truncated}};
+  nlohmann::json reply{
+      {"ok", true}, {"sessions", std::move(sessions)}, {"truncated", entries->truncated}};
+  if (entries->truncated)
+    reply["next"] = entries->entries.back().key;
+  return reply;
 }
 
 nlohmann::json show_session(caf::actor_system& sys, const store_actor& store, const std::string& op,
@@ -185,16 +189,18 @@ nlohmann::json show_session(caf::actor_system& sys, const store_actor& store, co
   // ids sort in the order they were created).
   std::vector<std::string> campaigns{campaign};
   if (campaign.empty()) {
-    auto stored = scan(sys, store, family::campaigns, "", max_searched_campaigns);
-    if (!stored)
-      return failure(store_failure(stored.error()));
-    // The scan yields the oldest first: past the bound, the newest would be the ones left out.
-    if (stored->truncated)
-      return failure("the store holds more than " + std::to_string(max_searched_campaigns) +
-                     " campaigns: name the campaign of operator '" + op + "'");
+    // The scan yields the oldest first, so every page is read before the newest is known.
     campaigns.clear();
-    for (auto c = stored->entries.rbegin(); c != stored->entries.rend(); ++c)
-      campaigns.push_back(c->key);
+    for (bool more = true; more;) {
+      auto stored = scan(sys, store, family::campaigns, "", max_searched_campaigns,
+                         campaigns.empty() ? std::string{} : campaigns.back());
+      if (!stored)
+        return failure(store_failure(stored.error()));
+      for (auto& c : stored->entries)
+        campaigns.push_back(std::move(c.key));
+      more = stored->truncated;
+    }
+    std::reverse(campaigns.begin(), campaigns.end());
   }
   auto stored = first_session(sys, store, campaigns, op);
   if (!stored)

@@ -17,11 +17,12 @@ namespace opforge {
 
 // The store answers a scan in one reply; these bounds keep a large store from producing a huge one.
 
-/// At most this many session records are read for one `sessions` reply; a reply that stopped
-/// there says `truncated`.
+/// At most this many session records are read for one `sessions` reply, a page; a reply that
+/// stopped there says `truncated` and names the key to continue `after` in `next`.
 inline constexpr uint64_t max_listed_sessions = 2000;
 
-/// At most this many campaigns are searched by `show` for the newest one that has the operator.
+/// `show` reads the campaigns, to search them for the newest one that has the operator, in pages
+/// of this many.
 inline constexpr uint64_t max_searched_campaigns = 2000;
 
 /// At most this many variants are named when `show` is given an OpInfo name that has only
@@ -36,10 +37,12 @@ inline constexpr uint64_t max_shown_events = 10000;
 struct session_filter {
   std::string campaign; // empty: every campaign
   std::string state;    // empty: every state; else a state name, e.g. "FAILED" (any case)
+  std::string after;    // the `next` of the previous page; empty: from the first session
 };
 
 /// The `sessions` reply: `ok: true` with one summary per matching session in key order (campaign,
-/// then operator) and `truncated`; or `ok: false` with a one-line error.
+/// then operator) and `truncated`, with `next` when it is true; or `ok: false` with a one-line
+/// error.
 nlohmann::json list_sessions(caf::actor_system& sys, const store_actor& store,
                              const session_filter& filter);
 

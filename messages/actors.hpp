@@ -21,6 +21,9 @@ using store_actor = caf::typed_actor<
     caf::replies_to<atom::get, family, std::string>::with<stored_value>,
     // Replies with at most `limit` entries whose keys start with `prefix`, in key order.
     caf::replies_to<atom::scan, family, std::string, uint64_t>::with<std::vector<key_value>>,
+    // The same, from the first key after the third argument: pages through a large listing.
+    caf::replies_to<atom::scan, family, std::string, std::string,
+                    uint64_t>::with<std::vector<key_value>>,
     // Replies with the path, schema version, per-family estimates, batches written, last error.
     caf::replies_to<atom::status>::with<store_status>,
     // Serves what is queued, syncs and closes the database, replies ok, then terminates.

@@ -44,8 +44,14 @@ metrics::metrics(std::string version)
                         .Add({})},
       store_write_latency_{family(prometheus::BuildHistogram(), *registry_,
                                   "opforge_store_write_latency_seconds",
-                                  "Time to apply one write batch to the store")
+                                  "Time to apply one group commit of write batches to the store")
                                .Add({}, store_buckets)},
+      store_errors_{family(prometheus::BuildCounter(), *registry_, "opforge_store_errors_total",
+                           "Failed database calls by operation")},
+      store_paused_writes_{family(prometheus::BuildGauge(), *registry_,
+                                  "opforge_store_paused_writes",
+                                  "Write batches held back until the database takes writes again")
+                               .Add({})},
       llm_requests_{family(prometheus::BuildCounter(), *registry_, "opforge_llm_requests_total",
                            "Finished chat requests by endpoint and outcome")},
       llm_latency_{family(prometheus::BuildHistogram(), *registry_,
@@ -98,6 +104,10 @@ prometheus::Counter& metrics::malformed_frames(const std::string& reason) {
 
 prometheus::Counter& metrics::job_requeues(const std::string& reason) {
   return job_requeues_.Add({{"reason", reason}});
+}
+
+prometheus::Counter& metrics::store_errors(const std::string& operation) {
+  return store_errors_.Add({{"operation", operation}});
 }
 
 prometheus::Counter& metrics::llm_requests(const std::string& endpoint,

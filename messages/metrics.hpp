@@ -44,8 +44,14 @@ public:
 
   // -- persistence -----------------------------------------------------------------------------
 
-  /// opforge_store_write_latency_seconds: time to apply one write batch.
+  /// opforge_store_write_latency_seconds: time to apply one group commit (the write batches that
+  /// queued up meanwhile, in one RocksDB write).
   prometheus::Histogram& store_write_latency() { return store_write_latency_; }
+  /// opforge_store_errors_total{operation}: failed database calls by operation (write, resume,
+  /// get, scan, status, close); a write that keeps failing counts once per attempt.
+  prometheus::Counter& store_errors(const std::string& operation);
+  /// opforge_store_paused_writes: write batches held back until the database takes writes again.
+  prometheus::Gauge& store_paused_writes() { return store_paused_writes_; }
 
   // -- llm endpoints and summarizer ------------------------------------------------------------
 
@@ -86,6 +92,8 @@ private:
   prometheus::Family<prometheus::Counter>& job_requeues_;
   prometheus::Counter& late_results_;
   prometheus::Histogram& store_write_latency_;
+  prometheus::Family<prometheus::Counter>& store_errors_;
+  prometheus::Gauge& store_paused_writes_;
   prometheus::Family<prometheus::Counter>& llm_requests_;
   prometheus::Family<prometheus::Histogram>& llm_latency_;
   prometheus::Family<prometheus::Counter>& llm_tokens_;

@@ -57,12 +57,17 @@ struct store_status {
   uint64_t batches_written = 0;
   /// The last failure of any request, rendered; empty when there was none.
   std::string last_error;
+  /// Why the database refuses writes (a full disk, an I/O error), rendered; empty while writes
+  /// work. Meanwhile writes are held back, reads are served, and resuming is retried.
+  std::string write_failure;
+  /// Write batches held back by `write_failure`; they are applied, in order, once writes work.
+  uint64_t paused_writes = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, store_status& x) {
   return f(caf::meta::type_name("store_status"), x.path, x.schema_version, x.families,
-           x.batches_written, x.last_error);
+           x.batches_written, x.last_error, x.write_failure, x.paused_writes);
 }
 
 } // namespace opforge

@@ -14,6 +14,7 @@ apt_packages=(
   prometheus-cpp-dev libgtest-dev libgmock-dev libcurl4-openssl-dev nlohmann-json3-dev
   libyaml-cpp-dev libspdlog-dev libcli11-dev
   python3-venv
+  prometheus # for promtool, which tests the alert rules (ops/test.sh); the server stays unused
 )
 missing=()
 for pkg in "${apt_packages[@]}"; do

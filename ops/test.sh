@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Sets up (ops/setup.sh) and runs every test: the style checks (clang-format, ruff), the C++ suites
-# with ctest, the worker with pytest.
+# Sets up (ops/setup.sh) and runs every test: the style checks (clang-format, ruff), the alert
+# rules with promtool, the C++ suites with ctest, the worker with pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ops/setup.sh
@@ -11,6 +11,7 @@ status=0
 git ls-files '*.cpp' '*.hpp' | xargs clang-format --dry-run --Werror || { echo "test: run clang-format -i on the files above" >&2; status=1; }
 "$venv/bin/ruff" check worker bench config/demo || status=1
 "$venv/bin/ruff" format --check worker bench config/demo || { echo "test: run ruff format" >&2; status=1; }
+(cd ops/prometheus && promtool test rules alerts_test.yml) || status=1
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)" || status=1
 (cd worker && "$venv/bin/python" -m pytest -q) || status=1
 exit $status

@@ -5,13 +5,18 @@
 #include "persistence/schema.hpp"
 
 #include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <rocksdb/db.h>
+#include <rocksdb/env.h>
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
+#include <spdlog/spdlog.h>
 
 namespace opforge {
 
@@ -63,8 +68,10 @@ public:
     }
     rocksdb::WriteOptions options;
     options.sync = batch.sync;
-    if (auto status = db_->Write(options, &updates); !status.ok())
+    if (auto status = db_->Write(options, &updates); !status.ok()) {
+      write_failure_ = status;
       return failure(status, describe(batch));
+    }
     return {};
   }
 
@@ -82,17 +89,32 @@ public:
     return std::optional<std::string>{value.ToString()};
   }
 
-  caf::error scan(family f, std::string_view prefix, const scan_visitor& visit) override {
+  using store::scan;
+
+  caf::error scan(family f, std::string_view prefix, std::string_view after,
+                  const scan_visitor& visit) override {
     if (auto err = check_open())
       return err;
     if (auto err = check_family(f))
       return err;
     std::unique_ptr<rocksdb::Iterator> it{db_->NewIterator(rocksdb::ReadOptions{}, handle(f))};
-    for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next())
+    it->Seek(std::max(prefix, after));
+    if (it->Valid() && !after.empty() && it->key() == after)
+      it->Next();
+    for (; it->Valid() && it->key().starts_with(prefix); it->Next())
       if (!visit(it->key().ToStringView(), it->value().ToStringView()))
         break;
     if (!it->status().ok())
       return failure(it->status(), describe(f), "scan of prefix '" + printable(prefix) + "'");
+    return {};
+  }
+
+  caf::error resume() override {
+    if (auto err = check_open())
+      return err;
+    if (auto status = db_->Resume(); !status.ok())
+      return failure(status, "resuming writes");
+    write_failure_ = rocksdb::Status::OK();
     return {};
   }
 
@@ -120,6 +142,8 @@ public:
 
   // RocksDB wants every column family handle destroyed before the database; the log is synced
   // first so that writes made without `sync` survive a power loss after a clean shutdown too.
+  // After a failed write RocksDB must not touch its log again (it asserts, aborting the
+  // process): what was written before is in the log already, and the next open replays it.
   caf::error close() override {
     if (!db_)
       return {};
@@ -128,8 +152,12 @@ public:
       if (!status.ok() && !first_failure)
         first_failure = failure(status, step);
     };
-    note(db_->SyncWAL(), "sync of the write-ahead log");
-    note(db_->Flush(rocksdb::FlushOptions{}, handles_), "flush of the memtables");
+    if (write_failure_.ok()) {
+      note(db_->SyncWAL(), "sync of the write-ahead log");
+      note(db_->Flush(rocksdb::FlushOptions{}, handles_), "flush of the memtables");
+    } else {
+      note(write_failure_, "closing without a final sync or flush, as writes were failing");
+    }
     for (auto* handle : handles_)
       note(db_->DestroyColumnFamilyHandle(handle), "release of a column family handle");
     handles_.clear();
@@ -167,6 +195,24 @@ private:
   /// `all_families`.
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;
   uint32_t schema_version_ = 0;
+  /// The failure of the last write, until resume() succeeds.
+  rocksdb::Status write_failure_;
+};
+
+// RocksDB's own log goes to opforge's instead of a LOG file in the data directory: that file
+// fails with the disk, and RocksDB asserts (aborting the daemon) when it logs again after a
+// failed write to it. Warnings and errors only; RocksDB prefixes their level.
+class rocksdb_logger final : public rocksdb::Logger {
+public:
+  rocksdb_logger() : rocksdb::Logger{rocksdb::InfoLogLevel::WARN_LEVEL} {}
+
+  using rocksdb::Logger::Logv;
+
+  void Logv(const char* format, va_list ap) override {
+    char line[1024];
+    std::vsnprintf(line, sizeof line, format, ap);
+    spdlog::warn("rocksdb: {}", line);
+  }
 };
 
 caf::error open_failure(const std::string& where, const rocksdb::Status& status) {
@@ -230,6 +276,9 @@ caf::expected<std::unique_ptr<store>> open_rocksdb_store(const std::filesystem::
   rocksdb::DBOptions options;
   options.create_if_missing = true;
   options.create_missing_column_families = true;
+  options.info_log = std::make_shared<rocksdb_logger>();
+  // close() flushes when it may; RocksDB's own flush at close would touch a failed log.
+  options.avoid_flush_during_shutdown = true;
   // RocksDB opens a database only with every family it has, the retired ones too.
   std::vector<std::string> retired;
   if (!is_new) {

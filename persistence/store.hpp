@@ -37,8 +37,19 @@ public:
   /// The value of `key`, or nothing when it is absent.
   virtual caf::expected<std::optional<std::string>> get(family f, std::string_view key) = 0;
 
+  /// Visits every entry of `f` whose key starts with `prefix` and sorts after `after`, in key
+  /// order: a listing continues from the last key it saw (the empty `after` starts at the first).
+  virtual caf::error scan(family f, std::string_view prefix, std::string_view after,
+                          const scan_visitor& visit) = 0;
+
   /// Visits every entry of `f` whose key starts with `prefix`, in key order.
-  virtual caf::error scan(family f, std::string_view prefix, const scan_visitor& visit) = 0;
+  caf::error scan(family f, std::string_view prefix, const scan_visitor& visit) {
+    return scan(f, prefix, {}, visit);
+  }
+
+  /// Clears a failure that stops every write (a full disk, a failed sync of the log), so that
+  /// writes can be tried again; fails while its cause persists. Does nothing when writes work.
+  virtual caf::error resume() = 0;
 
   /// Key and size estimates of `f` (exact for keys still in memory, approximate on disk).
   virtual caf::expected<family_stats> stats(family f) = 0;

@@ -29,12 +29,14 @@ TEST(Metrics, ScrapeHoldsEveryFamilyAndTheBuildInfo) {
   m.job_latency("test").Observe(0.2);
   m.jobs("lint", "done").Increment();
   m.job_requeues("worker_lost").Increment();
+  m.store_errors("write").Increment();
   auto text = scrape(m);
-  for (auto name :
-       {"opforge_workers", "opforge_jobs_total", "opforge_job_latency_seconds",
-        "opforge_queue_depth", "opforge_malformed_frames_total", "opforge_job_requeues_total",
-        "opforge_store_write_latency_seconds", "opforge_uptime_seconds"})
+  for (auto name : {"opforge_workers", "opforge_jobs_total", "opforge_job_latency_seconds",
+                    "opforge_queue_depth", "opforge_malformed_frames_total",
+                    "opforge_job_requeues_total", "opforge_store_write_latency_seconds",
+                    "opforge_store_paused_writes 0", "opforge_uptime_seconds"})
     EXPECT_NE(text.find(name), std::string::npos) << name;
+  EXPECT_NE(text.find(R"(opforge_store_errors_total{operation="write"} 1)"), std::string::npos);
   EXPECT_NE(text.find(R"(opforge_build_info{version="1.2.3"} 1)"), std::string::npos) << text;
   EXPECT_NE(text.find(R"(opforge_malformed_frames_total{reason="oversized"} 1)"),
             std::string::npos);

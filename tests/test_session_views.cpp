@@ -348,6 +348,45 @@ TEST_F(SessionViews, EventsWrittenBeforeContentExistedStillShow) {
                              {"content", ""}}));
 }
 
+// Past one page the reply names where the next starts, and the pages together list each session
+// once; `show` searches campaigns past a page too.
+TEST_F(SessionViews, ListingsPageThroughManySessionsAndCampaigns) {
+  write_sessions(writer());
+  auto record = list(newer)["sessions"][0];
+  ASSERT_EQ(record["operator"], "exp");
+  auto stored = self_->request(store_, caf::infinite, atom::get_v, family::sessions,
+                               session_key(newer, "exp"));
+  std::string bytes;
+  stored.receive([&](stored_value& v) { bytes = v.value.value_or(""); },
+                 [](const caf::error& err) { ADD_FAILURE() << render(err); });
+  // Copies of one record under many keys of a campaign older than both: a listing reads keys.
+  write_batch many;
+  constexpr size_t copies = max_listed_sessions + 4;
+  for (size_t i = 0; i < copies; ++i) {
+    auto campaign = "20261121-" + std::to_string(100000 + i) + "-cccc";
+    many.ops.push_back({family::sessions, session_key(campaign, "exp"), bytes});
+    many.ops.push_back({family::campaigns, campaign, "unused"});
+  }
+  write(std::move(many));
+  auto first = list();
+  ASSERT_EQ(first["ok"], true) << first.dump().substr(0, 200);
+  EXPECT_EQ(first["sessions"].size(), max_listed_sessions);
+  EXPECT_EQ(first["truncated"], true);
+  auto second = list_sessions(sys_, store_, {"", "", first["next"].get<std::string>()});
+  EXPECT_EQ(second["truncated"], false);
+  EXPECT_EQ(second.count("next"), 0u);
+  EXPECT_EQ(first["sessions"].size() + second["sessions"].size(), copies + 3);
+  // The last page ends with the three sessions written first, in key order.
+  auto last = second["sessions"];
+  ASSERT_GE(last.size(), 3u);
+  EXPECT_EQ(last[last.size() - 1]["campaign_id"], newer);
+  EXPECT_EQ(last[last.size() - 2]["operator"], "max/binary");
+  // More campaigns than a page: `show` still finds the newest one with the operator.
+  auto shown = show("exp");
+  ASSERT_EQ(shown["ok"], true) << shown.dump().substr(0, 200);
+  EXPECT_EQ(shown["session"]["campaign_id"], newer);
+}
+
 // -- the real daemon and CLI --------------------------------------------------------------------
 
 namespace {
@@ -414,6 +453,29 @@ TEST_F(SessionCli, SessionsListsOneAlignedLinePerSession) {
   EXPECT_EQ(bad_state.code, 1);
   EXPECT_EQ(bad_state.err, "opforge: unknown state 'done' (one of PROMPT, GENERATE, LINT, TEST, "
                            "SUCCESS, FAILED)\n");
+  stop();
+}
+
+TEST_F(SessionCli, SessionsReadsEveryPage) {
+  write_store();
+  {
+    auto db = open_rocksdb_store(data / "store");
+    ASSERT_TRUE(db) << render(db.error());
+    auto record = (*db)->get(family::sessions, session_key(newer, "exp"));
+    ASSERT_TRUE(record && *record);
+    write_batch many;
+    for (size_t i = 0; i < max_listed_sessions + 4; ++i)
+      many.ops.push_back({family::sessions,
+                          session_key("20261121-" + std::to_string(100000 + i), "exp"), **record});
+    ASSERT_FALSE((*db)->write(many));
+    ASSERT_FALSE((*db)->close());
+  }
+  serve("");
+  auto all = cli({"sessions", "--json"});
+  ASSERT_EQ(all.code, 0) << all.err;
+  auto reply = json::parse(all.out);
+  EXPECT_EQ(reply["sessions"].size(), max_listed_sessions + 4 + 3);
+  EXPECT_EQ(reply["truncated"], false);
   stop();
 }
 

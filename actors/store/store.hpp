@@ -26,7 +26,10 @@ namespace opforge {
 /// Opens the database in `dir` (see `open_rocksdb_store`) and spawns the actor that serves it.
 /// Opening errors surface here, before the daemon commits to starting. Blocks while opening: call
 /// it from main, not from an actor. `telemetry` (required) receives the latency of every batch.
+/// With `sync_every_batch` (the `store.sync` setting) every write is synced, whatever its batch
+/// asks; concurrent writes share one fsync either way (group commit).
 caf::expected<store_actor> spawn_store(caf::actor_system& sys, const std::filesystem::path& dir,
-                                       std::shared_ptr<metrics> telemetry);
+                                       std::shared_ptr<metrics> telemetry,
+                                       bool sync_every_batch = true);
 
 } // namespace opforge
