@@ -1,6 +1,6 @@
 // The whole device path with real parts: the supervisor starts the Python lint worker
 // (opforge_worker), which connects to the device manager's ZeroMQ socket, registers, and
-// answers a lint job. Skipped, saying why, where the worker package cannot lint yet.
+// answers a lint job.
 
 #include "actors/fleet/spawn_device_manager.hpp"
 #include "devices/supervisor.hpp"
@@ -8,8 +8,6 @@
 #include "messages/msgpack_codec.hpp"
 #include "messages/system_config.hpp"
 #include "tests/test_real_workers.hpp"
-
-#include <cstdlib>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -20,7 +18,6 @@
 
 using namespace opforge;
 using namespace std::chrono_literals;
-using opforge::testing::worker_source;
 
 namespace {
 
@@ -52,11 +49,6 @@ struct shutdown_guard {
 } // namespace
 
 TEST(RealWorker, ALintWorkerStartedByTheSupervisorServesALintJob) {
-  auto import = "PYTHONPATH='" + worker_source() +
-                "' '" OPFORGE_PYTHON
-                "' -c 'import opforge_worker.connection, opforge_worker.linter' 2>/dev/null";
-  if (std::system(import.c_str()) != 0)
-    GTEST_SKIP() << "opforge_worker in " << worker_source() << " cannot lint yet";
   system_config cfg;
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
