@@ -5,7 +5,8 @@
 #   2. device run, carry [".whl"], command:  bash ops/gpu-check.sh
 # It installs the carried wheels into /tmp/site, then runs its steps:
 #   pytest-harness  the harness suites (tests/test_harness_*.py) on cuda
-#   pytest-rest     the rest of the worker's suite with OPFORGE_TEST_DEVICE=cuda
+#   pytest-rest     the rest of the worker's suite with OPFORGE_TEST_DEVICE=cuda, the slow
+#                   reference sweeps (pytest -m slow) that CI leaves out included
 #   validate        `validate config/examples --device cuda`
 #   bench           bench/worker_bench.py (its table is in bench.log, its numbers in the JSON)
 #   trust           the suites that say a PASS means a right kernel: the wrong-kernel corpus and

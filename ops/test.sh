@@ -13,5 +13,7 @@ git ls-files '*.cpp' '*.hpp' | xargs clang-format --dry-run --Werror || { echo "
 "$venv/bin/ruff" format --check worker bench config/demo || { echo "test: run ruff format" >&2; status=1; }
 (cd ops/prometheus && promtool test rules alerts_test.yml) || status=1
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)" || status=1
-(cd worker && "$venv/bin/python" -m pytest -q) || status=1
+# One pytest process per core; tests that cannot share a process pool name an xdist_group. The
+# slow reference sweeps run in the GPU check (ops/gpu-check.sh) instead.
+(cd worker && "$venv/bin/python" -m pytest -q -n auto --dist loadgroup -m "not slow") || status=1
 exit $status

@@ -1,7 +1,6 @@
 // The whole device path with real parts: the supervisor starts Python workers (opforge_worker),
 // which connect to the device manager's ZeroMQ socket, register, and answer jobs; workers that go
-// silent or exit under a job leave its verdict to another. Skipped, saying why, where the worker
-// package cannot serve yet.
+// silent or exit under a job leave its verdict to another.
 
 #include "actors/fleet/spawn_device_manager.hpp"
 #include "devices/supervisor.hpp"
@@ -26,7 +25,6 @@
 
 using namespace opforge;
 using namespace std::chrono_literals;
-using opforge::testing::worker_source;
 
 namespace {
 
@@ -73,11 +71,6 @@ struct shutdown_guard {
 } // namespace
 
 TEST(RealWorker, ALintWorkerStartedByTheSupervisorServesALintJob) {
-  auto import = "PYTHONPATH='" + worker_source() +
-                "' '" OPFORGE_PYTHON
-                "' -c 'import opforge_worker.connection, opforge_worker.linter' 2>/dev/null";
-  if (std::system(import.c_str()) != 0)
-    GTEST_SKIP() << "opforge_worker in " << worker_source() << " cannot lint yet";
   system_config cfg;
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
@@ -125,11 +118,6 @@ TEST(RealWorker, ALintWorkerStartedByTheSupervisorServesALintJob) {
 // (SIGKILL). Each time the job is finished by another worker with its real verdict, a pass; the
 // candidate is never blamed for the workers it was running on.
 TEST(RealWorker, AJobWhoseWorkerGoesSilentOrExitsGetsItsVerdictFromAnother) {
-  auto import = "PYTHONPATH='" + worker_source() +
-                "' '" OPFORGE_PYTHON
-                "' -c 'import opforge_worker.connection, opforge_worker.harness' 2>/dev/null";
-  if (std::system(import.c_str()) != 0)
-    GTEST_SKIP() << "opforge_worker in " << worker_source() << " cannot test yet";
   ::setenv("TRITON_INTERPRET", "1", 1);
   system_config cfg;
   caf::actor_system sys{cfg};

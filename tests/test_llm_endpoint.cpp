@@ -205,6 +205,7 @@ TEST_F(LlmEndpoint, BreakerOpensAfterConsecutiveFailuresAndRecoversThroughHalfOp
   auto endpoint = spawn_endpoint(cfg);
   for (int i = 0; i < 3; ++i)
     EXPECT_EQ(complete(endpoint, "add").outcome, chat_outcome::endpoint_fault);
+  auto opened = std::chrono::steady_clock::now(); // the breaker opened before the reply
   EXPECT_EQ(status(endpoint).breaker, "open");
   EXPECT_EQ(metrics_ptr->llm_breaker_state("replay").Value(), 2);
   auto refused = complete(endpoint, "add");
@@ -214,20 +215,15 @@ TEST_F(LlmEndpoint, BreakerOpensAfterConsecutiveFailuresAndRecoversThroughHalfOp
   EXPECT_EQ(hits().size(), 3u); // the open breaker did not hammer the server
 
   // Once the window passes, one probe goes out; the 4th cassette entry fails it: open again.
-  chat_result probe;
-  for (int i = 0; i < 100 && probe.attempts == 0; ++i) {
-    std::this_thread::sleep_for(100ms);
-    probe = complete(endpoint, "add");
-  }
+  std::this_thread::sleep_until(opened + cfg.breaker_open_for);
+  auto probe = complete(endpoint, "add");
+  auto reopened = std::chrono::steady_clock::now();
   EXPECT_EQ(probe.attempts, 1u);
   EXPECT_EQ(probe.outcome, chat_outcome::endpoint_fault);
   EXPECT_EQ(status(endpoint).breaker, "open");
 
-  chat_result recovered;
-  for (int i = 0; i < 100 && recovered.attempts == 0; ++i) {
-    std::this_thread::sleep_for(100ms);
-    recovered = complete(endpoint, "add");
-  }
+  std::this_thread::sleep_until(reopened + cfg.breaker_open_for);
+  auto recovered = complete(endpoint, "add");
   EXPECT_EQ(recovered.outcome, chat_outcome::ok) << recovered.error;
   EXPECT_EQ(recovered.content, "recovered");
   EXPECT_EQ(status(endpoint).breaker, "closed");

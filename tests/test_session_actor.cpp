@@ -1,4 +1,5 @@
-// op_session and campaign over the real store (RocksDB) with scripted endpoint and device manager.
+// op_session and campaign over the real store (RocksDB) with scripted endpoint and device manager,
+// on CAF's test coordinator: retry delays pass in virtual time.
 
 #include "actors/sessions/campaign.hpp"
 #include "actors/sessions/op_session.hpp"
@@ -10,13 +11,9 @@
 #include "messages/session_messages.hpp"
 #include "messages/wire.hpp"
 #include "persistence/keys.hpp"
+#include "tests/test_deterministic_support.hpp"
 #include "tests/test_session_support.hpp"
-#include "tests/test_store_support.hpp"
 
-#include <thread>
-
-#include <caf/actor_system.hpp>
-#include <caf/actor_system_config.hpp>
 #include <caf/scoped_actor.hpp>
 
 #include <gtest/gtest.h>
@@ -44,15 +41,13 @@ json failure_result(const std::string& outcome, json failure) {
 const json pass = {
     {"outcome", "pass"}, {"tests_run", 10}, {"tests_passed", 10}, {"failure", nullptr}};
 
-class SessionActor : public ::testing::Test {
+class SessionActor : public DeterministicWithStore {
 protected:
   void SetUp() override {
-    auto spawned = spawn_store(sys, dir.db(), std::make_shared<metrics>("test"));
-    ASSERT_TRUE(spawned) << render(spawned.error());
-    store = *spawned;
+    DeterministicWithStore::SetUp();
     auto templates = prompt_templates::load(std::string{OPFORGE_SOURCE_DIR} + "/config/prompts");
     ASSERT_TRUE(templates) << render(templates.error());
-    services.store = store;
+    services.store = checkpoints;
     services.llm = sys.spawn(scripted_chat, chat);
     services.jobs = sys.spawn(scripted_jobs, jobs);
     services.templates = std::make_shared<const prompt_templates>(std::move(*templates));
@@ -62,7 +57,7 @@ protected:
   void TearDown() override {
     caf::anon_send_exit(services.llm, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(services.jobs, caf::exit_reason::user_shutdown);
-    caf::anon_send_exit(store, caf::exit_reason::user_shutdown);
+    DeterministicWithStore::TearDown();
   }
 
   campaign_spec spec(std::vector<std::string> ops, uint32_t dialogs = 3, uint32_t calls = 10) {
@@ -85,16 +80,13 @@ protected:
 
   session_summary run(session_record r) {
     auto session = sys.spawn(op_session, std::move(r), services);
-    session_summary summary;
-    self->request(session, caf::infinite, atom::run_v)
-        .receive([&](session_summary& s) { summary = std::move(s); },
-                 [&](const caf::error& err) { ADD_FAILURE() << render(err); });
-    return summary;
+    auto pending = self->request(session, caf::infinite, atom::run_v);
+    return reply_to<session_summary>(pending);
   }
 
   std::optional<std::string> stored(family f, const std::string& key) {
     std::optional<std::string> value;
-    self->request(store, caf::infinite, atom::get_v, f, key)
+    store_self->request(store, caf::infinite, atom::get_v, f, key)
         .receive([&](stored_value& v) { value = std::move(v.value); },
                  [&](const caf::error& err) { ADD_FAILURE() << render(err); });
     return value;
@@ -110,17 +102,12 @@ protected:
 
   std::vector<key_value> scan(family f, const std::string& prefix) {
     std::vector<key_value> entries;
-    self->request(store, caf::infinite, atom::scan_v, f, prefix, uint64_t{100000})
+    store_self->request(store, caf::infinite, atom::scan_v, f, prefix, uint64_t{100000})
         .receive([&](std::vector<key_value>& kv) { entries = std::move(kv); },
                  [&](const caf::error& err) { ADD_FAILURE() << render(err); });
     return entries;
   }
 
-  test::temp_dir dir;
-  system_config cfg;
-  caf::actor_system sys{cfg};
-  caf::scoped_actor self{sys};
-  store_actor store;
   std::shared_ptr<chat_script> chat = std::make_shared<chat_script>();
   std::shared_ptr<job_script> jobs = std::make_shared<job_script>();
   session_services services;
@@ -325,9 +312,10 @@ TEST_F(SessionActor, ResumedSessionNeverAsksForARecordedAnswerAgain) {
   // The test job is held: the session is killed while it waits for the verdict.
   auto first = sys.spawn(op_session, record("exp"), services);
   self->send(first, atom::run_v);
-  while (jobs->count("test") == 0)
-    std::this_thread::yield();
+  run_until_idle();
+  ASSERT_NE(jobs->count("test"), 0u);
   self->send_exit(first, caf::exit_reason::kill);
+  run_until_idle();
   auto r = stored_record("exp");
   ASSERT_EQ(r.state, session_state::test);
   jobs->add_test("exp", done(pass));
@@ -344,12 +332,10 @@ TEST_F(SessionActor, CancelEndsTheSessionAndCancelsItsRequest) {
   // Nothing scripted: the chat request is held.
   auto session = sys.spawn(op_session, record("exp"), services);
   auto pending = self->request(session, caf::infinite, atom::run_v);
-  while (chat->calls("exp") == 0)
-    std::this_thread::yield();
+  run_until_idle();
+  ASSERT_NE(chat->calls("exp"), 0u);
   self->send(session, atom::cancel_v);
-  session_summary summary;
-  pending.receive([&](session_summary& s) { summary = std::move(s); },
-                  [&](const caf::error& err) { ADD_FAILURE() << render(err); });
+  auto summary = reply_to<session_summary>(pending);
   EXPECT_EQ(summary.state, "FAILED");
   EXPECT_EQ(summary.end_reason, "cancelled: by request");
   std::lock_guard guard{chat->mutex};
@@ -366,10 +352,8 @@ TEST_F(SessionActor, CampaignRunsEveryOperatorAndResumesWhatWasUnfinished) {
   jobs->add_test("neg", done(pass));
   auto s = spec({"abs", "neg", "sigmoid"});
   auto c = sys.spawn(campaign, s, services, std::vector<session_record>{});
-  campaign_status status;
-  self->request(c, caf::infinite, atom::run_v)
-      .receive([&](campaign_status& st) { status = std::move(st); },
-               [&](const caf::error& err) { ADD_FAILURE() << render(err); });
+  auto pending = self->request(c, caf::infinite, atom::run_v);
+  auto status = reply_to<campaign_status>(pending);
   EXPECT_EQ(status.state, "done");
   EXPECT_EQ(status.operators, 3u);
   EXPECT_EQ(status.succeeded, 3u);
@@ -388,9 +372,8 @@ TEST_F(SessionActor, CampaignRunsEveryOperatorAndResumesWhatWasUnfinished) {
     restored.push_back(*decode_record(kv.value));
   ASSERT_EQ(restored.size(), 3u);
   auto again = sys.spawn(campaign, s, services, restored);
-  self->request(again, caf::infinite, atom::run_v)
-      .receive([&](campaign_status& st) { status = std::move(st); },
-               [&](const caf::error& err) { ADD_FAILURE() << render(err); });
+  auto resumed = self->request(again, caf::infinite, atom::run_v);
+  status = reply_to<campaign_status>(resumed);
   EXPECT_EQ(status.succeeded, 3u);
   EXPECT_EQ(chat->calls("neg"), 2u);
 }
@@ -400,12 +383,10 @@ TEST_F(SessionActor, CancelledCampaignCancelsItsRunningSessionAndStartsNoOther) 
   s.concurrency = 1;
   auto c = sys.spawn(campaign, s, services, std::vector<session_record>{});
   auto pending = self->request(c, caf::infinite, atom::run_v);
-  while (chat->calls("abs") == 0) // nothing scripted: the first session waits for its answer
-    std::this_thread::yield();
+  run_until_idle();
+  ASSERT_NE(chat->calls("abs"), 0u); // nothing scripted: the first session waits for its answer
   self->send(c, atom::cancel_v);
-  campaign_status status;
-  pending.receive([&](campaign_status& st) { status = std::move(st); },
-                  [&](const caf::error& err) { ADD_FAILURE() << render(err); });
+  auto status = reply_to<campaign_status>(pending);
   EXPECT_EQ(status.state, "cancelled");
   ASSERT_EQ(status.finished.size(), 1u);
   EXPECT_EQ(status.finished[0].end_reason, "cancelled: by request");

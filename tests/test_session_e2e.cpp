@@ -21,7 +21,6 @@
 #include "tests/test_session_support.hpp"
 #include "tests/test_store_support.hpp"
 
-#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -127,15 +126,6 @@ protected:
           .receive([](atom::ok) {}, [](const caf::error&) {});
   }
 
-  // Whether the worker can lint and test in this checkout.
-  static bool worker_importable() {
-    auto import = "PYTHONPATH='" + worker_source() +
-                  "' '" OPFORGE_PYTHON
-                  "' -c 'import opforge_worker.connection, opforge_worker.linter, "
-                  "opforge_worker.harness' 2>/dev/null";
-    return std::system(import.c_str()) == 0;
-  }
-
   // The real device manager with a linter and an interpreter worker serves the sessions' jobs.
   void start_real_workers() {
     device_manager_config config;
@@ -231,8 +221,6 @@ TEST_F(DemoCampaign, ConvergesThroughTheRealClientWithScriptedVerdicts) {
 }
 
 TEST_F(DemoCampaign, ConvergesOnRealWorkersOnTheInterpreter) {
-  if (!worker_importable())
-    GTEST_SKIP() << "opforge_worker in " << worker_source() << " cannot lint and test yet";
   start_real_workers();
   expect_convergence();
 }
@@ -241,8 +229,6 @@ TEST_F(DemoCampaign, ConvergesOnRealWorkersOnTheInterpreter) {
 // kernel runs, and the harness reports the whole Python traceback through the interpreter's
 // frames, longer than the summarizer's threshold. The next prompt must carry its summary.
 TEST_F(DemoCampaign, LongRuntimeTracebackIsSummarizedBeforeTheNextPrompt) {
-  if (!worker_importable())
-    GTEST_SKIP() << "opforge_worker in " << worker_source() << " cannot lint and test yet";
   start_real_workers();
   summarizer_config summary; // deterministic, with the default threshold
   summary.max_chars = 1200;

@@ -10,6 +10,10 @@ from harness_helpers import DEVICE, request, source
 from opforge_worker.compile_cache import MAX_SOURCE_BYTES, CompileCache
 from opforge_worker.harness import Harness
 
+needs_cuda = pytest.mark.skipif(
+    DEVICE != "cuda", reason="needs a CUDA device: only a GPU compiles, the interpreter runs Python"
+)
+
 
 def triton_entry(cache: Path, name: str, files: dict[str, bytes]) -> None:
     (cache / name).mkdir(parents=True)
@@ -157,7 +161,7 @@ def test_the_store_is_out_of_the_candidates_reach(tmp_path):
     assert not (target / "kernel.bin").exists()
 
 
-@pytest.mark.skipif(DEVICE != "cuda", reason="only a GPU compiles (the interpreter runs Python)")
+@needs_cuda
 def test_an_unchanged_source_is_not_compiled_again(tmp_path):
     store = CompileCache(tmp_path / "store", DEVICE)
     with Harness(DEVICE, compile_cache=store) as harness:
@@ -330,7 +334,7 @@ def test_loaded_kernels_beyond_the_bound_are_dropped_least_recent_first(tmp_path
     assert process.compiles == ["first", "first", "again"]
 
 
-@pytest.mark.skipif(DEVICE != "cuda", reason="only a GPU compiles (the interpreter runs Python)")
+@needs_cuda
 def test_a_source_validated_again_in_the_same_process_loads_no_kernel(tmp_path):
     store = CompileCache(tmp_path / "store", DEVICE)
     with Harness(DEVICE, compile_cache=store) as harness:

@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from fake_daemon import FakeDaemon
 
 WORKER_DIR = Path(__file__).resolve().parents[1]
@@ -100,7 +99,6 @@ def test_device_worker_runs_test_and_catalog_jobs_and_cancels(daemon, tmp_path):
 
 
 def test_lint_worker_runs_lint_jobs(daemon, tmp_path):
-    pytest.importorskip("opforge_worker.linter", reason="the linter is not merged yet")
     process, identity, hello = serving(
         daemon, tmp_path, "--device", "none", "--slots", "1", "--role", "lint"
     )

@@ -84,7 +84,7 @@ def test_tampering_recycles_the_candidate_process(harness):
     assert harness._processes_started == started + 1
 
 
-@pytest.mark.skipif(DEVICE != "cuda", reason="streams exist only on CUDA")
+@pytest.mark.skipif(DEVICE != "cuda", reason="needs a CUDA device: streams exist only on CUDA")
 def test_side_stream_is_caught_on_cuda(harness):
     caught = harness.run_test(request("cheats/stream", "exp"))
 

@@ -263,12 +263,6 @@ def gone(pid: int) -> bool:
     return state in ("Z", "X")
 
 
-linux_only = pytest.mark.skipif(
-    not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's"
-)
-
-
-@linux_only
 def test_a_parent_killed_by_sigkill_takes_the_server_with_it(tmp_path: Path) -> None:
     tape = write_cassette(tmp_path / "t.jsonl", [{"operator": "add", "response": answer("x")}])
     # The parent starts the server with its own pid, reports the server's pid and port, and
@@ -303,7 +297,6 @@ def test_a_parent_killed_by_sigkill_takes_the_server_with_it(tmp_path: Path) -> 
     assert not outlived, "the replay server outlived its parent"
 
 
-@linux_only
 def test_a_parent_pid_that_is_not_the_parent_stops_it_at_once(tmp_path: Path) -> None:
     tape = write_cassette(tmp_path / "t.jsonl", [{"operator": "add", "response": answer("x")}])
     # This test process is the server's parent; its own parent is not.

@@ -94,12 +94,12 @@ def test_a_python_installation_behind_a_symbolic_link_still_tells_torch_from_the
     prefix, torch compute inside an interpreted kernel once passed as launch machinery (a false
     pass: the cheat passes the static gate, so only the dispatch recorder stands against it)."""
     if DEVICE != "interpreter":
-        pytest.skip("the cheat needs the interpreter: on a GPU its kernel does not compile")
+        pytest.skip("needs the interpreter device: on a GPU the cheat's kernel does not compile")
     import torch
 
     prefix = Path(sys.prefix)
-    if not Path(torch.__file__).resolve().is_relative_to(prefix.resolve()):
-        pytest.skip("torch is not installed under this interpreter's prefix")
+    # Only torch installed under the linked prefix is imported through the link.
+    assert Path(torch.__file__).resolve().is_relative_to(prefix.resolve()), torch.__file__
     linked = tmp_path / "linked-prefix"
     linked.symlink_to(prefix, target_is_directory=True)
     python = linked / Path(os.path.abspath(sys.executable)).relative_to(prefix)
