@@ -73,8 +73,9 @@ private:
 };
 
 wire::hello worker_hello(const std::string& id, std::string kind = "interpreter", int64_t slots = 1,
-                         std::vector<std::string> jobs = {"test", "catalog"}) {
-  auto role = kind == "none" ? "lint" : "device";
+                         std::vector<contract::job_kind> jobs = {contract::job_kind::test,
+                                                                 contract::job_kind::catalog}) {
+  auto role = kind == "none" ? contract::worker_role::lint : contract::worker_role::device;
   return {.worker_id = id,
           .role = role,
           .device_kind = std::move(kind),
@@ -132,10 +133,11 @@ protected:
     run();
   }
 
-  void answer(const std::string& id, const std::string& job_id, std::string status = "done") {
+  void answer(const std::string& id, const std::string& job_id,
+              contract::job_status status = contract::job_status::done) {
     caf::anon_send(manager, id,
                    wire::result{.job_id = job_id,
-                                .status = std::move(status),
+                                .status = status,
                                 .payload = op_payload("answered"),
                                 .elapsed_ms = 12});
     run();
@@ -272,7 +274,7 @@ TEST_F(DeviceManager, DispatchesInSubmissionOrderWithinFreeSlots) {
 // A job nobody can serve yet waits without holding back later jobs that can go.
 TEST_F(DeviceManager, JobsGoOnlyToWorkersThatServeThem) {
   hello("w1", worker_hello("w1", "interpreter", 4));
-  hello("lint1", worker_hello("lint1", "none", 4, {"lint"}));
+  hello("lint1", worker_hello("lint1", "none", 4, {contract::job_kind::lint}));
   submit(test_job("t-cuda", "cuda"));
   submit({.id = "l-1", .kind = "lint", .device_kind = "interpreter", .deadline_ms = 1000});
   submit(test_job("t-interp", "interpreter"));
@@ -402,7 +404,7 @@ TEST_F(DeviceManager, CancelsQueuedAndRunningJobs) {
   EXPECT_EQ(cancels[0].second.job_id, "t-1");
   // The slot is free once the worker let go of the cancelled job.
   EXPECT_TRUE(dispatched().empty());
-  answer("w1", "t-1", "cancelled");
+  answer("w1", "t-1", contract::job_status::cancelled);
   EXPECT_EQ(dispatched(), (strings{"w1:t-3#1"}));
   EXPECT_EQ(status().cancelled, 2);
 }
@@ -426,7 +428,7 @@ TEST_F(DeviceManager, AWorkerSilentOnAJobPastItsDeadlineIsLost) {
 TEST_F(DeviceManager, RejectsInvalidJobs) {
   submit({.id = "x-1", .kind = "compile", .deadline_ms = 1});
   EXPECT_EQ(error_of("x-1"), "request_invalid: device job 'x-1': unknown kind 'compile' "
-                             "(expected test, lint, catalog or benchmark)");
+                             "(expected test, lint or catalog)");
   submit({.id = "x-2", .kind = "test", .payload = "\x93\x01\x02\x03", .deadline_ms = 1});
   EXPECT_EQ(error_of("x-2"),
             "request_invalid: device job 'x-2': payload: expected a msgpack map, got array");

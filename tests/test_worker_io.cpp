@@ -52,11 +52,11 @@ public:
 
   void hello() {
     send(wire::encode(wire::hello{.worker_id = id_,
-                                  .role = "device",
+                                  .role = contract::worker_role::device,
                                   .device_kind = "interpreter",
                                   .device_name = "cpu (triton interpreter)",
                                   .slots = 1,
-                                  .jobs = {"test"},
+                                  .jobs = {contract::job_kind::test},
                                   .toolchain = {{"triton", "3.6.0"}},
                                   .fingerprint = "fp",
                                   .host = "localhost",
@@ -65,7 +65,7 @@ public:
 
   void answer(const wire::job& job) {
     send(wire::encode(wire::result{.job_id = job.job_id,
-                                   .status = "done",
+                                   .status = contract::job_status::done,
                                    .payload = op_payload("answered by " + id_),
                                    .elapsed_ms = 5}));
   }
@@ -272,7 +272,8 @@ TEST_F(WorkerSocket, MalformedFramesAreCountedAndDroppedWhileAGoodWorkerWorks) {
 TEST_F(WorkerSocket, AHelloMustComeFromTheWorkersOwnIdentity) {
   scripted_worker impostor{context, endpoint, "w9"};
   impostor.beating = false;
-  auto hello = wire::hello{.worker_id = "someone-else", .role = "lint", .slots = 1};
+  auto hello =
+      wire::hello{.worker_id = "someone-else", .role = contract::worker_role::lint, .slots = 1};
   impostor.send(wire::encode(hello));
   impostor.send(wire::encode(wire::worker_heartbeat{}));
   ASSERT_TRUE(impostor.await<wire::hello_required>());
