@@ -697,7 +697,8 @@ def render_python(schema: Schema) -> str:
     out.append("")
     out.append("")
     for e in schema.enums.values():
-        out.append(f"{py_plural(e.name)}: tuple[str, ...] = tuple({py_class(e.name)})")
+        values = f"tuple(m.value for m in {py_class(e.name)})"  # plain str, as they print
+        out.append(f"{py_plural(e.name)}: tuple[str, ...] = {values}")
     out.append(PY_RUNTIME.rstrip("\n"))
     for s in schema.structs + schema.frames:
         out += py_dataclass(s)

@@ -129,17 +129,17 @@ class WorkerState(enum.StrEnum):
     DEAD = "dead"
 
 
-DTYPES: tuple[str, ...] = tuple(Dtype)
-WORKER_ROLES: tuple[str, ...] = tuple(WorkerRole)
-JOB_KINDS: tuple[str, ...] = tuple(JobKind)
-JOB_STATUSES: tuple[str, ...] = tuple(JobStatus)
-OUTCOMES: tuple[str, ...] = tuple(Outcome)
-DTYPE_OUTCOMES: tuple[str, ...] = tuple(DtypeOutcome)
-TEST_MODES: tuple[str, ...] = tuple(TestMode)
-SAMPLE_SETS: tuple[str, ...] = tuple(SampleSet)
-SESSION_STATES: tuple[str, ...] = tuple(SessionState)
-CAMPAIGN_STATES: tuple[str, ...] = tuple(CampaignState)
-WORKER_STATES: tuple[str, ...] = tuple(WorkerState)
+DTYPES: tuple[str, ...] = tuple(m.value for m in Dtype)
+WORKER_ROLES: tuple[str, ...] = tuple(m.value for m in WorkerRole)
+JOB_KINDS: tuple[str, ...] = tuple(m.value for m in JobKind)
+JOB_STATUSES: tuple[str, ...] = tuple(m.value for m in JobStatus)
+OUTCOMES: tuple[str, ...] = tuple(m.value for m in Outcome)
+DTYPE_OUTCOMES: tuple[str, ...] = tuple(m.value for m in DtypeOutcome)
+TEST_MODES: tuple[str, ...] = tuple(m.value for m in TestMode)
+SAMPLE_SETS: tuple[str, ...] = tuple(m.value for m in SampleSet)
+SESSION_STATES: tuple[str, ...] = tuple(m.value for m in SessionState)
+CAMPAIGN_STATES: tuple[str, ...] = tuple(m.value for m in CampaignState)
+WORKER_STATES: tuple[str, ...] = tuple(m.value for m in WorkerState)
 
 
 class ContractError(ValueError):
