@@ -4,6 +4,7 @@
 #include "actors/store/store.hpp"
 #include "messages/device_messages.hpp"
 #include "messages/errors.hpp"
+#include "messages/wire.hpp"
 #include "persistence/keys.hpp"
 
 #include <algorithm>
@@ -20,7 +21,6 @@ namespace opforge {
 namespace {
 
 using self_pointer = campaign_manager_actor::stateful_pointer<campaign_manager_state>;
-using json = nlohmann::json;
 
 // Scans read whole families; this only bounds a runaway store.
 constexpr uint64_t scan_limit = 1'000'000;
@@ -181,11 +181,10 @@ void fetch_catalog(self_pointer self, std::string id, operator_selection selecti
   job.kind = "catalog";
   job.device_kind = spec.device_kind;
   job.deadline_ms = catalog_deadline_ms;
-  auto request = json::object();
+  contract::catalog_request request;
   if (!selection.all && selection.categories.empty())
-    request["filters"] = {{"ops", selection.names}};
-  auto bytes = json::to_msgpack(request);
-  job.payload = {bytes.begin(), bytes.end()};
+    request.filters = contract::catalog_filters{.ops = selection.names};
+  job.payload = contract::codec::to_bytes(request);
   self->request(self->state.setup.devices, caf::infinite, atom::submit_v, std::move(job))
       .then(
           [self, id, selection, dtypes, spec](device_job_result& result) mutable {
@@ -194,7 +193,8 @@ void fetch_catalog(self_pointer self, std::string id, operator_selection selecti
             if (result.status != "done")
               return reject(self, id,
                             invalid("the catalog job " + result.status + ": " + result.error));
-            auto catalog = decode_payload(result.payload);
+            auto catalog =
+                wire::decode_as<contract::catalog_result>(result.payload, "catalog_result");
             if (!catalog)
               return reject(self, id, catalog.error());
             auto selected = select_operators(*catalog, selection, dtypes);
@@ -286,11 +286,10 @@ caf::expected<campaign_spec> accept(const campaign_manager_setup& setup,
     return invalid("device kind '" + spec.device_kind + "': must be cuda or interpreter");
   if (request.dtypes.empty())
     request.dtypes = split(defaults.dtypes);
-  static const std::set<std::string> known{"bfloat16", "float16", "float32", "int32", "int64"};
   for (const auto& dtype : request.dtypes)
-    if (!known.count(dtype))
-      return invalid("dtype '" + dtype + "': must be one of bfloat16, float16, float32, int32, " +
-                     "int64");
+    if (!contract::from_string<contract::dtype>(dtype))
+      return invalid("dtype '" + dtype + "': must be one of " +
+                     contract::one_of<contract::dtype>());
   auto or_default = [](uint32_t value, int64_t fallback) {
     return value > 0 ? value : static_cast<uint32_t>(fallback);
   };

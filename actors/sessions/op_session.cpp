@@ -1,6 +1,7 @@
 #include "actors/sessions/op_session.hpp"
 
 #include "actors/sessions/feedback.hpp"
+#include "messages/contract.hpp"
 #include "messages/device_messages.hpp"
 #include "messages/errors.hpp"
 #include "messages/llm_messages.hpp"
@@ -211,20 +212,20 @@ void run_job(self_pointer self, const char* kind, const std::string& source) {
   job.kind = kind;
   job.deadline_ms = st.services.job_deadline_ms;
   if (job.kind == "lint") {
-    job.payload = to_bytes({{"source", source},
-                            {"op", r.op},
-                            {"wrapper", r.wrapper},
-                            {"profile", st.services.device_kind}});
+    job.payload = contract::codec::to_bytes(contract::lint_request{
+        .source = source, .op = r.op, .wrapper = r.wrapper, .profile = st.services.device_kind});
   } else {
     job.device_kind = st.services.device_kind;
-    job.payload = to_bytes({{"op", r.op},
-                            {"variant", r.variant},
-                            {"source", source},
-                            {"wrapper", r.wrapper},
-                            {"dtypes", r.dtypes},
-                            {"mode", "first_failure"},
-                            {"seed", 0},
-                            {"timeout_s", st.services.sample_timeout_s}});
+    contract::test_request request{.op = r.op,
+                                   .variant = r.variant,
+                                   .source = source,
+                                   .wrapper = r.wrapper,
+                                   .timeout_s = st.services.sample_timeout_s};
+    // The campaign took only dtypes of the contract (campaign_manager's accept).
+    for (const auto& name : r.dtypes)
+      if (auto dtype = contract::from_string<contract::dtype>(name))
+        request.dtypes.push_back(*dtype);
+    job.payload = contract::codec::to_bytes(request);
   }
   st.job = job.id;
   auto revision = r.revision;
