@@ -153,3 +153,19 @@ TEST(Contract, UnknownJobKindsInHelloAreDropped) {
   ASSERT_TRUE(decoded) << render(decoded.error());
   EXPECT_EQ(std::get<wire::hello>(*decoded).jobs, std::vector{contract::job_kind::test});
 }
+
+// Device kinds are open (the worker's registry names them) but bounded.
+TEST(Contract, DeviceKindsAreBoundedNotEnumerated) {
+  auto hello = worker_frame<wire::hello>("hello");
+  hello.device_kind = "npu_v2";
+  auto decoded = wire::decode_worker_message(wire::encode(hello), 1 << 20);
+  ASSERT_TRUE(decoded) << render(decoded.error());
+  EXPECT_EQ(std::get<wire::hello>(*decoded).device_kind, "npu_v2");
+  hello.device_kind = "CUDA!";
+  EXPECT_EQ(render(wire::decode_worker_message(wire::encode(hello), 1 << 20).error()),
+            "frame_malformed: bad_key: hello: key 'device_kind': must be of the characters "
+            "a-z0-9_-");
+  hello.device_kind = std::string(33, 'x');
+  EXPECT_EQ(render(wire::decode_worker_message(wire::encode(hello), 1 << 20).error()),
+            "frame_malformed: bad_key: hello: key 'device_kind': longer than 32 characters");
+}
