@@ -15,6 +15,14 @@ std::string prefix_of(std::string_view id) {
   return prefix;
 }
 
+std::string operator_id(std::string_view op, std::string_view variant) {
+  return variant.empty() ? std::string{op} : std::string{op} + "/" + std::string{variant};
+}
+
+std::string session_key(std::string_view campaign_id, std::string_view operator_id) {
+  return prefix_of(campaign_id) + std::string{operator_id};
+}
+
 std::string event_key(std::string_view session_id, uint64_t seq) {
   auto key = prefix_of(session_id);
   for (int shift = 8 * (seq_width - 1); shift >= 0; shift -= 8)

@@ -17,6 +17,13 @@ inline constexpr std::string_view schema_version_key = "schema_version";
 /// The prefix shared by every composite key whose first part is `id`.
 std::string prefix_of(std::string_view id);
 
+/// How an operator is named in ids and keys: its OpInfo name, then `/variant` when it has one.
+std::string operator_id(std::string_view op, std::string_view variant);
+
+/// The `sessions` key of an operator's session in a campaign; a scan over `prefix_of(campaign)`
+/// in that family yields the campaign's sessions.
+std::string session_key(std::string_view campaign_id, std::string_view operator_id);
+
 /// Key of event `seq` of session `session_id` in `family::events`. The sequence number is 8
 /// big-endian bytes, so a prefix scan over `prefix_of(session_id)` yields events in order.
 std::string event_key(std::string_view session_id, uint64_t seq);

@@ -11,13 +11,6 @@
 
 namespace opforge {
 
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(operator_spec, op, variant, category, docstring,
-                                                dtypes)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(campaign_spec, campaign_id, endpoint, model,
-                                                device_kind, created_ms, budgets, concurrency,
-                                                operators)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(stored_campaign, spec, state, error, ended_ms)
-
 namespace {
 
 using self_pointer = campaign_actor::stateful_pointer<campaign_state>;
@@ -230,19 +223,6 @@ session_record new_session(const campaign_spec& campaign, const operator_spec& s
   r.model = campaign.model;
   r.budgets = campaign.budgets;
   return r;
-}
-
-std::string encode_campaign(const stored_campaign& campaign) {
-  auto bytes = nlohmann::json::to_msgpack(nlohmann::json(campaign));
-  return {bytes.begin(), bytes.end()};
-}
-
-caf::expected<stored_campaign> decode_campaign(std::string_view bytes) {
-  try {
-    return nlohmann::json::from_msgpack(bytes.begin(), bytes.end()).get<stored_campaign>();
-  } catch (const nlohmann::json::exception& e) {
-    return caf::make_error(errc::store_corrupt, std::string{"campaign record: "} + e.what());
-  }
 }
 
 namespace {

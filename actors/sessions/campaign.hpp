@@ -27,27 +27,6 @@
 
 namespace opforge {
 
-/// One operator of a campaign, resolved from the catalog.
-struct operator_spec {
-  std::string op;
-  std::string variant;
-  std::string category;
-  std::string docstring;           // with the docstrings it references
-  std::vector<std::string> dtypes; // the requested dtypes the operator supports
-};
-
-/// What `opforge run` submits, resolved.
-struct campaign_spec {
-  std::string campaign_id;
-  std::string endpoint;
-  std::string model;                       // what the endpoint serves
-  std::string device_kind = "interpreter"; // where its candidates are tested
-  int64_t created_ms = 0;                  // wall clock
-  session_budgets budgets;
-  uint32_t concurrency = 8;
-  std::vector<operator_spec> operators;
-};
-
 /// Which operators of the catalog a campaign covers.
 struct operator_selection {
   std::vector<std::string> names;      // OpInfo names, every variant of each
@@ -82,18 +61,6 @@ std::string session_id(const campaign_spec& campaign, const operator_spec& spec)
 
 /// A new session record for `spec` in `campaign` (state PROMPT).
 session_record new_session(const campaign_spec& campaign, const operator_spec& spec);
-
-/// A campaign as the `campaigns` family holds it.
-struct stored_campaign {
-  campaign_spec spec;
-  std::string state; // "running", "done", "cancelled" or "rejected"
-  std::string error; // why it was rejected
-  int64_t ended_ms = 0;
-};
-
-/// The `campaigns` value of a campaign, and back. Decoding errors are errc::store_corrupt.
-std::string encode_campaign(const stored_campaign& campaign);
-caf::expected<stored_campaign> decode_campaign(std::string_view bytes);
 
 /// A campaign stored as running, with the records of the sessions it had started.
 struct unfinished_campaign {

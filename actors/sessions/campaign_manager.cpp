@@ -1,5 +1,6 @@
 #include "actors/sessions/campaign_manager.hpp"
 
+#include "actors/library/kernels.hpp"
 #include "actors/sessions/feedback.hpp"
 #include "actors/store/store.hpp"
 #include "messages/device_messages.hpp"
@@ -151,14 +152,6 @@ void scan_all(self_pointer self, family f, std::string prefix,
             [failed](const caf::error& err) { failed(err); });
 }
 
-// The operator ids that already have an accepted kernel (`kernel_key` starts with the id).
-std::set<std::string> covered_ids(const std::vector<key_value>& kernels) {
-  std::set<std::string> out;
-  for (const auto& kv : kernels)
-    out.insert(kv.key.substr(0, kv.key.find('\0')));
-  return out;
-}
-
 // The OpInfo names of operators whose sessions failed in earlier campaigns.
 caf::expected<std::vector<std::string>> failed_names(const std::vector<key_value>& sessions) {
   std::set<std::string> names;
@@ -231,7 +224,7 @@ void resolve(self_pointer self, std::string id, campaign_request request, campai
     scan_all(
         self, family::kernels, "",
         [self, id, selection, dtypes, spec](std::vector<key_value> kernels) mutable {
-          selection.covered = covered_ids(kernels);
+          selection.covered = covered_operators(kernels);
           fetch_catalog(self, id, std::move(selection), std::move(dtypes), std::move(spec));
         },
         on_error);

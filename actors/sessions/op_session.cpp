@@ -1,5 +1,6 @@
 #include "actors/sessions/op_session.hpp"
 
+#include "actors/library/kernels.hpp"
 #include "actors/sessions/feedback.hpp"
 #include "messages/contract.hpp"
 #include "messages/device_messages.hpp"
@@ -9,7 +10,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstdio>
 
 namespace opforge {
 
@@ -32,43 +32,30 @@ std::string to_bytes(const json& value) {
   return {bytes.begin(), bytes.end()};
 }
 
-// 64-bit FNV-1a: stable across builds and platforms, unlike std::hash.
-std::string content_hash(std::string_view text) {
-  uint64_t hash = 0xcbf29ce484222325ull;
-  for (unsigned char c : text) {
-    hash ^= c;
-    hash *= 0x100000001b3ull;
-  }
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
-  return hex;
-}
-
 // A kernel is recorded for the dtypes it passed; the ones its test skipped are named apart.
-json kernel_entry(const session_record& r, int64_t at_ms) {
+kernel_record accepted_kernel(const session_record& r, int64_t at_ms) {
   auto tested = dtypes_of_pass(r.verdict, r.dtypes);
-  auto skipped = json::object();
-  for (const auto& [dtype, reason] : tested.skipped)
-    skipped[dtype] = reason;
-  return {{"op", r.op},
-          {"variant", r.variant},
-          {"wrapper", r.wrapper},
-          {"source", r.proposal},
-          {"hash", content_hash(r.proposal)},
-          {"dtypes", tested.passed},
-          {"skipped_dtypes", skipped},
-          {"campaign_id", r.campaign_id},
-          {"session_id", r.session_id},
-          {"endpoint", r.endpoint},
-          {"model", r.model},
-          {"dialogs", r.dialog},
-          {"llm_calls", r.total_calls},
-          {"calls_in_last_dialog", r.calls_in_dialog},
-          {"tests_run", r.verdict.value("tests_run", 0)},
-          {"tests_passed", r.verdict.value("tests_passed", 0)},
-          {"toolchain", r.verdict.value("toolchain", std::string{})},
-          {"device_kind", r.verdict.value("device_kind", std::string{})},
-          {"accepted_at_ms", at_ms}};
+  kernel_record kernel;
+  kernel.op = r.op;
+  kernel.variant = r.variant;
+  kernel.wrapper = r.wrapper;
+  kernel.source = r.proposal;
+  kernel.dtypes = std::move(tested.passed);
+  for (auto& [dtype, reason] : tested.skipped)
+    kernel.skipped_dtypes[dtype] = std::move(reason);
+  kernel.campaign_id = r.campaign_id;
+  kernel.session_id = r.session_id;
+  kernel.endpoint = r.endpoint;
+  kernel.model = r.model;
+  kernel.dialogs = r.dialog;
+  kernel.llm_calls = r.total_calls;
+  kernel.calls_in_last_dialog = r.calls_in_dialog;
+  kernel.tests_run = r.verdict.value("tests_run", int64_t{0});
+  kernel.tests_passed = r.verdict.value("tests_passed", int64_t{0});
+  kernel.toolchain = r.verdict.value("toolchain", std::string{});
+  kernel.device_kind = r.verdict.value("device_kind", std::string{});
+  kernel.accepted_at_ms = at_ms;
+  return kernel;
 }
 
 void act(self_pointer self);
@@ -312,18 +299,6 @@ void act(self_pointer self) {
 
 } // namespace
 
-std::string operator_id(std::string_view op, std::string_view variant) {
-  return variant.empty() ? std::string{op} : std::string{op} + "/" + std::string{variant};
-}
-
-std::string session_key(std::string_view campaign_id, std::string_view operator_id) {
-  return prefix_of(campaign_id) + std::string{operator_id};
-}
-
-std::string kernel_key(std::string_view operator_id, std::string_view source) {
-  return prefix_of(operator_id) + content_hash(source);
-}
-
 write_batch checkpoint(const session_record& record,
                        const std::vector<session_transition>& transitions, int64_t at_ms) {
   write_batch batch;
@@ -336,9 +311,7 @@ write_batch checkpoint(const session_record& record,
         {family::events, event_key(record.session_id, t.revision), encode_transition(t)});
   }
   if (record.state == session_state::success)
-    batch.ops.push_back({family::kernels,
-                         kernel_key(operator_id(record.op, record.variant), record.proposal),
-                         to_bytes(kernel_entry(record, at_ms))});
+    batch.ops.push_back(add_kernel(accepted_kernel(record, at_ms)));
   batch.sync = record.state == session_state::success || record.state == session_state::failed;
   return batch;
 }

@@ -13,6 +13,7 @@
 #include "messages/metrics.hpp"
 #include "messages/session_messages.hpp"
 #include "messages/write_batch.hpp"
+#include "persistence/keys.hpp"
 
 #include <cstdint>
 #include <memory>
@@ -41,18 +42,8 @@ struct session_services {
   std::shared_ptr<metrics> telemetry; // sessions by state and outcome; may be null
 };
 
-/// How an operator is named in ids and keys: its OpInfo name, then `/variant` when it has one.
-std::string operator_id(std::string_view op, std::string_view variant);
-
-/// The `sessions` key of an operator's session in a campaign; a scan over `prefix_of(campaign)`
-/// in that family yields the campaign's sessions.
-std::string session_key(std::string_view campaign_id, std::string_view operator_id);
-
-/// The `kernels` key of an accepted kernel: the operator id, then a hash of the source.
-std::string kernel_key(std::string_view operator_id, std::string_view source);
-
 /// The batch that checkpoints one step: the record under `session_key`, each transition under
-/// `event_key`, and on SUCCESS the accepted kernel with its provenance under `kernel_key`. Synced
+/// `event_key`, and on SUCCESS the accepted kernel with its provenance (actors/library). Synced
 /// when the session ends; a process crash loses nothing either way, a power loss at most the
 /// steps since the last synced write of the database.
 write_batch checkpoint(const session_record& record,

@@ -1,0 +1,153 @@
+#include "persistence/records.hpp"
+
+#include "messages/errors.hpp"
+
+namespace opforge {
+
+NLOHMANN_JSON_SERIALIZE_ENUM(session_state, {
+                                                {session_state::prompt, "PROMPT"},
+                                                {session_state::generate, "GENERATE"},
+                                                {session_state::parse, "PARSE"},
+                                                {session_state::lint, "LINT"},
+                                                {session_state::test, "TEST"},
+                                                {session_state::feedback, "FEEDBACK"},
+                                                {session_state::success, "SUCCESS"},
+                                                {session_state::failed, "FAILED"},
+                                            })
+
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(session_message, role, content)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(session_attempt, dialog, call, stage, outcome,
+                                                detail)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(session_record, session_id, campaign_id, op,
+                                                variant, wrapper, dtypes, docstring, seed_kernel,
+                                                endpoint, model, budgets, state, revision, dialog,
+                                                calls_in_dialog, total_calls, consecutive_faults,
+                                                total_faults, messages, proposal, last_feedback,
+                                                verdict, prompt_tokens, completion_tokens, history,
+                                                end_reason)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(session_transition, revision, from, to, detail,
+                                                at_ms, content)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(operator_spec, op, variant, category, docstring,
+                                                dtypes)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(campaign_spec, campaign_id, endpoint, model,
+                                                device_kind, created_ms, budgets, concurrency,
+                                                operators)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(stored_campaign, spec, state, error, ended_ms)
+
+void to_json(nlohmann::json& out, const session_budgets& b) {
+  out = {{"max_dialogs", b.max_dialogs},
+         {"max_calls_per_dialog", b.max_calls_per_dialog},
+         {"context_window_tokens", b.context_window_tokens},
+         {"reply_reserve_tokens", b.reply_reserve_tokens}};
+}
+
+void from_json(const nlohmann::json& in, session_budgets& b) {
+  session_budgets defaults;
+  b.max_dialogs = in.value("max_dialogs", defaults.max_dialogs);
+  b.max_calls_per_dialog = in.value("max_calls_per_dialog", defaults.max_calls_per_dialog);
+  b.context_window_tokens = in.value("context_window_tokens", defaults.context_window_tokens);
+  b.reply_reserve_tokens = in.value("reply_reserve_tokens", defaults.reply_reserve_tokens);
+}
+
+namespace {
+
+// Bumped when a stored record can no longer be read as this build writes it.
+constexpr int record_schema = 1;
+
+// PARSE and FEEDBACK are passed through within one step, so no checkpoint ever holds them.
+bool is_resting(session_state state) {
+  switch (state) {
+  case session_state::generate:
+  case session_state::lint:
+  case session_state::test:
+  case session_state::success:
+  case session_state::failed:
+  case session_state::prompt: // created, not started yet
+    return true;
+  case session_state::parse:
+  case session_state::feedback:
+    return false;
+  }
+  return false;
+}
+
+std::string to_msgpack(const nlohmann::json& value) {
+  auto bytes = nlohmann::json::to_msgpack(value);
+  return {bytes.begin(), bytes.end()};
+}
+
+} // namespace
+
+const char* to_string(session_state state) {
+  switch (state) {
+  case session_state::prompt:
+    return "PROMPT";
+  case session_state::generate:
+    return "GENERATE";
+  case session_state::parse:
+    return "PARSE";
+  case session_state::lint:
+    return "LINT";
+  case session_state::test:
+    return "TEST";
+  case session_state::feedback:
+    return "FEEDBACK";
+  case session_state::success:
+    return "SUCCESS";
+  case session_state::failed:
+    return "FAILED";
+  }
+  return "UNKNOWN";
+}
+
+std::string encode_record(const session_record& record) {
+  nlohmann::json value = record;
+  value["schema"] = record_schema;
+  return to_msgpack(value);
+}
+
+caf::expected<session_record> decode_record(std::string_view bytes) {
+  auto corrupt = [](const std::string& what) {
+    return caf::make_error(errc::store_corrupt, "session record: " + what);
+  };
+  try {
+    auto value = nlohmann::json::from_msgpack(bytes.begin(), bytes.end());
+    if (!value.is_object())
+      return corrupt("not a map");
+    if (value.value("schema", 0) != record_schema)
+      return corrupt("schema " + value.value("schema", nlohmann::json{}).dump() + ", expected " +
+                     std::to_string(record_schema));
+    auto record = value.get<session_record>();
+    if (!is_resting(record.state))
+      return corrupt(std::string{"stored in transient state "} + to_string(record.state));
+    return record;
+  } catch (const nlohmann::json::exception& e) {
+    return corrupt(e.what());
+  }
+}
+
+std::string encode_transition(const session_transition& transition) {
+  return to_msgpack(nlohmann::json(transition));
+}
+
+caf::expected<session_transition> decode_transition(std::string_view bytes) {
+  try {
+    return nlohmann::json::from_msgpack(bytes.begin(), bytes.end()).get<session_transition>();
+  } catch (const nlohmann::json::exception& e) {
+    return caf::make_error(errc::store_corrupt, std::string{"session event: "} + e.what());
+  }
+}
+
+std::string encode_campaign(const stored_campaign& campaign) {
+  return to_msgpack(nlohmann::json(campaign));
+}
+
+caf::expected<stored_campaign> decode_campaign(std::string_view bytes) {
+  try {
+    return nlohmann::json::from_msgpack(bytes.begin(), bytes.end()).get<stored_campaign>();
+  } catch (const nlohmann::json::exception& e) {
+    return caf::make_error(errc::store_corrupt, std::string{"campaign record: "} + e.what());
+  }
+}
+
+} // namespace opforge
