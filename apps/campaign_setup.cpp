@@ -97,6 +97,7 @@ caf::error start_parts(campaign_parts& parts, caf::actor_system& sys, const conf
   parts.setup.templates = std::make_shared<const prompt_templates>(std::move(*templates));
   parts.setup.examples = std::move(*examples);
   parts.setup.defaults = cfg.campaigns;
+  parts.setup.acceptance = cfg.acceptance;
   parts.setup.telemetry = families;
   parts.setup.default_endpoint = plan.default_endpoint;
   for (auto endpoint : plan.endpoints) {

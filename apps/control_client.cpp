@@ -4,6 +4,7 @@
 #include "messages/msgpack_codec.hpp"
 #include "messages/wire.hpp"
 
+#include <cerrno>
 #include <cstring>
 
 #include <sys/socket.h>
@@ -21,22 +22,30 @@ caf::error unreachable(const std::string& endpoint) {
 }
 
 // ZeroMQ connects lazily and retries forever; for a local socket the kernel can say at once
-// whether anybody listens, which spares the user the receive timeout.
-bool nobody_listens_at_ipc(const std::string& endpoint) {
+// whether anybody listens, or whether the user may not talk to it, which spares the user the
+// receive timeout and a misleading "no daemon answers".
+caf::error check_ipc(const std::string& endpoint) {
   if (endpoint.rfind("ipc://", 0) != 0)
-    return false;
+    return {};
   auto path = endpoint.substr(6);
   sockaddr_un addr{};
   if (path.size() >= sizeof addr.sun_path)
-    return false;
+    return {};
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
   int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0)
-    return false;
-  bool refused = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0;
+    return {};
+  int failure = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ? errno : 0;
   ::close(fd);
-  return refused;
+  if (failure == EACCES || failure == EPERM)
+    return caf::make_error(errc::permission_denied,
+                           "permission denied on " + path + ": the daemon's data directory and " +
+                               "control socket belong to the user who runs it (run as that "
+                               "user, or choose another --data-dir)");
+  if (failure != 0)
+    return unreachable(endpoint);
+  return {};
 }
 
 nlohmann::json to_json(const msgpack::object& obj) {
@@ -78,10 +87,14 @@ nlohmann::json to_json(const msgpack::object& obj) {
 
 caf::expected<nlohmann::json> control_request(const std::string& endpoint, nlohmann::json request,
                                               std::chrono::milliseconds timeout) {
-  if (nobody_listens_at_ipc(endpoint))
-    return unreachable(endpoint);
   request["v"] = wire::protocol_version;
   auto bytes = nlohmann::json::to_msgpack(request);
+  if (bytes.size() > control_max_request_bytes)
+    return caf::make_error(errc::request_invalid, "the request is " + std::to_string(bytes.size()) +
+                                                      " bytes; the control socket takes at most " +
+                                                      std::to_string(control_max_request_bytes));
+  if (auto err = check_ipc(endpoint))
+    return err;
   zmq::context_t zmq;
   zmq::socket_t socket{zmq, zmq::socket_type::req};
   zmq::message_t reply;

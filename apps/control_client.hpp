@@ -4,6 +4,7 @@
 // that is not running is reported at once instead of hanging the terminal.
 
 #include <chrono>
+#include <cstddef>
 #include <string>
 
 #include <caf/expected.hpp>
@@ -12,9 +13,15 @@
 
 namespace opforge {
 
+/// The largest control request. Requests are a handful of keys; the daemon's socket drops a larger
+/// message before reading it whole (ZMQ_MAXMSGSIZE), and the client refuses to send one.
+inline constexpr size_t control_max_request_bytes = size_t{64} << 10;
+
 /// Sends `request` (a map; `v` is added) to the daemon at `endpoint` and returns its reply. Fails
 /// with errc::daemon_unreachable when nobody answers within `timeout`, and with
-/// errc::request_invalid carrying the daemon's one-line error when the reply has `ok: false`.
+/// errc::request_invalid carrying the daemon's one-line error when the reply has `ok: false`, or
+/// when the request is over control_max_request_bytes. A socket the user may not connect to is
+/// errc::permission_denied, not "no daemon answers".
 caf::expected<nlohmann::json> control_request(const std::string& endpoint, nlohmann::json request,
                                               std::chrono::milliseconds timeout);
 

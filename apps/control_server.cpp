@@ -2,6 +2,7 @@
 
 #include "actors/store/store.hpp"
 #include "apps/actor_query.hpp"
+#include "apps/control_client.hpp"
 #include "apps/session_views.hpp"
 #include "messages/device_messages.hpp"
 #include "messages/errors.hpp"
@@ -19,8 +20,7 @@ namespace opforge {
 
 namespace {
 
-// Control requests are a handful of keys; nothing legitimate comes near this.
-const wire::unpack_limits request_limits{64 << 10, 1024, 8};
+const wire::unpack_limits request_limits{control_max_request_bytes, 1024, 8};
 
 // Actors answer status queries from memory; this bound only keeps a stuck actor from stalling the
 // control socket (clients wait 5 s by default).
@@ -39,12 +39,12 @@ nlohmann::json to_json(const store_status& status) {
 }
 
 nlohmann::json to_json(const device_manager_status& status) {
-  return {{"endpoint", status.endpoint},       {"connected", status.workers},
-          {"queued", status.queued},           {"running", status.running},
-          {"submitted", status.submitted},     {"done", status.done},
-          {"failed", status.failed},           {"cancelled", status.cancelled},
-          {"quarantined", status.quarantined}, {"lost", status.lost},
-          {"requeued", status.requeued},       {"late_results", status.late_results}};
+  return {{"endpoint", status.endpoint},   {"connected", status.workers},
+          {"queued", status.queued},       {"running", status.running},
+          {"submitted", status.submitted}, {"done", status.done},
+          {"failed", status.failed},       {"cancelled", status.cancelled},
+          {"refused", status.refused},     {"lost", status.lost},
+          {"requeued", status.requeued},   {"late_results", status.late_results}};
 }
 
 nlohmann::json to_json(const worker_info& w) {
@@ -188,9 +188,23 @@ caf::expected<std::unique_ptr<control_server>> control_server::start(zmq::contex
         zmq::socket_t socket{zmq, zmq::socket_type::rep};
         try {
           socket.set(zmq::sockopt::linger, 500);
+          // The transport drops the connection of a peer whose request is larger, before
+          // allocating it: the unpack limit below would only see it once it was read whole.
+          socket.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(control_max_request_bytes));
           socket.bind(endpoint);
         } catch (const zmq::error_t& e) {
           bound.set_value(address_unusable("control.listen", endpoint, e.what()));
+          return;
+        }
+        // Only the daemon's user may ask it to run or stop anything.
+        std::error_code ec;
+        if (endpoint.rfind("ipc://", 0) == 0)
+          std::filesystem::permissions(
+              endpoint.substr(6),
+              std::filesystem::perms::owner_read | std::filesystem::perms::owner_write, ec);
+        if (ec) {
+          bound.set_value(address_unusable("control.listen", endpoint,
+                                           "cannot restrict it to its owner: " + ec.message()));
           return;
         }
         bound.set_value({});

@@ -99,8 +99,8 @@ void print_workers_part(const nlohmann::json& part) {
     std::cout << " (" << by_kind << ")";
   std::cout << "; jobs: " << part.value("queued", 0) << " queued, " << part.value("running", 0)
             << " running, " << part.value("done", 0) << " done, " << part.value("failed", 0)
-            << " failed, " << part.value("requeued", 0) << " requeued, "
-            << part.value("quarantined", 0) << " quarantined";
+            << " failed, " << part.value("requeued", 0) << " requeued, " << part.value("lost", 0)
+            << " lost";
 }
 
 void print_store_part(const nlohmann::json& part) {

@@ -36,6 +36,7 @@
 #include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace opforge {
@@ -180,7 +181,8 @@ device_manager_config device_manager_settings(const workers_config& cfg) {
   out.heartbeat = std::chrono::milliseconds{cfg.heartbeat_ms};
   out.liveness = cfg.liveness;
   out.max_attempts = cfg.max_attempts;
-  out.quarantine_after = cfg.quarantine_after;
+  out.max_slots = cfg.max_slots;
+  out.device_kinds = cfg.device_kinds;
   return out;
 }
 
@@ -303,6 +305,8 @@ caf::error run(caf::actor_system& sys, const config& given, const std::string& v
 } // namespace
 
 caf::error serve(config cfg, const std::string& version) {
+  // The store, the lock, the log and the sockets are the owner's alone (0600 files, 0700 dirs).
+  ::umask(0077);
   stop_events stop;
   if (auto err = prepare_runtime(cfg))
     return err;

@@ -9,7 +9,9 @@ load falls on each alike:
 
 Each run validates `worker/tests/corpus/honest/exp.py`, float32 only, in a fresh process, and
 reads the start-up phases the run reports (`--json`'s `startup_s`, validate.STARTUP_PHASES); a
-worker without them (before they existed) gives its whole wall time only. Prints a markdown table
+worker without them (before they existed) gives its whole wall time only. Each worker has a cache
+directory of its own (OPFORGE_CACHE_DIR), kept across its runs, and `--warmup` untimed runs
+first fill it: the timed runs are the ones a user makes after the first. Prints a markdown table
 of medians, in seconds.
 """
 
@@ -29,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 CANDIDATE = REPO / "worker" / "tests" / "corpus" / "honest" / "exp.py"
 
 
-def run_once(worker: Path, device: str, candidates: Path, out: Path) -> dict:
+def run_once(worker: Path, device: str, candidates: Path, out: Path, cache: Path) -> dict:
     started = time.monotonic()
     done = subprocess.run(
         [
@@ -43,7 +45,7 @@ def run_once(worker: Path, device: str, candidates: Path, out: Path) -> dict:
         ]
         + ["--dtypes", "float32", "--json", str(out)],
         cwd=worker,
-        env={**os.environ, "PYTHONPATH": str(worker)},
+        env={**os.environ, "PYTHONPATH": str(worker), "OPFORGE_CACHE_DIR": str(cache)},
         capture_output=True,
         text=True,
         timeout=600,
@@ -64,6 +66,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worker", action="append", required=True, help="LABEL=FOLDER")
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=1,
+        help="untimed runs of each worker first: they fill its caches (the sample store)",
+    )
     parser.add_argument("--device", default="interpreter", choices=["interpreter", "cuda"])
     args = parser.parse_args()
     workers = dict(item.split("=", 1) for item in args.worker)
@@ -72,12 +80,13 @@ def main() -> int:
         candidates = Path(scratch) / "candidates"
         candidates.mkdir()
         (candidates / CANDIDATE.name).write_text(CANDIDATE.read_text())
-        for _ in range(args.runs):
+        for run in range(args.warmup + args.runs):
             for label, folder in workers.items():
                 out = Path(scratch) / f"{label}.json"
-                samples[label].append(
-                    run_once(Path(folder).resolve(), args.device, candidates, out)
-                )
+                cache = Path(scratch) / f"cache-{label}"  # each worker's own, kept across runs
+                found = run_once(Path(folder).resolve(), args.device, candidates, out, cache)
+                if run >= args.warmup:
+                    samples[label].append(found)
     totals = ["start-up total", "wall"]
     found = dict.fromkeys(key for runs in samples.values() for run in runs for key in run)
     phases = [key for key in found if key not in totals] + totals

@@ -117,6 +117,29 @@ std::optional<std::string> parse_value(const YAML::Node& node, std::optional<int
   return std::nullopt;
 }
 
+// A list of names: a YAML list, or one comma-separated scalar (as flags and variables give it).
+std::optional<std::string> parse_value(const YAML::Node& node, std::vector<std::string>& out) {
+  static constexpr const char* expected = "a list of names or one comma-separated string";
+  std::vector<std::string> items;
+  if (node.IsSequence()) {
+    for (const auto& element : node) {
+      std::string item;
+      if (auto complaint = convert(element, item, expected))
+        return complaint;
+      items.push_back(std::move(item));
+    }
+  } else {
+    std::string text;
+    if (auto complaint = convert(node, text, expected))
+      return complaint;
+    std::stringstream stream{text};
+    for (std::string item; std::getline(stream, item, ',');)
+      items.push_back(std::move(item));
+  }
+  out = std::move(items);
+  return std::nullopt;
+}
+
 std::optional<std::string> parse_value(const YAML::Node& node, std::filesystem::path& out) {
   std::string text;
   if (auto complaint = convert(node, text, "a path"))
@@ -296,6 +319,21 @@ check<std::string> one_of(std::vector<std::string> choices) {
   };
 }
 
+// Names that become label values: a few short lower-case words.
+check<std::vector<std::string>> label_list(size_t max_items) {
+  return [max_items](const std::vector<std::string>& items) -> std::optional<std::string> {
+    if (items.empty() || items.size() > max_items)
+      return "must name 1 to " + std::to_string(max_items) + " kinds, got " +
+             std::to_string(items.size());
+    for (auto& item : items)
+      if (item.empty() || item.size() > 32 || !std::all_of(item.begin(), item.end(), [](char c) {
+            return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+          }))
+        return "lists " + in_quotes(item) + "; a kind is 1 to 32 of a-z, 0-9 and _";
+    return std::nullopt;
+  };
+}
+
 bool is_port(std::string_view text, bool allow_wildcard) {
   if (allow_wildcard && text == "*")
     return true;
@@ -361,7 +399,8 @@ void parse(reader& in, workers_config& out) {
   in.field("liveness", out.liveness, at_least(1));
   in.field("max_frame_bytes", out.max_frame_bytes, at_least(1024));
   in.field("max_attempts", out.max_attempts, at_least(1));
-  in.field("quarantine_after", out.quarantine_after, at_least(1));
+  in.field("max_slots", out.max_slots, at_least(1));
+  in.field("device_kinds", out.device_kinds, label_list(16));
 }
 
 void parse(reader& in, local_worker_config& out) {
@@ -410,6 +449,10 @@ void parse(reader& in, campaigns_config& out) {
   in.field("demo_cassette", out.demo_cassette);
 }
 
+void parse(reader& in, acceptance_config& out) {
+  in.field("confirmations", out.confirmations, at_least(1));
+}
+
 void parse(reader& in, config& out) {
   in.field("data_dir", out.data_dir);
   in.section("log", out.log);
@@ -421,6 +464,7 @@ void parse(reader& in, config& out) {
   in.section("store", out.store);
   in.delegate("llm", out.llm, parse_llm_section);
   in.section("campaigns", out.campaigns);
+  in.section("acceptance", out.acceptance);
 }
 
 caf::expected<YAML::Node> read_file(const std::filesystem::path& file) {
@@ -531,6 +575,12 @@ caf::error prepare_runtime(const config& cfg) {
   if (!std::filesystem::is_directory(cfg.data_dir))
     return path_unusable("data_dir " + in_quotes(dir), "exists and is not a directory",
                          "choose another with --data-dir or OPFORGE_DATA_DIR");
+  // It holds every prompt, answer and kernel, and the control socket: its owner's alone.
+  std::filesystem::permissions(cfg.data_dir, std::filesystem::perms::owner_all, ec);
+  if (ec)
+    return path_unusable("data_dir " + in_quotes(dir),
+                         "cannot restrict it to its owner (0700): " + ec.message(),
+                         "choose a directory of your own with --data-dir");
   if (::access(dir.c_str(), W_OK | X_OK) != 0)
     return path_unusable("data_dir " + in_quotes(dir), std::strerror(errno),
                          "make it writable or choose another with --data-dir");

@@ -39,10 +39,14 @@ struct workers_config {
   /// Heartbeats a peer may miss before it counts as dead.
   int64_t liveness = 3;
   int64_t max_frame_bytes = int64_t{16} << 20;
-  /// Dispatches of one job before it fails for good.
+  /// Dispatches of one job before it fails for good (as a harness error: a worker that dies,
+  /// leaves or overruns the deadline is never held against the candidate).
   int64_t max_attempts = 3;
-  /// Worker deaths while running one candidate before that candidate is quarantined.
-  int64_t quarantine_after = 2;
+  /// The most slots a worker gets, whatever its hello claims.
+  int64_t max_slots = 64;
+  /// Device kinds a device worker may announce; a hello with another is refused. Each kind is a
+  /// label of opforge_workers, so the list bounds its series.
+  std::vector<std::string> device_kinds = {"cuda", "interpreter"};
 };
 
 /// One group of worker processes the daemon starts and supervises on its own host.
@@ -91,6 +95,14 @@ struct campaigns_config {
   std::filesystem::path demo_cassette = resource_path("demo/cassette.jsonl");
 };
 
+/// What it takes to accept a kernel.
+struct acceptance_config {
+  /// Passing verdicts from distinct worker hosts a kernel needs. The confirming tests wait for a
+  /// host that has not passed it yet; a verdict other than pass among them is fed back like any
+  /// verdict, saying that the hosts disagreed.
+  int64_t confirmations = 1;
+};
+
 struct config {
   std::filesystem::path data_dir = "var";
   log_config log;
@@ -107,6 +119,7 @@ struct config {
   /// LLM endpoints and the summarizer (config/endpoint_config.hpp).
   llm_config llm;
   campaigns_config campaigns;
+  acceptance_config acceptance;
 
   /// The build's OPFORGE_PYTHON, or `python3` when the build named none.
   static std::string default_python();
@@ -139,8 +152,9 @@ caf::expected<config> load_config(const config_sources& sources);
 /// `interpreter`; then every local worker group's `slots` becomes the count for its kind.
 void resolve_auto_settings(config& cfg, const std::function<bool()>& gpu_present);
 
-/// Creates the data directory if needed and checks that the daemon can write there, and that the
-/// local workers' interpreter exists when local workers are configured.
+/// Creates the data directory if needed, restricts it to its owner (0700) and checks that the
+/// daemon can write there, and that the local workers' interpreter exists when local workers are
+/// configured.
 caf::error prepare_runtime(const config& cfg);
 
 /// The error for a path the daemon cannot use: names it, says why and what to do.

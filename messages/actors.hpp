@@ -46,7 +46,8 @@ using device_actor = caf::typed_actor<
 /// The registry of workers and the queue of device jobs.
 using device_manager_actor = caf::typed_actor<
     // Queues a job until a worker that serves it has a free slot; replies with its result, or
-    // with errc::cancelled, errc::job_quarantined, errc::worker_lost or errc::request_invalid.
+    // with errc::cancelled, errc::worker_lost (its workers kept vanishing under it: a harness
+    // fault, never the candidate's) or errc::request_invalid.
     caf::replies_to<atom::submit, device_job>::with<device_job_result>,
     // Cancels a queued or running job by id; its submitter gets errc::cancelled.
     caf::reacts_to<atom::cancel, std::string>,
@@ -112,7 +113,7 @@ using chat_actor = caf::typed_actor<
 
 /// What a session needs of the device manager (device_manager_actor converts to it).
 using job_runner_actor = caf::typed_actor<
-    // Runs a lint or test job; replies with the worker's result or an error (lost, quarantined).
+    // Runs a lint or test job; replies with the worker's result or an error (lost, cancelled).
     caf::replies_to<atom::submit, device_job>::with<device_job_result>,
     // Cancels a job by id.
     caf::reacts_to<atom::cancel, std::string>>;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <caf/meta/type_name.hpp>
 
@@ -20,9 +21,10 @@ struct device_job {
   std::string device_kind{}; // "" = any; lint workers serve lint jobs whatever this says
   std::string fingerprint{}; // "" = any toolchain
   int64_t deadline_ms = 0;   // the worker's wall-clock budget for the whole job
+  std::vector<std::string> avoid_hosts{}; // hosts that must not run it (a confirmation's)
 };
 
-/// The answer of the worker that ran a job. Errors (cancelled, quarantined, lost) arrive as a
+/// The answer of the worker that ran a job. Errors (cancelled, lost, invalid) arrive as a
 /// `caf::error` instead.
 struct device_job_result {
   std::string job_id{};
@@ -33,6 +35,7 @@ struct device_job_result {
   std::string fingerprint{}; // the toolchain the job ran on
   int64_t elapsed_ms = 0;    // as the worker measured it
   int64_t attempt = 1;
+  std::string host{}; // the worker's host
 };
 
 /// One registered (or recently dead) worker.
@@ -63,7 +66,7 @@ struct device_manager_status {
   int64_t done = 0;
   int64_t failed = 0;
   int64_t cancelled = 0;
-  int64_t quarantined = 0;
+  int64_t refused = 0; // hellos refused (bad role, device kind, job kinds, slots or names)
   int64_t lost = 0;
   int64_t requeued = 0;
   int64_t late_results = 0;
@@ -72,13 +75,13 @@ struct device_manager_status {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, device_job& x) {
   return f(caf::meta::type_name("device_job"), x.id, x.kind, x.payload, x.device_kind,
-           x.fingerprint, x.deadline_ms);
+           x.fingerprint, x.deadline_ms, x.avoid_hosts);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, device_job_result& x) {
   return f(caf::meta::type_name("device_job_result"), x.job_id, x.status, x.payload, x.error,
-           x.worker_id, x.fingerprint, x.elapsed_ms, x.attempt);
+           x.worker_id, x.fingerprint, x.elapsed_ms, x.attempt, x.host);
 }
 
 template <class Inspector>
@@ -91,7 +94,7 @@ typename Inspector::result_type inspect(Inspector& f, worker_info& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, device_manager_status& x) {
   return f(caf::meta::type_name("device_manager_status"), x.endpoint, x.workers, x.queued,
-           x.running, x.submitted, x.done, x.failed, x.cancelled, x.quarantined, x.lost, x.requeued,
+           x.running, x.submitted, x.done, x.failed, x.cancelled, x.refused, x.lost, x.requeued,
            x.late_results);
 }
 

@@ -38,14 +38,14 @@ const char* to_string(errc code) {
     return "frame_version_mismatch";
   case errc::worker_lost:
     return "worker_lost";
-  case errc::job_quarantined:
-    return "job_quarantined";
   case errc::no_such_worker:
     return "no_such_worker";
   case errc::no_such_job:
     return "no_such_job";
   case errc::daemon_unreachable:
     return "daemon_unreachable";
+  case errc::permission_denied:
+    return "permission_denied";
   case errc::request_invalid:
     return "request_invalid";
   case errc::endpoint_fault:

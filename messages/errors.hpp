@@ -32,11 +32,11 @@ enum class errc : uint8_t {
   frame_version_mismatch,
   // devices
   worker_lost,
-  job_quarantined,
   no_such_worker,
   no_such_job,
   // control
   daemon_unreachable,
+  permission_denied,
   request_invalid,
   // llm
   endpoint_fault,

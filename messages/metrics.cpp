@@ -78,6 +78,12 @@ prometheus::Gauge& metrics::workers(const std::string& kind, const std::string& 
   return workers_.Add({{"kind", kind}, {"state", state}});
 }
 
+void metrics::remove_workers(const std::string& kind, const std::string& state) {
+  prometheus::Labels labels{{"kind", kind}, {"state", state}};
+  if (workers_.Has(labels))
+    workers_.Remove(&workers_.Add(labels));
+}
+
 prometheus::Counter& metrics::jobs(const std::string& kind, const std::string& outcome) {
   return jobs_.Add({{"kind", kind}, {"outcome", outcome}});
 }

@@ -26,6 +26,8 @@ public:
 
   /// opforge_workers{kind,state}: connected workers by device kind and state (idle, busy, dead).
   prometheus::Gauge& workers(const std::string& kind, const std::string& state);
+  /// Drops the opforge_workers series of `kind` and `state`; a later `workers` call adds it anew.
+  void remove_workers(const std::string& kind, const std::string& state);
   /// opforge_jobs_total{kind,outcome}: finished device jobs by job kind and outcome.
   prometheus::Counter& jobs(const std::string& kind, const std::string& outcome);
   /// opforge_job_latency_seconds{kind}: dispatch-to-result time of device jobs.

@@ -11,7 +11,14 @@
 #   trust           the suites that say a PASS means a right kernel: the wrong-kernel corpus and
 #                   its twins, verdicts, isolation, the honest corpus (trust.log)
 #   catalog         the catalog on cuda, and its samples per operator by set (catalog.txt)
-#   startup         `validate` of the examples and the honest corpus with --timings (startup.log)
+#   startup         `validate` of the examples and the honest corpus with --timings, twice: the
+#                   first run fills the sample store, the second is what later runs pay
+#                   (startup.log)
+#   backendbench    bench/backendbench_compare.py: the library judged by BackendBench's OpInfo
+#                   suite and by one `validate` run, wall and tests of each (backendbench.json).
+#                   Needs OPFORGE_BACKENDBENCH, a BackendBench checkout's path (relative to the
+#                   repository root on the device: copy it into an ignored folder and carry it,
+#                   e.g. .backendbench); OPFORGE_BACKENDBENCH_ARGS adds arguments (--kernels ...)
 # Everything it saw lands in $OUT (at most 8 files: the device tool's limit), each step's exit
 # status in $OUT/summary.txt. Exit status: non-zero if any step failed.
 # One device command may run 10 minutes and the whole check takes longer: name the steps of each
@@ -68,7 +75,12 @@ step trust trust.log bash -c "cd worker && ${pytest[*]} tests/test_harness_wrong
   tests/test_harness_verdicts.py tests/test_harness_isolation.py tests/test_harness_honest.py"
 step catalog catalog.txt bash -c "python3 -m opforge_worker catalog --device cuda \
   --json /tmp/catalog-cuda.json >/dev/null && python3 bench/catalog_totals.py /tmp/catalog-cuda.json"
-step startup startup.log python3 -m opforge_worker validate config/examples \
-  worker/tests/corpus/honest --device cuda --timings
+step startup startup.log bash -c "for run in first again; do echo \"== \$run run\"; \
+  python3 -m opforge_worker validate config/examples worker/tests/corpus/honest --device cuda \
+  --timings; done"
+step backendbench backendbench.log bash -c "[ -d \"\${OPFORGE_BACKENDBENCH:-}\" ] || \
+  { echo 'backendbench: set OPFORGE_BACKENDBENCH to a BackendBench checkout'; exit 2; }; \
+  python3 bench/backendbench_compare.py --backendbench \"\$OPFORGE_BACKENDBENCH\" \
+  --device cuda --json '$out/backendbench.json' ${OPFORGE_BACKENDBENCH_ARGS:-}"
 cat "$out/summary.txt"
 exit $status

@@ -248,6 +248,57 @@ TEST_F(CliTest, MalformedControlRequestsGetErrorReplies) {
   EXPECT_EQ(wait_for_daemon(), 0);
 }
 
+// The data directory, the store and the control socket are their owner's alone; another user is
+// told so rather than "no daemon answers"; a request over 64 KiB is dropped before it is read and
+// the CLI never sends one.
+TEST_F(CliTest, TheDaemonsFilesAndSocketAreItsOwnersAlone) {
+  serve("");
+  auto mode = [](const fs::path& path) { return fs::status(path).permissions() & fs::perms::all; };
+  EXPECT_EQ(mode(data), fs::perms::owner_all);
+  EXPECT_EQ(mode(data / "control.sock"), fs::perms::owner_read | fs::perms::owner_write);
+  for (auto& entry : fs::recursive_directory_iterator(data))
+    EXPECT_EQ(mode(entry.path()) & (fs::perms::group_all | fs::perms::others_all), fs::perms::none)
+        << entry.path();
+
+  // Another user: root runs the CLI as nobody; anyone else takes its own write permission away.
+  bool root = ::geteuid() == 0;
+  if (!root)
+    fs::permissions(data / "control.sock", fs::perms::none);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int err_fd = ::open((dir / "other.err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(err_fd, STDERR_FILENO);
+    if (root && (::setgid(65534) != 0 || ::setuid(65534) != 0))
+      ::_exit(126);
+    auto data_dir = data.string();
+    ::execl(opforge_binary.c_str(), opforge_binary.c_str(), "status", "--data-dir",
+            data_dir.c_str(), nullptr);
+    ::_exit(127);
+  }
+  EXPECT_EQ(wait_for(pid), 1);
+  if (!root)
+    fs::permissions(data / "control.sock", fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_EQ(shorten(slurp(dir / "other.err")),
+            "opforge: permission denied on DIR/var/control.sock: the daemon's data directory and "
+            "control socket belong to the user who runs it (run as that user, or choose another "
+            "--data-dir)\n");
+
+  zmq::context_t zmq;
+  zmq::socket_t req{zmq, zmq::socket_type::req};
+  req.set(zmq::sockopt::linger, 0);
+  req.set(zmq::sockopt::rcvtimeo, 2000);
+  req.connect("ipc://" + (data / "control.sock").string());
+  req.send(zmq::buffer(std::string(200 << 10, 'x')), zmq::send_flags::none);
+  zmq::message_t reply;
+  EXPECT_FALSE(req.recv(reply)) << "an oversized request was answered";
+  auto big = run({"show", std::string(70000, 'x'), "--data-dir", data.string()});
+  EXPECT_EQ(big.code, 1);
+  EXPECT_NE(big.err.find("the control socket takes at most 65536"), std::string::npos) << big.err;
+  EXPECT_EQ(run({"status", "--data-dir", data.string()}).code, 0);
+  EXPECT_EQ(run({"shutdown", "--data-dir", data.string()}).code, 0);
+  EXPECT_EQ(wait_for_daemon(), 0);
+}
+
 // A scripted worker (a DEALER speaking the wire protocol) registers; status counts it and
 // workers lists it with what it announced.
 TEST_F(CliTest, StatusAndWorkersShowAConnectedWorker) {

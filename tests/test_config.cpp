@@ -69,7 +69,9 @@ TEST_F(ConfigTest, EmbeddedDefaults) {
   EXPECT_EQ(cfg->workers.liveness, 3);
   EXPECT_EQ(cfg->workers.max_frame_bytes, 16 << 20);
   EXPECT_EQ(cfg->workers.max_attempts, 3);
-  EXPECT_EQ(cfg->workers.quarantine_after, 2);
+  EXPECT_EQ(cfg->workers.max_slots, 64);
+  EXPECT_EQ(cfg->acceptance.confirmations, 1);
+  EXPECT_EQ(cfg->workers.device_kinds, (std::vector<std::string>{"cuda", "interpreter"}));
   ASSERT_EQ(cfg->local_workers.size(), 2u);
   EXPECT_EQ(cfg->local_workers[0].role, "device");
   EXPECT_EQ(cfg->local_workers[0].kind, "auto");
@@ -94,6 +96,9 @@ TEST_F(ConfigTest, ExampleFileHoldsTheDefaults) {
   EXPECT_EQ(example->control.listen, defaults->control.listen);
   EXPECT_EQ(example->workers.listen, defaults->workers.listen);
   EXPECT_EQ(example->workers.max_frame_bytes, defaults->workers.max_frame_bytes);
+  EXPECT_EQ(example->workers.max_slots, defaults->workers.max_slots);
+  EXPECT_EQ(example->workers.device_kinds, defaults->workers.device_kinds);
+  EXPECT_EQ(example->acceptance.confirmations, defaults->acceptance.confirmations);
   ASSERT_EQ(example->local_workers.size(), defaults->local_workers.size());
   for (size_t i = 0; i < example->local_workers.size(); ++i) {
     EXPECT_EQ(example->local_workers[i].kind, defaults->local_workers[i].kind);
@@ -267,6 +272,29 @@ TEST_F(ConfigTest, ValuesOutOfRange) {
             "'cuda'");
   EXPECT_EQ(failure(load_file("data_dir: ''\n")),
             "config_invalid: DIR/opforge.yaml:1: 'data_dir' must not be empty");
+}
+
+// The device kinds a worker may announce come as a YAML list or, from a flag or variable, as one
+// comma-separated string; each must be a short label value.
+TEST_F(ConfigTest, DeviceKindsAreShortNamesFromAListOrAString) {
+  auto cfg = load_file("workers: {device_kinds: [cuda, mtia_v2]}\n");
+  ASSERT_TRUE(cfg) << failure(cfg);
+  EXPECT_EQ(cfg->workers.device_kinds, (std::vector<std::string>{"cuda", "mtia_v2"}));
+  env["OPFORGE_WORKERS_DEVICE_KINDS"] = "interpreter,npu";
+  cfg = load_config(sources);
+  ASSERT_TRUE(cfg) << failure(cfg);
+  EXPECT_EQ(cfg->workers.device_kinds, (std::vector<std::string>{"interpreter", "npu"}));
+  env.erase("OPFORGE_WORKERS_DEVICE_KINDS");
+  EXPECT_EQ(failure(load_file("workers: {device_kinds: [cuda, 'Bad Kind']}\n")),
+            "config_invalid: DIR/opforge.yaml:1: 'workers.device_kinds' lists 'Bad Kind'; a kind "
+            "is 1 to 32 of a-z, 0-9 and _");
+  EXPECT_EQ(failure(load_file("workers: {device_kinds: []}\n")),
+            "config_invalid: DIR/opforge.yaml:1: 'workers.device_kinds' must name 1 to 16 kinds, "
+            "got 0");
+  EXPECT_EQ(failure(load_file("acceptance: {confirmations: 0}\n")),
+            "config_invalid: DIR/opforge.yaml:1: 'acceptance.confirmations' must be >= 1, got 0");
+  EXPECT_EQ(failure(load_file("workers: {max_slots: 0}\n")),
+            "config_invalid: DIR/opforge.yaml:1: 'workers.max_slots' must be >= 1, got 0");
 }
 
 // A count of slots below 1, or any word but auto, is refused naming both choices.

@@ -1,6 +1,7 @@
-// The whole device path with real parts: the supervisor starts the Python lint worker
-// (opforge_worker), which connects to the device manager's ZeroMQ socket, registers, and
-// answers a lint job. Skipped, saying why, where the worker package cannot lint yet.
+// The whole device path with real parts: the supervisor starts Python workers (opforge_worker),
+// which connect to the device manager's ZeroMQ socket, register, and answer jobs; workers that go
+// silent or exit under a job leave its verdict to another. Skipped, saying why, where the worker
+// package cannot serve yet.
 
 #include "actors/fleet/spawn_device_manager.hpp"
 #include "devices/supervisor.hpp"
@@ -9,7 +10,11 @@
 #include "messages/system_config.hpp"
 #include "tests/test_real_workers.hpp"
 
+#include <csignal>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -17,6 +22,7 @@
 
 #include <gtest/gtest.h>
 #include <msgpack.hpp>
+#include <nlohmann/json.hpp>
 
 using namespace opforge;
 using namespace std::chrono_literals;
@@ -38,6 +44,21 @@ std::string lint_payload() {
   msgpack::sbuffer buffer;
   msgpack::pack(buffer, payload);
   return {buffer.data(), buffer.size()};
+}
+
+// A test of the worked example exp kernel, which passes on the interpreter.
+std::string exp_test_payload() {
+  std::stringstream source;
+  source << std::ifstream{OPFORGE_SOURCE_DIR "/config/examples/exp.py"}.rdbuf();
+  auto bytes = nlohmann::json::to_msgpack({{"op", "exp"},
+                                           {"variant", ""},
+                                           {"source", source.str()},
+                                           {"wrapper", "exp_wrapper"},
+                                           {"dtypes", {"float32"}},
+                                           {"mode", "first_failure"},
+                                           {"seed", 0},
+                                           {"timeout_s", 120}});
+  return {bytes.begin(), bytes.end()};
 }
 
 // Shuts the manager down however the test ends: the actor system waits for it.
@@ -98,4 +119,94 @@ TEST(RealWorker, ALintWorkerStartedByTheSupervisorServesALintJob) {
   EXPECT_EQ(registered[0].role, "lint");
   EXPECT_EQ(registered[0].device_kind, "none");
   EXPECT_EQ(registered[0].worker_id, result->worker_id);
+}
+
+// Workers vanish under a job of a correct kernel: one goes silent (SIGSTOP) and one exits
+// (SIGKILL). Each time the job is finished by another worker with its real verdict, a pass; the
+// candidate is never blamed for the workers it was running on.
+TEST(RealWorker, AJobWhoseWorkerGoesSilentOrExitsGetsItsVerdictFromAnother) {
+  auto import = "PYTHONPATH='" + worker_source() +
+                "' '" OPFORGE_PYTHON
+                "' -c 'import opforge_worker.connection, opforge_worker.harness' 2>/dev/null";
+  if (std::system(import.c_str()) != 0)
+    GTEST_SKIP() << "opforge_worker in " << worker_source() << " cannot test yet";
+  ::setenv("TRITON_INTERPRET", "1", 1);
+  system_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  device_manager_config config;
+  config.listen = "tcp://127.0.0.1:*";
+  auto manager = spawn_device_manager(sys, config, std::make_shared<metrics>("test"));
+  ASSERT_TRUE(manager) << render(manager.error());
+  shutdown_guard guard{self, *manager};
+  std::string endpoint;
+  self->request(*manager, 10s, atom::status_v)
+      .receive([&](device_manager_status& status) { endpoint = status.endpoint; },
+               [&](caf::error& err) { FAIL() << render(err); });
+  auto supervised = supervisor::start(opforge::testing::real_workers(
+      {{.device_kind = "interpreter", .count = 2, .slots = 1, .role = "device"}}, endpoint));
+  ASSERT_TRUE(supervised) << render(supervised.error());
+
+  // The pid of the worker running a job, once one is.
+  auto busy_worker = [&]() -> pid_t {
+    caf::scoped_actor poller{sys};
+    for (int i = 0; i < 1200; ++i) {
+      pid_t pid = 0;
+      poller->request(*manager, 10s, atom::workers_v)
+          .receive(
+              [&](std::vector<worker_info>& workers) {
+                for (auto& worker : workers)
+                  if (worker.busy > 0)
+                    pid = static_cast<pid_t>(worker.pid);
+              },
+              [&](caf::error& err) { ADD_FAILURE() << render(err); });
+      if (pid > 0)
+        return pid;
+      std::this_thread::sleep_for(100ms);
+    }
+    return 0;
+  };
+  auto verdict_after = [&](const std::string& id, int signal) -> std::string {
+    device_job job{.id = id,
+                   .kind = "test",
+                   .payload = exp_test_payload(),
+                   .device_kind = "interpreter",
+                   .deadline_ms = 300000};
+    pid_t pid = 0;
+    std::thread vanish{[&] {
+      pid = busy_worker();
+      if (pid > 0)
+        ::kill(pid, signal);
+    }};
+    std::string outcome = "no answer";
+    self->request(*manager, 300s, atom::submit_v, job)
+        .receive(
+            [&](device_job_result& result) {
+              EXPECT_EQ(result.attempt, 2) << id;
+              EXPECT_EQ(result.status, "done") << result.error;
+              auto handle = wire::unpack(result.payload);
+              ASSERT_TRUE(handle);
+              auto fields = wire::map_reader::of(handle->get());
+              ASSERT_TRUE(fields);
+              auto said = fields->string_or("outcome", "no outcome");
+              ASSERT_TRUE(said);
+              outcome = *said;
+            },
+            [&](caf::error& err) { outcome = render(err); });
+    vanish.join();
+    EXPECT_GT(pid, 0) << "no worker took " << id;
+    if (pid > 0 && signal == SIGSTOP)
+      ::kill(pid, SIGKILL); // the supervisor starts another
+    return outcome;
+  };
+  EXPECT_EQ(verdict_after("t-silent", SIGSTOP), "pass");
+  EXPECT_EQ(verdict_after("t-exited", SIGKILL), "pass");
+  device_manager_status status;
+  self->request(*manager, 10s, atom::status_v)
+      .receive([&](device_manager_status& x) { status = x; },
+               [&](caf::error& err) { ADD_FAILURE() << render(err); });
+  (*supervised)->stop();
+  EXPECT_EQ(status.requeued, 2);
+  EXPECT_EQ(status.lost, 0);
+  EXPECT_EQ(status.done, 2);
 }

@@ -260,17 +260,37 @@ TEST_F(SessionActor, LongLogsGoThroughTheSummarizer) {
   caf::anon_send_exit(services.summarizer, caf::exit_reason::user_shutdown);
 }
 
-TEST_F(SessionActor, QuarantineIsACrashVerdict) {
+// With acceptance.confirmations 2 a pass is tested again on another host before the kernel is
+// accepted; a host that fails it is fed back like any verdict, saying that the hosts disagreed.
+TEST_F(SessionActor, APassIsConfirmedOnAnotherHostAndDisagreementIsReported) {
+  services.confirmations = 2;
+  auto on = [](const std::string& host, json verdict) {
+    auto reply = done(std::move(verdict));
+    reply.host = host;
+    return reply;
+  };
   chat->add("exp", chat_outcome::ok, good_answer("exp", 1));
   chat->add("exp", chat_outcome::ok, good_answer("exp", 2));
-  jobs->add_test("exp",
-                 job_reply{"done", {}, {}, caf::make_error(errc::job_quarantined, "3 workers")});
-  jobs->add_test("exp", done(pass));
+  jobs->add_test("exp", on("a", pass));
+  jobs->add_test("exp", on("b", failure_result("runtime_error", {{"message", "max abs 3"}})));
+  jobs->add_test("exp", on("b", pass));
+  jobs->add_test("exp", on("c", pass));
   auto summary = run(record("exp"));
-  EXPECT_EQ(summary.state, "SUCCESS");
+  EXPECT_EQ(summary.state, "SUCCESS") << summary.end_reason;
   EXPECT_EQ(summary.llm_calls, 2u);
-  auto last = chat->last_request("exp");
-  EXPECT_NE(last.messages.back().content.find("quarantined"), std::string::npos);
+  auto feedback = chat->last_request("exp").messages.back().content;
+  EXPECT_NE(feedback.find("the hosts disagree: it passed on a, but on b: max abs 3"),
+            std::string::npos)
+      << feedback;
+  std::vector<std::vector<std::string>> avoided;
+  {
+    std::lock_guard guard{jobs->mutex};
+    for (const auto& job : jobs->jobs)
+      if (job.kind == "test")
+        avoided.push_back(job.avoid_hosts);
+  }
+  EXPECT_EQ(avoided, (std::vector<std::vector<std::string>>{{}, {"a"}, {}, {"b"}}));
+  EXPECT_EQ(stored_record("exp").verdict["confirmed_on"], json::array({"b", "c"}));
 }
 
 TEST_F(SessionActor, ContextExhaustionStartsANewDialogFromTheLatestKernel) {

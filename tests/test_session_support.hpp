@@ -129,6 +129,7 @@ struct job_reply {
   nlohmann::json payload;      // the result payload, when done
   std::string error;           // when failed
   caf::error reply_error;      // replied instead of a result when set
+  std::string host = "scripted-host";
 };
 
 inline job_reply done(nlohmann::json payload) {
@@ -215,6 +216,7 @@ scripted_jobs(job_runner_actor::stateful_pointer<scripted_jobs_state> self,
         result.error = reply.error;
         result.worker_id = "scripted";
         result.fingerprint = "scripted-toolchain";
+        result.host = reply.host;
         return result;
       },
       [self](atom::cancel, const std::string& job_id) {

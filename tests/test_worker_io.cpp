@@ -6,6 +6,7 @@
 #include "messages/system_config.hpp"
 
 #include <functional>
+#include <limits>
 #include <optional>
 #include <thread>
 
@@ -64,6 +65,7 @@ public:
   }
 
   void answer(const wire::job& job) {
+    --held_;
     send(wire::encode(wire::result{.job_id = job.job_id,
                                    .status = contract::job_status::done,
                                    .payload = op_payload("answered by " + id_),
@@ -77,7 +79,7 @@ public:
     auto next_beat = std::chrono::steady_clock::now();
     while (std::chrono::steady_clock::now() < deadline) {
       if (beating && std::chrono::steady_clock::now() >= next_beat) {
-        send(wire::encode(wire::worker_heartbeat{}));
+        send(wire::encode(wire::worker_heartbeat{held_}));
         next_beat += 100ms;
       }
       std::array<zmq_pollitem_t, 1> items{{{socket_.handle(), 0, ZMQ_POLLIN, 0}}};
@@ -88,6 +90,8 @@ public:
       (void)socket_.recv(frame);
       auto message = wire::decode_daemon_message(frame.to_string_view(), 1 << 20);
       EXPECT_TRUE(message) << render(message.error());
+      if (message && std::holds_alternative<wire::job>(*message))
+        ++held_;
       if (message && std::holds_alternative<T>(*message))
         return std::get<T>(*message);
     }
@@ -101,6 +105,7 @@ public:
 private:
   std::string id_;
   zmq::socket_t socket_;
+  int64_t held_ = 0; // jobs taken and not answered, which its heartbeats report as busy
 };
 
 class WorkerSocket : public ::testing::Test {
@@ -267,6 +272,41 @@ TEST_F(WorkerSocket, MalformedFramesAreCountedAndDroppedWhileAGoodWorkerWorks) {
   auto result = reply(pending);
   ASSERT_TRUE(result);
   EXPECT_EQ(result->worker_id, "good");
+}
+
+// Strangers over a real socket: a lint worker claiming test jobs is told why it is refused and
+// gets nothing; one claiming 2^63-1 slots is registered with workers.max_slots.
+TEST_F(WorkerSocket, HellosClaimingTooMuchAreRefusedOrCapped) {
+  auto claim = [](const std::string& id, contract::worker_role role, std::string kind,
+                  int64_t slots, std::vector<contract::job_kind> jobs) {
+    return wire::encode(wire::hello{.worker_id = id,
+                                    .role = role,
+                                    .device_kind = std::move(kind),
+                                    .device_name = "stranger",
+                                    .slots = slots,
+                                    .jobs = std::move(jobs),
+                                    .fingerprint = "fp",
+                                    .host = "elsewhere",
+                                    .pid = 1});
+  };
+  scripted_worker liar{context, endpoint, "liar"};
+  liar.send(claim("liar", contract::worker_role::lint, "none", 1,
+                  {contract::job_kind::lint, contract::job_kind::test}));
+  auto refused = liar.await<wire::goodbye>();
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->reason, "hello refused: a lint worker cannot serve 'test' jobs");
+  scripted_worker greedy{context, endpoint, "greedy"};
+  greedy.send(claim("greedy", contract::worker_role::device, "interpreter",
+                    std::numeric_limits<int64_t>::max(), {contract::job_kind::test}));
+  ASSERT_TRUE(greedy.await<wire::welcome>());
+  std::vector<worker_info> workers;
+  self->request(manager, patience, atom::workers_v)
+      .receive([&](std::vector<worker_info>& x) { workers = std::move(x); },
+               [&](caf::error& err) { ADD_FAILURE() << render(err); });
+  ASSERT_EQ(workers.size(), 1u);
+  EXPECT_EQ(workers[0].worker_id, "greedy");
+  EXPECT_EQ(workers[0].slots, 64);
+  EXPECT_EQ(status().refused, 1);
 }
 
 TEST_F(WorkerSocket, AHelloMustComeFromTheWorkersOwnIdentity) {

@@ -42,21 +42,24 @@ std::string join(const std::vector<std::string>& items) {
   return out;
 }
 
-template <class Loss>
-std::string join_losses(const std::vector<Loss>& losses, bool deaths_only) {
-  std::vector<std::string> notes;
-  for (auto& loss : losses)
-    if (loss.died || !deaths_only)
-      notes.push_back(loss.note);
-  return join(notes);
-}
+// The job kinds each role may serve: a lint worker must not claim the tests of a device.
+const std::map<contract::worker_role, std::set<contract::job_kind>> role_jobs{
+    {contract::worker_role::device, {contract::job_kind::test, contract::job_kind::catalog}},
+    {contract::worker_role::lint, {contract::job_kind::lint}}};
+
+// Longest worker id, device name, host, fingerprint or toolchain entry a hello may carry: they are
+// logged, listed and kept for every worker.
+constexpr size_t max_text = 256;
+constexpr size_t max_toolchain_entries = 32;
 
 bool serves(const wire::hello& worker, const device_job& job) {
   auto kind = contract::from_string<contract::job_kind>(job.kind);
   return std::find(worker.jobs.begin(), worker.jobs.end(), kind) != worker.jobs.end() &&
          (worker.role == contract::worker_role::lint || job.device_kind.empty() ||
           job.device_kind == worker.device_kind) &&
-         (job.fingerprint.empty() || job.fingerprint == worker.fingerprint);
+         (job.fingerprint.empty() || job.fingerprint == worker.fingerprint) &&
+         std::find(job.avoid_hosts.begin(), job.avoid_hosts.end(), worker.host) ==
+             job.avoid_hosts.end();
 }
 
 } // namespace
@@ -190,9 +193,47 @@ void device_manager_state::alive(worker_entry& worker) {
   self_->send(worker.device, atom::heartbeat_v);
 }
 
+// Why `hello` cannot be accepted, if it cannot; caps its slots at the configured maximum.
+std::optional<std::string> device_manager_state::invalid_hello(wire::hello& hello) const {
+  // The frame decoder took only roles and job kinds of the contract.
+  auto lint = hello.role == contract::worker_role::lint;
+  if (lint ? hello.device_kind != "none"
+           : std::find(config_.device_kinds.begin(), config_.device_kinds.end(),
+                       hello.device_kind) == config_.device_kinds.end())
+    return "device kind '" + hello.device_kind.substr(0, max_text) + "' is not one of " +
+           (lint ? std::string{"none"} : join(config_.device_kinds)) + " (workers.device_kinds)";
+  if (hello.jobs.empty())
+    return std::string{"it serves no job kinds"};
+  for (auto kind : hello.jobs)
+    if (!role_jobs.at(hello.role).count(kind))
+      return "a " + to_string(hello.role) + " worker cannot serve '" + to_string(kind) + "' jobs";
+  if (hello.slots < 1)
+    return "slots must be >= 1, got " + std::to_string(hello.slots);
+  for (auto* text : {&hello.worker_id, &hello.device_name, &hello.host, &hello.fingerprint})
+    if (text->size() > max_text)
+      return "a name is longer than " + std::to_string(max_text) + " bytes";
+  if (hello.toolchain.size() > max_toolchain_entries)
+    return "the toolchain has more than " + std::to_string(max_toolchain_entries) + " entries";
+  for (auto& [key, value] : hello.toolchain)
+    if (key.size() > max_text || value.size() > max_text)
+      return "a toolchain entry is longer than " + std::to_string(max_text) + " bytes";
+  if (hello.slots > config_.max_slots) {
+    spdlog::warn("worker {} claims {} slots; it gets {} (workers.max_slots)", hello.worker_id,
+                 hello.slots, config_.max_slots);
+    hello.slots = config_.max_slots;
+  }
+  return std::nullopt;
+}
+
 void device_manager_state::on_hello(const std::string& identity, wire::hello hello) {
   if (workers_.count(identity))
     retire(identity, departure::reconnect, "reconnected");
+  if (auto why = invalid_hello(hello)) {
+    spdlog::warn("hello of worker {} refused: {}", wire::printable_identity(identity), *why);
+    ++totals_.refused;
+    outbox_->send(identity, wire::encode(wire::goodbye{"hello refused: " + *why}));
+    return;
+  }
   std::erase_if(departed_, [&](const departed_worker& dead) {
     return dead.info.worker_id == hello.worker_id;
   });
@@ -214,14 +255,25 @@ void device_manager_state::on_heartbeat(const std::string& identity,
   auto it = known(identity);
   if (it == workers_.end())
     return;
-  it->second.reported_busy = heartbeat.busy;
-  alive(it->second);
+  auto& worker = it->second;
+  alive(worker);
+  // A heartbeat may cross a job or a result on the wire, so one short count means nothing; a
+  // worker that keeps reporting fewer jobs than it holds has lost them, or never ran them, and
+  // would otherwise keep them until their deadlines.
+  auto given = static_cast<int64_t>(worker.jobs.size());
+  worker.short_beats = heartbeat.busy < given ? worker.short_beats + 1 : 0;
+  if (worker.short_beats >= config_.liveness)
+    retire(identity, departure::death,
+           "reported " + std::to_string(heartbeat.busy) + " of its " + std::to_string(given) +
+               " jobs for " + std::to_string(worker.short_beats) + " heartbeats");
 }
 
 void device_manager_state::on_result(const std::string& identity, wire::result result) {
   auto worker = known(identity);
   if (worker != workers_.end())
     alive(worker->second);
+  if (worker != workers_.end() && worker->second.overdue.erase(result.job_id))
+    dispatch(); // the slot it held past the deadline is free again
   auto it = jobs_.find(result.job_id);
   if (worker == workers_.end() || it == jobs_.end() || it->second.worker != identity) {
     // The job was requeued when this worker was declared dead, or already answered: delivering
@@ -251,7 +303,8 @@ void device_manager_state::on_result(const std::string& identity, wire::result r
                                           .worker_id = worker->second.hello.worker_id,
                                           .fingerprint = worker->second.hello.fingerprint,
                                           .elapsed_ms = result.elapsed_ms,
-                                          .attempt = job.attempt});
+                                          .attempt = job.attempt,
+                                          .host = worker->second.hello.host});
   }
   jobs_.erase(it);
   dispatch();
@@ -267,13 +320,24 @@ void device_manager_state::on_disconnected(const std::string& identity, const st
     retire(identity, departure::death, reason);
 }
 
-void device_manager_state::on_deadline(const std::string& job_id, uint64_t dispatch) {
+// The worker keeps heartbeating but holds the job past its deadline: the job goes to another
+// worker, and the slot stays taken until this one lets go, so a worker that never answers ends up
+// with no slots rather than with every job.
+void device_manager_state::on_deadline(const std::string& job_id, uint64_t dispatch_number) {
   auto it = jobs_.find(job_id);
-  if (it == jobs_.end() || it->second.dispatch != dispatch || it->second.worker.empty())
+  if (it == jobs_.end() || it->second.dispatch != dispatch_number || it->second.worker.empty())
     return;
+  auto& worker = workers_.at(it->second.worker);
   auto budget = it->second.job.deadline_ms + config_.liveness * config_.heartbeat.count();
-  retire(it->second.worker, departure::death,
-         "silent on job " + job_id + " for " + std::to_string(budget) + " ms");
+  spdlog::warn("worker {} held job {} past its deadline ({} ms); taking it back",
+               worker.hello.worker_id, it->second.label, budget);
+  worker.jobs.erase(job_id);
+  worker.overdue.insert(job_id);
+  self_->send(worker.device, atom::cancel_v, job_id);
+  requeue(job_id, "deadline",
+          worker.hello.worker_id + " (held it past the deadline of " + std::to_string(budget) +
+              " ms)");
+  dispatch();
 }
 
 void device_manager_state::on_down(const caf::down_msg& msg) {
@@ -301,8 +365,11 @@ void device_manager_state::retire(const std::string& identity, departure why,
   else
     spdlog::warn("worker {} lost ({}); its {} jobs go back to the queue", id, reason,
                  worker.jobs.size());
+  auto requeue_reason = why == departure::goodbye     ? "goodbye"
+                        : why == departure::reconnect ? "reconnect"
+                                                      : "worker_lost";
   for (auto& job_id : worker.jobs)
-    orphan(job_id, why, id + " (" + reason + ")");
+    requeue(job_id, requeue_reason, id + " (" + reason + ")");
   if (why == departure::death) {
     auto info = describe(worker);
     info.state = "dead";
@@ -315,8 +382,11 @@ void device_manager_state::retire(const std::string& identity, departure why,
   dispatch();
 }
 
-void device_manager_state::orphan(const std::string& job_id, departure why,
-                                  const std::string& note) {
+// A job its worker let go of without an answer goes back to its place in the queue; the worker's
+// fault is never the candidate's, so after its last attempt it fails as lost (a harness error to
+// the session), never as a verdict on the candidate.
+void device_manager_state::requeue(const std::string& job_id, const char* why,
+                                   const std::string& note) {
   auto it = jobs_.find(job_id);
   auto& job = it->second;
   job.worker.clear();
@@ -324,34 +394,18 @@ void device_manager_state::orphan(const std::string& job_id, departure why,
     jobs_.erase(it);
     return;
   }
-  if (why == departure::goodbye) {
-    metrics_->job_requeues("goodbye").Increment();
-  } else {
-    job.losses.push_back({note, why == departure::death});
-    auto deaths = std::count_if(job.losses.begin(), job.losses.end(),
-                                [](const loss& loss) { return loss.died; });
-    if (why == departure::death && deaths >= config_.quarantine_after) {
-      // Workers keep dying under this job: its candidate is a likelier killer than the hosts.
-      finish(it,
-             caf::make_error(errc::job_quarantined,
-                             "job " + job.label + " was running on " + std::to_string(deaths) +
-                                 " workers that died: " + join_losses(job.losses, true)),
-             "quarantined");
-      ++totals_.quarantined;
-      return;
-    }
-    if (job.attempt >= config_.max_attempts) {
-      finish(it,
-             caf::make_error(errc::worker_lost, "job " + job.label + " lost its worker on all " +
-                                                    std::to_string(job.attempt) +
-                                                    " attempts: " + join_losses(job.losses, false)),
-             "lost");
-      ++totals_.lost;
-      return;
-    }
-    ++job.attempt;
-    metrics_->job_requeues(why == departure::death ? "worker_lost" : "reconnect").Increment();
+  job.losses.push_back(note);
+  if (job.attempt >= config_.max_attempts) {
+    finish(it,
+           caf::make_error(errc::worker_lost, "job " + job.label + " lost its worker on all " +
+                                                  std::to_string(job.attempt) +
+                                                  " attempts: " + join(job.losses)),
+           "lost");
+    ++totals_.lost;
+    return;
   }
+  ++job.attempt;
+  metrics_->job_requeues(why).Increment();
   ++totals_.requeued;
   queue_.emplace(job.seq, job_id);
   spdlog::info("device job {} requeued for attempt {}", job.label, job.attempt);
@@ -369,11 +423,10 @@ void device_manager_state::dispatch() {
   // cost independent of the queue's length.
   int64_t free_slots = 0;
   for (auto& [identity, worker] : workers_)
-    free_slots +=
-        std::max<int64_t>(0, worker.hello.slots - static_cast<int64_t>(worker.jobs.size()));
+    free_slots += std::max<int64_t>(0, worker.hello.slots - worker.held());
   for (auto it = queue_.begin(); it != queue_.end() && free_slots > 0;) {
     auto& job = jobs_.at(it->second);
-    auto worker = pick_worker(job.job);
+    auto worker = pick_worker(job);
     if (worker == workers_.end()) {
       ++it;
       continue;
@@ -387,19 +440,20 @@ void device_manager_state::dispatch() {
 
 // The least loaded worker that serves the job and has a free slot; the earliest registered wins
 // a tie, which keeps dispatch deterministic.
-device_manager_state::worker_map::iterator
-device_manager_state::pick_worker(const device_job& job) {
+device_manager_state::worker_map::iterator device_manager_state::pick_worker(const job_entry& job) {
   auto best = workers_.end();
   for (auto it = workers_.begin(); it != workers_.end(); ++it) {
     auto& worker = it->second;
-    auto busy = static_cast<int64_t>(worker.jobs.size());
-    if (busy >= worker.hello.slots || !serves(worker.hello, job))
+    auto busy = worker.held();
+    // A worker still holding this job past its deadline could not tell the two runs apart.
+    if (busy >= worker.hello.slots || !serves(worker.hello, job.job) ||
+        worker.overdue.count(job.job.id))
       continue;
     if (best == workers_.end()) {
       best = it;
       continue;
     }
-    auto best_busy = static_cast<int64_t>(best->second.jobs.size());
+    auto best_busy = best->second.held();
     auto lighter = busy * best->second.hello.slots < best_busy * worker.hello.slots;
     auto tied = busy * best->second.hello.slots == best_busy * worker.hello.slots;
     if (lighter || (tied && worker.registration < best->second.registration))
@@ -427,7 +481,7 @@ void device_manager_state::start(job_entry& job, worker_map::iterator worker) {
 
 worker_info device_manager_state::describe(const worker_entry& worker) const {
   auto& hello = worker.hello;
-  auto busy = static_cast<int64_t>(worker.jobs.size());
+  auto busy = worker.held();
   return {
       .worker_id = hello.worker_id,
       .role = to_string(hello.role),
@@ -447,7 +501,7 @@ worker_info device_manager_state::describe(const worker_entry& worker) const {
 std::map<std::string, std::map<std::string, int64_t>> device_manager_state::worker_counts() const {
   std::map<std::string, std::map<std::string, int64_t>> counts;
   for (auto& [identity, worker] : workers_)
-    ++counts[worker.hello.device_kind][worker.jobs.empty() ? "idle" : "busy"];
+    ++counts[worker.hello.device_kind][worker.held() == 0 ? "idle" : "busy"];
   for (auto& dead : departed_)
     ++counts[dead.info.device_kind]["dead"];
   return counts;
@@ -458,13 +512,21 @@ void device_manager_state::update_gauges() {
   for (auto& [kind, states] : current)
     for (auto& [state, count] : states)
       gauge_labels_.emplace(kind, state);
-  for (auto& [kind, state] : gauge_labels_) {
+  // The series of a kind no worker has any more are removed, so that the label sets follow the
+  // fleet instead of growing with every kind that ever said hello; a kind still present keeps
+  // its states at 0, which keeps dashboards free of gaps.
+  for (auto it = gauge_labels_.begin(); it != gauge_labels_.end();) {
+    auto& [kind, state] = *it;
     auto kind_it = current.find(kind);
-    int64_t count = 0;
-    if (kind_it != current.end())
-      if (auto state_it = kind_it->second.find(state); state_it != kind_it->second.end())
-        count = state_it->second;
+    if (kind_it == current.end()) {
+      metrics_->remove_workers(kind, state);
+      it = gauge_labels_.erase(it);
+      continue;
+    }
+    auto state_it = kind_it->second.find(state);
+    auto count = state_it == kind_it->second.end() ? 0 : state_it->second;
     metrics_->workers(kind, state).Set(static_cast<double>(count));
+    ++it;
   }
   metrics_->queue_depth().Set(static_cast<double>(queue_.size()));
 }

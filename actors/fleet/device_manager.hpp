@@ -11,6 +11,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -29,10 +30,12 @@ struct device_manager_config {
   std::chrono::milliseconds heartbeat{1000};
   /// Heartbeat intervals of silence after which a worker is dead.
   int64_t liveness = 3;
-  /// Dispatches a job may use when its workers die or reconnect under it.
+  /// Dispatches a job may use when its workers die, leave, reconnect or overrun its deadline.
   int64_t max_attempts = 3;
-  /// Worker deaths under one job after which the job itself is suspected and quarantined.
-  int64_t quarantine_after = 2;
+  /// The most slots a worker is believed to have, whatever its hello claims.
+  int64_t max_slots = 64;
+  /// Device kinds a `device` worker may announce; every kind is a label of opforge_workers.
+  std::vector<std::string> device_kinds = {"cuda", "interpreter"};
 };
 
 class device_manager_state {
@@ -61,24 +64,18 @@ public:
   void on_down(const caf::down_msg& msg);
 
 private:
-  // Why a worker left. Only a death counts against the job (quarantine); a reconnect uses up an
-  // attempt; a goodbye costs the job nothing.
+  // Why a worker left; each costs its jobs an attempt, none is held against a job's candidate.
   enum class departure { goodbye, reconnect, death };
-
-  struct loss {
-    std::string note{}; // "w1 (missed 3 heartbeats)"
-    bool died;
-  };
 
   struct job_entry {
     device_job job{};
     std::string label{}; // "t-17 (test exp)"
     caf::typed_response_promise<device_job_result> promise{};
-    uint64_t seq = 0;           // submission order, which the queue keeps
-    int64_t attempt = 1;        // of the current dispatch, or of the next while queued
-    std::vector<loss> losses{}; // one per attempt its worker took down with it
-    std::string worker{};       // routing identity while dispatched
-    uint64_t dispatch = 0;      // number of the current dispatch, which its deadline timer carries
+    uint64_t seq = 0;                  // submission order, which the queue keeps
+    int64_t attempt = 1;               // of the current dispatch, or of the next while queued
+    std::vector<std::string> losses{}; // one per lost attempt: "w1 (missed 3 heartbeats)"
+    std::string worker{};              // routing identity while dispatched
+    uint64_t dispatch = 0; // number of the current dispatch, which its deadline timer carries
     caf::actor_clock::time_point dispatched_at{};
     bool cancelled = false; // already answered; the worker still holds the slot until it lets go
   };
@@ -86,10 +83,13 @@ private:
   struct worker_entry {
     wire::hello hello{};
     device_actor device{};
-    std::set<std::string> jobs{}; // dispatched here, unanswered
-    int64_t reported_busy = 0;
+    std::set<std::string> jobs{};    // dispatched here, unanswered
+    std::set<std::string> overdue{}; // taken back past their deadline; slots held until let go
+    int64_t short_beats = 0; // heartbeats in a row that reported fewer jobs than it was given
     uint64_t registration = 0;
     caf::actor_clock::time_point last_seen{};
+
+    int64_t held() const { return static_cast<int64_t>(jobs.size() + overdue.size()); }
   };
 
   struct departed_worker {
@@ -103,11 +103,12 @@ private:
   caf::actor_clock::time_point now() const;
   worker_map::iterator known(const std::string& identity);
   void alive(worker_entry& worker);
+  std::optional<std::string> invalid_hello(wire::hello& hello) const;
   void retire(const std::string& identity, departure why, const std::string& reason);
-  void orphan(const std::string& job_id, departure why, const std::string& note);
+  void requeue(const std::string& job_id, const char* why, const std::string& note);
   void finish(job_map::iterator job, caf::error err, const char* outcome);
   void dispatch();
-  worker_map::iterator pick_worker(const device_job& job);
+  worker_map::iterator pick_worker(const job_entry& job);
   void start(job_entry& job, worker_map::iterator worker);
   worker_info describe(const worker_entry& worker) const;
   std::map<std::string, std::map<std::string, int64_t>> worker_counts() const; // kind -> state

@@ -73,6 +73,7 @@ caf::expected<session_services> services_for(const campaign_manager_setup& setup
   services.device_kind = spec.device_kind;
   services.sample_timeout_s = static_cast<double>(setup.defaults.sample_timeout_s);
   services.job_deadline_ms = setup.defaults.job_deadline_s * 1000;
+  services.confirmations = setup.acceptance.confirmations;
   services.telemetry = setup.telemetry;
   return services;
 }

@@ -41,6 +41,7 @@ struct campaign_manager_setup {
   std::shared_ptr<const prompt_templates> templates;
   std::string examples;
   campaigns_config defaults; // device_kind resolved (never "auto")
+  acceptance_config acceptance;
   std::shared_ptr<metrics> telemetry;
   /// Campaigns the store holds as running (`load_unfinished_campaigns`): resumed at once.
   std::vector<unfinished_campaign> unfinished;

@@ -11,6 +11,8 @@
 #include <atomic>
 #include <chrono>
 
+#include <spdlog/spdlog.h>
+
 namespace opforge {
 
 namespace {
@@ -192,6 +194,80 @@ void on_test_result(self_pointer self, test_finished event, size_t from_field = 
           });
 }
 
+std::string join_hosts(const std::vector<std::string>& hosts) {
+  std::string out;
+  for (const auto& host : hosts)
+    out += (out.empty() ? "" : ", ") + host;
+  return out;
+}
+
+// A verdict other than pass after `passed_on` passed the same candidate: it is the verdict, and
+// says that the hosts disagreed.
+void disagree(self_pointer self, json& verdict, const std::vector<std::string>& passed_on,
+              const std::string& host) {
+  auto prefix = "the hosts disagree: it passed on " + join_hosts(passed_on) + ", but on " + host;
+  spdlog::warn("session {}: {} it ended {}", self->state.record.session_id, prefix,
+               verdict.value("outcome", json{}).dump());
+  if (!verdict["failure"].is_object())
+    verdict["failure"] = json::object();
+  auto& message = verdict["failure"]["message"];
+  message = prefix + ": " + (message.is_string() ? message.get<std::string>() : std::string{});
+  verdict["disagreement"] = {{"passed_on", passed_on}, {"failed_on", host}};
+}
+
+// Submits `job`; a test that passed on fewer distinct hosts than acceptance.confirmations asks
+// for is submitted again to a host not in `passed_on`.
+void submit(self_pointer self, device_job job, std::vector<std::string> passed_on = {}) {
+  auto& st = self->state;
+  st.job = job.id;
+  auto revision = st.record.revision;
+  bool is_lint = job.kind == "lint";
+  self->request(st.services.jobs, caf::infinite, atom::submit_v, job)
+      .then(
+          [self, revision, is_lint, job, passed_on](device_job_result& result) mutable {
+            if (stale(self, revision))
+              return;
+            if (result.status != "done") {
+              on_event(self, harness_faulted{result.status + ": " + result.error});
+              return;
+            }
+            auto payload = decode_payload(result.payload);
+            if (!payload) {
+              on_event(self, harness_faulted{render(payload.error())});
+              return;
+            }
+            if (is_lint) {
+              on_event(self, lint_finished{std::move(*payload)});
+              return;
+            }
+            auto passed = payload->contains("outcome") && (*payload)["outcome"] == "pass";
+            if (passed)
+              passed_on.push_back(result.host);
+            else if (!passed_on.empty())
+              disagree(self, *payload, passed_on, result.host);
+            auto wanted = self->state.services.confirmations;
+            if (passed && static_cast<int64_t>(passed_on.size()) < wanted) {
+              job.id = self->state.record.session_id +
+                       ":test:" + std::to_string(self->state.record.revision) + ":confirm" +
+                       std::to_string(passed_on.size());
+              job.avoid_hosts = passed_on;
+              submit(self, std::move(job), std::move(passed_on));
+              return;
+            }
+            if (passed && wanted > 1)
+              (*payload)["confirmed_on"] = passed_on;
+            on_test_result(self, test_finished{std::move(*payload), result.fingerprint,
+                                               self->state.services.device_kind});
+          },
+          // A worker that vanished under the job says nothing about the candidate: only a death
+          // of its candidate process, which the worker reports as a `crash` verdict, does.
+          [self, revision](const caf::error& err) {
+            if (stale(self, revision))
+              return;
+            on_event(self, harness_faulted{render(err)});
+          });
+}
+
 void run_job(self_pointer self, const char* kind, const std::string& source) {
   auto& st = self->state;
   const auto& r = st.record;
@@ -215,47 +291,7 @@ void run_job(self_pointer self, const char* kind, const std::string& source) {
         request.dtypes.push_back(*dtype);
     job.payload = contract::codec::to_bytes(request);
   }
-  st.job = job.id;
-  auto revision = r.revision;
-  bool is_lint = job.kind == "lint";
-  self->request(st.services.jobs, caf::infinite, atom::submit_v, std::move(job))
-      .then(
-          [self, revision, is_lint](device_job_result& result) {
-            if (stale(self, revision))
-              return;
-            if (result.status != "done") {
-              on_event(self, harness_faulted{result.status + ": " + result.error});
-              return;
-            }
-            auto payload = decode_payload(result.payload);
-            if (!payload) {
-              on_event(self, harness_faulted{render(payload.error())});
-              return;
-            }
-            if (is_lint) {
-              on_event(self, lint_finished{std::move(*payload)});
-              return;
-            }
-            on_test_result(self, test_finished{std::move(*payload), result.fingerprint,
-                                               self->state.services.device_kind});
-          },
-          [self, revision, is_lint](const caf::error& err) {
-            if (stale(self, revision))
-              return;
-            if (!is_lint && err == errc::job_quarantined) {
-              // The candidate kept killing workers: that is a verdict on it, fed back as a crash.
-              on_event(self,
-                       test_finished{{{"outcome", "crash"},
-                                      {"tests_run", 0},
-                                      {"tests_passed", 0},
-                                      {"failure",
-                                       {{"message", "the candidate was quarantined: it killed "
-                                                    "the worker process on every attempt (" +
-                                                        render(err) + ")"}}}}});
-              return;
-            }
-            on_event(self, harness_faulted{render(err)});
-          });
+  submit(self, std::move(job));
 }
 
 // Carries out what the record asks for next; after faults, once the back-off has passed.

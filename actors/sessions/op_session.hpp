@@ -38,6 +38,7 @@ struct session_services {
   std::string device_kind = "interpreter";  // where tests run; also the lint profile
   double sample_timeout_s = 60;             // per-sample limit in the candidate process
   int64_t job_deadline_ms = 30 * 60 * 1000; // wall-clock budget of one device job
+  int64_t confirmations = 1;                // passing verdicts from distinct hosts a kernel needs
   campaign_actor progress; // told where each session stands after each checkpoint; may be null
   std::shared_ptr<metrics> telemetry; // sessions by state and outcome; may be null
 };

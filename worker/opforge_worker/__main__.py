@@ -4,7 +4,7 @@ python -m opforge_worker serve --connect ENDPOINT --device cuda|interpreter|none
                                --role device|lint [--slots N|auto]
 python -m opforge_worker catalog [--device K] [--json FILE] [--ops a,b] [--no-cache]
 python -m opforge_worker validate PATH... --device cuda|interpreter [--dtypes a,b] [--sets a,b]
-                                  [--json OUT] [--timings]
+                                  [--json OUT] [--timings] [--cache-dir DIR] [--no-sample-store]
 python -m opforge_worker fingerprint [--device K]
 python -m opforge_worker lint FILE [--profile cuda|interpreter] [--op OP] [--wrapper NAME] [--json]
 """
@@ -97,6 +97,8 @@ def validate(args: argparse.Namespace) -> int:
         timeout_s=args.timeout_s,
         clock=validate_module.StartupClock.from_process_start(),
         sets=_csv(args.sets) if args.sets else None,
+        cache_dir=Path(args.cache_dir) if args.cache_dir else None,
+        sample_store=not args.no_sample_store,
     )
     results = validation.results
     print(validate_module.format_table(results))
@@ -165,6 +167,16 @@ def parser() -> argparse.ArgumentParser:
     checking.add_argument("--timeout-s", type=float, default=60.0, help="per-sample time limit")
     checking.add_argument(
         "--timings", action="store_true", help="print the start-up's phases to stderr"
+    )
+    checking.add_argument(
+        "--cache-dir",
+        help="where prepared samples are stored (default: $OPFORGE_CACHE_DIR, else "
+        "$XDG_CACHE_HOME/opforge, else ~/.cache/opforge)",
+    )
+    checking.add_argument(
+        "--no-sample-store",
+        action="store_true",
+        help="generate every sample afresh from the OpInfo database, storing none",
     )
     checking.set_defaults(run=validate)
 

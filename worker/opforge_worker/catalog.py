@@ -32,6 +32,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from opforge_worker import docstrings, sample_sets, toolchain
 from opforge_worker import opinfo as opinfo_db
+from opforge_worker.cache_root import cache_dir
 
 log = logging.getLogger("opforge_worker.catalog")
 
@@ -241,10 +242,6 @@ def _key(name: str, variant: str) -> str:
 
 
 # -- cache ------------------------------------------------------------------------------------
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("OPFORGE_CACHE_DIR") or Path.home() / ".cache" / "opforge")
 
 
 def cache_path(fingerprint: str, config: CatalogConfig, directory: Path | None = None) -> Path:

@@ -26,6 +26,7 @@ import uuid
 from pathlib import Path
 
 from opforge_worker import toolchain
+from opforge_worker.cache_root import cache_dir
 
 #: What the store may hold, and what one source may add to it.
 DEFAULT_STORE_BYTES = 2 << 30
@@ -44,8 +45,6 @@ def compiler_fingerprint(device_kind: str) -> str:
 
 
 def default_root() -> Path:
-    from opforge_worker.catalog import cache_dir
-
     return cache_dir() / "triton"
 
 

@@ -98,8 +98,8 @@ from opforge_worker.sandbox import (
     CandidateProcess,
     CandidateProtocolError,
     CandidateTimedOut,
-    SandboxOptions,
     SandboxStartError,
+    candidate_options,
 )
 from opforge_worker.settings import load_settings
 
@@ -140,6 +140,7 @@ class Harness:
         sample_cache: SampleCache | None = None,
         compile_cache: compile_cache_module.CompileCache | None = None,
         static_gate: bool = True,
+        standby: CandidateProcess | None = None,
     ):
         if device_kind not in DEVICE_KINDS:
             raise ValueError(f"device_kind must be one of {DEVICE_KINDS}, got {device_kind!r}")
@@ -149,7 +150,8 @@ class Harness:
         #: The gate, which remembers its verdicts on the latest sources; None when it is off.
         self.static_gate = _StaticGate(self.lint_profile) if static_gate else None
         #: Prepared samples, by default the process's (shared by every Harness in it).
-        self.samples = sample_cache or samples_module.CACHE
+        # Not ``or``: an empty cache is falsy (it has a length).
+        self.samples = sample_cache if sample_cache is not None else samples_module.CACHE
         #: Triton's compiled kernels per candidate source, by default under the worker's cache.
         self.compile_cache = compile_cache or compile_cache_module.CompileCache(
             compile_cache_module.default_root(), device_kind
@@ -165,8 +167,10 @@ class Harness:
         #: The replacement started when a process is discarded, before the next test needs it:
         #: a new process takes seconds to start (torch, CUDA), and the verdict that discarded
         #: the last one should not wait for them, nor should the next test when it comes later.
-        self._standby: CandidateProcess | None = None
-        self._processes_started = 0
+        #: A caller may spawn it before importing this module (``validate``: torch takes
+        #: seconds), with ``candidate_options`` and this harness's scratch as ``process-1``.
+        self._standby: CandidateProcess | None = standby
+        self._processes_started = 0 if standby is None else 1
         self._lock = threading.Lock()
 
     # -- public API -------------------------------------------------------------------------
@@ -236,19 +240,9 @@ class Harness:
     def _spawn(self) -> CandidateProcess:
         self._processes_started += 1
         scratch = self.scratch_root / f"process-{self._processes_started}"
-        settings = self.settings
-        options = SandboxOptions(
-            device_kind=self.device_kind,
-            memory_limit_mb=settings.memory_limit_mb[self.device_kind],
-            max_processes=settings.max_processes,
-            max_file_mb=settings.max_file_mb,
-            output_cap_bytes=settings.output_cap_bytes,
-            startup_timeout_s=settings.startup_timeout_s,
-            compile_grace_s=settings.compile_grace_s,
-            # The compile store, read-only: each source reads its own entries there.
-            extra_read_paths=[*settings.extra_read_paths, str(self.compile_cache.root)],
+        process = CandidateProcess(
+            scratch, candidate_options(self.settings, self.device_kind, self.compile_cache.root)
         )
-        process = CandidateProcess(scratch, options)
         process.spawn()
         return process
 
@@ -348,7 +342,7 @@ class _TestRun:
         self.sample_sets = self.result.sample_sets = sample_sets.check_names(
             request.sample_sets or sample_sets.SETS
         )
-        opinfo = opinfo_db.find_opinfo(request.op, request.variant)
+        opinfo = self.harness.samples.find(request.op, request.variant)
         if opinfo is None:
             self._stop(
                 Failure(

@@ -7,6 +7,7 @@ worker says hello within a second of starting.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import threading
 from collections import OrderedDict
@@ -109,6 +110,16 @@ def _lint_job(payload: dict[str, Any], cancel: threading.Event) -> dict[str, Any
     )
 
 
+@functools.cache
+def _stored_samples():
+    """The prepared samples every slot shares, backed by the sample store (sample_store.py): a
+    restarted worker judges from it without importing the OpInfo database."""
+    from opforge_worker.sample_store import SampleStore
+    from opforge_worker.samples import SampleCache
+
+    return SampleCache(store=SampleStore())
+
+
 def handlers_for(role: str, device_kind: str, slots: int) -> tuple[dict[str, JobHandler], Any]:
     """The handlers a worker of `role` serves, and a callable that releases what they hold."""
     if role == "lint":
@@ -121,7 +132,7 @@ def handlers_for(role: str, device_kind: str, slots: int) -> tuple[dict[str, Job
     def make_harness():
         from opforge_worker.harness import Harness
 
-        return Harness(device_kind=device_kind)
+        return Harness(device_kind=device_kind, sample_cache=_stored_samples())
 
     pool = HarnessPool(slots, make_harness)
     return {"test": pool.run_test, "catalog": _catalog_job(device_kind)}, pool.close

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
+from opforge_worker import opinfo as opinfo_db
 from opforge_worker import sample_sets
 from opforge_worker.checks import tensor_leaves
 from opforge_worker.judge import Reference, ReferenceError, compute_reference, describe_sample
@@ -95,22 +96,50 @@ def prepare(
 
 class SampleCache:
     """Prepared samples by (operator, variant, dtype, seed, set), least recently used evicted first
-    once they hold more than ``max_bytes``. Thread-safe: a worker's slots share one."""
+    once they hold more than ``max_bytes``. Thread-safe: a worker's slots share one.
 
-    def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES):
+    With a ``store`` (``sample_store.SampleStore``), samples missing here are read from disk
+    before they are generated, generated ones are written there, and operators are looked up in
+    its metadata (``find``): the OpInfo database is imported only to generate what the store
+    lacks."""
+
+    def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES, store=None):
         self.max_bytes = max_bytes
+        self.store = store
         self._entries: OrderedDict[tuple, tuple[list[PreparedSample], int]] = OrderedDict()
         self._held = 0
         self._lock = threading.Lock()
         # Sample generation seeds the process's global random generators.
         self._generating = threading.Lock()
 
-    def samples(
-        self, opinfo, dtype: torch.dtype, seed: int, sample_set: str
-    ) -> list[PreparedSample]:
-        """The prepared samples of one set; whatever generating them raises is raised, never
-        cached."""
-        key = (opinfo.name, opinfo.variant_test_name, dtype, seed, sample_set)
+    def find(self, name: str, variant: str = ""):
+        """The operator ``name`` with ``variant``, or None: the store's metadata
+        (``sample_store.OpMeta``) where there is a store, else the OpInfo."""
+        if self.store is None:
+            return opinfo_db.find_opinfo(name, variant)
+        try:
+            return self.store.ops.get((name, variant))
+        except TypeError:  # unhashable: a request's variant may be any JSON value
+            return None
+
+    def variants(self) -> dict[str, tuple[str, ...]]:
+        """Each operator's variants' names, in op_db order."""
+        found: dict[str, list[str]] = {}
+        keys = (
+            self.store.ops
+            if self.store is not None
+            else ((op.name, op.variant_test_name) for op in opinfo_db.load_op_db())
+        )
+        for name, variant in keys:
+            variants = found.setdefault(name, [])
+            if variant not in variants:
+                variants.append(variant)
+        return {name: tuple(variants) for name, variants in found.items()}
+
+    def samples(self, op, dtype: torch.dtype, seed: int, sample_set: str) -> list[PreparedSample]:
+        """The prepared samples of one set of ``op`` (an OpInfo, or what ``find`` returns);
+        whatever generating them raises is raised, never cached."""
+        key = (op.name, op.variant_test_name, dtype, seed, sample_set)
         found = self._get(key)
         if found is not None:
             return found
@@ -118,12 +147,21 @@ class SampleCache:
             found = self._get(key)
             if found is not None:
                 return found
-            prepared = [
-                prepare(opinfo, sample, sample_set, index, dtype)
-                for index, sample in enumerate(
-                    sample_sets.generate(opinfo, sample_set, dtype, seed)
+            prepared = self.store.load(op, dtype, seed, sample_set) if self.store else None
+            if prepared is None:
+                opinfo = (
+                    op
+                    if hasattr(op, "sample_inputs")
+                    else opinfo_db.find_opinfo(op.name, op.variant_test_name)
                 )
-            ]
+                prepared = [
+                    prepare(opinfo, sample, sample_set, index, dtype)
+                    for index, sample in enumerate(
+                        sample_sets.generate(opinfo, sample_set, dtype, seed)
+                    )
+                ]
+                if self.store is not None:
+                    self.store.save(op, dtype, seed, sample_set, prepared)
         self._put(key, prepared)
         return prepared
 

@@ -213,6 +213,21 @@ class SandboxOptions:
     extra_read_paths: list[str] = field(default_factory=list)
 
 
+def candidate_options(settings, device_kind: str, compile_root: Path) -> SandboxOptions:
+    """A candidate process's options from the harness ``settings`` (settings.Settings), reading
+    the compile store at ``compile_root``: each source reads its own entries there."""
+    return SandboxOptions(
+        device_kind=device_kind,
+        memory_limit_mb=settings.memory_limit_mb[device_kind],
+        max_processes=settings.max_processes,
+        max_file_mb=settings.max_file_mb,
+        output_cap_bytes=settings.output_cap_bytes,
+        startup_timeout_s=settings.startup_timeout_s,
+        compile_grace_s=settings.compile_grace_s,
+        extra_read_paths=[*settings.extra_read_paths, str(compile_root)],
+    )
+
+
 class CandidateProcess:
     """One warm candidate process, as seen from the judge."""
 

@@ -26,8 +26,10 @@ dtype the operator supports on the device among bfloat16, float16, float32, int3
 each sample set: the requested ones, or else all of them (`sample_sets.SETS`).
 
 One harness serves the whole run, so start-up is paid once whatever the number of files and
-variants: its candidate process starts before the judge imports the OpInfo database, and both
-take their seconds at once. `StartupClock` times the phases up to the first test.
+variants: its candidate process starts before the judge imports torch, and both take their
+seconds at once. The operators' metadata and prepared samples come from the sample store
+(`sample_store.py`) when it has them, so that a run imports the OpInfo database only to generate
+what the store lacks. `StartupClock` times the phases up to the first test.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ import contextlib
 import functools
 import os
 import re
+import shutil
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -48,9 +52,10 @@ _MARKER = re.compile(r"^#\s*opforge:\s*(wrapper|variants?)\s*=\s*([\w.,-]+)\s*$"
 #: What a variant marker calls the operator's default variant (OpInfo's empty variant name).
 DEFAULT_VARIANT = "default"
 #: The start-up phases of a run, in order (``StartupClock``): the process's start to
-#: ``validate_paths`` (interpreter, command line); the judge's imports (torch, the harness); the
-#: harness and the candidate process's spawn; reading the files, with the OpInfo database's
-#: import; the wait for the candidate process to be ready, what is left of its start-up then.
+#: ``validate_paths`` (interpreter, command line); the candidate process's spawn and the judge's
+#: imports (torch, the harness); the harness; reading the files against the operators' metadata
+#: (from the sample store, else the OpInfo database's import); the wait for the candidate process
+#: to be ready, what is left of its start-up then.
 STARTUP_PHASES = ("python", "judge_imports", "harness", "op_db", "candidate_process")
 
 
@@ -92,14 +97,9 @@ def default_wrapper(op: str, source: str) -> str:
 @functools.cache
 def variants_by_op() -> dict[str, tuple[str, ...]]:
     """Each operator of the OpInfo database with its variants' names, in op_db order."""
-    from opforge_worker.opinfo import load_op_db
+    from opforge_worker.samples import SampleCache
 
-    found: dict[str, list[str]] = {}
-    for opinfo in load_op_db():
-        variants = found.setdefault(opinfo.name, [])
-        if opinfo.variant_test_name not in variants:
-            variants.append(opinfo.variant_test_name)
-    return {op: tuple(variants) for op, variants in found.items()}
+    return SampleCache().variants()
 
 
 def _describe(op: str, variant: str) -> str:
@@ -143,8 +143,11 @@ def resolve_name(
     return op, [named_variant(op)], ""
 
 
-def read_candidates(path: Path) -> list[Candidate]:
-    """The tests a candidate file asks for: one Candidate per (operator, variant)."""
+def read_candidates(
+    path: Path, variants_of: dict[str, tuple[str, ...]] | None = None
+) -> list[Candidate]:
+    """The tests a candidate file asks for: one Candidate per (operator, variant), against
+    each operator's variants (default: op_db's, ``variants_by_op``)."""
     try:
         source = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
@@ -158,7 +161,9 @@ def read_candidates(path: Path) -> list[Candidate]:
             variant = "" if variant == DEFAULT_VARIANT else variant
             if variant not in marked:
                 marked.append(variant)
-    op, variants, problem = resolve_name(path.name.removesuffix(".py"), marked, variants_by_op())
+    op, variants, problem = resolve_name(
+        path.name.removesuffix(".py"), marked, variants_of or variants_by_op()
+    )
     wrapper = wrapper or default_wrapper(op, source)
     return [Candidate(path, op, variant, wrapper, source, problem) for variant in variants]
 
@@ -222,8 +227,6 @@ def validate_one(
     seed: int,
     sets: tuple[str, ...],
 ) -> dict[str, Any]:
-    from opforge_worker.opinfo import find_opinfo
-
     entry: dict[str, Any] = {
         "file": candidate.path.name,
         "path": str(candidate.path),
@@ -233,10 +236,10 @@ def validate_one(
     }
     if candidate.problem:
         return _invalid(entry, candidate.problem)
-    opinfo = find_opinfo(candidate.op, candidate.variant)
+    opinfo = harness.samples.find(candidate.op, candidate.variant)
     if opinfo is None:
         variant = f" variant {candidate.variant!r}" if candidate.variant else ""
-        known = variants_by_op().get(candidate.op)
+        known = harness.samples.variants().get(candidate.op)
         variants = (
             f" (its variants: {', '.join(repr(name or DEFAULT_VARIANT) for name in known)})"
             if known
@@ -314,9 +317,18 @@ def validate_paths(
     seed: int = 0,
     clock: StartupClock | None = None,
     sets: list[str] | None = None,
+    cache_dir: Path | None = None,
+    sample_store: bool = True,
 ) -> Validation:
-    """Validate the candidates of ``paths`` (files, directories of them) with one harness."""
-    from opforge_worker import sample_sets
+    """Validate the candidates of ``paths`` (files, directories of them) with one harness.
+
+    The candidate process starts first, before the judge imports torch: both imports then take
+    their seconds at once. With ``sample_store``, the operators' metadata and prepared samples
+    come from the store under ``cache_dir`` (``sample_store.py``; default: the worker's cache)
+    and the OpInfo database is imported only to generate what it lacks."""
+    from opforge_worker import compile_cache
+    from opforge_worker.sandbox import CandidateProcess, SandboxStartError, candidate_options
+    from opforge_worker.settings import load_settings
 
     clock = clock or StartupClock()
     clock.mark("python")
@@ -325,17 +337,39 @@ def validate_paths(
         raise ValueError(
             f"unknown dtypes {', '.join(sorted(unknown))} (known: {', '.join(TARGET_DTYPES)})"
         )
-    chosen_sets = sample_sets.check_names(sets or sample_sets.SETS)
     files = candidate_files(paths)
-    from opforge_worker.harness import Harness
-    from opforge_worker.sandbox import SandboxStartError
-
-    clock.mark("judge_imports")
-    harness = Harness(device_kind=device_kind)
+    settings = load_settings()
+    compile_root = compile_cache.default_root()
+    compile_root.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="opforge-validate-")).resolve()
+    early: CandidateProcess | None = CandidateProcess(
+        scratch / "process-1", candidate_options(settings, device_kind, compile_root)
+    )
+    harness = None
     try:
-        harness.start_process()  # independent of op_db, which the judge imports meanwhile
+        try:
+            early.spawn()
+        except SandboxStartError:  # the harness starts another; the first test reports it
+            early = None
+        from opforge_worker import sample_sets
+        from opforge_worker import sample_store as store_module
+        from opforge_worker.harness import Harness
+        from opforge_worker.samples import SampleCache
+
+        chosen_sets = sample_sets.check_names(sets or sample_sets.SETS)
+        clock.mark("judge_imports")
+        store = None
+        if sample_store:
+            store = store_module.SampleStore(cache_dir / "samples" if cache_dir else None)
+        harness = Harness(
+            device_kind=device_kind,
+            scratch_root=scratch,
+            sample_cache=SampleCache(store=store),
+            standby=early,
+        )
         clock.mark("harness")
-        candidates = [candidate for path in files for candidate in read_candidates(path)]
+        variants_of = harness.samples.variants()
+        candidates = [c for path in files for c in read_candidates(path, variants_of)]
         clock.mark("op_db")
         with contextlib.suppress(SandboxStartError):  # the first test reports it
             harness.process()
@@ -346,7 +380,11 @@ def validate_paths(
         ]
         return Validation(results, clock.phases, harness.processes_started)
     finally:
-        harness.close()
+        if harness is not None:
+            harness.close()
+        elif early is not None:
+            early.kill()
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def validate_directory(

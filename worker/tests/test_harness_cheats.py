@@ -35,6 +35,7 @@ CHEATS = [
     ("cheats/judge_memory", "exp", "sandbox", "honest/exp"),
     ("cheats/tamper_launcher", "exp", "integrity", "honest/exp"),
     ("cheats/tamper_recorder", "exp", "dispatch_escape", "honest/exp"),
+    ("cheats/torch_compile", "exp", "integrity", "honest/exp"),
 ]
 if DEVICE == "interpreter":  # on a GPU this kernel does not compile
     CHEATS.append(("cheats/kernel_torch", "exp", "fallback", "honest/exp"))
