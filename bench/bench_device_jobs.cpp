@@ -34,11 +34,11 @@ void answering_worker(const std::string& endpoint, int64_t slots, std::atomic<bo
   socket.set(zmq::sockopt::linger, 0);
   socket.connect(endpoint);
   socket.send(zmq::buffer(wire::encode(wire::hello{.worker_id = "bench-worker",
-                                                   .role = "device",
+                                                   .role = contract::worker_role::device,
                                                    .device_kind = "interpreter",
                                                    .device_name = "bench",
                                                    .slots = slots,
-                                                   .jobs = {"test"},
+                                                   .jobs = {contract::job_kind::test},
                                                    .toolchain = {},
                                                    .fingerprint = "bench",
                                                    .host = "localhost",
@@ -57,8 +57,10 @@ void answering_worker(const std::string& endpoint, int64_t slots, std::atomic<bo
       if (!message || !std::holds_alternative<wire::job>(*message))
         continue;
       auto& job = std::get<wire::job>(*message);
-      socket.send(zmq::buffer(wire::encode(
-          wire::result{.job_id = job.job_id, .status = "done", .payload = {}, .elapsed_ms = 0})));
+      socket.send(zmq::buffer(wire::encode(wire::result{.job_id = job.job_id,
+                                                        .status = contract::job_status::done,
+                                                        .payload = {},
+                                                        .elapsed_ms = 0})));
     }
   }
 }

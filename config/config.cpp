@@ -1,6 +1,7 @@
 #include "config/config.hpp"
 
 #include "messages/device_kind.hpp"
+#include "messages/contract.hpp"
 #include "messages/errors.hpp"
 
 #include <algorithm>
@@ -393,14 +394,13 @@ void parse(reader& in, store_config& out) {
 
 check<std::string> dtype_list() {
   return [](const std::string& value) -> std::optional<std::string> {
-    static const std::vector<std::string> known{"bfloat16", "float16", "float32", "int32", "int64"};
     std::stringstream items{value};
     size_t count = 0;
     for (std::string item; std::getline(items, item, ',');) {
       ++count;
-      if (std::find(known.begin(), known.end(), item) == known.end())
-        return "lists " + in_quotes(item) +
-               "; dtypes are comma-separated, from bfloat16, float16, float32, int32, int64";
+      if (!contract::from_string<contract::dtype>(item))
+        return "lists " + in_quotes(item) + "; dtypes are comma-separated, from " +
+               contract::one_of<contract::dtype>();
     }
     if (count == 0)
       return std::string{"must name at least one dtype"};

@@ -48,7 +48,7 @@ struct workers_config {
 
 /// One group of worker processes the daemon starts and supervises on its own host.
 struct local_worker_config {
-  /// `device` runs test and benchmark jobs; `lint` runs lint jobs and needs no device.
+  /// `device` runs test and catalog jobs; `lint` runs lint jobs and needs no device.
   std::string role = "device";
   /// For role device: `interpreter`, `cuda`, or `auto` (cuda when `nvidia-smi -L` lists a GPU,
   /// resolved at start). For role lint: `none`.

@@ -16,7 +16,7 @@ namespace opforge {
 /// `fingerprint`, when those are set) has a free slot; jobs leave the queue in submission order.
 struct device_job {
   std::string id{};          // unique among unfinished jobs; a retried job keeps it
-  std::string kind{};        // test, lint, catalog, benchmark
+  std::string kind{};        // a contract::job_kind: test, lint, catalog
   std::string payload{};     // one msgpack map, the request of PROTOCOL.md "Job payloads"
   std::string device_kind{}; // "" = any; lint workers serve lint jobs whatever this says
   std::string fingerprint{}; // "" = any toolchain

@@ -4,16 +4,21 @@
 
 namespace opforge {
 
-NLOHMANN_JSON_SERIALIZE_ENUM(session_state, {
-                                                {session_state::prompt, "PROMPT"},
-                                                {session_state::generate, "GENERATE"},
-                                                {session_state::parse, "PARSE"},
-                                                {session_state::lint, "LINT"},
-                                                {session_state::test, "TEST"},
-                                                {session_state::feedback, "FEEDBACK"},
-                                                {session_state::success, "SUCCESS"},
-                                                {session_state::failed, "FAILED"},
-                                            })
+namespace contract {
+
+// States are stored by their contract names. Next to the enum, where the JSON codecs look for
+// them; a name this build does not know reads as PROMPT, as it always did.
+void to_json(nlohmann::json& out, session_state state) {
+  out = to_string(state);
+}
+
+void from_json(const nlohmann::json& in, session_state& state) {
+  state = in.is_string()
+              ? from_string<session_state>(in.get<std::string>()).value_or(session_state::prompt)
+              : session_state::prompt;
+}
+
+} // namespace contract
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(session_message, role, content)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(session_attempt, dialog, call, stage, outcome,
@@ -23,8 +28,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(session_record, session_id, camp
                                                 endpoint, model, budgets, state, revision, dialog,
                                                 calls_in_dialog, total_calls, consecutive_faults,
                                                 total_faults, messages, proposal, last_feedback,
-                                                verdict, prompt_tokens, completion_tokens, history,
-                                                end_reason)
+                                                verdict, toolchain, device_kind, prompt_tokens,
+                                                completion_tokens, history, end_reason)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(session_transition, revision, from, to, detail,
                                                 at_ms, content)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(operator_spec, op, variant, category, docstring,
@@ -77,28 +82,6 @@ std::string to_msgpack(const nlohmann::json& value) {
 }
 
 } // namespace
-
-const char* to_string(session_state state) {
-  switch (state) {
-  case session_state::prompt:
-    return "PROMPT";
-  case session_state::generate:
-    return "GENERATE";
-  case session_state::parse:
-    return "PARSE";
-  case session_state::lint:
-    return "LINT";
-  case session_state::test:
-    return "TEST";
-  case session_state::feedback:
-    return "FEEDBACK";
-  case session_state::success:
-    return "SUCCESS";
-  case session_state::failed:
-    return "FAILED";
-  }
-  return "UNKNOWN";
-}
 
 std::string encode_record(const session_record& record) {
   nlohmann::json value = record;

@@ -4,6 +4,8 @@
 // (`events`) and campaigns (`campaigns`). The bytes are part of the on-disk schema: a record that
 // an older build wrote must decode here, and a field added later decodes as its default.
 
+#include "messages/contract.hpp"
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -15,19 +17,8 @@
 
 namespace opforge {
 
-enum class session_state : uint8_t {
-  prompt,
-  generate,
-  parse,
-  lint,
-  test,
-  feedback,
-  success,
-  failed
-};
-
-/// "PROMPT", "GENERATE", ...
-const char* to_string(session_state state);
+/// The contract's session states; to_string gives "PROMPT", "GENERATE", ...
+using contract::session_state;
 
 struct session_budgets {
   uint32_t max_dialogs = 3;
@@ -80,6 +71,8 @@ struct session_record {
   std::string proposal;                  // the latest parsed candidate's source
   std::string last_feedback;             // the latest feedback prompt, seeds a new dialog
   nlohmann::json verdict;                // the latest lint or test result payload
+  std::string toolchain;                 // the fingerprint of the toolchain the latest test ran on
+  std::string device_kind;               // and the kind of device
   uint64_t prompt_tokens = 0;
   uint64_t completion_tokens = 0;
   std::vector<session_attempt> history;

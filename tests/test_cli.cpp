@@ -320,11 +320,11 @@ TEST_F(CliTest, StatusAndWorkersShowAConnectedWorker) {
   serve("");
   opforge::wire::hello hello;
   hello.worker_id = "testhost:42:cafe";
-  hello.role = "device";
+  hello.role = opforge::contract::worker_role::device;
   hello.device_kind = "interpreter";
   hello.device_name = "cpu (triton interpreter)";
   hello.slots = 2;
-  hello.jobs = {"test", "catalog"};
+  hello.jobs = {opforge::contract::job_kind::test, opforge::contract::job_kind::catalog};
   hello.toolchain = {{"python", "3.11"}, {"torch", "2.13"}, {"triton", "3.6"}};
   hello.fingerprint = "0123456789abcdef";
   hello.host = "testhost";

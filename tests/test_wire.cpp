@@ -24,11 +24,11 @@ std::string payload_of(const fields& map) {
 
 wire::hello sample_hello() {
   return {.worker_id = "gpu7:4242:9f3a",
-          .role = "device",
+          .role = contract::worker_role::device,
           .device_kind = "cuda",
           .device_name = "NVIDIA H100 80GB HBM3",
           .slots = 2,
-          .jobs = {"test", "catalog"},
+          .jobs = {contract::job_kind::test, contract::job_kind::catalog},
           .toolchain = {{"python", "3.12.3"}, {"torch", "2.11.0"}, {"triton", "3.6.0"}},
           .fingerprint = "0123456789abcdef",
           .host = "gpu7",
@@ -81,7 +81,7 @@ TEST(Wire, WorkerMessagesRoundTrip) {
   EXPECT_EQ(worker_round_trip(wire::worker_heartbeat{3}).busy, 3);
   wire::result result{
       .job_id = "t-17",
-      .status = "done",
+      .status = contract::job_status::done,
       .payload = payload_of({{"outcome", std::string{"pass"}}, {"tests_run", int64_t{12}}}),
       .error = "",
       .elapsed_ms = 1534};
@@ -93,7 +93,7 @@ TEST(Wire, DaemonMessagesRoundTrip) {
   EXPECT_EQ(daemon_round_trip(wire::welcome{250, 4}), (wire::welcome{250, 4}));
   daemon_round_trip(wire::daemon_heartbeat{});
   wire::job job{.job_id = "t-17",
-                .kind = "test",
+                .kind = contract::job_kind::test,
                 .attempt = 2,
                 .deadline_ms = 60000,
                 .payload = payload_of({{"op", std::string{"exp"}}, {"seed", int64_t{0}}})};
@@ -106,7 +106,8 @@ TEST(Wire, DaemonMessagesRoundTrip) {
 
 // An empty payload is sent as `{}`, which comes back as the one-byte empty map.
 TEST(Wire, EmptyPayloadTravelsAsAnEmptyMap) {
-  auto job = daemon_round_trip(wire::job{.job_id = "c-1", .kind = "catalog", .deadline_ms = 1});
+  auto job = daemon_round_trip(
+      wire::job{.job_id = "c-1", .kind = contract::job_kind::catalog, .deadline_ms = 1});
   EXPECT_EQ(job.payload, std::string(1, '\x80'));
 }
 

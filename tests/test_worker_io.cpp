@@ -53,11 +53,11 @@ public:
 
   void hello() {
     send(wire::encode(wire::hello{.worker_id = id_,
-                                  .role = "device",
+                                  .role = contract::worker_role::device,
                                   .device_kind = "interpreter",
                                   .device_name = "cpu (triton interpreter)",
                                   .slots = 1,
-                                  .jobs = {"test"},
+                                  .jobs = {contract::job_kind::test},
                                   .toolchain = {{"triton", "3.6.0"}},
                                   .fingerprint = "fp",
                                   .host = "localhost",
@@ -67,7 +67,7 @@ public:
   void answer(const wire::job& job) {
     --held_;
     send(wire::encode(wire::result{.job_id = job.job_id,
-                                   .status = "done",
+                                   .status = contract::job_status::done,
                                    .payload = op_payload("answered by " + id_),
                                    .elapsed_ms = 5}));
   }
@@ -277,10 +277,10 @@ TEST_F(WorkerSocket, MalformedFramesAreCountedAndDroppedWhileAGoodWorkerWorks) {
 // Strangers over a real socket: a lint worker claiming test jobs is told why it is refused and
 // gets nothing; one claiming 2^63-1 slots is registered with workers.max_slots.
 TEST_F(WorkerSocket, HellosClaimingTooMuchAreRefusedOrCapped) {
-  auto claim = [](const std::string& id, std::string role, std::string kind, int64_t slots,
-                  std::vector<std::string> jobs) {
+  auto claim = [](const std::string& id, contract::worker_role role, std::string kind,
+                  int64_t slots, std::vector<contract::job_kind> jobs) {
     return wire::encode(wire::hello{.worker_id = id,
-                                    .role = std::move(role),
+                                    .role = role,
                                     .device_kind = std::move(kind),
                                     .device_name = "stranger",
                                     .slots = slots,
@@ -290,13 +290,14 @@ TEST_F(WorkerSocket, HellosClaimingTooMuchAreRefusedOrCapped) {
                                     .pid = 1});
   };
   scripted_worker liar{context, endpoint, "liar"};
-  liar.send(claim("liar", "lint", "none", 1, {"lint", "test"}));
+  liar.send(claim("liar", contract::worker_role::lint, "none", 1,
+                  {contract::job_kind::lint, contract::job_kind::test}));
   auto refused = liar.await<wire::goodbye>();
   ASSERT_TRUE(refused);
   EXPECT_EQ(refused->reason, "hello refused: a lint worker cannot serve 'test' jobs");
   scripted_worker greedy{context, endpoint, "greedy"};
-  greedy.send(
-      claim("greedy", "device", "interpreter", std::numeric_limits<int64_t>::max(), {"test"}));
+  greedy.send(claim("greedy", contract::worker_role::device, "interpreter",
+                    std::numeric_limits<int64_t>::max(), {contract::job_kind::test}));
   ASSERT_TRUE(greedy.await<wire::welcome>());
   std::vector<worker_info> workers;
   self->request(manager, patience, atom::workers_v)
@@ -311,7 +312,8 @@ TEST_F(WorkerSocket, HellosClaimingTooMuchAreRefusedOrCapped) {
 TEST_F(WorkerSocket, AHelloMustComeFromTheWorkersOwnIdentity) {
   scripted_worker impostor{context, endpoint, "w9"};
   impostor.beating = false;
-  auto hello = wire::hello{.worker_id = "someone-else", .role = "lint", .slots = 1};
+  auto hello =
+      wire::hello{.worker_id = "someone-else", .role = contract::worker_role::lint, .slots = 1};
   impostor.send(wire::encode(hello));
   impostor.send(wire::encode(wire::worker_heartbeat{}));
   ASSERT_TRUE(impostor.await<wire::hello_required>());

@@ -17,8 +17,6 @@ namespace {
 
 constexpr size_t departed_kept = 32;
 
-const std::set<std::string, std::less<>> job_kinds{"test", "lint", "catalog", "benchmark"};
-
 // "t-17 (test exp)": the job kind, and the operator when the payload names one.
 std::string label_of(const device_job& job) {
   std::string label = job.id + " (" + job.kind;
@@ -46,8 +44,9 @@ std::string join(const std::vector<std::string>& items) {
 }
 
 // The job kinds each role may serve: a lint worker must not claim the tests of a device.
-const std::map<std::string, std::set<std::string>, std::less<>> role_jobs{
-    {"device", {"test", "catalog", "benchmark"}}, {"lint", {"lint"}}};
+const std::map<contract::worker_role, std::set<contract::job_kind>> role_jobs{
+    {contract::worker_role::device, {contract::job_kind::test, contract::job_kind::catalog}},
+    {contract::worker_role::lint, {contract::job_kind::lint}}};
 
 // Longest worker id, device name, host, fingerprint or toolchain entry a hello may carry: they are
 // logged, listed and kept for every worker.
@@ -55,9 +54,9 @@ constexpr size_t max_text = 256;
 constexpr size_t max_toolchain_entries = 32;
 
 bool serves(const wire::hello& worker, const device_job& job) {
-  auto& kinds = worker.jobs;
-  return std::find(kinds.begin(), kinds.end(), job.kind) != kinds.end() &&
-         (worker.role == "lint" || job.device_kind.empty() ||
+  auto kind = contract::from_string<contract::job_kind>(job.kind);
+  return std::find(worker.jobs.begin(), worker.jobs.end(), kind) != worker.jobs.end() &&
+         (worker.role == contract::worker_role::lint || job.device_kind.empty() ||
           job.device_kind == worker.device_kind) &&
          (job.fingerprint.empty() || job.fingerprint == worker.fingerprint) &&
          std::find(job.avoid_hosts.begin(), job.avoid_hosts.end(), worker.host) ==
@@ -94,8 +93,9 @@ caf::result<device_job_result> device_manager_state::submit(device_job job) {
   };
   if (job.id.empty())
     return invalid("the id is empty");
-  if (!job_kinds.count(job.kind))
-    return invalid("unknown kind '" + job.kind + "' (expected test, lint, catalog or benchmark)");
+  if (!contract::from_string<contract::job_kind>(job.kind))
+    return invalid("unknown kind '" + job.kind + "' (expected " +
+                   contract::one_of<contract::job_kind>() + ")");
   if (job.deadline_ms <= 0)
     return invalid("deadline_ms must be positive, got " + std::to_string(job.deadline_ms));
   if (jobs_.count(job.id))
@@ -196,20 +196,18 @@ void device_manager_state::alive(worker_entry& worker) {
 
 // Why `hello` cannot be accepted, if it cannot; caps its slots at the configured maximum.
 std::optional<std::string> device_manager_state::invalid_hello(wire::hello& hello) const {
-  auto role = role_jobs.find(hello.role);
-  if (role == role_jobs.end())
-    return "role '" + hello.role + "' is neither device nor lint";
-  if (hello.role == "lint"
-          ? hello.device_kind != no_device_kind
-          : hello.device_kind == no_device_kind || !is_device_kind(hello.device_kind))
+  // The frame decoder took only roles and job kinds of the contract.
+  auto lint = hello.role == contract::worker_role::lint;
+  if (lint ? hello.device_kind != no_device_kind
+           : hello.device_kind == no_device_kind || !is_device_kind(hello.device_kind))
     return "device kind '" + hello.device_kind.substr(0, max_text) + "' is not " +
-           (hello.role == "lint" ? std::string{no_device_kind}
-                                 : "a device kind (" + std::string{device_kind_rule} + ")");
+           (lint ? std::string{no_device_kind}
+                 : "a device kind (" + std::string{device_kind_rule} + ")");
   if (hello.jobs.empty())
     return std::string{"it serves no job kinds"};
-  for (auto& kind : hello.jobs)
-    if (!role->second.count(kind))
-      return "a " + hello.role + " worker cannot serve '" + kind.substr(0, max_text) + "' jobs";
+  for (auto kind : hello.jobs)
+    if (!role_jobs.at(hello.role).count(kind))
+      return "a " + to_string(hello.role) + " worker cannot serve '" + to_string(kind) + "' jobs";
   if (hello.slots < 1)
     return "slots must be >= 1, got " + std::to_string(hello.slots);
   for (auto* text : {&hello.worker_id, &hello.device_name, &hello.host, &hello.fingerprint})
@@ -244,8 +242,8 @@ void device_manager_state::on_hello(const std::string& identity, wire::hello hel
       self_->spawn(opforge::device, identity, outbox_, config_.heartbeat, config_.liveness);
   self_->monitor(device);
   spdlog::info("worker {} registered: {} {} ({}), {} slots, jobs [{}], toolchain {}",
-               hello.worker_id, hello.role, hello.device_kind, hello.device_name, hello.slots,
-               join(hello.jobs), hello.fingerprint);
+               hello.worker_id, to_string(hello.role), hello.device_kind, hello.device_name,
+               hello.slots, join(contract::to_strings(hello.jobs)), hello.fingerprint);
   workers_.emplace(identity, worker_entry{.hello = std::move(hello),
                                           .device = device,
                                           .registration = ++registrations_,
@@ -292,15 +290,15 @@ void device_manager_state::on_result(const std::string& identity, wire::result r
   if (!job.cancelled) {
     auto latency = std::chrono::duration<double>(now() - job.dispatched_at).count();
     metrics_->job_latency(job.job.kind).Observe(latency);
-    metrics_->jobs(job.job.kind, result.status).Increment();
-    ++(result.status == "done"     ? totals_.done
-       : result.status == "failed" ? totals_.failed
-                                   : totals_.cancelled);
-    if (result.status == "failed")
+    metrics_->jobs(job.job.kind, to_string(result.status)).Increment();
+    ++(result.status == contract::job_status::done     ? totals_.done
+       : result.status == contract::job_status::failed ? totals_.failed
+                                                       : totals_.cancelled);
+    if (result.status == contract::job_status::failed)
       spdlog::warn("device job {} failed on worker {}: {}", job.label,
                    worker->second.hello.worker_id, result.error);
     job.promise.deliver(device_job_result{.job_id = result.job_id,
-                                          .status = std::move(result.status),
+                                          .status = to_string(result.status),
                                           .payload = std::move(result.payload),
                                           .error = std::move(result.error),
                                           .worker_id = worker->second.hello.worker_id,
@@ -472,7 +470,8 @@ void device_manager_state::start(job_entry& job, worker_map::iterator worker) {
   worker->second.jobs.insert(job.job.id);
   self_->send(worker->second.device, atom::dispatch_v,
               wire::job{.job_id = job.job.id,
-                        .kind = job.job.kind,
+                        // submit() took only kinds of the contract
+                        .kind = *contract::from_string<contract::job_kind>(job.job.kind),
                         .attempt = job.attempt,
                         .deadline_ms = job.job.deadline_ms,
                         .payload = job.job.payload});
@@ -486,7 +485,7 @@ worker_info device_manager_state::describe(const worker_entry& worker) const {
   auto busy = worker.held();
   return {
       .worker_id = hello.worker_id,
-      .role = hello.role,
+      .role = to_string(hello.role),
       .device_kind = hello.device_kind,
       .device_name = hello.device_name,
       .toolchain = hello.toolchain,

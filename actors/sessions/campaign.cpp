@@ -133,36 +133,29 @@ void launch_more(self_pointer self) {
 
 } // namespace
 
-std::string render_docstring(const nlohmann::json& docstring) {
-  if (docstring.is_string())
-    return docstring.get<std::string>();
-  if (!docstring.is_object() || !docstring.contains("nodes") || !docstring["nodes"].is_array())
+std::string render_docstring(const std::optional<contract::docstring>& docstring) {
+  if (!docstring)
     return "(PyTorch has no docstring for this operator)";
   std::string out;
-  for (const auto& node : docstring["nodes"]) {
-    if (!node.is_object())
-      continue;
-    auto text = node.value("text", std::string{});
-    if (node.value("depth", 0) == 0)
-      out = text + out;
+  for (const auto& node : docstring->nodes) {
+    if (node.depth == 0)
+      out = node.text + out;
     else
-      out += "\n\n### Referenced: " + node.value("name", std::string{}) + "\n" + text;
+      out += "\n\n### Referenced: " + node.name + "\n" + node.text;
   }
   return out;
 }
 
-caf::expected<selected_operators> select_operators(const nlohmann::json& catalog,
+caf::expected<selected_operators> select_operators(const contract::catalog_result& catalog,
                                                    const operator_selection& selection,
                                                    const std::vector<std::string>& dtypes) {
   auto invalid = [](std::string what) {
     return caf::make_error(errc::request_invalid, std::move(what));
   };
-  if (!catalog.is_object() || !catalog.contains("operators") || !catalog["operators"].is_array())
-    return invalid("the catalog has no operator list");
   std::set<std::string> names, categories;
-  for (const auto& op : catalog["operators"]) {
-    names.insert(op.value("name", std::string{}));
-    categories.insert(op.value("category", std::string{}));
+  for (const auto& op : catalog.operators) {
+    names.insert(op.name);
+    categories.insert(op.category);
   }
   for (const auto& category : selection.categories)
     if (!categories.count(category)) {
@@ -174,36 +167,29 @@ caf::expected<selected_operators> select_operators(const nlohmann::json& catalog
   for (const auto& name : selection.names) {
     if (names.count(name))
       continue;
-    for (const auto& excluded : catalog.value("excluded", nlohmann::json::array()))
-      if (excluded.value("name", std::string{}) == name)
-        return invalid("operator '" + name + "' is excluded from the catalog: " +
-                       excluded.value("reason", std::string{"no reason given"}));
+    for (const auto& excluded : catalog.excluded)
+      if (excluded.name == name)
+        return invalid("operator '" + name + "' is excluded from the catalog: " + excluded.reason);
     return invalid("operator '" + name + "' is not in the catalog");
   }
-  auto wanted = [&](const nlohmann::json& op) {
-    auto has = [](const std::vector<std::string>& list, const std::string& item) {
-      return std::find(list.begin(), list.end(), item) != list.end();
-    };
-    return selection.all || has(selection.names, op.value("name", std::string{})) ||
-           has(selection.categories, op.value("category", std::string{}));
+  auto has = [](const std::vector<std::string>& list, const std::string& item) {
+    return std::find(list.begin(), list.end(), item) != list.end();
+  };
+  auto wanted = [&](const contract::catalog_operator& op) {
+    return selection.all || has(selection.names, op.name) || has(selection.categories, op.category);
   };
   selected_operators result;
-  for (const auto& op : catalog["operators"]) {
+  for (const auto& op : catalog.operators) {
     if (!wanted(op))
       continue;
-    operator_spec spec{op.value("name", std::string{}),
-                       op.value("variant", std::string{}),
-                       op.value("category", std::string{}),
-                       render_docstring(op.value("docstring", nlohmann::json{})),
-                       {}};
+    operator_spec spec{op.name, op.variant, op.category, render_docstring(op.docstring), {}};
     auto id = operator_id(spec.op, spec.variant);
     if (selection.covered.count(id)) {
       result.skipped.push_back(id + ": already has an accepted kernel");
       continue;
     }
-    auto supported = op.value("dtypes", std::vector<std::string>{});
     for (const auto& dtype : dtypes)
-      if (std::find(supported.begin(), supported.end(), dtype) != supported.end())
+      if (has(op.dtypes, dtype))
         spec.dtypes.push_back(dtype);
     if (spec.dtypes.empty()) {
       result.skipped.push_back(id + ": supports none of the requested dtypes");

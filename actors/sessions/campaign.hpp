@@ -8,6 +8,7 @@
 #include "actors/sessions/op_session.hpp"
 #include "actors/sessions/session_machine.hpp"
 #include "messages/actors.hpp"
+#include "messages/contract.hpp"
 #include "messages/session_messages.hpp"
 #include "persistence/store.hpp"
 
@@ -44,12 +45,12 @@ struct selected_operators {
 /// Resolves `selection` against a catalog result payload (messages/PROTOCOL.md, `catalog`) and
 /// the requested dtypes. A name that is not in the catalog (with the reason when it was excluded),
 /// or an unknown category, is an errc::request_invalid error naming it.
-caf::expected<selected_operators> select_operators(const nlohmann::json& catalog,
+caf::expected<selected_operators> select_operators(const contract::catalog_result& catalog,
                                                    const operator_selection& selection,
                                                    const std::vector<std::string>& dtypes);
 
 /// A catalog docstring (`root` and its `nodes`, the referenced docstrings) as prompt text.
-std::string render_docstring(const nlohmann::json& docstring);
+std::string render_docstring(const std::optional<contract::docstring>& docstring);
 
 /// The wrapper name the harness expects by convention: dots become underscores, then `_wrapper`
 /// (`nn.functional.relu` -> `nn_functional_relu_wrapper`).

@@ -6,6 +6,7 @@
 #include "messages/device_kind.hpp"
 #include "messages/device_messages.hpp"
 #include "messages/errors.hpp"
+#include "messages/wire.hpp"
 #include "persistence/keys.hpp"
 
 #include <algorithm>
@@ -22,7 +23,6 @@ namespace opforge {
 namespace {
 
 using self_pointer = campaign_manager_actor::stateful_pointer<campaign_manager_state>;
-using json = nlohmann::json;
 
 // Scans read whole families; this only bounds a runaway store.
 constexpr uint64_t scan_limit = 1'000'000;
@@ -176,11 +176,10 @@ void fetch_catalog(self_pointer self, std::string id, operator_selection selecti
   job.kind = "catalog";
   job.device_kind = spec.device_kind;
   job.deadline_ms = catalog_deadline_ms;
-  auto request = json::object();
+  contract::catalog_request request;
   if (!selection.all && selection.categories.empty())
-    request["filters"] = {{"ops", selection.names}};
-  auto bytes = json::to_msgpack(request);
-  job.payload = {bytes.begin(), bytes.end()};
+    request.filters = contract::catalog_filters{.ops = selection.names};
+  job.payload = contract::codec::to_bytes(request);
   self->request(self->state.setup.devices, caf::infinite, atom::submit_v, std::move(job))
       .then(
           [self, id, selection, dtypes, spec](device_job_result& result) mutable {
@@ -189,7 +188,8 @@ void fetch_catalog(self_pointer self, std::string id, operator_selection selecti
             if (result.status != "done")
               return reject(self, id,
                             invalid("the catalog job " + result.status + ": " + result.error));
-            auto catalog = decode_payload(result.payload);
+            auto catalog =
+                wire::decode_as<contract::catalog_result>(result.payload, "catalog_result");
             if (!catalog)
               return reject(self, id, catalog.error());
             auto selected = select_operators(*catalog, selection, dtypes);
@@ -283,11 +283,10 @@ caf::expected<campaign_spec> accept(const campaign_manager_setup& setup,
                    ")");
   if (request.dtypes.empty())
     request.dtypes = split(defaults.dtypes);
-  static const std::set<std::string> known{"bfloat16", "float16", "float32", "int32", "int64"};
   for (const auto& dtype : request.dtypes)
-    if (!known.count(dtype))
-      return invalid("dtype '" + dtype + "': must be one of bfloat16, float16, float32, int32, " +
-                     "int64");
+    if (!contract::from_string<contract::dtype>(dtype))
+      return invalid("dtype '" + dtype + "': must be one of " +
+                     contract::one_of<contract::dtype>());
   auto or_default = [](uint32_t value, int64_t fallback) {
     return value > 0 ? value : static_cast<uint32_t>(fallback);
   };

@@ -1,5 +1,6 @@
 #include "actors/sessions/feedback.hpp"
 
+#include "messages/contract.hpp"
 #include "messages/errors.hpp"
 
 #include <algorithm>
@@ -143,21 +144,29 @@ dtypes_tested dtypes_of_pass(const nlohmann::json& verdict,
   return tested;
 }
 
-std::optional<prompt_kind> feedback_kind_for(std::string_view outcome) {
-  if (outcome == "compile_error")
+std::optional<prompt_kind> feedback_kind_for(std::string_view test_outcome) {
+  auto outcome = contract::from_string<contract::outcome>(test_outcome);
+  if (!outcome)
+    return std::nullopt;
+  switch (*outcome) {
+  case contract::outcome::compile_error:
     return prompt_kind::feedback_compile_error;
-  if (outcome == "runtime_error")
+  case contract::outcome::runtime_error:
     return prompt_kind::feedback_runtime_error;
-  if (outcome == "crash")
+  case contract::outcome::crash:
     return prompt_kind::feedback_crash;
-  if (outcome == "accuracy_error")
+  case contract::outcome::accuracy_error:
     return prompt_kind::feedback_accuracy;
-  if (outcome == "timeout")
+  case contract::outcome::timeout:
     return prompt_kind::feedback_timeout;
-  if (outcome == "cheat_detected")
+  case contract::outcome::cheat_detected:
     return prompt_kind::feedback_cheat;
-  if (outcome == "lint_violation")
+  case contract::outcome::lint_violation:
     return prompt_kind::feedback_lint;
+  case contract::outcome::pass:
+  case contract::outcome::harness_error:
+    return std::nullopt;
+  }
   return std::nullopt;
 }
 

@@ -2,6 +2,7 @@
 
 #include "actors/library/kernels.hpp"
 #include "actors/sessions/feedback.hpp"
+#include "messages/contract.hpp"
 #include "messages/device_messages.hpp"
 #include "messages/errors.hpp"
 #include "messages/llm_messages.hpp"
@@ -53,8 +54,8 @@ kernel_record accepted_kernel(const session_record& r, int64_t at_ms) {
   kernel.calls_in_last_dialog = r.calls_in_dialog;
   kernel.tests_run = r.verdict.value("tests_run", int64_t{0});
   kernel.tests_passed = r.verdict.value("tests_passed", int64_t{0});
-  kernel.toolchain = r.verdict.value("toolchain", std::string{});
-  kernel.device_kind = r.verdict.value("device_kind", std::string{});
+  kernel.toolchain = r.toolchain;
+  kernel.device_kind = r.device_kind;
   kernel.accepted_at_ms = at_ms;
   return kernel;
 }
@@ -167,10 +168,11 @@ std::optional<size_t> next_long_log(const op_session_state& st, const json& resu
 // Feeds a test result back once each long log in its failure (compile log, traceback, crash
 // output) has gone through the summarizer, one after the other. A log the summarizer fails on is
 // fed back as it is; the feedback cuts it.
-void on_test_result(self_pointer self, json result, size_t from_field = 0) {
+void on_test_result(self_pointer self, test_finished event, size_t from_field = 0) {
+  auto& result = event.result;
   auto field = next_long_log(self->state, result, from_field);
   if (!field) {
-    on_event(self, test_finished{std::move(result)});
+    on_event(self, std::move(event));
     return;
   }
   auto& st = self->state;
@@ -180,15 +182,15 @@ void on_test_result(self_pointer self, json result, size_t from_field = 0) {
                           result["failure"][key].get<std::string>()};
   self->request(st.services.summarizer, caf::infinite, atom::summarize_v, std::move(request))
       .then(
-          [self, revision, result, key, next = *field + 1](summary_result& summary) mutable {
+          [self, revision, event, key, next = *field + 1](summary_result& summary) mutable {
             if (stale(self, revision))
               return;
-            result["failure"][key] = std::move(summary.text);
-            on_test_result(self, std::move(result), next);
+            event.result["failure"][key] = std::move(summary.text);
+            on_test_result(self, std::move(event), next);
           },
-          [self, revision, result, next = *field + 1](const caf::error&) mutable {
+          [self, revision, event, next = *field + 1](const caf::error&) mutable {
             if (!stale(self, revision))
-              on_test_result(self, std::move(result), next);
+              on_test_result(self, std::move(event), next);
           });
 }
 
@@ -254,9 +256,8 @@ void submit(self_pointer self, device_job job, std::vector<std::string> passed_o
             }
             if (passed && wanted > 1)
               (*payload)["confirmed_on"] = passed_on;
-            (*payload)["toolchain"] = result.fingerprint;
-            (*payload)["device_kind"] = self->state.services.device_kind;
-            on_test_result(self, std::move(*payload));
+            on_test_result(self, test_finished{std::move(*payload), result.fingerprint,
+                                               self->state.services.device_kind});
           },
           // A worker that vanished under the job says nothing about the candidate: only a death
           // of its candidate process, which the worker reports as a `crash` verdict, does.
@@ -275,20 +276,20 @@ void run_job(self_pointer self, const char* kind, const std::string& source) {
   job.kind = kind;
   job.deadline_ms = st.services.job_deadline_ms;
   if (job.kind == "lint") {
-    job.payload = to_bytes({{"source", source},
-                            {"op", r.op},
-                            {"wrapper", r.wrapper},
-                            {"profile", st.services.device_kind}});
+    job.payload = contract::codec::to_bytes(contract::lint_request{
+        .source = source, .op = r.op, .wrapper = r.wrapper, .profile = st.services.device_kind});
   } else {
     job.device_kind = st.services.device_kind;
-    job.payload = to_bytes({{"op", r.op},
-                            {"variant", r.variant},
-                            {"source", source},
-                            {"wrapper", r.wrapper},
-                            {"dtypes", r.dtypes},
-                            {"mode", "first_failure"},
-                            {"seed", 0},
-                            {"timeout_s", st.services.sample_timeout_s}});
+    contract::test_request request{.op = r.op,
+                                   .variant = r.variant,
+                                   .source = source,
+                                   .wrapper = r.wrapper,
+                                   .timeout_s = st.services.sample_timeout_s};
+    // The campaign took only dtypes of the contract (campaign_manager's accept).
+    for (const auto& name : r.dtypes)
+      if (auto dtype = contract::from_string<contract::dtype>(name))
+        request.dtypes.push_back(*dtype);
+    job.payload = contract::codec::to_bytes(request);
   }
   submit(self, std::move(job));
 }

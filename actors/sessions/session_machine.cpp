@@ -195,6 +195,8 @@ public:
 
   void on(const test_finished& event) {
     const auto& result = event.result;
+    rec_.toolchain = event.toolchain;
+    rec_.device_kind = event.device_kind;
     auto outcome = result.is_object() ? result.value("outcome", std::string{}) : std::string{};
     if (outcome == "pass") {
       // A pass is believed only when it says it ran something and everything it ran passed.

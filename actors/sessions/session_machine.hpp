@@ -49,7 +49,9 @@ struct lint_finished {
   nlohmann::json result; // the lint result payload
 };
 struct test_finished {
-  nlohmann::json result; // the test result payload
+  nlohmann::json result;   // the test result payload
+  std::string toolchain{}; // the fingerprint of the toolchain it ran on
+  std::string device_kind{};
 };
 struct harness_faulted {
   std::string detail; // the device job failed: never a verdict on the candidate

@@ -392,17 +392,6 @@ def select(op_db: Iterable, names: Iterable[str] | None) -> list:
     return chosen
 
 
-def filter_arguments(filters: dict[str, Any]) -> dict[str, Any]:
-    """The `catalog` job's `filters` map as build() arguments: `ops` (list of names)."""
-    unknown = set(filters) - {"ops"}
-    if unknown:
-        raise ValueError(f"filters: unknown keys {', '.join(sorted(unknown))} (known: ops)")
-    ops = filters.get("ops")
-    if ops is not None and not (isinstance(ops, list) and all(isinstance(o, str) for o in ops)):
-        raise ValueError("filters: key 'ops': expected a list of operator names")
-    return {"ops": ops}
-
-
 def build(
     device_kind: str,
     *,

@@ -85,7 +85,7 @@ from pathlib import Path
 import torch
 
 from opforge_worker import compile_cache as compile_cache_module
-from opforge_worker import device_kinds, sample_sets
+from opforge_worker import contract, device_kinds, sample_sets
 from opforge_worker import opinfo as opinfo_db
 from opforge_worker import samples as samples_module
 from opforge_worker.judge import Judge, Reference, ReplyError, report_verdict
@@ -105,7 +105,6 @@ from opforge_worker.settings import load_settings
 
 log = logging.getLogger("opforge_worker.harness")
 
-MODES = ("first_failure", "all")
 #: Crashes and timeouts after which a test in mode ``all`` stops: each costs a fresh process.
 _MAX_PROCESS_DEATHS = 3
 #: The inputs one batch of calls may carry (a sample larger than this goes alone).
@@ -334,26 +333,28 @@ class _TestRun:
         return self.harness._stable_names.payload(self.result.payload())
 
     def _run(self) -> None:
-        request = self.request
-        problem = _request_problem(request)
-        if problem:
-            self._stop(Failure("harness_error", "harness", f"bad test request: {problem}"))
-        self.sample_sets = self.result.sample_sets = _sample_sets(request)
-        opinfo = self.harness.samples.find(request["op"], request.get("variant", ""))
+        try:
+            request = self.spec = contract.TestRequest.from_dict(self.request)
+        except contract.ContractError as error:
+            self._stop(Failure("harness_error", "harness", f"bad test request: {error.detail}"))
+        self.sample_sets = self.result.sample_sets = sample_sets.check_names(
+            request.sample_sets or sample_sets.SETS
+        )
+        opinfo = self.harness.samples.find(request.op, request.variant)
         if opinfo is None:
             self._stop(
                 Failure(
                     "harness_error",
                     "harness",
-                    f"no OpInfo named {request['op']!r} with variant "
-                    f"{request.get('variant', '')!r} in this torch",
+                    f"no OpInfo named {request.op!r} with variant {request.variant!r} "
+                    "in this torch",
                 )
             )
         self._static_gate()
         self.judge = Judge(opinfo, self.harness.settings)
-        self.mode = request.get("mode", "first_failure")
-        self.seed = int(request.get("seed", 0))
-        self.timeout_s = float(request["timeout_s"])
+        self.mode = request.mode
+        self.seed = request.seed
+        self.timeout_s = request.timeout_s
         for dtype in self.result.dtypes:
             self._run_dtype(opinfo, dtype)
         if not self.result.tested:
@@ -366,8 +367,8 @@ class _TestRun:
         gate = self.harness.static_gate
         if gate is None:
             return
-        request = self.request
-        refused = gate.refused(request["source"], request["op"], request["wrapper"])
+        request = self.spec
+        refused = gate.refused(request.source, request.op, request.wrapper)
         if refused:
             cheats = [text for refusal, text in refused if refusal == "cheat"]
             outcome = "cheat_detected" if cheats else "lint_violation"
@@ -387,9 +388,9 @@ class _TestRun:
         if self.triton_cache is None or self.result.failure is not None:
             return
         try:
-            self.harness.compile_cache.keep(self.request["source"], self.triton_cache)
+            self.harness.compile_cache.keep(self.spec.source, self.triton_cache)
         except OSError as error:  # a full disk costs the next validation a compile, no verdict
-            log.warning("compiled kernels of %s not stored: %s", self.request["op"], error)
+            log.warning("compiled kernels of %s not stored: %s", self.spec.op, error)
 
     def _run_dtype(self, opinfo, dtype: str) -> None:
         torch_dtype = opinfo_db.dtype_from_name(dtype)
@@ -486,7 +487,7 @@ class _TestRun:
             header = self.judge.batch_request(
                 [call.reference for call in calls],
                 [len(call.inputs) for call in calls],
-                self.request["wrapper"],
+                self.spec.wrapper,
                 self.timeout_s,
             )
             header["groups"] = groups
@@ -622,16 +623,16 @@ class _TestRun:
             return process
         job_dir = process.new_job_dir()
         path = job_dir / "candidate.py"
-        path.write_text(self.request["source"])
+        path.write_text(self.spec.source)
         # Triton compiles this source's kernels into a directory of its own, reading through to
         # what its earlier validations compiled (compile_cache.py).
         self.triton_cache = job_dir / "triton-cache"
         self.triton_cache.mkdir()
-        stored = self.harness.compile_cache.use(self.request["source"])
+        stored = self.harness.compile_cache.use(self.spec.source)
         header = {
             "cmd": "load",
             "path": str(path),
-            "wrapper": self.request["wrapper"],
+            "wrapper": self.spec.wrapper,
             "timeout_s": self.timeout_s,
             "triton_cache": str(self.triton_cache),
             "compile_store": str(stored or ""),
@@ -792,39 +793,3 @@ def _unpack_replies(message: dict, blob: bytes, received: deque) -> str | None:
         received.append((reply, view[position : position + size]))
         position += size
     return None
-
-
-def _request_problem(request: dict) -> str | None:
-    """What is wrong with a test request, or None."""
-    for key, kind in (
-        ("op", str),
-        ("source", str),
-        ("wrapper", str),
-        ("dtypes", list),
-        ("timeout_s", int | float),
-    ):
-        if not isinstance(request.get(key), kind):
-            return f"{key!r} is missing or not a {getattr(kind, '__name__', 'number')}"
-    if not request["dtypes"]:
-        return "'dtypes' is empty"
-    unknown = [d for d in request["dtypes"] if d not in opinfo_db.DTYPES]
-    if unknown:
-        return f"unknown dtypes {unknown} (known: {', '.join(opinfo_db.DTYPES)})"
-    if request.get("mode", "first_failure") not in MODES:
-        return f"'mode' must be one of {MODES}"
-    if request["timeout_s"] <= 0:
-        return "'timeout_s' must be positive"
-    try:
-        _sample_sets(request)
-    except ValueError as error:
-        return str(error)
-    return None
-
-
-def _sample_sets(request: dict) -> tuple[str, ...]:
-    """The sample sets a test request draws, in ``sample_sets.SETS`` order (every set when it
-    names none); ValueError saying what is wrong with its ``sample_sets``."""
-    names = request.get("sample_sets", list(sample_sets.SETS))
-    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
-        raise ValueError("'sample_sets' must be a non-empty list of set names")
-    return sample_sets.check_names(names)

@@ -14,19 +14,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from opforge_worker import device_kinds
+from opforge_worker import contract, device_kinds
 from opforge_worker.connection import JobCancelled, JobHandler
-
-ROLES = ("device", "lint")
-
-
-def _required(payload: dict[str, Any], key: str, kind: type) -> Any:
-    if key not in payload:
-        raise ValueError(f"payload: missing key {key!r}")
-    value = payload[key]
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise ValueError(f"payload: key {key!r}: expected {kind.__name__}")
-    return value
 
 
 class HarnessPool:
@@ -102,10 +91,9 @@ def _catalog_job(device_kind: str):
     def run(payload: dict[str, Any], cancel: threading.Event) -> dict[str, Any]:
         from opforge_worker import catalog
 
-        filters = payload.get("filters") or {}
-        if not isinstance(filters, dict):
-            raise ValueError("payload: key 'filters': expected a map")
-        built = catalog.build(device_kind, cancel=cancel, **catalog.filter_arguments(filters))
+        request = contract.CatalogRequest.from_dict(payload)
+        ops = request.filters.ops if request.filters else None
+        built = catalog.build(device_kind, cancel=cancel, ops=ops)
         if cancel.is_set():
             raise JobCancelled
         return built
@@ -116,11 +104,9 @@ def _catalog_job(device_kind: str):
 def _lint_job(payload: dict[str, Any], cancel: threading.Event) -> dict[str, Any]:
     from opforge_worker.linter import lint_source
 
+    request = contract.LintRequest.from_dict(payload)
     return lint_source(
-        _required(payload, "source", str),
-        op=_required(payload, "op", str),
-        wrapper=_required(payload, "wrapper", str),
-        profile=_required(payload, "profile", str),
+        request.source, op=request.op, wrapper=request.wrapper, profile=request.profile
     )
 
 
@@ -139,7 +125,7 @@ def handlers_for(role: str, device_kind: str, slots: int) -> tuple[dict[str, Job
     if role == "lint":
         return {"lint": _lint_job}, lambda: None
     if role != "device":
-        raise ValueError(f"role {role!r}: expected one of {', '.join(ROLES)}")
+        raise ValueError(f"role {role!r}: expected one of {', '.join(contract.WORKER_ROLES)}")
     if device_kind == device_kinds.NO_DEVICE:
         known = ", ".join(device_kinds.KINDS)
         raise ValueError(f"role 'device' needs a device kind, one of {known}")

@@ -14,16 +14,11 @@ import random
 import numpy as np
 import torch
 
-#: Wire names of the dtypes opforge validates, and the torch dtype each stands for.
-DTYPES: dict[str, torch.dtype] = {
-    "bfloat16": torch.bfloat16,
-    "float16": torch.float16,
-    "float32": torch.float32,
-    "float64": torch.float64,
-    "int32": torch.int32,
-    "int64": torch.int64,
-    "bool": torch.bool,
-}
+from opforge_worker import contract
+
+#: Wire names of the dtypes opforge validates (the contract's), and the torch dtype each stands
+#: for: torch names them alike.
+DTYPES: dict[str, torch.dtype] = {name: getattr(torch, name) for name in contract.DTYPES}
 
 
 def dtype_from_name(name: str) -> torch.dtype:

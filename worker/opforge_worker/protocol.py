@@ -1,8 +1,10 @@
-"""msgpack frames of the workers socket (messages/PROTOCOL.md, version 1).
+"""msgpack frames of the workers socket (messages/PROTOCOL.md).
 
-`decode` bounds everything before it allocates (frame size, msgpack container and string sizes, no
-ext types) and checks the nesting depth and every required key of the message's type. Whatever is
-wrong raises `MalformedFrame` with a `reason` (the daemon's `opforge_malformed_frames_total` labels)
+The frames, their fields and the vocabulary are generated from messages/contract.yaml into
+`opforge_worker.contract`; this module re-exports them and adds what the socket needs. `decode`
+bounds everything before it allocates (frame size, msgpack container and string sizes, no ext
+types) and checks the nesting depth and every field of the message's type. Whatever is wrong
+raises `MalformedFrame` with a `reason` (the daemon's `opforge_malformed_frames_total` labels)
 and a message naming what was wrong; callers log and drop it.
 """
 
@@ -13,38 +15,28 @@ from typing import Any
 
 import msgpack
 
-VERSION = 1
+from opforge_worker.contract import (  # noqa: F401 (re-exported for the worker's modules)
+    DTYPES,
+    FRAMES_FROM_DAEMON,
+    FRAMES_FROM_WORKER,
+    JOB_KINDS,
+    JOB_STATUSES,
+    OUTCOMES,
+    SAMPLE_SETS,
+    TEST_MODES,
+    VERSION,
+    WORKER_ROLES,
+    ContractError,
+    type_word,
+)
+
 DEFAULT_MAX_FRAME_BYTES = 16 << 20
 MAX_CONTAINER_ENTRIES = 65536
 MAX_DEPTH = 32
 
-# Required keys and their types per message type. Unknown keys are allowed (forward compatibility).
-_STR, _INT, _MAP, _LIST = str, int, dict, list
-DAEMON_TO_WORKER: dict[str, dict[str, type]] = {
-    "welcome": {"heartbeat_ms": _INT, "liveness": _INT},
-    "heartbeat": {},
-    "job": {"job_id": _STR, "kind": _STR, "attempt": _INT, "deadline_ms": _INT, "payload": _MAP},
-    "cancel": {"job_id": _STR},
-    "hello_required": {},
-    "goodbye": {"reason": _STR},
-}
-WORKER_TO_DAEMON: dict[str, dict[str, type]] = {
-    "hello": {
-        "worker_id": _STR,
-        "role": _STR,
-        "device_kind": _STR,
-        "device_name": _STR,
-        "slots": _INT,
-        "jobs": _LIST,
-        "toolchain": _MAP,
-        "fingerprint": _STR,
-        "host": _STR,
-        "pid": _INT,
-    },
-    "heartbeat": {"busy": _INT},
-    "result": {"job_id": _STR, "status": _STR, "payload": _MAP, "elapsed_ms": _INT},
-    "goodbye": {"reason": _STR},
-}
+#: The frame types each side sends, and the contract's dataclass that checks each.
+DAEMON_TO_WORKER: dict[str, type] = FRAMES_FROM_DAEMON
+WORKER_TO_DAEMON: dict[str, type] = FRAMES_FROM_WORKER
 
 
 class MalformedFrame(ValueError):
@@ -87,32 +79,9 @@ def _depth(value: Any) -> int:
     return deepest
 
 
-_TYPE_WORDS = {
-    bool: "bool",
-    int: "int",
-    float: "float",
-    str: "str",
-    bytes: "bin",
-    dict: "map",
-    list: "array",
-    type(None): "nil",
-}
-
-
-def _type_word(value: Any) -> str:
-    return _TYPE_WORDS.get(type(value), type(value).__name__)
-
-
-def _has_type(value: Any, expected: type) -> bool:
-    # msgpack booleans decode to bool, which Python counts as int: the protocol does not.
-    if expected is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    return isinstance(value, expected)
-
-
 def decode(
     frame: bytes,
-    schema: dict[str, dict[str, type]] = DAEMON_TO_WORKER,
+    schema: dict[str, type] = DAEMON_TO_WORKER,
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
 ) -> Message:
     """Decodes and checks one frame against `schema` (one of the two directions above)."""
@@ -135,36 +104,31 @@ def decode(
             "not_msgpack", f"not one msgpack value: {type(error).__name__}: {error}"
         ) from None
     if not isinstance(value, dict):
-        raise MalformedFrame("not_map", f"expected a map, got {_type_word(value)}")
+        raise MalformedFrame("not_map", f"expected a map, got {type_word(value)}")
     if _depth(value) > MAX_DEPTH:
         raise MalformedFrame("too_deep", f"nesting deeper than {MAX_DEPTH}")
     version = value.get("v")
-    if not _has_type(version, int):
+    if type(version) is not int:
         raise MalformedFrame("missing_key", "key 'v': expected an int")
     if version != VERSION:
         raise MalformedFrame("version_mismatch", f"protocol version {version}, expected {VERSION}")
     type_ = value.get("type")
     if not isinstance(type_, str):
         raise MalformedFrame("missing_key", "key 'type': expected a str")
-    required = schema.get(type_)
-    if required is None:
+    checked = schema.get(type_)
+    if checked is None:
         raise MalformedFrame("unknown_type", f"unknown message type {type_!r}")
-    for key, expected in required.items():
-        if key not in value:
-            raise MalformedFrame("missing_key", f"{type_}: missing key {key!r}")
-        if not _has_type(value[key], expected):
-            raise MalformedFrame(
-                "bad_key",
-                f"{type_}: key {key!r}: expected {_TYPE_WORDS[expected]}, "
-                f"got {_type_word(value[key])}",
-            )
+    try:
+        checked.from_dict(value, type_)
+    except ContractError as error:
+        raise MalformedFrame(error.reason, str(error)) from None
     fields = {key: item for key, item in value.items() if key not in ("v", "type")}
     return Message(type_, fields)
 
 
 def decode_multipart(
     parts: list[bytes],
-    schema: dict[str, dict[str, type]] = DAEMON_TO_WORKER,
+    schema: dict[str, type] = DAEMON_TO_WORKER,
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
 ) -> Message:
     """A DEALER receives exactly one part per message; more parts are malformed."""

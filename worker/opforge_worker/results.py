@@ -69,18 +69,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-OUTCOMES = (
-    "pass",
-    "compile_error",
-    "runtime_error",
-    "crash",
-    "timeout",
-    "accuracy_error",
-    "cheat_detected",
-    "lint_violation",
-    "harness_error",
-)
-SKIPPED = "skipped"
+from opforge_worker.contract import OUTCOMES, DtypeOutcome
+
+__all__ = ["OUTCOMES", "SKIPPED", "Failure", "ResultBuilder"]
+
+SKIPPED = DtypeOutcome.SKIPPED.value
 
 
 @dataclass

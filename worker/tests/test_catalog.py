@@ -217,12 +217,3 @@ def test_a_complete_cache_answers_without_importing_op_db(built, cache, tmp_path
     assert everything["operators"] == built["operators"]
     with pytest.raises(ValueError, match="no OpInfo named nope"):
         catalog.build(DEVICE, ops=["nope"], cache_directory=tmp_path)
-
-
-def test_catalog_job_filters_are_checked():
-    assert catalog.filter_arguments({}) == {"ops": None}
-    assert catalog.filter_arguments({"ops": ["exp"]}) == {"ops": ["exp"]}
-    with pytest.raises(ValueError, match="unknown keys category"):
-        catalog.filter_arguments({"category": "x"})
-    with pytest.raises(ValueError, match="'ops': expected a list of operator names"):
-        catalog.filter_arguments({"ops": "exp"})

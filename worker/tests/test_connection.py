@@ -126,18 +126,18 @@ def test_cancel_stops_the_job_and_answers_cancelled(daemon, stopping):
         running.stop()
 
 
-def test_unknown_kind_and_handler_fault_fail_with_a_clear_error(daemon):
+def test_unserved_kind_and_handler_fault_fail_with_a_clear_error(daemon):
     def broken(payload, cancel):
         raise RuntimeError("the harness lost its candidate process")
 
     running = RunningWorker(daemon.endpoint, {"test": broken})
     try:
         identity = daemon.welcome()
-        daemon.send_job(identity, "j3", "benchmark")
+        daemon.send_job(identity, "j3", "lint")
         _, result = daemon.receive_type("result")
         assert result["job_id"] == "j3"
         assert result["status"] == "failed"
-        assert result["error"] == "job kind 'benchmark' is not served by this worker (test)"
+        assert result["error"] == "job kind 'lint' is not served by this worker (test)"
         daemon.send_job(identity, "j4", "test")
         _, result = daemon.receive_type("result")
         assert result["status"] == "failed"

@@ -123,7 +123,7 @@ def test_lint_worker_runs_lint_jobs(daemon, tmp_path):
         _, result = daemon.receive_type("result", timeout_s=300)
         assert (result["status"], result["error"]) == (
             "failed",
-            "ValueError: payload: missing key 'wrapper'",
+            "ContractError: lint_request: missing key 'wrapper'",
         )
     finally:
         stop(process)

@@ -234,8 +234,9 @@ def test_cheat_detected_names_the_aten_op():
     [
         ({"op": "no_such_operator"}, "no OpInfo named 'no_such_operator'"),
         ({"variant": "no_such_variant"}, "variant 'no_such_variant'"),
-        ({"dtypes": ["float8"]}, "unknown dtypes ['float8']"),
-        ({"timeout_s": None}, "'timeout_s' is missing"),
+        ({"dtypes": ["float8"]}, "key 'dtypes': expected bfloat16, float16, float32"),
+        ({"timeout_s": None}, "key 'timeout_s': expected float, got nil"),
+        ({"timeout_s": 0}, "key 'timeout_s': must be positive"),
     ],
 )
 def test_harness_error_is_never_the_candidates(harness, overrides, message):

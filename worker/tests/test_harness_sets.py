@@ -106,10 +106,11 @@ def test_a_request_draws_only_the_sets_it_names(harness, drawn):
     [
         (
             ["extremal", "no_such_set"],
-            "bad test request: unknown sample sets ['no_such_set'] (known: sample_inputs, ",
+            "bad test request: key 'sample_sets': expected sample_inputs, reference_inputs, "
+            "extremal, layouts or sizes, got 'no_such_set'",
         ),
-        ([], "bad test request: 'sample_sets' must be a non-empty list of set names"),
-        ("extremal", "bad test request: 'sample_sets' must be a non-empty list of set names"),
+        ([], "bad test request: key 'sample_sets': must not be empty"),
+        ("extremal", "bad test request: key 'sample_sets': expected array, got str"),
     ],
     ids=["unknown", "empty", "not_a_list"],
 )

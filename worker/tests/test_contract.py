@@ -1,0 +1,144 @@
+"""The generated contract: fresh from messages/contract.yaml, and agreeing with the daemon on the
+golden frames of tests/fixtures/frames (the GoogleTest tests/test_contract.cpp decodes them too)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import msgpack
+import pytest
+
+from opforge_worker import contract, protocol
+
+ROOT = Path(__file__).resolve().parents[2]
+FRAMES = ROOT / "tests" / "fixtures" / "frames"
+
+
+def test_committed_module_is_what_the_schema_generates(tmp_path, monkeypatch):
+    spec = importlib.util.spec_from_file_location(
+        "gen_contract", ROOT / "messages" / "gen_contract.py"
+    )
+    generator = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, generator)  # its dataclasses look themselves up
+    spec.loader.exec_module(generator)
+    fresh = tmp_path / "contract.py"
+    assert generator.main([str(ROOT / "messages" / "contract.yaml"), "--python", str(fresh)]) == 0
+    committed = Path(contract.__file__).read_text()
+    assert committed == fresh.read_text(), (
+        "worker/opforge_worker/contract.py is stale: build the daemon, or run "
+        "messages/gen_contract.py messages/contract.yaml --python worker/opforge_worker/contract.py"
+    )
+
+
+def frame(name: str) -> bytes:
+    return (FRAMES / f"{name}.msgpack").read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("name", "schema"),
+    [
+        ("hello", protocol.WORKER_TO_DAEMON),
+        ("worker_heartbeat", protocol.WORKER_TO_DAEMON),
+        ("result", protocol.WORKER_TO_DAEMON),
+        ("worker_goodbye", protocol.WORKER_TO_DAEMON),
+        ("welcome", protocol.DAEMON_TO_WORKER),
+        ("daemon_heartbeat", protocol.DAEMON_TO_WORKER),
+        ("job", protocol.DAEMON_TO_WORKER),
+        ("cancel", protocol.DAEMON_TO_WORKER),
+        ("hello_required", protocol.DAEMON_TO_WORKER),
+        ("daemon_goodbye", protocol.DAEMON_TO_WORKER),
+    ],
+)
+def test_golden_frames_decode_and_encode_back(name, schema):
+    bytes_ = frame(name)
+    message = protocol.decode(bytes_, schema)
+    typed = schema[message.type].from_dict(message.fields)
+    assert typed.to_dict() == message.fields
+    assert protocol.encode(message.type, **typed.to_dict()) == bytes_
+
+
+def test_golden_frames_hold_their_values():
+    hello = contract.Hello.from_dict(
+        protocol.decode(frame("hello"), protocol.WORKER_TO_DAEMON).fields
+    )
+    assert (hello.role, hello.device_kind, hello.slots) == ("device", "cuda", 2)
+    assert hello.jobs == ["test", "catalog"]
+    job = contract.Job.from_dict(protocol.decode(frame("job")).fields)
+    assert (job.kind, job.attempt, job.deadline_ms) == (contract.JobKind.TEST, 1, 600000)
+    request = contract.TestRequest.from_dict(job.payload)
+    assert request.dtypes == ["float32", "bfloat16"]
+    assert (request.mode, request.timeout_s, request.sample_sets) == ("first_failure", 30.0, None)
+    result = contract.Result.from_dict(
+        protocol.decode(frame("result"), protocol.WORKER_TO_DAEMON).fields
+    )
+    verdict = contract.TestResult.from_dict(result.payload)
+    assert verdict.outcome == contract.Outcome.ACCURACY_ERROR
+    assert verdict.per_dtype["float32"].sets["sample_inputs"] == contract.SetCount(run=3, passed=2)
+    assert verdict.per_dtype["bfloat16"].outcome == "skipped"
+    assert verdict.failure.sample_index == 2
+    assert verdict.failure.diff == {"max_abs_error": 0.5, "mismatched": 1, "total": 4}
+
+
+@pytest.mark.parametrize(
+    ("cls", "value", "reason", "message"),
+    [
+        (
+            contract.TestRequest,
+            {"op": "exp", "source": "", "wrapper": "w", "dtypes": ["complex64"], "timeout_s": 1},
+            "bad_key",
+            "test_request: key 'dtypes': expected bfloat16, float16, float32, float64, int32, "
+            "int64 or bool, got 'complex64'",
+        ),
+        (
+            contract.TestRequest,
+            {"op": "exp", "source": "", "wrapper": "w", "dtypes": [], "timeout_s": 1},
+            "bad_key",
+            "test_request: key 'dtypes': must not be empty",
+        ),
+        (
+            contract.TestResult,
+            {"outcome": "pass", "tests_run": 1, "tests_passed": 1, "per_dtype": {}},
+            "missing_key",
+            "test_result: missing key 'failure'",
+        ),
+        (
+            contract.LintResult,
+            {"ok": True, "violations": [{"rule": "r", "line": "1"}], "syntax_error": None},
+            "bad_key",
+            "lint_result: key 'violations.line': expected int, got str",
+        ),
+        (
+            contract.Hello,
+            {**msgpack.unpackb(frame("hello")), "device_kind": "CUDA!"},
+            "bad_key",
+            "hello: key 'device_kind': must be of the characters a-z0-9_-",
+        ),
+    ],
+)
+def test_values_that_break_the_contract_are_named(cls, value, reason, message):
+    with pytest.raises(contract.ContractError) as raised:
+        cls.from_dict(value)
+    assert raised.value.reason == reason
+    assert str(raised.value) == message
+
+
+def test_a_newer_peers_job_kinds_are_dropped_from_hello():
+    fields = {**msgpack.unpackb(frame("hello")), "jobs": ["profile", "lint"]}
+    assert contract.Hello.from_dict(fields).jobs == ["lint"]
+
+
+def test_vocabulary_is_one_tuple_per_enum():
+    assert contract.DTYPES == (
+        "bfloat16",
+        "float16",
+        "float32",
+        "float64",
+        "int32",
+        "int64",
+        "bool",
+    )
+    assert contract.JOB_KINDS == ("test", "lint", "catalog")
+    assert "skipped" in contract.DTYPE_OUTCOMES and "skipped" not in contract.OUTCOMES
+    assert contract.SESSION_STATES[0] == "PROMPT"
