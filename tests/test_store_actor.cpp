@@ -228,14 +228,14 @@ TEST_F(StoreActorTest, SpawnReportsOpenErrors) {
 }
 
 TEST_F(StoreActorTest, ScanContinuesAfterAKey) {
-  ask<atom::ok>(atom::write_v, write_batch{{{family::catalog, "op/c", "3"},
-                                            {family::catalog, "op/a", "1"},
-                                            {family::catalog, "op/b", "2"},
-                                            {family::catalog, "other", "x"}}});
+  ask<atom::ok>(atom::write_v, write_batch{{{family::validations, "op/c", "3"},
+                                            {family::validations, "op/a", "1"},
+                                            {family::validations, "op/b", "2"},
+                                            {family::validations, "other", "x"}}});
   auto keys = [&](std::string after, uint64_t limit) {
     std::vector<std::string> out;
-    for (auto& kv : ask<std::vector<key_value>>(atom::scan_v, family::catalog, std::string{"op/"},
-                                                std::move(after), limit))
+    for (auto& kv : ask<std::vector<key_value>>(atom::scan_v, family::validations,
+                                                std::string{"op/"}, std::move(after), limit))
       out.push_back(kv.key);
     return out;
   };

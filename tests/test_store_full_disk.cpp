@@ -217,14 +217,15 @@ protected:
 };
 
 TEST_F(StoreFullDiskTest, WritesWaitForSpaceWhileReadsGoOn) {
-  ask<atom::ok>(atom::write_v, write_batch{{{family::jobs, "before", "v"}}, true});
+  ask<atom::ok>(atom::write_v, write_batch{{{family::validations, "before", "v"}}, true});
   disk_.fill();
   // Big enough to cross a page of the log, so it cannot slip into space the log already has.
   std::string value(64 * 1024, 'v');
   std::vector<std::future<caf::error>> writes;
   for (int i = 0; i < 3; ++i)
     writes.push_back(write_async(
-        sys_, store_, write_batch{{{family::jobs, "during/" + std::to_string(i), value}}, true}));
+        sys_, store_,
+        write_batch{{{family::validations, "during/" + std::to_string(i), value}}, true}));
   ASSERT_TRUE(eventually([&] { return status().paused_writes == 3; }));
   auto paused = status();
   EXPECT_THAT(paused.write_failure, HasSubstr("space"));
@@ -234,7 +235,7 @@ TEST_F(StoreFullDiskTest, WritesWaitForSpaceWhileReadsGoOn) {
   EXPECT_GE(telemetry_->store_errors("write").Value(), 1);
   EXPECT_EQ(telemetry_->store_paused_writes().Value(), 3);
   // Reads are served meanwhile.
-  auto before = ask<stored_value>(atom::get_v, family::jobs, std::string{"before"});
+  auto before = ask<stored_value>(atom::get_v, family::validations, std::string{"before"});
   EXPECT_EQ(before.value, std::optional<std::string>{"v"});
 
   disk_.free_space();
@@ -247,7 +248,7 @@ TEST_F(StoreFullDiskTest, WritesWaitForSpaceWhileReadsGoOn) {
   EXPECT_EQ(resumed.paused_writes, 0u);
   EXPECT_EQ(resumed.batches_written, 4u);
   EXPECT_EQ(telemetry_->store_paused_writes().Value(), 0);
-  auto jobs = scan(family::jobs);
+  auto jobs = scan(family::validations);
   ASSERT_EQ(jobs.size(), 4u);
   EXPECT_EQ(jobs[1].key, "during/0");
   EXPECT_EQ(jobs[3].value, value);
@@ -255,8 +256,9 @@ TEST_F(StoreFullDiskTest, WritesWaitForSpaceWhileReadsGoOn) {
 
 TEST_F(StoreFullDiskTest, ShutdownWithHeldWritesAnswersThemAndCloses) {
   disk_.fill();
-  auto write = write_async(
-      sys_, store_, write_batch{{{family::jobs, "never", std::string(64 * 1024, 'v')}}, true});
+  auto write =
+      write_async(sys_, store_,
+                  write_batch{{{family::validations, "never", std::string(64 * 1024, 'v')}}, true});
   ASSERT_TRUE(eventually([&] { return status().paused_writes == 1; }));
   auto store = std::exchange(store_, store_actor{});
   // Whether the close could sync its log does not matter here; that it ends does.
