@@ -1,7 +1,7 @@
 #include "config/config.hpp"
 
-#include "messages/device_kind.hpp"
 #include "messages/contract.hpp"
+#include "messages/device_kind.hpp"
 #include "messages/errors.hpp"
 
 #include <algorithm>
