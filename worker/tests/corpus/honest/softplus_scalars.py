@@ -10,7 +10,9 @@ def softplus_kernel(x_ptr, out_ptr, threshold_ptr, beta, n, BLOCK: tl.constexpr)
     x = tl.load(x_ptr + offsets, mask=mask).to(tl.float32)
     threshold = tl.load(threshold_ptr)
     scaled = x * beta
-    smooth = tl.log(1.0 + tl.exp(tl.minimum(scaled, threshold))) / beta
+    # A select, not tl.minimum: on a GPU minimum(NaN, t) is t, and softplus(NaN) must be NaN.
+    capped = tl.where(scaled > threshold, threshold, scaled)
+    smooth = tl.log(1.0 + tl.exp(capped)) / beta
     y = tl.where(scaled > threshold, x, smooth)
     tl.store(out_ptr + offsets, y.to(out_ptr.dtype.element_ty), mask=mask)
 
