@@ -512,9 +512,6 @@ TEST_F(DeviceManager, HellosAreHeldToWhatTheyMayClaim) {
   EXPECT_EQ(refusal("d2", worker_hello("d2", "Quantum GPU")),
             "hello refused: device kind 'Quantum GPU' is not a device kind (1 to 32 lowercase "
             "letters, digits, '_' or '-', starting with a letter)");
-  EXPECT_EQ(refusal("d7", worker_hello("d7", "none")),
-            "hello refused: device kind 'none' is not a device kind (1 to 32 lowercase letters, "
-            "digits, '_' or '-', starting with a letter)");
   EXPECT_EQ(refusal("d3", worker_hello("d3", "interpreter", 0)),
             "hello refused: slots must be >= 1, got 0");
   auto named = worker_hello("d4");
@@ -534,8 +531,8 @@ TEST_F(DeviceManager, HellosAreHeldToWhatTheyMayClaim) {
   EXPECT_EQ(status().queued, 6);
 }
 
-// opforge_workers follows the fleet: the series of a kind no worker has any more go away, and
-// strangers announcing made-up kinds never create any.
+// opforge_workers follows the fleet: the series of a kind no worker has any more go away, so 300
+// workers announcing kinds of their own leave no series behind once they are gone.
 TEST_F(DeviceManager, SeriesOfGoneWorkersAreRemoved) {
   for (int i = 0; i < 300; ++i) {
     auto id = "s" + std::to_string(i);
@@ -545,7 +542,11 @@ TEST_F(DeviceManager, SeriesOfGoneWorkersAreRemoved) {
   hello("w1");
   auto text = scrape();
   EXPECT_NE(text.find(R"(opforge_workers{kind="cuda",state="idle"} 1)"), std::string::npos);
-  EXPECT_EQ(text.find("kind=\"kind"), std::string::npos);
+  EXPECT_NE(text.find(R"(opforge_workers{kind="kind299",state="idle"} 1)"), std::string::npos);
+  for (int i = 0; i < 300; ++i)
+    caf::anon_send(manager, "s" + std::to_string(i), wire::goodbye{"SIGTERM"});
+  run();
+  EXPECT_EQ(scrape().find("kind=\"kind"), std::string::npos);
   submit(test_job("t-1", "cuda"));
   answer("g1", "t-1");
   EXPECT_NE(scrape().find(R"(opforge_workers{kind="cuda",state="busy"} 0)"), std::string::npos);

@@ -18,8 +18,8 @@ prefix=$work/prefix
 "$cmake" --install "$build" --prefix "$prefix" >/dev/null
 data=$prefix/share/opforge
 for file in bin/opforge share/opforge/opforge.yaml share/opforge/prompts/initial.md \
-  share/opforge/examples/exp.py share/opforge/linter/cuda.yaml share/opforge/tolerances.yaml \
-  share/opforge/sample_sets.yaml share/opforge/demo/cassette.jsonl share/doc/opforge/README.md; do
+  share/opforge/examples/exp.py \
+  share/opforge/demo/cassette.jsonl share/doc/opforge/README.md; do
   [ -e "$prefix/$file" ] || fail "$file was not installed"
 done
 for file in CMakeLists.txt config.cpp resources.hpp demo/build_cassette.py; do
