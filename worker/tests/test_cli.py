@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -150,7 +151,7 @@ def test_fingerprint_prints_the_protocol_fingerprint():
 
 def test_hello_fields_satisfy_the_daemon_schema(daemon):
     # Decoding with the daemon-side schema already happened in receive_type; this pins the keys.
-    assert set(protocol.WORKER_TO_DAEMON["hello"]) == {
+    assert {field.name for field in dataclasses.fields(protocol.WORKER_TO_DAEMON["hello"])} == {
         "worker_id",
         "role",
         "device_kind",

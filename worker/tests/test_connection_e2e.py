@@ -93,7 +93,7 @@ def test_device_worker_runs_test_and_catalog_jobs_and_cancels(daemon, tmp_path):
         _, result = daemon.receive_type("result", timeout_s=600)
         assert (result["job_id"], result["status"]) == ("bad", "done")
         assert result["payload"]["outcome"] == "harness_error"
-        assert "'source' is missing" in result["payload"]["failure"]["message"]
+        assert "missing key 'source'" in result["payload"]["failure"]["message"]
     finally:
         stop(process)
 
