@@ -789,6 +789,179 @@ class CatalogResult:
 
 
 @dataclass
+class ToolchainProof:
+    """One toolchain a kernel was validated on, and the verdict there."""
+
+    NAME: ClassVar[str] = "toolchain_proof"
+    FIELDS: ClassVar[tuple[_Field, ...]] = (
+        _Field("fingerprint", ("str",)),
+        _Field("device_kind", ("str",), max_len=32, charset="a-z0-9_-"),
+        _Field("toolchain", ("dict", ("str",))),
+        _Field("outcome", ("enum", OUTCOMES)),
+        _Field("tests_run", ("int",)),
+        _Field("tests_passed", ("int",)),
+        _Field("validated_at_ms", ("int",)),
+    )
+
+    #: the worker's toolchain fingerprint (16 hex digits)
+    fingerprint: str = ""
+    device_kind: str = ""
+    #: python, torch, triton, cuda, driver, device: as the worker announced them
+    toolchain: dict[str, str] = field(default_factory=dict)
+    outcome: str = ""
+    tests_run: int = 0
+    tests_passed: int = 0
+    #: wall clock
+    validated_at_ms: int = 0
+
+    @classmethod
+    def from_dict(cls, value: Any, context: str = "") -> Self:
+        """Validates `value` (unknown keys ignored); ContractError says what is wrong."""
+        return cls(**_read_struct(cls.FIELDS, value, context or cls.NAME, ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        return _write_struct(self)
+
+
+@dataclass
+class LibraryKernel:
+    """One kernel of the library, with everything an exported package or a report needs."""
+
+    NAME: ClassVar[str] = "library_kernel"
+    FIELDS: ClassVar[tuple[_Field, ...]] = (
+        _Field("op", ("str",), nonempty=True),
+        _Field("variant", ("str",), optional=True),
+        _Field("wrapper", ("str",), nonempty=True),
+        _Field("source", ("str",)),
+        _Field("hash", ("str",)),
+        _Field("dtypes", ("list", ("enum", DTYPES)), skip_unknown=True),
+        _Field("aten_overloads", ("list", ("str",))),
+        _Field("provenance", ("dict", ("str",))),
+        _Field("proofs", ("list", ("struct", "toolchain_proof"))),
+    )
+
+    #: OpInfo name
+    op: str = ""
+    variant: str = ""
+    #: the wrapper's function name
+    wrapper: str = ""
+    #: the wrapper and its @triton.jit kernels
+    source: str = ""
+    #: content hash of the source (16 hex digits)
+    hash: str = ""
+    #: the dtypes it passed
+    dtypes: list[str] = field(default_factory=list)
+    #: the aten overloads the operator's OpInfo dispatches to, e.g. aten::abs, aten::abs.out
+    aten_overloads: list[str] = field(default_factory=list)
+    #: origin (campaign, imported:<source>, repair), campaign_id, session_id, endpoint, model,
+    #: dialogs, llm_calls
+    provenance: dict[str, str] = field(default_factory=dict)
+    #: its validations, newest first
+    proofs: list[ToolchainProof] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, value: Any, context: str = "") -> Self:
+        """Validates `value` (unknown keys ignored); ContractError says what is wrong."""
+        return cls(**_read_struct(cls.FIELDS, value, context or cls.NAME, ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        return _write_struct(self)
+
+
+@dataclass
+class LibraryBundle:
+    """What `opforge export` hands the exporter (worker/opforge_library): the kernels chosen for
+    one device kind and, if given, one toolchain fingerprint; one kernel per operator variant.
+    """
+
+    NAME: ClassVar[str] = "library_bundle"
+    FIELDS: ClassVar[tuple[_Field, ...]] = (
+        _Field("device_kind", ("str",), max_len=32, charset="a-z0-9_-"),
+        _Field("fingerprint", ("str",)),
+        _Field("daemon_version", ("str",)),
+        _Field("kernels", ("list", ("struct", "library_kernel"))),
+    )
+
+    device_kind: str = ""
+    #: the toolchain the kernels were chosen for; "": each operator's current kernel
+    fingerprint: str = ""
+    daemon_version: str = ""
+    kernels: list[LibraryKernel] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, value: Any, context: str = "") -> Self:
+        """Validates `value` (unknown keys ignored); ContractError says what is wrong."""
+        return cls(**_read_struct(cls.FIELDS, value, context or cls.NAME, ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        return _write_struct(self)
+
+
+@dataclass
+class ModelOperator:
+    """An OpInfo operator, by name and variant."""
+
+    NAME: ClassVar[str] = "model_operator"
+    FIELDS: ClassVar[tuple[_Field, ...]] = (
+        _Field("op", ("str",), nonempty=True),
+        _Field("variant", ("str",), optional=True),
+    )
+
+    op: str = ""
+    variant: str = ""
+
+    @classmethod
+    def from_dict(cls, value: Any, context: str = "") -> Self:
+        """Validates `value` (unknown keys ignored); ContractError says what is wrong."""
+        return cls(**_read_struct(cls.FIELDS, value, context or cls.NAME, ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        return _write_struct(self)
+
+
+@dataclass
+class ModelReport:
+    """What a model check found (worker/opforge_library, `modelcheck`); `opforge run --from-
+    model` starts a campaign over its missing operators.
+    """
+
+    NAME: ClassVar[str] = "model_report"
+    FIELDS: ClassVar[tuple[_Field, ...]] = (
+        _Field("model", ("str",), nonempty=True),
+        _Field("aten_calls", ("dict", ("int",))),
+        _Field("served_calls", ("int",)),
+        _Field("missing_overloads", ("list", ("str",))),
+        _Field("missing_operators", ("list", ("struct", "model_operator"))),
+        _Field("max_abs_deviation", ("float",)),
+        _Field("max_rel_deviation", ("float",)),
+        _Field("seconds_with_library", ("float",)),
+        _Field("seconds_without_library", ("float",)),
+    )
+
+    model: str = ""
+    #: aten overload -> calls in one forward pass
+    aten_calls: dict[str, int] = field(default_factory=dict)
+    #: calls the library's kernels served
+    served_calls: int = 0
+    #: overloads called that the library does not serve
+    missing_overloads: list[str] = field(default_factory=list)
+    #: the catalog's operators that dispatch to the missing overloads
+    missing_operators: list[ModelOperator] = field(default_factory=list)
+    max_abs_deviation: float = 0.0
+    max_rel_deviation: float = 0.0
+    seconds_with_library: float = 0.0
+    seconds_without_library: float = 0.0
+
+    @classmethod
+    def from_dict(cls, value: Any, context: str = "") -> Self:
+        """Validates `value` (unknown keys ignored); ContractError says what is wrong."""
+        return cls(**_read_struct(cls.FIELDS, value, context or cls.NAME, ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        return _write_struct(self)
+
+
+@dataclass
 class Hello:
     """The `hello` frame: sent on connect and on every reconnect; the daemon answers welcome."""
 
@@ -1030,6 +1203,11 @@ STRUCTS: dict[str, type] = {
     "catalog_exclusion": CatalogExclusion,
     "catalog_stats": CatalogStats,
     "catalog_result": CatalogResult,
+    "toolchain_proof": ToolchainProof,
+    "library_kernel": LibraryKernel,
+    "library_bundle": LibraryBundle,
+    "model_operator": ModelOperator,
+    "model_report": ModelReport,
 }
 #: The frames a worker sends, by their `type`.
 FRAMES_FROM_WORKER: dict[str, type] = {
