@@ -1,0 +1,1 @@
+"""What opforge's library becomes outside the daemon: exported packages, model checks."""
