@@ -58,9 +58,7 @@ class Adapter:
     def signature(self, bound: dict) -> str:
         """The dtypes of the typed arguments, e.g. ``float32,float32,py:int``."""
         return ",".join(
-            _token(bound[arg["name"]])
-            for arg in self.args
-            if arg["typed"] and arg["to"] != "dest"
+            _token(bound[arg["name"]]) for arg in self.args if arg["typed"] and arg["to"] != "dest"
         )
 
     def wrapper_call(self, bound: dict) -> tuple[list, dict] | str:

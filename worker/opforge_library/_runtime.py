@@ -40,9 +40,7 @@ _COPY_BLOCK = 1024
 
 
 @triton.jit
-def _strided_copy(
-    src, dst, n, s1, s2, s3, a0, a1, a2, a3, b0, b1, b2, b3, BLOCK: tl.constexpr
-):
+def _strided_copy(src, dst, n, s1, s2, s3, a0, a1, a2, a3, b0, b1, b2, b3, BLOCK: tl.constexpr):
     index = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = index < n
     i3 = index % s3
@@ -207,12 +205,17 @@ class Library:
             if key != self._dispatch_key:
                 raise RuntimeError(f"{self.package} is enabled for {self._dispatch_key}, not {key}")
             return
-        if self.manifest["device_kind"] == "interpreter" and os.environ.get("TRITON_INTERPRET") != "1":
+        if (
+            self.manifest["device_kind"] == "interpreter"
+            and os.environ.get("TRITON_INTERPRET") != "1"
+        ):
             raise RuntimeError(
                 f"{self.package} holds kernels for Triton's interpreter: set TRITON_INTERPRET=1 "
                 "before anything imports triton"
             )
-        overloads = [Overload(self, name, entry) for name, entry in self.manifest["covered"].items()]
+        overloads = [
+            Overload(self, name, entry) for name, entry in self.manifest["covered"].items()
+        ]
         for overload in overloads:  # before any registration: the kernels ATen has now
             self.wrapper(overload.kernel)
             overload.original = torch.library.get_kernel(_resolve(overload.name), key)

@@ -174,7 +174,9 @@ def adapter_spec(schema, wrapper, destination: str = "") -> dict | str:
     except (TypeError, ValueError) as error:
         return f"the wrapper's signature cannot be read: {error}"
     kinds = inspect.Parameter
-    positional = [p for p in parameters if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)]
+    positional = [
+        p for p in parameters if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)
+    ]
     any_positional = any(p.kind is kinds.VAR_POSITIONAL for p in parameters)
     any_keyword = any(p.kind is kinds.VAR_KEYWORD for p in parameters)
     by_keyword = {p.name for p in parameters if p.kind is kinds.KEYWORD_ONLY}
@@ -188,8 +190,10 @@ def adapter_spec(schema, wrapper, destination: str = "") -> dict | str:
                 return f"the default of {argument.name} ({spec['default']!r}) is not plain data"
         if argument.name == destination:
             spec["to"] = "dest"
-        elif not argument.kwarg_only and not by_keyword & {argument.name} and (
-            passed < len(positional) or any_positional
+        elif (
+            not argument.kwarg_only
+            and not by_keyword & {argument.name}
+            and (passed < len(positional) or any_positional)
         ):
             spec["to"] = "pos"
             passed += 1
@@ -209,9 +213,9 @@ def adapter_spec(schema, wrapper, destination: str = "") -> dict | str:
         if index >= passed and parameter.default is kinds.empty and parameter.name not in fed:
             return f"the wrapper requires {parameter.name}, which the schema does not give"
     for parameter in parameters:
-        if parameter.kind is kinds.KEYWORD_ONLY and parameter.default is kinds.empty:
-            if parameter.name not in fed:
-                return f"the wrapper requires {parameter.name}, which the schema does not give"
+        required = parameter.kind is kinds.KEYWORD_ONLY and parameter.default is kinds.empty
+        if required and parameter.name not in fed:
+            return f"the wrapper requires {parameter.name}, which the schema does not give"
     return {"args": args}
 
 
@@ -309,7 +313,9 @@ def plan_kernel(kernel: contract.LibraryKernel, wrapper) -> Plan:
         if overload is None:
             plan.unmapped[name] = f"not an ATen overload of torch {torch.__version__}"
         elif any(_is_write(a) for a in overload._schema.arguments):
-            plan.unmapped[name] = "writes into its arguments: served only as derived from a functional overload"
+            plan.unmapped[name] = (
+                "writes into its arguments: served only as derived from a functional overload"
+            )
         elif any(r.alias_info is not None for r in overload._schema.returns):
             plan.unmapped[name] = "a view of its input: a kernel's new tensor cannot alias it"
         else:
@@ -363,7 +369,8 @@ def _plan_functional(name, kernel, wrapper, traces, opinfo) -> dict | str:
                     warnings.simplefilter("ignore")
                     mapped = opinfo.op(*wrapped[0], **wrapped[1])
             except Exception as error:  # noqa: BLE001 (a wrong mapping raises anything)
-                return f"the OpInfo's operator refuses the adapted call: {type(error).__name__}: {error}"[:300]
+                refused = f"{type(error).__name__}: {error}"
+                return f"the OpInfo's operator refuses the adapted call: {refused}"[:300]
             if not _results_equal(mapped, call.result):
                 return "the adapted call gives another result than the overload on an OpInfo sample"
             signatures.setdefault(dtype, set()).add(adapter.signature(bound))
@@ -451,7 +458,7 @@ def manifest_of(bundle, name, dispatch_key, kernels, covered, unmapped) -> dict:
     }
 
 
-_INIT = '''"""{name}: {count} Triton kernels for {device_kind}, exported by opforge for torch.library.
+_INIT = '''"""{name}: {count} Triton kernels for {device_kind} by opforge, for torch.library.
 
     import {name}
     {name}.enable()          # or: with {name}.enabled(): ...

@@ -3,16 +3,19 @@
 # the result dtype, floating inputs are computed in float32 (float64 for float64) and rounded once.
 @triton.jit
 def add_kernel(
-    x_ptr, y_ptr, out_ptr, n, alpha, Y_SCALAR: tl.constexpr, FLOAT: tl.constexpr,
+    x_ptr,
+    y_ptr,
+    out_ptr,
+    n,
+    alpha,
+    Y_SCALAR: tl.constexpr,
+    FLOAT: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
     offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n
     x = tl.load(x_ptr + offsets, mask=mask)
-    if Y_SCALAR:
-        y = tl.load(y_ptr)
-    else:
-        y = tl.load(y_ptr + offsets, mask=mask)
+    y = tl.load(y_ptr) if Y_SCALAR else tl.load(y_ptr + offsets, mask=mask)
     kind = out_ptr.dtype.element_ty
     if FLOAT:
         wide = tl.float64 if kind == tl.float64 else tl.float32
@@ -35,7 +38,13 @@ def add(input, other, *, alpha=1):
     out = torch.empty(shape, dtype=dtype, device=input.device)
     if out.numel():
         add_kernel[(triton.cdiv(out.numel(), 1024),)](
-            x, y, out, out.numel(), alpha, Y_SCALAR=y_scalar,
-            FLOAT=dtype.is_floating_point, BLOCK=1024,
+            x,
+            y,
+            out,
+            out.numel(),
+            alpha,
+            Y_SCALAR=y_scalar,
+            FLOAT=dtype.is_floating_point,
+            BLOCK=1024,
         )
     return out
