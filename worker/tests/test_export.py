@@ -1,6 +1,7 @@
 """The exporter end to end: a bundle of real kernels becomes a package that serves torch's public
-API through torch.library on the interpreter (dispatch key CPU), installs with pip into a fresh
-venv, and a BackendBench layout whose files give the operators' results."""
+API through torch.library on the interpreter (dispatch key CPU; CUDA where OPFORGE_TEST_DEVICE=cuda,
+the GPU check's run), installs with pip into a fresh venv, and a BackendBench layout whose files
+give the operators' results."""
 
 from __future__ import annotations
 
@@ -22,7 +23,11 @@ from opforge_library import export
 from opforge_worker import compare, contract, settings, validate
 from opforge_worker.opinfo import find_opinfo, samples_for
 
-os.environ["TRITON_INTERPRET"] = "1"  # the interpreter device; before anything imports triton
+DEVICE = os.environ.get("OPFORGE_TEST_DEVICE", "interpreter")
+ON = "cuda" if DEVICE == "cuda" else "cpu"  # where the device's tensors live
+KEY = "CUDA" if DEVICE == "cuda" else "CPU"
+if DEVICE == "interpreter":
+    os.environ["TRITON_INTERPRET"] = "1"  # before anything imports triton
 
 WORKER = Path(__file__).resolve().parents[1]
 CORPUS = WORKER / "tests" / "corpus"
@@ -46,7 +51,7 @@ PROOF = contract.ToolchainProof(
 )
 
 
-def make_bundle(kernels=KERNELS, device_kind="interpreter") -> contract.LibraryBundle:
+def make_bundle(kernels=KERNELS, device_kind=DEVICE) -> contract.LibraryBundle:
     found = []
     for path, dtypes, overloads in kernels:
         (candidate,) = validate.read_candidates(path)
@@ -79,7 +84,7 @@ def exported(tmp_path_factory) -> Path:
     bundle = write_bundle(root / "bundle.msgpack", make_bundle())
     out = root / "out"
     arguments = ["--bundle", str(bundle), "--format", "torch-library", "--out", str(out)]
-    assert export.main([*arguments, "--name", PACKAGE, "--device-kind", "interpreter"]) == 0
+    assert export.main([*arguments, "--name", PACKAGE, "--device-kind", DEVICE]) == 0
     return out
 
 
@@ -108,7 +113,7 @@ def assert_judged_equal(actual, expected, op="abs"):
     assert isinstance(actual, torch.Tensor) and type(actual) is torch.Tensor
     assert (actual.shape, actual.dtype) == (expected.shape, expected.dtype)
     tolerance = settings.load_settings().tolerance(op, compare.dtype_name(expected.dtype))
-    diff = compare.tensor_diff(actual, expected, tolerance)
+    diff = compare.tensor_diff(actual.cpu(), expected.cpu(), tolerance)
     assert diff is None, diff
 
 
@@ -128,7 +133,7 @@ def test_the_manifest_lists_what_is_served_and_what_is_not_with_why(exported, pa
     assert manifest["covered"]["aten.abs.default"]["dtypes"] == ["float32", "int32"]
     assert "aten.t.default" not in manifest["covered"]
     assert "view" in manifest["unmapped"]["aten.t.default"]["reason"]
-    assert (manifest["device_kind"], manifest["dispatch_key"]) == ("interpreter", "CPU")
+    assert (manifest["device_kind"], manifest["dispatch_key"]) == (DEVICE, KEY)
     (abs_kernel,) = [k for k in manifest["kernels"].values() if k["op"] == "abs"]
     assert abs_kernel["provenance"]["campaign_id"] == "c1"
     assert abs_kernel["toolchains"][0]["fingerprint"] == PROOF.fingerprint
@@ -138,7 +143,7 @@ def test_the_manifest_lists_what_is_served_and_what_is_not_with_why(exported, pa
 @pytest.mark.parametrize("op", ["abs", "add"])
 def test_the_public_api_runs_the_kernels_on_the_opinfo_samples(library, op):
     opinfo = find_opinfo(op)
-    samples = samples_for(opinfo, "cpu", torch.float32, 0)
+    samples = samples_for(opinfo, ON, torch.float32, 0)
     expected = []
     library.disable()
     for sample in samples:
@@ -153,27 +158,27 @@ def test_the_public_api_runs_the_kernels_on_the_opinfo_samples(library, op):
 
 
 def test_in_place_and_out_write_through_the_kernel(library):
-    x = torch.randn(4, 6)
+    x = torch.randn(4, 6, device=ON)
     expected = x.abs()  # ATen's here: counted below from zero
     library.reset_counts()
 
     y = x.clone()
     assert y.abs_() is y
     assert_judged_equal(y, expected)
-    out = torch.empty(4, 6)
+    out = torch.empty(4, 6, device=ON)
     assert torch.abs(x, out=out) is out
     assert_judged_equal(out, expected)
-    strided = torch.empty(6, 4).t()  # a non-contiguous destination
+    strided = torch.empty(6, 4, device=ON).t()  # a non-contiguous destination
     torch.abs(x, out=strided)
     assert_judged_equal(strided, expected)
-    empty = torch.empty(0)  # ATen resizes an empty out= without a word
+    empty = torch.empty(0, device=ON)  # ATen resizes an empty out= without a word
     torch.abs(x, out=empty)
     assert_judged_equal(empty, expected)
 
-    other = torch.randn(6)
+    other = torch.randn(6, device=ON)
     z = x.clone()
     z.add_(other, alpha=2)
-    summed = torch.empty(4, 6)
+    summed = torch.empty(4, 6, device=ON)
     torch.add(x, other, alpha=2, out=summed)
     counts = library.call_counts()
     library.disable()
@@ -185,25 +190,25 @@ def test_in_place_and_out_write_through_the_kernel(library):
 
 
 def test_what_the_kernels_cannot_honour_falls_through_to_aten(library):
-    wide = torch.randn(5, dtype=torch.float64)  # not a dtype the kernel passed
+    wide = torch.randn(5, dtype=torch.float64, device=ON)  # not a dtype the kernel passed
     assert torch.equal(torch.abs(wide), wide.clone().abs_().detach())
-    ints = torch.arange(-4, 4, dtype=torch.int32)
-    assert torch.equal(ints + 2.5, torch.arange(-4, 4, dtype=torch.float32) + 2.5)
-    wrong_shape = torch.empty(3)  # ATen resizes a non-empty out= with a warning
+    ints = torch.arange(-4, 4, dtype=torch.int32, device=ON)
+    assert torch.equal(ints + 2.5, torch.arange(-4, 4, dtype=torch.float32, device=ON) + 2.5)
+    wrong_shape = torch.empty(3, device=ON)  # ATen resizes a non-empty out= with a warning
     with pytest.warns(UserWarning, match="resized"):
-        torch.abs(torch.tensor([-1.0, 2.0]), out=wrong_shape)
+        torch.abs(torch.tensor([-1.0, 2.0], device=ON), out=wrong_shape)
     assert wrong_shape.tolist() == [1.0, 2.0]
     counts = library.call_counts()
     assert counts["aten.abs.default"] == counts["aten.abs.out"] == 0
     assert counts["aten.add.Tensor"] == 0
-    mixed = torch.zeros(3, dtype=torch.int32)
+    mixed = torch.zeros(3, dtype=torch.int32, device=ON)
     with pytest.raises(RuntimeError, match="can't be cast"):
-        mixed.add_(torch.ones(3))  # float into int in place: ATen's own refusal
+        mixed.add_(torch.ones(3, device=ON))  # float into int in place: ATen's own refusal
     assert library.call_counts()["aten.add_.Tensor"] == 0
 
 
 def test_a_kernels_own_calls_never_reenter_the_library(library):
-    x = torch.randn(7)
+    x = torch.randn(7, device=ON)
     result = torch.sgn(x)
     counts = library.call_counts()
     library.disable()
@@ -213,7 +218,7 @@ def test_a_kernels_own_calls_never_reenter_the_library(library):
 
 
 def test_disable_and_enabled_restore_aten(package):
-    x = torch.randn(3)
+    x = torch.randn(3, device=ON)
     package.disable()
     package.reset_counts()
     torch.abs(x)
@@ -226,7 +231,7 @@ def test_disable_and_enabled_restore_aten(package):
     assert package.call_counts()["aten.abs.default"] == 1
 
 
-def test_the_interpreters_package_refuses_to_enable_without_the_interpreter(exported):
+def test_only_the_interpreters_package_needs_the_interpreter(exported):
     probe = subprocess.run(
         [sys.executable, "-c", f"import {PACKAGE}; {PACKAGE}.enable()"],
         cwd=exported,
@@ -235,8 +240,11 @@ def test_the_interpreters_package_refuses_to_enable_without_the_interpreter(expo
         text=True,
         timeout=300,
     )
-    assert probe.returncode != 0
-    assert "TRITON_INTERPRET=1" in probe.stderr
+    if DEVICE == "interpreter":
+        assert probe.returncode != 0
+        assert "TRITON_INTERPRET=1" in probe.stderr
+    else:
+        assert probe.returncode == 0, probe.stderr
 
 
 def test_pip_installs_the_package_into_a_fresh_venv(exported, tmp_path):
@@ -271,13 +279,19 @@ def test_pip_installs_the_package_into_a_fresh_venv(exported, tmp_path):
             "-c",
             f"import torch, {PACKAGE} as p\n"
             "p.enable()\n"
-            "x = torch.tensor([-1.5, 2.0, -0.0])\n"
+            f"x = torch.tensor([-1.5, 2.0, -0.0], device={ON!r})\n"
             "print(p.__file__, torch.abs(x).tolist(), p.call_counts()['aten.abs.default'])\n",
         ],
         cwd=tmp_path,
         env={
-            **{k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
-            "TRITON_INTERPRET": "1",
+            **os.environ,
+            # Dependencies may come by PYTHONPATH (the GPU check's), the checkout's worker must not.
+            "PYTHONPATH": os.pathsep.join(
+                entry
+                for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+                if entry and not (Path(entry) / "opforge_library").exists()
+            ),
+            "TRITON_INTERPRET": "1" if DEVICE == "interpreter" else "0",
         },
         capture_output=True,
         text=True,
@@ -309,7 +323,7 @@ def test_the_backendbench_layout_imports_and_gives_the_operators_results(tmp_pat
         spec.loader.exec_module(module)
         return getattr(module, f"{folder}_kernel_impl")
 
-    x, y = torch.randn(3, 4), torch.randn(4)
+    x, y = torch.randn(3, 4, device=ON), torch.randn(4, device=ON)
     assert_judged_equal(impl("abs__default")(x), torch.abs(x))
     assert_judged_equal(impl("add__Tensor")(x, y, alpha=3), torch.add(x, y, alpha=3))
     manifest = json.loads((out / "manifest.json").read_text())
