@@ -170,9 +170,11 @@ class Overload:
         tensor_args = {arg["name"] for arg in self.adapter.args if arg["tensor"]}
         args = tuple(
             tensor_of(value)
-            if name in tensor_args and isinstance(value, (bool, int, float, complex))
+            if index < len(names)
+            and names[index] in tensor_args
+            and isinstance(value, (bool, int, float, complex))
             else value
-            for name, value in zip(names, args, strict=False)
+            for index, value in enumerate(args)
         )
         kwargs = {
             name: tensor_of(value)
@@ -213,12 +215,18 @@ class Library:
                 f"{self.package} holds kernels for Triton's interpreter: set TRITON_INTERPRET=1 "
                 "before anything imports triton"
             )
-        overloads = [
-            Overload(self, name, entry) for name, entry in self.manifest["covered"].items()
-        ]
-        for overload in overloads:  # before any registration: the kernels ATen has now
+        overloads = []
+        for name, entry in self.manifest["covered"].items():
+            if _resolve(name) is None:  # exported with another torch
+                warnings.warn(
+                    f"{self.package}: torch {torch.__version__} has no {name}", stacklevel=2
+                )
+                continue
+            overload = Overload(self, name, entry)
             self.wrapper(overload.kernel)
-            overload.original = torch.library.get_kernel(_resolve(overload.name), key)
+            # before any registration: the kernel ATen has now
+            overload.original = torch.library.get_kernel(_resolve(name), key)
+            overloads.append(overload)
         registration = torch.library.Library("aten", "IMPL")
         with warnings.catch_warnings():
             # Overriding ATen's kernel is the point; torch warns about it once per process.
@@ -289,6 +297,9 @@ def default_dispatch_key(device_kind: str) -> str:
 
 
 def _resolve(name: str):
-    """``aten.abs.default`` -> the OpOverload."""
+    """``aten.abs.default`` -> the OpOverload, or None in this torch."""
     namespace, op, overload = name.split(".")
-    return getattr(getattr(getattr(torch.ops, namespace), op), overload)
+    try:
+        return getattr(getattr(getattr(torch.ops, namespace), op), overload)
+    except AttributeError:
+        return None

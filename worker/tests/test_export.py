@@ -194,6 +194,10 @@ def test_what_the_kernels_cannot_honour_falls_through_to_aten(library):
     assert torch.equal(torch.abs(wide), wide.clone().abs_().detach())
     ints = torch.arange(-4, 4, dtype=torch.int32, device=ON)
     assert torch.equal(ints + 2.5, torch.arange(-4, 4, dtype=torch.float32, device=ON) + 2.5)
+    # A number for a Tensor argument keeps ATen's promotion when it falls through: a 0-dim
+    # float16 plus 2.5 stays float16.
+    half = torch.tensor(1.0, dtype=torch.float16, device=ON) + 2.5
+    assert (half.dtype, half.item()) == (torch.float16, 3.5)
     wrong_shape = torch.empty(3, device=ON)  # ATen resizes a non-empty out= with a warning
     with pytest.warns(UserWarning, match="resized"):
         torch.abs(torch.tensor([-1.0, 2.0], device=ON), out=wrong_shape)
