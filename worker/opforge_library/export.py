@@ -512,7 +512,7 @@ through `torch.library` (dispatch key `{dispatch_key}` by default). `manifest.js
 overload with its kernel, dtypes, toolchains and provenance, and the overloads it does not serve
 with the reason. It needs torch (2.9 or later) and triton, nothing of opforge.
 
-    python -m pip install --no-build-isolation .
+    python -m pip install .      # offline: --no-build-isolation, with setuptools 70.1 or later
     {interpret}python -c "import torch, {name}; {name}.enable(); print({name}.covered())"
 
 Calls of dtypes, devices or argument kinds the kernels were not validated on go to PyTorch's
