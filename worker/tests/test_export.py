@@ -371,3 +371,48 @@ def test_the_packages_runtime_needs_only_torch_and_triton():
                 assert {alias.name for alias in node.names} <= allowed, module
             elif isinstance(node, ast.ImportFrom):
                 assert node.level == 1 or node.module in allowed, (module, node.module)
+
+
+def _wrapper(signature: str):
+    namespace: dict = {}
+    exec(f"def wrapper{signature}:\n    pass\n", namespace)  # noqa: S102 (a signature only)
+    return namespace["wrapper"]
+
+
+@pytest.mark.parametrize(
+    ("overload", "signature", "routes"),
+    [
+        ("aten.add.Tensor", "(input, other, *, alpha=1)", ["pos", "pos", "kw"]),
+        ("aten.add.Tensor", "(input, other)", ["pos", "pos", "drop"]),
+        ("aten.add.out", "(a, b, **kwargs)", ["pos", "pos", "kw", "dest"]),
+        (
+            "aten.sum.dim_IntList",
+            "(input, dim=None, keepdim=False, *, dtype=None)",
+            ["pos", "pos", "pos", "kw"],
+        ),
+        ("aten.sum.dim_IntList", "(input, *args)", ["pos", "pos", "pos", "drop"]),
+        ("aten.softplus.default", "(input, beta=1, *, threshold=20)", ["pos", "pos", "kw"]),
+    ],
+)
+def test_the_adapter_routes_each_schema_argument(overload, signature, routes):
+    destination = "out" if overload.endswith(".out") else ""
+    schema = export.resolve_overload(overload)._schema
+    spec = export.adapter_spec(schema, _wrapper(signature), destination)
+    assert [arg["to"] for arg in spec["args"]] == routes
+
+
+def test_the_adapter_calls_the_wrapper_as_the_opinfo_does_and_names_what_it_cannot():
+    from opforge_library._adapter import Adapter
+
+    schema = export.resolve_overload("aten.add.Tensor")._schema
+    adapter = Adapter(export.adapter_spec(schema, _wrapper("(input, other)")))
+    assert adapter.wrapper_call(adapter.bind(("x", "y"), {})) == (["x", "y"], {})
+    assert adapter.wrapper_call(adapter.bind(("x", "y"), {"alpha": True})) == (
+        "the wrapper has no place for alpha=True"  # True is not the default 1
+    )
+    assert adapter.bind(("x",), {}) is None  # `other` is required
+    assert adapter.bind(("x", "y"), {"beta": 2}) is None
+    required = export.adapter_spec(schema, _wrapper("(input, other, scale)"))
+    assert required == "the wrapper requires scale, which the schema does not give"
+    missing = export.adapter_spec(schema, _wrapper("(input)"))
+    assert missing == "the wrapper has no place for the schema's required other"
