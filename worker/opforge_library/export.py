@@ -298,6 +298,7 @@ class Plan:
 
     covered: dict[str, dict] = field(default_factory=dict)
     unmapped: dict[str, str] = field(default_factory=dict)
+    problem: str = ""  # why the kernel serves nothing, where no overload can say it
 
 
 def plan_kernel(kernel: contract.LibraryKernel, wrapper) -> Plan:
@@ -305,14 +306,18 @@ def plan_kernel(kernel: contract.LibraryKernel, wrapper) -> Plan:
     opinfo = find_opinfo(kernel.op, kernel.variant)
     listed = [normalize_overload(name) for name in kernel.aten_overloads]
     if opinfo is None:
-        reason = f"no OpInfo {kernel.op!r} variant {kernel.variant!r} in torch {torch.__version__}"
-        plan.unmapped.update(dict.fromkeys(listed, reason))
+        plan.problem = (
+            f"no OpInfo {kernel.op!r} variant {kernel.variant!r} in torch {torch.__version__}"
+        )
+        plan.unmapped.update(dict.fromkeys(listed, plan.problem))
         return plan
     cpu = {str(d).removeprefix("torch.") for d in opinfo.supported_dtypes("cpu")}
     traced = [d for d in kernel.dtypes if d in cpu] or (["float32"] if "float32" in cpu else [])
     traces = {dtype: trace(opinfo, getattr(torch, dtype)) for dtype in traced}
     if not listed:  # an older library: the catalog's overloads, as the catalog finds them
         listed = sorted(set().union(*(t.overloads for t in traces.values())))
+        if not listed:
+            plan.problem = "its OpInfo's samples reach no ATen overload on the CPU"
     functional = []
     for name in listed:
         overload = resolve_overload(name)
@@ -352,7 +357,18 @@ def plan_kernel(kernel: contract.LibraryKernel, wrapper) -> Plan:
     return plan
 
 
+def aten_names(opinfo) -> set[str]:
+    """The names the OpInfo's own ATen operator may have: ``softplus`` for
+    ``nn.functional.softplus``, ``linalg_norm`` for ``linalg.norm``."""
+    name = opinfo.aten_name or opinfo.name
+    return {name, name.replace(".", "_"), name.rsplit(".", 1)[-1]}
+
+
 def _plan_functional(name, kernel, wrapper, traces, opinfo) -> dict | str:
+    if name.split(".")[1] not in aten_names(opinfo):
+        # diag reaches diag_embed for 1-d inputs only: its samples would verify an adapter
+        # that is wrong for the 2-d inputs diag_embed also takes.
+        return f"another operator than {opinfo.name}'s own, which reaches it for some inputs"
     spec = adapter_spec(resolve_overload(name)._schema, wrapper)
     if isinstance(spec, str):
         return spec
@@ -430,10 +446,13 @@ def plan_bundle(bundle: contract.LibraryBundle, kernels_dir: Path) -> tuple[dict
             wrapper = load_wrapper(path, kernel.wrapper)
         except Exception as error:  # noqa: BLE001 (a kernel source may raise anything)
             reason = f"the kernel does not load here: {type(error).__name__}: {error}"[:300]
+            kernels[module]["problem"] = reason
             for name in kernel.aten_overloads:
                 unmapped.setdefault(normalize_overload(name), {"kernel": module, "reason": reason})
             continue
         plan = plan_kernel(kernel, wrapper)
+        if plan.problem:
+            kernels[module]["problem"] = plan.problem
         for name, entry in plan.covered.items():
             if name in covered:
                 first = covered[name]["kernel"]

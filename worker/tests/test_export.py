@@ -331,23 +331,29 @@ def test_the_backendbench_layout_imports_and_gives_the_operators_results(tmp_pat
     assert "aten.t.default" in manifest["unmapped"]
 
 
-def test_an_unmappable_signature_is_listed_with_its_reason(tmp_path):
+def test_what_cannot_be_served_is_listed_with_its_reason(tmp_path):
     # exp's wrapper renamed to take two tensors: aten::exp gives one.
-    source = (
-        (CORPUS / "honest" / "exp.py")
-        .read_text()
-        .replace("def exp(input)", "def exp(input, other)")
-    )
+    source = (CORPUS / "honest" / "exp.py").read_text()
     path = tmp_path / "exp.py"
-    path.write_text(source)
-    bundle = write_bundle(tmp_path / "b.msgpack", make_bundle([(path, ["float32"], [])]))
+    path.write_text(source.replace("def exp(input)", "def exp(input, other)"))
+    kernels = [
+        (path, ["float32"], []),
+        # diag reaches diag_embed (1-d inputs) and diagonal_copy (2-d): other operators
+        (WORKER.parent / "config" / "examples" / "diag.py", ["float32"], []),
+        (CORPUS / "honest" / "exp_upcast.py", ["bfloat16"], []),  # names no OpInfo
+    ]
+    bundle = write_bundle(tmp_path / "b.msgpack", make_bundle(kernels))
     out = tmp_path / "out"
-    assert (
-        export.main(["--bundle", str(bundle), "--format", "torch-library", "--out", str(out)]) == 0
-    )
+    arguments = ["--bundle", str(bundle), "--format", "torch-library", "--out", str(out)]
+    assert export.main(arguments) == 0
     manifest = json.loads((out / "opforge_kernels" / "manifest.json").read_text())
     assert manifest["covered"] == {}
-    assert "requires other" in manifest["unmapped"]["aten.exp.default"]["reason"]
+    unmapped = manifest["unmapped"]
+    assert "requires other" in unmapped["aten.exp.default"]["reason"]
+    for name in ("aten.diag_embed.default", "aten.diagonal_copy.default"):
+        assert unmapped[name]["reason"].startswith("another operator than diag's own")
+    (upcast,) = [k for k in manifest["kernels"].values() if k["op"] == "exp_upcast"]
+    assert upcast["problem"].startswith("no OpInfo 'exp_upcast'")
 
 
 def test_bad_bundles_and_other_device_kinds_are_refused(tmp_path, capsys):
