@@ -215,6 +215,10 @@ class Library:
                 f"{self.package} holds kernels for Triton's interpreter: set TRITON_INTERPRET=1 "
                 "before anything imports triton"
             )
+        if not hasattr(torch.library, "get_kernel"):
+            raise RuntimeError(
+                f"{self.package} needs torch 2.9 or later (torch.library.get_kernel)"
+            )
         overloads = []
         for name, entry in self.manifest["covered"].items():
             if _resolve(name) is None:  # exported with another torch
