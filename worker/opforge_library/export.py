@@ -46,6 +46,8 @@ HERE = Path(__file__).resolve().parent
 PRELUDE = "import torch\nimport triton\nimport triton.language as tl\n\n"
 #: The exported package's own modules, copied from here unchanged.
 RUNTIME_MODULES = ("_adapter.py", "_runtime.py")
+#: Its build backend (standard library only), copied beside its pyproject.toml.
+BUILD_BACKEND = "_opforge_build.py"
 SAMPLE_SEED = 0
 FORMAT_VERSION = 1
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -469,9 +471,11 @@ def plan_bundle(bundle: contract.LibraryBundle, kernels_dir: Path) -> tuple[dict
 def manifest_of(bundle, name, dispatch_key, kernels, covered, unmapped) -> dict:
     import triton
 
+    fingerprint = re.sub(r"[^0-9a-zA-Z]", "", bundle.fingerprint)
     return {
         "format": FORMAT_VERSION,
         "name": name,
+        "version": "0.1.0" + (f"+{fingerprint}" if fingerprint else ""),
         "device_kind": bundle.device_kind,
         "fingerprint": bundle.fingerprint,
         "daemon_version": bundle.daemon_version,
@@ -512,9 +516,11 @@ __all__ = [
 ]
 '''
 
+# The backend is in the tree and needs nothing: `pip install DIR` fetches no build dependency.
 _PYPROJECT = """[build-system]
-requires = ["setuptools>=64"]
-build-backend = "setuptools.build_meta"
+requires = []
+build-backend = "_opforge_build"
+backend-path = ["."]
 
 [project]
 name = "{name}"
@@ -522,12 +528,6 @@ version = "{version}"
 description = "Triton kernels for {device_kind} registered with torch.library (exported by opforge)"
 requires-python = ">=3.10"
 dependencies = ["torch>=2.9", "triton"]
-
-[tool.setuptools]
-packages = ["{name}", "{name}.kernels"]
-
-[tool.setuptools.package-data]
-{name} = ["manifest.json"]
 """
 
 _README = """# {name}
@@ -537,7 +537,7 @@ through `torch.library` (dispatch key `{dispatch_key}` by default). `manifest.js
 overload with its kernel, dtypes, toolchains and provenance, and the overloads it does not serve
 with the reason. It needs torch (2.9 or later) and triton, nothing of opforge.
 
-    python -m pip install .      # offline: --no-build-isolation, with setuptools 70.1 or later
+    python -m pip install .      # offline too: the build needs nothing but Python
     {interpret}python -c "import torch, {name}; {name}.enable(); print({name}.covered())"
 
 Calls of dtypes, devices or argument kinds the kernels were not validated on go to PyTorch's
@@ -555,6 +555,7 @@ def write_torch_library(bundle, out: Path, name: str, dispatch_key: str) -> dict
     (kernels_dir / "__init__.py").write_text('"""One module per kernel."""\n', encoding="utf-8")
     for module in RUNTIME_MODULES:
         shutil.copyfile(HERE / module, package / module)
+    shutil.copyfile(HERE / BUILD_BACKEND, out / BUILD_BACKEND)
     manifest = manifest_of(bundle, name, dispatch_key, kernels, covered, unmapped)
     (package / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     facts = {
@@ -566,9 +567,8 @@ def write_torch_library(bundle, out: Path, name: str, dispatch_key: str) -> dict
         "interpret": "TRITON_INTERPRET=1 " if bundle.device_kind == "interpreter" else "",
     }
     (package / "__init__.py").write_text(_INIT.format(**facts), encoding="utf-8")
-    version = "0.0." + (bundle.fingerprint and str(int(bundle.fingerprint[:8], 16)) or "0")
     (out / "pyproject.toml").write_text(
-        _PYPROJECT.format(**facts, version=version), encoding="utf-8"
+        _PYPROJECT.format(**facts, version=manifest["version"]), encoding="utf-8"
     )
     (out / "README.md").write_text(_README.format(**facts), encoding="utf-8")
     return manifest

@@ -258,7 +258,7 @@ def test_pip_installs_the_package_into_a_fresh_venv(exported, tmp_path):
         timeout=120,
     )
     python = venv / "bin" / "python"
-    # This interpreter's torch, triton and setuptools stand for the machine's installed ones.
+    # This interpreter's torch and triton stand for the machine's installed ones.
     site = Path(
         subprocess.check_output(
             [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True
@@ -274,7 +274,8 @@ def test_pip_installs_the_package_into_a_fresh_venv(exported, tmp_path):
         "-q",
         "--disable-pip-version-check",
     ]
-    install = [*pip, "install", "--no-build-isolation", "--no-index", str(exported)]
+    # Offline, with build isolation: the package's own backend needs nothing to be fetched.
+    install = [*pip, "install", "--no-index", str(exported)]
     subprocess.run(install, check=True, timeout=300, cwd=tmp_path)
     probe = subprocess.run(
         [
@@ -369,10 +370,10 @@ def test_bad_bundles_and_other_device_kinds_are_refused(tmp_path, capsys):
     assert "'cuda'" in capsys.readouterr().err
 
 
-def test_the_packages_runtime_needs_only_torch_and_triton():
+def test_the_packages_runtime_needs_only_torch_and_triton_and_its_build_nothing():
     allowed = {"__future__", "contextlib", "importlib", "json", "os", "threading", "warnings"}
-    allowed |= {"pathlib", "torch", "triton", "triton.language"}
-    for module in export.RUNTIME_MODULES:
+    allowed |= {"pathlib", "torch", "triton", "triton.language", "base64", "hashlib", "zipfile"}
+    for module in [*export.RUNTIME_MODULES, export.BUILD_BACKEND]:
         tree = ast.parse((WORKER / "opforge_library" / module).read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
