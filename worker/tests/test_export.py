@@ -425,3 +425,18 @@ def test_the_adapter_calls_the_wrapper_as_the_opinfo_does_and_names_what_it_cann
     assert required == "the wrapper requires scale, which the schema does not give"
     missing = export.adapter_spec(schema, _wrapper("(input)"))
     assert missing == "the wrapper has no place for the schema's required other"
+
+
+def test_a_kernel_that_raises_is_answered_by_aten_with_one_warning(library, monkeypatch):
+    (module,) = [k for k, v in library.manifest["kernels"].items() if v["op"] == "abs"]
+
+    def broken(input):
+        raise ValueError("a shape the judge never sent")
+
+    library._library.wrapper(module)  # loaded, then replaced
+    monkeypatch.setitem(library._library._wrappers, module, broken)
+    x = torch.tensor([-1.0, 2.0], device=ON)
+    with pytest.warns(RuntimeWarning, match="a shape the judge never sent"):
+        assert torch.abs(x).tolist() == [1.0, 2.0]
+    assert torch.abs(x).tolist() == [1.0, 2.0]
+    assert library.call_counts()["aten.abs.default"] == 0
