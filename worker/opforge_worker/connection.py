@@ -57,8 +57,10 @@ class WorkerConfig:
     liveness: int = 3
     backoff_initial_s: float = 1.0
     backoff_max_s: float = 32.0
-    # How long a SIGTERM'd worker waits for cancelled jobs to let go of the device.
-    shutdown_grace_s: float = 10.0
+    # How long a SIGTERM'd worker waits for cancelled jobs to let go of the device: well within
+    # the 5 s the daemon's supervisor gives a local worker before SIGKILL (devices/supervisor.hpp),
+    # which would leave the candidate processes, in sessions of their own, running.
+    shutdown_grace_s: float = 2.0
 
 
 @dataclass
@@ -98,11 +100,20 @@ class Backoff:
 
 
 class Worker:
-    def __init__(self, config: WorkerConfig, handlers: dict[str, JobHandler]):
+    def __init__(
+        self,
+        config: WorkerConfig,
+        handlers: dict[str, JobHandler],
+        release: Callable[[], None] = lambda: None,
+    ):
+        """``release`` frees what the handlers hold once the worker stops; it is called while
+        cancelled jobs may still run, and must make them return at once (kill their
+        subprocesses) rather than wait for them."""
         if config.slots < 1:
             raise ValueError(f"slots must be >= 1, got {config.slots}")
         self.config = config
         self._handlers = handlers
+        self._release = release
         self._context = zmq.Context()
         self._socket: zmq.Socket | None = None
         self._wake_read, self._wake_write = os.pipe()
@@ -403,6 +414,8 @@ class Worker:
                 cancel.set()
         for _ in self._threads:
             self._jobs.put(None)
+        # A job waiting on a candidate's start-up or kernel watches no cancel event.
+        self._release()
         deadline = time.monotonic() + self.config.shutdown_grace_s
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
