@@ -9,24 +9,20 @@ namespace opforge {
 
 namespace {
 
-// A stored verdict that is neither a lint nor a test result: the record is corrupt.
-struct bad_verdict : std::invalid_argument {
-  using std::invalid_argument::invalid_argument;
-};
-
 template <class T>
 nlohmann::json contract_json(const T& value) {
   auto bytes = contract::codec::to_bytes(value);
   return nlohmann::json::from_msgpack(bytes.begin(), bytes.end());
 }
 
+// A stored verdict that is not a whole lint or test result makes the record corrupt.
 template <class T>
 T contract_value(const nlohmann::json& in, const char* what) {
   auto bytes = nlohmann::json::to_msgpack(in);
   auto value =
       wire::decode_as<T>({reinterpret_cast<const char*>(bytes.data()), bytes.size()}, what);
   if (!value)
-    throw bad_verdict{"verdict: " + render(value.error())};
+    throw std::invalid_argument{"verdict: " + render(value.error())};
   return std::move(*value);
 }
 
@@ -56,13 +52,13 @@ void from_json(const nlohmann::json& in, session_verdict& verdict) {
   if (in.is_null())
     return;
   if (!in.is_object())
-    throw bad_verdict{"verdict: not a map"};
+    throw std::invalid_argument{"verdict: not a map"};
   if (in.contains("outcome"))
     verdict.result = contract_value<contract::test_result>(in, "test_result");
   else if (in.contains("ok"))
     verdict.result = contract_value<contract::lint_result>(in, "lint_result");
   else
-    throw bad_verdict{"verdict: neither a lint result (ok) nor a test result (outcome)"};
+    throw std::invalid_argument{"verdict: neither a lint result (ok) nor a test result (outcome)"};
   verdict.hosts.confirmed_on = in.value("confirmed_on", std::vector<std::string>{});
   if (auto disagreement = in.find("disagreement"); disagreement != in.end()) {
     verdict.hosts.passed_on = disagreement->value("passed_on", std::vector<std::string>{});

@@ -371,7 +371,7 @@ TEST_F(SessionActor, CampaignRunsEveryOperatorAndResumesWhatWasUnfinished) {
   ASSERT_TRUE(stored_campaign);
   auto decoded = decode_campaign(*stored_campaign);
   ASSERT_TRUE(decoded);
-  EXPECT_EQ(decoded->state, "done");
+  EXPECT_EQ(decoded->state, contract::campaign_state::done);
   EXPECT_EQ(decoded->spec.operators.size(), 3u);
   // Restored with its finished sessions, a campaign counts them and runs nothing again.
   std::vector<session_record> restored;
@@ -401,5 +401,5 @@ TEST_F(SessionActor, CancelledCampaignCancelsItsRunningSessionAndStartsNoOther) 
   EXPECT_EQ(chat->calls("neg") + chat->calls("sigmoid"), 0u);
   auto stored_campaign = stored(family::campaigns, "c1");
   ASSERT_TRUE(stored_campaign);
-  EXPECT_EQ(decode_campaign(*stored_campaign)->state, "cancelled");
+  EXPECT_EQ(decode_campaign(*stored_campaign)->state, contract::campaign_state::cancelled);
 }

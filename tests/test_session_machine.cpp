@@ -574,6 +574,32 @@ TEST(SessionRecord, VerdictsStoredAsTheWorkersMapDecodeTyped) {
       << render(corrupt.error());
 }
 
+// Campaign states are stored by their contract names, as they were when they were strings; a name
+// this build does not know makes the record unreadable rather than guessed.
+TEST(CampaignRecord, StatesAreStoredByTheirNames) {
+  stored_campaign campaign{.state = contract::campaign_state::cancelled, .ended_ms = 7};
+  campaign.spec.campaign_id = "c1";
+  auto bytes = encode_campaign(campaign);
+  EXPECT_EQ(json::from_msgpack(bytes)["state"], "cancelled");
+  auto decoded = decode_campaign(bytes);
+  ASSERT_TRUE(decoded) << render(decoded.error());
+  EXPECT_EQ(decoded->state, contract::campaign_state::cancelled);
+  EXPECT_EQ(decoded->spec.campaign_id, "c1");
+
+  for (const auto* name : {"running", "done", "rejected"}) {
+    auto old = json::to_msgpack(json{{"spec", {{"campaign_id", "c0"}}}, {"state", name}});
+    auto read = decode_campaign({reinterpret_cast<const char*>(old.data()), old.size()});
+    ASSERT_TRUE(read) << render(read.error());
+    EXPECT_EQ(to_string(read->state), name);
+  }
+  auto unknown = json::to_msgpack(json{{"spec", {{"campaign_id", "c0"}}}, {"state", "paused"}});
+  auto corrupt = decode_campaign({reinterpret_cast<const char*>(unknown.data()), unknown.size()});
+  ASSERT_FALSE(corrupt);
+  EXPECT_EQ(corrupt.error().code(), static_cast<uint8_t>(errc::store_corrupt));
+  EXPECT_NE(render(corrupt.error()).find("campaign state \"paused\""), std::string::npos)
+      << render(corrupt.error());
+}
+
 TEST(SessionTransition, RoundTripsAndReadsEventsWrittenBeforeContent) {
   session_transition t{7,
                        session_state::generate,

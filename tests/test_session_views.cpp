@@ -110,7 +110,9 @@ session_record play(const store_writer& write, const std::string& campaign_id, o
   campaign.operators = {spec};
   campaign.budgets.max_dialogs = max_dialogs;
   campaign.budgets.max_calls_per_dialog = max_calls;
-  write({{{family::campaigns, campaign_id, encode_campaign({campaign, "done", {}, 0})}}, true});
+  write({{{family::campaigns, campaign_id,
+           encode_campaign({campaign, contract::campaign_state::done, {}, 0})}},
+         true});
   session_context context{templates(), "WORKED EXAMPLES"};
   int64_t at_ms = 1'700'000'000'000;
   auto result = start(new_session(campaign, spec), context);
