@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from opforge_worker import device_kinds, toolchain
+from opforge_worker.contract import WorkerRole
 
 
 def resolve_slots(requested: int | str, device_kind: str) -> int:
@@ -150,7 +151,7 @@ def parser() -> argparse.ArgumentParser:
         default="auto",
         help="jobs run at once: a count, or auto (the device kind's default_slots; the default)",
     )
-    serving.add_argument("--role", required=True, choices=["device", "lint"])
+    serving.add_argument("--role", required=True, choices=[r.value for r in WorkerRole])
     serving.set_defaults(run=serve)
 
     listing = commands.add_parser("catalog", help="list the operators and write them as JSON")

@@ -27,6 +27,7 @@ from typing import Any
 import zmq
 
 from opforge_worker import protocol
+from opforge_worker.contract import JobStatus
 
 log = logging.getLogger("opforge_worker.connection")
 
@@ -348,7 +349,7 @@ class Worker:
         return protocol.encode(
             "result",
             job_id=outcome.job_id,
-            status="failed",
+            status=JobStatus.FAILED.value,
             payload={},
             error=problem,
             elapsed_ms=outcome.elapsed_ms,
@@ -380,21 +381,25 @@ class Worker:
 
     def _run_job(self, job: _Job) -> tuple[str, dict[str, Any], str]:
         if job.cancel.is_set():
-            return "cancelled", {}, ""
+            return JobStatus.CANCELLED.value, {}, ""
         handler = self._handlers.get(job.kind)
         if handler is None:
             served = ", ".join(self.jobs_served)
-            return "failed", {}, f"job kind {job.kind!r} is not served by this worker ({served})"
+            return (
+                JobStatus.FAILED.value,
+                {},
+                f"job kind {job.kind!r} is not served by this worker ({served})",
+            )
         try:
             payload = handler(job.payload, job.cancel)
         except Exception as error:  # a harness fault: reported, never fatal to the worker
             if job.cancel.is_set():  # JobCancelled, or the handler's own way of stopping
-                return "cancelled", {}, ""
+                return JobStatus.CANCELLED.value, {}, ""
             log.error("job %s (%s) failed:\n%s", job.job_id, job.kind, traceback.format_exc())
-            return "failed", {}, f"{type(error).__name__}: {error}"
+            return JobStatus.FAILED.value, {}, f"{type(error).__name__}: {error}"
         if job.cancel.is_set():
-            return "cancelled", {}, ""
-        return "done", payload, ""
+            return JobStatus.CANCELLED.value, {}, ""
+        return JobStatus.DONE.value, payload, ""
 
     # -- plumbing ----------------------------------------------------------------------------
 

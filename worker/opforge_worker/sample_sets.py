@@ -63,16 +63,18 @@ import yaml
 from torch.utils import _pytree as pytree
 
 from opforge_worker import opinfo as opinfo_db
+from opforge_worker.contract import SampleSet
 from opforge_worker.package_data import data_path
 
-SAMPLE_INPUTS = "sample_inputs"
-REFERENCE_INPUTS = "reference_inputs"
-EXTREMAL = "extremal"
-LAYOUTS = "layouts"
-SIZES = "sizes"
+SAMPLE_INPUTS = SampleSet.SAMPLE_INPUTS.value
+REFERENCE_INPUTS = SampleSet.REFERENCE_INPUTS.value
+EXTREMAL = SampleSet.EXTREMAL.value
+LAYOUTS = SampleSet.LAYOUTS.value
+SIZES = SampleSet.SIZES.value
 
-#: Every set, in the order a test runs them: the cheapest and most telling first.
-SETS = (SAMPLE_INPUTS, REFERENCE_INPUTS, EXTREMAL, LAYOUTS, SIZES)
+#: Every set, in the order a test runs them (the contract's order): the cheapest and most telling
+#: first.
+SETS = tuple(s.value for s in SampleSet)
 #: The sets generated here (``sample_inputs`` is OpInfo's own).
 GENERATED_SETS = SETS[1:]
 
