@@ -131,18 +131,20 @@ def _forward(module, inputs):
 
 
 def _timed(module, inputs, device: str):
-    """The output of one forward pass and its wall time; a CUDA run is warmed up first (Triton
-    compiles and cuBLAS picks its kernels on the first call) and synchronized."""
+    """The output of one forward pass and its wall time. On CUDA, a first pass (Triton compiles,
+    cuBLAS picks its kernels) is not timed: call ``_warm`` before."""
     import torch
 
-    if device == "cuda":
-        _forward(module, inputs)
-        torch.cuda.synchronize()
     start = time.perf_counter()
     output = _forward(module, inputs)
     if device == "cuda":
         torch.cuda.synchronize()
     return output, time.perf_counter() - start
+
+
+def _warm(module, inputs, device: str) -> None:
+    if device == "cuda":
+        _forward(module, inputs)
 
 
 def deviation(actual, expected) -> tuple[float, float]:
@@ -262,18 +264,18 @@ def check(model: str, package, args, catalog_operators):
     with torch.no_grad():
         with capture:
             _forward(module, inputs)
+        _warm(module, inputs, args.device)
         expected, without = _timed(module, inputs, args.device)
+        covered = set(package.covered())
+        failing = _failing_overloads(package, capture, covered)
         package.enable()
         try:
+            _warm(module, inputs, args.device)
             package.reset_counts()
             actual, with_library = _timed(module, inputs, args.device)
             served = package.call_counts()
         finally:
             package.disable()
-        if args.device == "cuda":  # the warm-up ran once more: the counts are of two passes
-            served = {overload: count // 2 for overload, count in served.items()}
-        covered = set(package.covered())
-        failing = _failing_overloads(package, capture, covered)
     if args.capture is not None:
         written = model_sets.save(
             model, capture, catalog_operators, Path(args.capture) if args.capture else None
@@ -369,6 +371,8 @@ def main(argv: list[str]) -> int:
             print(describe(reports[-1]))
     except (ImportError, OSError, ValueError) as error:
         print(f"opforge_library modelcheck: {error}", file=sys.stderr)
+        return 2
+    if not reports:
         return 2
     documents = [report.to_dict() for report in reports]
     Path(args.report).write_text(
