@@ -385,12 +385,14 @@ caf::expected<std::vector<std::string>> model_operators(const std::vector<std::s
     auto reports = document.is_array() ? document : nlohmann::json::array({document});
     for (size_t i = 0; i < reports.size(); ++i) {
       auto bytes = nlohmann::json::to_msgpack(reports[i]);
-      auto report = wire::decode_as<contract::model_report>(
-          {reinterpret_cast<const char*>(bytes.data()), bytes.size()}, "model_report");
-      if (!report)
-        return bad_report(path + (document.is_array() ? " [" + std::to_string(i) + "]" : ""),
-                          message(report.error()));
-      for (const auto& op : report->missing_operators)
+      auto where = path + (document.is_array() ? " [" + std::to_string(i) + "]" : "");
+      auto handle = wire::unpack({reinterpret_cast<const char*>(bytes.data()), bytes.size()});
+      if (!handle)
+        return bad_report(where, message(handle.error()));
+      contract::model_report report;
+      if (auto bad = contract::read_value(handle->get(), report))
+        return bad_report(where, "model_report: " + bad->message());
+      for (const auto& op : report.missing_operators)
         if (std::find(names.begin(), names.end(), op.op) == names.end())
           names.push_back(op.op);
     }
