@@ -268,6 +268,19 @@ public:
   }
   void bounded(std::string_view key, const std::string& value, size_t max_len,
                std::string_view charset);
+  // An array's or an absent value's bounds are its strings' bounds.
+  template <class T>
+  void bounded(std::string_view key, const std::vector<T>& values, size_t max_len,
+               std::string_view charset) {
+    for (const auto& value : values)
+      bounded(key, value, max_len, charset);
+  }
+  template <class T>
+  void bounded(std::string_view key, const std::optional<T>& value, size_t max_len,
+               std::string_view charset) {
+    if (value)
+      bounded(key, *value, max_len, charset);
+  }
 
   read_result result() { return std::move(problem_); }
 

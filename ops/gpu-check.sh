@@ -22,6 +22,11 @@
 #                   Needs OPFORGE_BACKENDBENCH, a BackendBench checkout's path (relative to the
 #                   repository root on the device: copy it into an ignored folder and carry it,
 #                   e.g. .backendbench); OPFORGE_BACKENDBENCH_ARGS adds arguments (--kernels ...)
+#   modelcheck      python -m opforge_library modelcheck --model all --size small on cuda, with
+#                   the exported package OPFORGE_MODELCHECK_PACKAGE names (a directory carried
+#                   like the BackendBench checkout; without it, no library: every overload
+#                   missing): the share of aten calls served, the deviation and both wall times
+#                   per model (modelcheck.json, for bench/results/), the model sets captured
 # Everything it saw lands in $OUT (at most 8 files: the device tool's limit), each step's exit
 # status in $OUT/summary.txt. Exit status: non-zero if any step failed.
 # One device command may run 10 minutes and the whole check takes longer: name the steps of each
@@ -86,5 +91,8 @@ step backendbench backendbench.log bash -c "[ -d \"\${OPFORGE_BACKENDBENCH:-}\" 
   { echo 'backendbench: set OPFORGE_BACKENDBENCH to a BackendBench checkout'; exit 2; }; \
   python3 bench/backendbench_compare.py --backendbench \"\$OPFORGE_BACKENDBENCH\" \
   --device cuda --json '$out/backendbench.json' ${OPFORGE_BACKENDBENCH_ARGS:-}"
+step modelcheck modelcheck.log python3 -m opforge_library modelcheck --model all --size small \
+  --device cuda --report "$out/modelcheck.json" --capture /tmp/opforge-model-sets \
+  ${OPFORGE_MODELCHECK_PACKAGE:+--package "$OPFORGE_MODELCHECK_PACKAGE"}
 cat "$out/summary.txt"
 exit $status

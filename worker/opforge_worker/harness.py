@@ -357,9 +357,16 @@ class _TestRun:
             request = self.spec = contract.TestRequest.from_dict(self.request)
         except contract.ContractError as error:
             self._stop(Failure("harness_error", "harness", f"bad test request: {error.detail}"))
-        self.sample_sets = self.result.sample_sets = sample_sets.check_names(
-            request.sample_sets or sample_sets.SETS
-        )
+        try:
+            # The contract bounds set names; which sets exist (model:<name> ones included) is
+            # this worker's to say.
+            self.sample_sets = self.result.sample_sets = sample_sets.check_names(
+                request.sample_sets or sample_sets.SETS
+            )
+        except ValueError as error:
+            self._stop(
+                Failure("harness_error", "harness", f"bad test request: key 'sample_sets': {error}")
+            )
         opinfo = self.harness.samples.find(request.op, request.variant)
         if opinfo is None:
             self._stop(

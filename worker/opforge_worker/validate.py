@@ -428,4 +428,26 @@ def format_table(results: list[dict[str, Any]]) -> str:
         variant = f" [{result['variant']}]" if result["variant"] else ""
         if result["outcome"] != Outcome.PASS and problem:
             lines.append(f"  {result['file']}{variant}: {str(problem).splitlines()[0][:200]}")
+        only = model_set_only_failure(result)
+        if only:
+            lines.append(
+                f"  {result['file']}{variant}: passes OpInfo's sets but fails {only}, "
+                "the model's own inputs"
+            )
     return "\n".join(lines)
+
+
+def model_set_only_failure(result: dict[str, Any]) -> str:
+    """The model set (``model:<name>``) a result fails while passing every other set it ran,
+    else ""."""
+    from opforge_worker.model_sets import PREFIX  # torch: the results hold its verdicts anyway
+
+    failed = ""
+    for counts in (result.get("per_dtype") or {}).values():
+        for name, count in (counts.get("sets") or {}).items():
+            if count["passed"] == count["run"]:
+                continue
+            if not name.startswith(PREFIX):
+                return ""
+            failed = failed or name
+    return failed
