@@ -27,6 +27,7 @@ from typing import Any
 import zmq
 
 from opforge_worker import protocol
+from opforge_worker.curve_keys import CurveKeys
 
 log = logging.getLogger("opforge_worker.connection")
 
@@ -59,6 +60,9 @@ class WorkerConfig:
     backoff_max_s: float = 32.0
     # How long a SIGTERM'd worker waits for cancelled jobs to let go of the device.
     shutdown_grace_s: float = 10.0
+    # None connects without authentication, which a daemon admits only on ipc or loopback when
+    # its configuration allows it.
+    curve: CurveKeys | None = None
 
 
 @dataclass
@@ -155,6 +159,8 @@ class Worker:
         dealer.setsockopt(zmq.LINGER, 0)
         # The transport drops a larger frame before it is allocated in full.
         dealer.setsockopt(zmq.MAXMSGSIZE, self.config.max_frame_bytes)
+        if self.config.curve is not None:
+            self.config.curve.apply(dealer)
         try:
             dealer.connect(self.config.endpoint)
         except zmq.ZMQError as error:
