@@ -191,8 +191,10 @@ def test_a_stranger_and_a_worker_without_keys_are_never_heard(curve_daemon, keys
     finally:
         curve_daemon.router.disable_monitor()
         monitor.close(linger=0)
-        stop(stranger)
+        refused = stop(stranger)
         stop(plain)
+    assert f"the daemon refused this worker's key {pair(keys, 'stranger')[0]}" in refused
+    assert pair(keys, "stranger")[1] not in refused
 
 
 def test_bad_keys_stop_the_worker_with_exit_2(daemon, keys, tmp_path):
