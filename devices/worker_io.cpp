@@ -257,8 +257,8 @@ void worker_io::count_failed_handshakes() {
   }
 }
 
-// Counts a refused connection and logs it once per `who` (the key and address never the secret):
-// a peer retrying every second must not flood the log.
+// Counts a refused connection and logs it once per `who` (a public key and an address; no secret
+// ever gets here): a peer that keeps retrying must not flood the log.
 void worker_io::refuse(const std::string& reason, const std::string& who) {
   metrics_->worker_auth_refused(reason).Increment();
   if (logged_.size() >= logged_senders_max || !logged_.emplace(who, reason).second)
