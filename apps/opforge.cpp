@@ -622,8 +622,12 @@ int main(int argc, char** argv) {
     auto report = check_config_data(*cfg, process_env);
     if (!report)
       return fail(report.error(), exit_bad_config);
+    auto workers = check_worker_keys(*cfg);
+    if (!workers)
+      return fail(workers.error(), exit_bad_config);
     for (const auto& line : *report)
       std::cout << line << '\n';
+    std::cout << *workers << '\n';
     return 0;
   }
   if (cmd == keys_generate_cmd || cmd == keys_list_cmd) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
 #include <system_error>
 
 #include <caf/error.hpp>
@@ -44,16 +45,31 @@ caf::error write_new_pair(const fs::path& secret_file, const curve::key_pair& ke
   return curve::write_certificates(base_of(secret_file), keys);
 }
 
-caf::expected<curve::key_pair> server_pair(const config& cfg) {
+caf::error curve_available(const config& cfg) {
+  if (curve::available())
+    return {};
+  return caf::make_error(
+      errc::config_invalid,
+      "workers.listen '" + cfg.workers.listen +
+          "': workers must authenticate with ZeroMQ CURVE, but this libzmq has no CURVE "
+          "(zmq_has(\"curve\") is false): install a libzmq built with libsodium (Debian's is), "
+          "or, on ipc or 127.0.0.1 only, set workers.allow_unauthenticated: true");
+}
+
+// The daemon's key pair as its file holds it; none when there is no file yet and the daemon may
+// create one (a socket on this host alone), an error when it may not.
+caf::expected<std::optional<curve::key_pair>> existing_server_pair(const config& cfg) {
   fs::path file = cfg.workers.curve.server_key;
   std::error_code ec;
   if (fs::exists(file, ec)) {
     auto keys = curve::read_certificate(file);
-    if (keys && keys->secret_key.empty())
+    if (!keys)
+      return keys.error();
+    if (keys->secret_key.empty())
       return path_unusable("workers.curve.server_key " + quoted(file),
                            "holds no secret-key: it is a public key file",
                            "name the NAME.key_secret file of the daemon's key pair");
-    return keys;
+    return std::optional<curve::key_pair>{*keys};
   }
   if (!is_local_endpoint(cfg.workers.listen))
     return path_unusable(
@@ -63,11 +79,20 @@ caf::expected<curve::key_pair> server_pair(const config& cfg) {
             quoted(file),
         "create it with `opforge keys generate --server`, admit each worker with `opforge keys "
         "generate NAME`, or listen on 127.0.0.1 or ipc://");
+  return std::optional<curve::key_pair>{};
+}
+
+caf::expected<curve::key_pair> server_pair(const config& cfg) {
+  auto existing = existing_server_pair(cfg);
+  if (!existing)
+    return existing.error();
+  if (*existing)
+    return **existing;
   // On this host alone the daemon makes its own pair: zero configuration for local workers.
   auto keys = curve::generate();
   if (!keys)
     return keys.error();
-  if (auto err = write_new_pair(file, *keys))
+  if (auto err = write_new_pair(cfg.workers.curve.server_key, *keys))
     return err;
   return keys;
 }
@@ -83,13 +108,8 @@ bool is_key_name(const std::string& name) {
 caf::expected<worker_keys> prepare_worker_keys(const config& cfg) {
   if (cfg.workers.allow_unauthenticated)
     return worker_keys{};
-  if (!curve::available())
-    return caf::make_error(
-        errc::config_invalid,
-        "workers.listen '" + cfg.workers.listen +
-            "': workers must authenticate with ZeroMQ CURVE, but this libzmq has no CURVE "
-            "(zmq_has(\"curve\") is false): install a libzmq built with libsodium (Debian's is), "
-            "or, on ipc or 127.0.0.1 only, set workers.allow_unauthenticated: true");
+  if (auto err = curve_available(cfg))
+    return err;
   auto server = server_pair(cfg);
   if (!server)
     return server.error();
@@ -117,6 +137,23 @@ caf::expected<worker_keys> prepare_worker_keys(const config& cfg) {
   out.server_public_file = (local_dir / "server.key").string();
   out.local_worker_secret_file = (local_dir / "worker.key_secret").string();
   return out;
+}
+
+caf::expected<std::string> check_worker_keys(const config& cfg) {
+  if (cfg.workers.allow_unauthenticated)
+    return "workers: unauthenticated on " + cfg.workers.listen + " (workers.allow_unauthenticated)";
+  if (auto err = curve_available(cfg))
+    return err;
+  auto server = existing_server_pair(cfg);
+  if (!server)
+    return server.error();
+  auto allowed = curve::read_allowed(cfg.workers.curve.allowed_keys);
+  if (!allowed)
+    return allowed.error();
+  return "workers: CURVE on " + cfg.workers.listen + ", server key " +
+         cfg.workers.curve.server_key + (*server ? "" : " (created at first start)") +
+         ", allow-list " + cfg.workers.curve.allowed_keys + " (" + std::to_string(allowed->size()) +
+         " keys)";
 }
 
 caf::expected<std::vector<std::string>> generate_server_keys(const config& cfg, bool replace) {

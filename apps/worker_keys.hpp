@@ -32,6 +32,10 @@ struct worker_keys {
 /// without it (errc::config_path_unusable naming CURVE and `opforge keys generate --server`).
 caf::expected<worker_keys> prepare_worker_keys(const config& cfg);
 
+/// `opforge check`'s line on how workers authenticate, checked as `prepare_worker_keys` would
+/// without creating anything; its errors are the same.
+caf::expected<std::string> check_worker_keys(const config& cfg);
+
 /// `opforge keys generate --server`: the daemon's key pair at workers.curve.server_key; an
 /// existing one is kept unless `replace`. Returns the lines to print.
 caf::expected<std::vector<std::string>> generate_server_keys(const config& cfg, bool replace);

@@ -177,9 +177,22 @@ TEST_F(WorkerAuthCli, ListeningBeyondLoopbackNeedsKeys) {
                     "authenticate with ZeroMQ CURVE (set it to false, or listen on ipc:// or "
                     "127.0.0.1)");
 
+  // `opforge check` says the same, and creates nothing either.
+  write("remote.yaml", "local_workers: []\nworkers: {listen: 'tcp://0.0.0.0:*'}\n");
+  auto check = run(in_data({"check", "--config", (dir / "remote.yaml").string()}));
+  EXPECT_EQ(check.code, 2);
+  EXPECT_THAT(check.err, HasSubstr("must authenticate with ZeroMQ CURVE, and the daemon has no key "
+                                   "pair"));
+  EXPECT_FALSE(fs::exists(data / "keys" / "server.key_secret"));
+
   // With its key pair, the same daemon starts.
   ASSERT_EQ(run(in_data({"keys", "generate", "--server"})).code, 0);
-  write("remote.yaml", "local_workers: []\nworkers: {listen: 'tcp://0.0.0.0:*'}\n");
+  check = run(in_data({"check", "--config", (dir / "remote.yaml").string()}));
+  EXPECT_EQ(check.code, 0) << check.err;
+  EXPECT_THAT(
+      shorten(check.out),
+      HasSubstr("workers: CURVE on tcp://0.0.0.0:*, server key "
+                "DIR/var/keys/server.key_secret, allow-list DIR/var/keys/allowed (0 keys)"));
   write("quiet.yaml", slurp(dir / "remote.yaml"));
   auto status = serve("");
   EXPECT_THAT(status["workers"]["endpoint"].get<std::string>(), HasSubstr("tcp://0.0.0.0:"));
