@@ -5,6 +5,7 @@
 #include "apps/campaign_setup.hpp"
 #include "apps/control_client.hpp"
 #include "apps/serve.hpp"
+#include "apps/worker_keys.hpp"
 #include "config/config.hpp"
 #include "messages/contract.hpp"
 #include "messages/device_kind.hpp"
@@ -626,6 +627,26 @@ int main(int argc, char** argv) {
     cmd->add_option("--campaign", selected.campaign,
                     "campaign id (default: every campaign; for show, the newest that has OP)");
 
+  auto* keys_cmd = app.add_subcommand(
+      "keys", "the CURVE keys of the workers socket; works without a running daemon");
+  keys_cmd->require_subcommand(1);
+  auto* keys_generate_cmd = keys_cmd->add_subcommand(
+      "generate", "a worker's key pair, admitted to the allow-list; or, with --server, the "
+                  "daemon's own");
+  std::string key_name, key_dir;
+  bool server_keys = false, replace_keys = false;
+  keys_generate_cmd->add_option("NAME", key_name, "the worker's name, e.g. its host");
+  keys_generate_cmd->add_option(
+      "--out", key_dir, "where the worker's key pair goes (default <data-dir>/keys/workers)");
+  auto* server_flag =
+      keys_generate_cmd->add_flag("--server", server_keys, "the daemon's key pair instead");
+  keys_generate_cmd->add_flag("--force", replace_keys, "with --server: replace an existing pair")
+      ->needs(server_flag);
+  auto* keys_list_cmd =
+      keys_cmd->add_subcommand("list", "the daemon's public key and every admitted worker key");
+  for (auto* cmd : {keys_generate_cmd, keys_list_cmd})
+    common.add_to(*cmd);
+
   for (auto* cmd : {status_cmd, workers_cmd, shutdown_cmd, run_cmd, attach_cmd, campaigns_cmd,
                     cancel_cmd, sessions_cmd, show_cmd}) {
     common.add_to(*cmd);
@@ -640,6 +661,8 @@ int main(int argc, char** argv) {
   }
 
   auto* cmd = app.get_subcommands().front();
+  if (cmd == keys_cmd)
+    cmd = keys_cmd->get_subcommands().front();
   config_sources sources{{}, process_env, std::nullopt};
   if (!common.config_file.empty())
     sources.file = common.config_file;
@@ -656,7 +679,25 @@ int main(int argc, char** argv) {
     auto report = check_config_data(*cfg, process_env);
     if (!report)
       return fail(report.error(), exit_bad_config);
+    auto workers = check_worker_keys(*cfg);
+    if (!workers)
+      return fail(workers.error(), exit_bad_config);
     for (const auto& line : *report)
+      std::cout << line << '\n';
+    std::cout << *workers << '\n';
+    return 0;
+  }
+  if (cmd == keys_generate_cmd || cmd == keys_list_cmd) {
+    if (cmd == keys_generate_cmd && server_keys == !key_name.empty())
+      return fail(caf::make_error(errc::config_invalid,
+                                  "keys generate: name a worker (NAME) or pass --server"),
+                  exit_bad_config);
+    auto lines = cmd == keys_list_cmd ? list_keys(*cfg)
+                 : server_keys        ? generate_server_keys(*cfg, replace_keys)
+                                      : generate_worker_keys(*cfg, key_name, key_dir);
+    if (!lines)
+      return fail(lines.error(), exit_bad_config);
+    for (const auto& line : *lines)
       std::cout << line << '\n';
     return 0;
   }

@@ -6,6 +6,7 @@
 #include "apps/actor_query.hpp"
 #include "apps/campaign_setup.hpp"
 #include "apps/control_server.hpp"
+#include "apps/worker_keys.hpp"
 #include "devices/supervisor.hpp"
 #include "messages/device_messages.hpp"
 #include "messages/errors.hpp"
@@ -43,9 +44,16 @@ namespace opforge {
 
 namespace {
 
-// Turns SIGINT/SIGTERM and shutdown requests into one event the main thread waits for. The signals
-// are blocked in every thread (so construct this before starting any) and read from a signalfd:
-// no work ever runs in a signal handler.
+// What the main thread waits for: a reason to stop (SIGINT, SIGTERM, a shutdown request), or
+// SIGHUP, which reloads the workers' allow-list.
+struct main_event {
+  bool reload = false;
+  std::string reason;
+};
+
+// Turns signals and shutdown requests into events the main thread waits for. The signals are
+// blocked in every thread (so construct this before starting any) and read from a signalfd: no
+// work ever runs in a signal handler.
 class stop_events {
 public:
   stop_events() {
@@ -53,6 +61,7 @@ public:
     sigemptyset(&signals);
     sigaddset(&signals, SIGINT);
     sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
     std::signal(SIGPIPE, SIG_IGN);
     signal_fd_ = ::signalfd(-1, &signals, SFD_CLOEXEC | SFD_NONBLOCK);
@@ -73,16 +82,18 @@ public:
     [[maybe_unused]] auto n = ::write(request_fd_, &one, sizeof one);
   }
 
-  /// The reason to stop, once there is one within `timeout`.
-  std::optional<std::string> wait(std::chrono::milliseconds timeout) {
+  /// The next event within `timeout`, if any.
+  std::optional<main_event> wait(std::chrono::milliseconds timeout) {
     pollfd fds[] = {{signal_fd_, POLLIN, 0}, {request_fd_, POLLIN, 0}};
     if (::poll(fds, 2, static_cast<int>(timeout.count())) <= 0)
       return std::nullopt;
     signalfd_siginfo info{};
-    if (fds[0].revents & POLLIN && ::read(signal_fd_, &info, sizeof info) == sizeof info)
-      return std::string{"received SIG"} + sigabbrev_np(static_cast<int>(info.ssi_signo));
+    if (fds[0].revents & POLLIN && ::read(signal_fd_, &info, sizeof info) == sizeof info) {
+      auto signo = static_cast<int>(info.ssi_signo);
+      return main_event{signo == SIGHUP, std::string{"received SIG"} + sigabbrev_np(signo)};
+    }
     if (fds[1].revents & POLLIN)
-      return "shutdown requested over the control socket";
+      return main_event{false, "shutdown requested over the control socket"};
     return std::nullopt;
   }
 
@@ -174,8 +185,9 @@ void stop_actor(caf::actor_system& sys, const Handle& actor, const char* name) {
     spdlog::error("{} did not stop cleanly: {}", name, render(done.error()));
 }
 
-device_manager_config device_manager_settings(const workers_config& cfg) {
+device_manager_config device_manager_settings(const workers_config& cfg, worker_auth auth) {
   device_manager_config out;
+  out.auth = std::move(auth);
   out.listen = cfg.listen;
   out.max_frame_bytes = static_cast<size_t>(cfg.max_frame_bytes);
   out.heartbeat = std::chrono::milliseconds{cfg.heartbeat_ms};
@@ -209,14 +221,29 @@ caf::expected<std::vector<unfinished_campaign>> unfinished_campaigns(const confi
 }
 
 // The local worker processes, connecting to where the workers socket really listens.
-supervisor_config local_workers(const config& cfg, const std::string& workers_endpoint) {
+supervisor_config local_workers(const config& cfg, const std::string& workers_endpoint,
+                                const worker_keys& keys) {
   supervisor_config out;
   for (auto& group : cfg.local_workers)
     out.workers.push_back({group.kind, static_cast<int>(group.count),
                            static_cast<int>(group.slots.value()), group.role});
   out.endpoint = connect_endpoint(workers_endpoint);
+  out.server_key_file = keys.server_public_file;
+  out.key_file = keys.local_worker_secret_file;
   out.python = cfg.python;
   return out;
+}
+
+// SIGHUP: workers admitted since (or no longer) connect from now on; connected ones stay.
+void reload_allow_list(curve::allow_list* allowed) {
+  if (!allowed) {
+    spdlog::info("SIGHUP: workers.allow_unauthenticated is on, there is no allow-list to reload");
+    return;
+  }
+  if (auto count = allowed->reload())
+    spdlog::info("SIGHUP: the allow-list {} admits {} key(s)", allowed->dir().string(), *count);
+  else
+    spdlog::error("SIGHUP: kept the previous allow-list: {}", message(count.error()));
 }
 
 std::string describe(const supervisor_config& local) {
@@ -240,6 +267,9 @@ caf::error run(caf::actor_system& sys, const config& given, const std::string& v
   auto plan = plan_endpoints(cfg, process_env);
   if (!plan)
     return plan.error();
+  auto keys = prepare_worker_keys(cfg);
+  if (!keys)
+    return keys.error();
   auto unfinished = unfinished_campaigns(cfg);
   if (!unfinished)
     return unfinished.error();
@@ -247,7 +277,8 @@ caf::error run(caf::actor_system& sys, const config& given, const std::string& v
   if (!store)
     return store.error();
   scope_exit stop_store{[&] { stop_actor(sys, *store, "store"); }};
-  auto devices = spawn_device_manager(sys, device_manager_settings(cfg.workers), families);
+  auto devices =
+      spawn_device_manager(sys, device_manager_settings(cfg.workers, keys->auth), families);
   if (!devices)
     return devices.error();
   scope_exit stop_devices{[&] { stop_actor(sys, *devices, "device manager"); }};
@@ -278,23 +309,29 @@ caf::error run(caf::actor_system& sys, const config& given, const std::string& v
   if (!control)
     return control.error();
   // Last, so that no worker process is started by a daemon that then fails to start.
-  auto local = local_workers(cfg, devices_status->endpoint);
+  auto local = local_workers(cfg, devices_status->endpoint, *keys);
   auto supervised = supervisor::start(local);
   if (!supervised)
     return supervised.error();
   spdlog::set_level(level);
-  spdlog::info("opforge {} ready: pid {}, data in {}, control on {}, workers on {}, local "
+  spdlog::info("opforge {} ready: pid {}, data in {}, control on {}, workers on {} ({}), local "
                "workers: {}, metrics on {}, campaigns on {} with endpoint {}{}",
                version, ::getpid(), cfg.data_dir.string(), cfg.control.listen,
-               devices_status->endpoint, describe(local),
+               devices_status->endpoint,
+               keys->allowed ? "CURVE, allow-list " + cfg.workers.curve.allowed_keys
+                             : std::string{"unauthenticated"},
+               describe(local),
                metrics_address.empty() ? "(disabled)" : "http://" + metrics_address + "/metrics",
                cfg.campaigns.device_kind, plan->default_endpoint,
                plan->demo ? " (the demo cassette: hand-written answers, not a model)" : "");
   for (;;) {
     families->uptime().Set(
         std::chrono::duration<double>{std::chrono::steady_clock::now() - context.started}.count());
-    if (auto reason = stop.wait(std::chrono::seconds{1})) {
-      spdlog::info("shutting down: {}", *reason);
+    auto event = stop.wait(std::chrono::seconds{1});
+    if (event && event->reload) {
+      reload_allow_list(keys->allowed.get());
+    } else if (event) {
+      spdlog::info("shutting down: {}", event->reason);
       control->reset(); // no more requests; the scopes stop the rest in reverse order
       return {};
     }

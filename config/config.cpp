@@ -366,6 +366,17 @@ void parse(reader& in, control_config& out) {
            }});
 }
 
+void parse(reader& in, curve_config& out) {
+  // ZeroMQ's tools name a secret key file NAME.key_secret beside its public NAME.key.
+  in.field("server_key", out.server_key, check<std::string>{[](const std::string& value) {
+             return value.empty() || value.ends_with(".key_secret")
+                        ? std::nullopt
+                        : std::optional<std::string>{"must name a NAME.key_secret file, got " +
+                                                     in_quotes(value)};
+           }});
+  in.field("allowed_keys", out.allowed_keys);
+}
+
 void parse(reader& in, workers_config& out) {
   in.field("listen", out.listen, check<std::string>{zmq_endpoint});
   in.field("heartbeat_ms", out.heartbeat_ms, at_least(10));
@@ -373,6 +384,8 @@ void parse(reader& in, workers_config& out) {
   in.field("max_frame_bytes", out.max_frame_bytes, at_least(1024));
   in.field("max_attempts", out.max_attempts, at_least(1));
   in.field("max_slots", out.max_slots, at_least(1));
+  in.section("curve", out.curve);
+  in.field("allow_unauthenticated", out.allow_unauthenticated);
 }
 
 void parse(reader& in, local_worker_config& out) {
@@ -484,6 +497,22 @@ std::string config::default_python() {
   return "python3";
 }
 
+bool is_local_endpoint(const std::string& endpoint) {
+  if (endpoint.rfind("ipc://", 0) == 0)
+    return true;
+  if (endpoint.rfind("tcp://", 0) != 0)
+    return false;
+  auto address = std::string_view{endpoint}.substr(6);
+  auto host = address.substr(0, address.rfind(':'));
+  if (host == "localhost" || host == "[::1]")
+    return true;
+  // 127.x.y.z only as an IPv4 address: a name like 127.0.0.1.example.com resolves anywhere.
+  return host.rfind("127.", 0) == 0 && std::count(host.begin(), host.end(), '.') == 3 &&
+         std::all_of(host.begin(), host.end(), [](char c) {
+           return c == '.' || std::isdigit(static_cast<unsigned char>(c));
+         });
+}
+
 std::optional<std::string> process_env(const std::string& name) {
   if (const char* value = std::getenv(name.c_str()))
     return std::string{value};
@@ -513,6 +542,18 @@ caf::expected<config> load_config(const config_sources& sources) {
     return err;
   if (result.control.listen.empty())
     result.control.listen = "ipc://" + result.data_dir.string() + "/control.sock";
+  auto& workers = result.workers;
+  if (workers.allow_unauthenticated && !is_local_endpoint(workers.listen))
+    return caf::make_error(
+        errc::config_invalid,
+        file + ": 'workers.allow_unauthenticated' is true, but workers.listen " +
+            in_quotes(workers.listen) +
+            " is reachable from other hosts: workers there must authenticate with ZeroMQ CURVE "
+            "(set it to false, or listen on ipc:// or 127.0.0.1)");
+  if (workers.curve.server_key.empty())
+    workers.curve.server_key = (result.data_dir / "keys" / "server.key_secret").string();
+  if (workers.curve.allowed_keys.empty())
+    workers.curve.allowed_keys = (result.data_dir / "keys" / "allowed").string();
   return result;
 }
 

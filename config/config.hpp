@@ -32,6 +32,17 @@ struct control_config {
   std::string listen;
 };
 
+/// The workers socket's ZeroMQ CURVE keys (`workers.curve`); empty paths resolve under the data
+/// directory when the configuration loads.
+struct curve_config {
+  /// The daemon's secret key file (`NAME.key_secret`, public and secret key in Z85). Empty means
+  /// <data_dir>/keys/server.key_secret, which a daemon bound to ipc or loopback creates itself.
+  std::string server_key;
+  /// The allow-list: a directory of the admitted workers' public key files (`*.key`), read again
+  /// on SIGHUP. Empty means <data_dir>/keys/allowed.
+  std::string allowed_keys;
+};
+
 struct workers_config {
   /// ZeroMQ endpoint the ROUTER socket for device workers binds.
   std::string listen = "tcp://127.0.0.1:5555";
@@ -44,7 +55,15 @@ struct workers_config {
   int64_t max_attempts = 3;
   /// The most slots a worker gets, whatever its hello claims.
   int64_t max_slots = 64;
+  curve_config curve;
+  /// Admit workers without CURVE: only on ipc or a loopback address, where only this host's
+  /// processes connect.
+  bool allow_unauthenticated = false;
 };
+
+/// Whether only processes on this host can reach a ZeroMQ endpoint: ipc, or tcp on a loopback
+/// address (127.0.0.0/8, ::1, localhost).
+bool is_local_endpoint(const std::string& endpoint);
 
 /// One group of worker processes the daemon starts and supervises on its own host.
 struct local_worker_config {

@@ -62,9 +62,13 @@ caf::error check(const supervisor_config& config) {
 
 std::vector<std::string> worker_command(const supervisor_config& config,
                                         const local_worker_spec& spec) {
-  return {config.python,   "-m",       "opforge_worker", "serve",   "--connect",
-          config.endpoint, "--device", spec.device_kind, "--slots", std::to_string(spec.slots),
-          "--role",        spec.role};
+  std::vector<std::string> out{
+      config.python,   "-m",       "opforge_worker", "serve",   "--connect",
+      config.endpoint, "--device", spec.device_kind, "--slots", std::to_string(spec.slots),
+      "--role",        spec.role};
+  if (!config.key_file.empty())
+    out.insert(out.end(), {"--server-key", config.server_key_file, "--key-file", config.key_file});
+  return out;
 }
 
 std::string connect_endpoint(const std::string& bound) {

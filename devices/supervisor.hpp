@@ -27,6 +27,10 @@ struct supervisor_config {
   std::vector<local_worker_spec> workers;
   /// Where the workers connect: the daemon's workers socket (see `connect_endpoint`).
   std::string endpoint;
+  /// CURVE: the server's public key file and the workers' own secret key file (`--server-key`,
+  /// `--key-file`); both empty when the workers socket admits unauthenticated workers.
+  std::string server_key_file;
+  std::string key_file;
   /// The Python that has opforge_worker installed.
   std::string python = "python3";
   /// The command line of one worker process; `worker_command` when unset. Tests put a script here.
@@ -39,7 +43,8 @@ struct supervisor_config {
   std::chrono::milliseconds stop_grace{5000};
 };
 
-/// `<python> -m opforge_worker serve --connect <endpoint> --device <kind> --slots N --role R`.
+/// `<python> -m opforge_worker serve --connect <endpoint> --device <kind> --slots N --role R`,
+/// and `--server-key F --key-file F` when the config names key files.
 std::vector<std::string> worker_command(const supervisor_config& config,
                                         const local_worker_spec& spec);
 

@@ -8,12 +8,14 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 
 #include <caf/send.hpp>
 
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
+#include <zmq_addon.hpp>
 
 namespace opforge {
 
@@ -29,6 +31,14 @@ constexpr size_t logged_senders_max = 4096;
 // The daemon's goodbyes are the last frames out; they get this long to leave before the socket
 // closes (linger is 0 otherwise, so that nothing else can hold up a shutdown).
 constexpr int goodbye_linger_ms = 250;
+
+// The address libzmq sends ZAP requests to (RFC 27), and where the socket's monitor publishes.
+constexpr const char* zap_endpoint = "inproc://zeromq.zap.01";
+constexpr const char* monitor_endpoint = "inproc://opforge-workers-monitor";
+
+// Handshakes that fail before ZAP is asked: a peer without CURVE, or with another server key.
+constexpr int handshake_failures =
+    ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL;
 
 std::string bind_hint(int err) {
   switch (err) {
@@ -46,9 +56,10 @@ std::string bind_hint(int err) {
 
 } // namespace
 
-worker_io::worker_io(std::shared_ptr<metrics> metrics, size_t max_frame_bytes, int wake_fd)
+worker_io::worker_io(std::shared_ptr<metrics> metrics, size_t max_frame_bytes, int wake_fd,
+                     worker_auth auth)
     : metrics_{std::move(metrics)}, max_frame_bytes_{max_frame_bytes}, context_{1},
-      socket_{context_, zmq::socket_type::router}, wake_fd_{wake_fd} {
+      socket_{context_, zmq::socket_type::router}, auth_{std::move(auth)}, wake_fd_{wake_fd} {
   socket_.set(zmq::sockopt::linger, 0);
   // An unreachable worker is an error to report, not a frame to drop silently.
   socket_.set(zmq::sockopt::router_mandatory, 1);
@@ -59,6 +70,22 @@ worker_io::worker_io(std::shared_ptr<metrics> metrics, size_t max_frame_bytes, i
   socket_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(2 * max_frame_bytes));
 }
 
+// Makes the socket a CURVE server whose handshakes ask our ZAP handler; before it binds, so that
+// no peer ever connects unauthenticated.
+void worker_io::secure() {
+  zap_ = zmq::socket_t{context_, zmq::socket_type::rep};
+  zap_.set(zmq::sockopt::linger, 0);
+  zap_.bind(zap_endpoint);
+  socket_.set(zmq::sockopt::curve_server, 1);
+  socket_.set(zmq::sockopt::curve_secretkey, auth_.server->secret_key);
+  socket_.set(zmq::sockopt::zap_domain, "opforge-workers");
+  if (zmq_socket_monitor(socket_.handle(), monitor_endpoint, handshake_failures) != 0)
+    throw zmq::error_t{};
+  monitor_ = zmq::socket_t{context_, zmq::socket_type::pair};
+  monitor_.set(zmq::sockopt::linger, 0);
+  monitor_.connect(monitor_endpoint);
+}
+
 worker_io::~worker_io() {
   close();
   ::close(wake_fd_);
@@ -66,7 +93,8 @@ worker_io::~worker_io() {
 
 caf::expected<std::shared_ptr<worker_io>> worker_io::bind(std::shared_ptr<metrics> metrics,
                                                           size_t max_frame_bytes,
-                                                          const std::string& endpoint) {
+                                                          const std::string& endpoint,
+                                                          worker_auth auth) {
   auto context = "workers.listen '" + endpoint + "'";
   auto wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd < 0)
@@ -74,7 +102,16 @@ caf::expected<std::shared_ptr<worker_io>> worker_io::bind(std::shared_ptr<metric
                            context + ": cannot create an eventfd: " + std::strerror(errno));
   std::shared_ptr<worker_io> io;
   try {
-    io.reset(new worker_io{std::move(metrics), max_frame_bytes, wake_fd});
+    io.reset(new worker_io{std::move(metrics), max_frame_bytes, wake_fd, std::move(auth)});
+    if (io->auth_.server) {
+      try {
+        io->secure();
+      } catch (const zmq::error_t& e) {
+        return caf::make_error(errc::config_invalid,
+                               context + ": cannot set up CURVE (" + e.what() +
+                                   "): is libzmq built with CURVE (zmq_has(\"curve\"))?");
+      }
+    }
     io->socket_.bind(endpoint);
   } catch (const zmq::error_t& e) {
     if (!io)
@@ -83,7 +120,9 @@ caf::expected<std::shared_ptr<worker_io>> worker_io::bind(std::shared_ptr<metric
                            context + ": cannot bind (" + e.what() + "): " + bind_hint(e.num()));
   }
   io->endpoint_ = io->socket_.get(zmq::sockopt::last_endpoint);
-  spdlog::info("workers socket bound to {}", io->endpoint_);
+  spdlog::info("workers socket bound to {} ({})", io->endpoint_,
+               io->auth_.server ? "CURVE: workers on the allow-list only"
+                                : "unauthenticated: any local peer may register");
   return io;
 }
 
@@ -128,8 +167,12 @@ void worker_io::wake() {
 }
 
 void worker_io::run(device_manager_actor receiver) {
-  std::array<zmq_pollitem_t, 2> items{
-      {{socket_.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake_fd_, ZMQ_POLLIN, 0}}};
+  std::vector<zmq_pollitem_t> items{{socket_.handle(), 0, ZMQ_POLLIN, 0},
+                                    {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
+  if (auth_.server) {
+    items.push_back({zap_.handle(), 0, ZMQ_POLLIN, 0});
+    items.push_back({monitor_.handle(), 0, ZMQ_POLLIN, 0});
+  }
   for (;;) {
     try {
       zmq::poll(items, std::chrono::milliseconds{-1});
@@ -143,6 +186,14 @@ void worker_io::run(device_manager_actor receiver) {
       uint64_t wakes = 0;
       [[maybe_unused]] auto read = ::read(wake_fd_, &wakes, sizeof wakes);
     }
+    try {
+      if (auth_.server && items[2].revents & ZMQ_POLLIN)
+        authenticate();
+      if (auth_.server && items[3].revents & ZMQ_POLLIN)
+        count_failed_handshakes();
+    } catch (const zmq::error_t& e) {
+      spdlog::error("workers socket: authenticating failed: {}", e.what());
+    }
     if (items[0].revents & ZMQ_POLLIN) {
       try {
         receive(receiver);
@@ -153,8 +204,69 @@ void worker_io::run(device_manager_actor receiver) {
     if (!flush(receiver))
       break;
   }
+  if (auth_.server) {
+    zmq_socket_monitor(socket_.handle(), nullptr, 0);
+    monitor_.close();
+  }
   socket_.set(zmq::sockopt::linger, goodbye_linger_ms);
   socket_.close();
+  // The ZAP handler outlives the socket's last handshake.
+  if (auth_.server)
+    zap_.close();
+}
+
+// Answers libzmq's ZAP requests (RFC 27): a CURVE peer is admitted when the allow-list has its
+// public key. Frames: version, request id, domain, address, routing id, mechanism, credentials.
+void worker_io::authenticate() {
+  for (;;) {
+    std::vector<zmq::message_t> request;
+    if (!zmq::recv_multipart(zap_, std::back_inserter(request), zmq::recv_flags::dontwait))
+      return;
+    std::string status = "400";
+    std::string text = "CURVE required";
+    std::string user;
+    if (request.size() >= 7 && request[5].to_string_view() == "CURVE" && request[6].size() == 32) {
+      std::array<char, 41> key{};
+      zmq_z85_encode(key.data(), request[6].data<uint8_t>(), 32);
+      if (auto name = auth_.allowed ? auth_.allowed->admits(key.data()) : std::nullopt) {
+        status = "200";
+        text = "OK";
+        user = *name;
+      } else {
+        text = "key not on the allow-list";
+        refuse("unknown_key", std::string{"key "} + key.data() + " from " +
+                                  std::string{request[3].to_string_view()});
+      }
+    }
+    auto request_id = request.size() > 1 ? std::string{request[1].to_string_view()} : "";
+    std::array<zmq::const_buffer, 6> reply{zmq::str_buffer("1.0"), zmq::buffer(request_id),
+                                           zmq::buffer(status),    zmq::buffer(text),
+                                           zmq::buffer(user),      zmq::const_buffer{}};
+    zmq::send_multipart(zap_, reply);
+  }
+}
+
+// The monitor sends two frames per event: 16-bit event id and 32-bit value, then the endpoint.
+void worker_io::count_failed_handshakes() {
+  for (;;) {
+    std::vector<zmq::message_t> event;
+    if (!zmq::recv_multipart(monitor_, std::back_inserter(event), zmq::recv_flags::dontwait))
+      return;
+    refuse("handshake", "a peer (no CURVE, or not this daemon's server key) on " +
+                            (event.size() > 1 ? event[1].to_string() : endpoint()));
+  }
+}
+
+// Counts a refused connection and logs it once per `who` (a public key and an address; no secret
+// ever gets here): a peer that keeps retrying must not flood the log.
+void worker_io::refuse(const std::string& reason, const std::string& who) {
+  metrics_->worker_auth_refused(reason).Increment();
+  if (logged_.size() >= logged_senders_max || !logged_.emplace(who, reason).second)
+    return;
+  spdlog::warn("workers socket refused {}: {} (further refusals are counted in "
+               "opforge_worker_auth_refused_total{{reason=\"{}\"}}, not logged)",
+               who, reason == "unknown_key" ? "not on the allow-list" : "CURVE handshake failed",
+               reason);
 }
 
 void worker_io::receive(const device_manager_actor& receiver) {

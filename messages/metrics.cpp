@@ -37,6 +37,9 @@ metrics::metrics(std::string version)
       malformed_frames_{family(prometheus::BuildCounter(), *registry_,
                                "opforge_malformed_frames_total",
                                "Frames dropped by a decoder, by reason")},
+      worker_auth_refused_{family(prometheus::BuildCounter(), *registry_,
+                                  "opforge_worker_auth_refused_total",
+                                  "Connections to the workers socket refused by CURVE, by reason")},
       job_requeues_{family(prometheus::BuildCounter(), *registry_, "opforge_job_requeues_total",
                            "Device jobs requeued after their worker died or left")},
       late_results_{family(prometheus::BuildCounter(), *registry_, "opforge_late_results_total",
@@ -100,6 +103,10 @@ prometheus::Histogram& metrics::job_latency(const std::string& kind) {
 
 prometheus::Counter& metrics::malformed_frames(const std::string& reason) {
   return malformed_frames_.Add({{"reason", reason}});
+}
+
+prometheus::Counter& metrics::worker_auth_refused(const std::string& reason) {
+  return worker_auth_refused_.Add({{"reason", reason}});
 }
 
 prometheus::Counter& metrics::job_requeues(const std::string& reason) {

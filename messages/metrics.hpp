@@ -36,6 +36,10 @@ public:
   prometheus::Gauge& queue_depth() { return queue_depth_; }
   /// opforge_malformed_frames_total{reason}: frames dropped by a decoder.
   prometheus::Counter& malformed_frames(const std::string& reason);
+  /// opforge_worker_auth_refused_total{reason}: connections to the workers socket refused by
+  /// CURVE: `unknown_key` (a key not on the allow-list) or `handshake` (no CURVE, or not our
+  /// server key).
+  prometheus::Counter& worker_auth_refused(const std::string& reason);
   /// opforge_job_requeues_total{reason}: jobs requeued after their worker died or left.
   prometheus::Counter& job_requeues(const std::string& reason);
   /// opforge_late_results_total: results ignored because their job was no longer running there
@@ -89,6 +93,7 @@ private:
   prometheus::Family<prometheus::Histogram>& job_latency_;
   prometheus::Gauge& queue_depth_;
   prometheus::Family<prometheus::Counter>& malformed_frames_;
+  prometheus::Family<prometheus::Counter>& worker_auth_refused_;
   prometheus::Family<prometheus::Counter>& job_requeues_;
   prometheus::Counter& late_results_;
   prometheus::Histogram& store_write_latency_;

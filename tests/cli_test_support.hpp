@@ -85,9 +85,10 @@ protected:
     // the interpreter has installed (a worktree shares the main checkout's venv).
     ::setenv("PYTHONPATH", OPFORGE_SOURCE_DIR "/worker", 1);
     // No local workers and a private workers socket, so that suites can run side by side; a slow
-    // heartbeat, so that a scripted worker stays alive without beating.
+    // heartbeat, so that a scripted worker stays alive without beating; no CURVE on that ipc
+    // socket, so that scripted workers need no keys (test_worker_auth_cli tests keys).
     write("quiet.yaml", "local_workers: []\nworkers: {listen: '" + workers_endpoint() +
-                            "', heartbeat_ms: 600000}\n");
+                            "', heartbeat_ms: 600000, allow_unauthenticated: true}\n");
   }
 
   std::string workers_endpoint() const { return "ipc://" + (dir / "workers.sock").string(); }

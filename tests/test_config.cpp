@@ -103,6 +103,45 @@ TEST_F(ConfigTest, ExampleFileHoldsTheDefaults) {
     EXPECT_EQ(example->local_workers[i].slots, defaults->local_workers[i].slots);
   }
   EXPECT_EQ(example->metrics.listen, defaults->metrics.listen);
+  EXPECT_EQ(example->workers.curve.server_key, defaults->workers.curve.server_key);
+  EXPECT_EQ(example->workers.curve.allowed_keys, defaults->workers.curve.allowed_keys);
+  EXPECT_EQ(example->workers.allow_unauthenticated, defaults->workers.allow_unauthenticated);
+}
+
+// Workers authenticate with CURVE unless the configuration says otherwise, and it may say so only
+// where no other host reaches the socket.
+TEST_F(ConfigTest, WorkerKeysLiveInTheDataDirAndOnlyLocalSocketsMayGoWithout) {
+  env["OPFORGE_DATA_DIR"] = "/srv/opforge";
+  auto defaults = load_config(sources);
+  ASSERT_TRUE(defaults) << failure(defaults);
+  EXPECT_EQ(defaults->workers.curve.server_key, "/srv/opforge/keys/server.key_secret");
+  EXPECT_EQ(defaults->workers.curve.allowed_keys, "/srv/opforge/keys/allowed");
+  EXPECT_FALSE(defaults->workers.allow_unauthenticated);
+  env.clear();
+
+  auto given = load_file("workers:\n  listen: ipc:///run/opforge/workers.sock\n"
+                         "  allow_unauthenticated: true\n"
+                         "  curve: {server_key: /etc/opforge/server.key_secret, "
+                         "allowed_keys: /etc/opforge/workers}\n");
+  ASSERT_TRUE(given) << failure(given);
+  EXPECT_EQ(given->workers.curve.server_key, "/etc/opforge/server.key_secret");
+  EXPECT_EQ(given->workers.curve.allowed_keys, "/etc/opforge/workers");
+  EXPECT_TRUE(given->workers.allow_unauthenticated);
+
+  EXPECT_EQ(failure(load_file("workers: {curve: {server_key: /etc/opforge/server.key}}\n")),
+            "config_invalid: DIR/opforge.yaml:1: 'workers.curve.server_key' must name a "
+            "NAME.key_secret file, got '/etc/opforge/server.key'");
+  EXPECT_EQ(failure(load_file("workers: {listen: 'tcp://*:5555', allow_unauthenticated: true}\n")),
+            "config_invalid: DIR/opforge.yaml: 'workers.allow_unauthenticated' is true, but "
+            "workers.listen 'tcp://*:5555' is reachable from other hosts: workers there must "
+            "authenticate with ZeroMQ CURVE (set it to false, or listen on ipc:// or 127.0.0.1)");
+
+  for (auto local : {"ipc:///tmp/w.sock", "tcp://127.0.0.1:5555", "tcp://127.1.2.3:*",
+                     "tcp://localhost:5555", "tcp://[::1]:5555"})
+    EXPECT_TRUE(is_local_endpoint(local)) << local;
+  for (auto remote : {"tcp://0.0.0.0:5555", "tcp://*:5555", "tcp://10.0.0.7:5555",
+                      "tcp://127.0.0.1.example.com:5555", "tcp://head-node:5555", "tcp://[::]:1"})
+    EXPECT_FALSE(is_local_endpoint(remote)) << remote;
 }
 
 TEST_F(ConfigTest, FileValuesReplaceDefaults) {

@@ -35,7 +35,8 @@ expect_check() { # prefix: `opforge check` reads every file from <prefix>/share/
   local want="config data: $1/share/opforge
 prompt templates: $1/share/opforge/prompts
 worked examples: $1/share/opforge/examples
-demo cassette: $1/share/opforge/demo/cassette.jsonl (abs, neg, nn.functional.relu, sigmoid)"
+demo cassette: $1/share/opforge/demo/cassette.jsonl (abs, neg, nn.functional.relu, sigmoid)
+workers: CURVE on tcp://127.0.0.1:5555, server key var/keys/server.key_secret (created at first start), allow-list var/keys/allowed (0 keys)"
   [ "$out" = "$want" ] || fail "opforge check under $1 printed:
 $out
 instead of:

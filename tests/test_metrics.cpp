@@ -30,6 +30,7 @@ TEST(Metrics, ScrapeHoldsEveryFamilyAndTheBuildInfo) {
   m.jobs("lint", "done").Increment();
   m.job_requeues("worker_lost").Increment();
   m.store_errors("write").Increment();
+  m.worker_auth_refused("unknown_key").Increment();
   auto text = scrape(m);
   for (auto name : {"opforge_workers", "opforge_jobs_total", "opforge_job_latency_seconds",
                     "opforge_queue_depth", "opforge_malformed_frames_total",
@@ -39,5 +40,7 @@ TEST(Metrics, ScrapeHoldsEveryFamilyAndTheBuildInfo) {
   EXPECT_NE(text.find(R"(opforge_store_errors_total{operation="write"} 1)"), std::string::npos);
   EXPECT_NE(text.find(R"(opforge_build_info{version="1.2.3"} 1)"), std::string::npos) << text;
   EXPECT_NE(text.find(R"(opforge_malformed_frames_total{reason="oversized"} 1)"),
+            std::string::npos);
+  EXPECT_NE(text.find(R"(opforge_worker_auth_refused_total{reason="unknown_key"} 1)"),
             std::string::npos);
 }

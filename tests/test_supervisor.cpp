@@ -102,6 +102,14 @@ TEST(WorkerCommand, RunsTheWorkerPackageWithItsKindSlotsAndRole) {
             (std::vector<std::string>{"/opt/venv/bin/python", "-m", "opforge_worker", "serve",
                                       "--connect", "tcp://127.0.0.1:5555", "--device", "none",
                                       "--slots", "4", "--role", "lint"}));
+  // With CURVE, the files of the daemon's public key and the worker's pair (never a key itself,
+  // which `ps` would show).
+  config.server_key_file = "/srv/opforge/keys/local/server.key";
+  config.key_file = "/srv/opforge/keys/local/worker.key_secret";
+  auto command = worker_command(config, {.device_kind = "none", .slots = 1, .role = "lint"});
+  EXPECT_EQ(std::vector<std::string>(command.end() - 4, command.end()),
+            (std::vector<std::string>{"--server-key", "/srv/opforge/keys/local/server.key",
+                                      "--key-file", "/srv/opforge/keys/local/worker.key_secret"}));
 }
 
 TEST(WorkerCommand, LocalWorkersConnectToLoopbackForAWildcardBind) {

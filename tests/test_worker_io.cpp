@@ -1,10 +1,14 @@
 // The device manager behind a real ZeroMQ ROUTER socket, with scripted workers: C++ DEALER
-// sockets on loopback that speak the protocol step by step. Every wait is bounded.
+// sockets on loopback that speak the protocol step by step, with or without CURVE keys. Every
+// wait is bounded.
 
 #include "actors/fleet/spawn_device_manager.hpp"
+#include "devices/curve.hpp"
 #include "messages/errors.hpp"
 #include "messages/system_config.hpp"
 
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <optional>
@@ -33,13 +37,25 @@ std::string op_payload(const std::string& op) {
   return {buffer.data(), buffer.size()};
 }
 
+// What a worker connects with to a CURVE server: the server's public key and its own pair.
+struct curve_client {
+  std::string server_public;
+  curve::key_pair own;
+};
+
 // A worker played by the test: it beats every 100 ms while it waits for the daemon.
 class scripted_worker {
 public:
-  scripted_worker(zmq::context_t& context, const std::string& endpoint, std::string id)
+  scripted_worker(zmq::context_t& context, const std::string& endpoint, std::string id,
+                  const std::optional<curve_client>& keys = std::nullopt)
       : id_{std::move(id)}, socket_{context, zmq::socket_type::dealer} {
     socket_.set(zmq::sockopt::routing_id, id_);
     socket_.set(zmq::sockopt::linger, 0);
+    if (keys) {
+      socket_.set(zmq::sockopt::curve_serverkey, keys->server_public);
+      socket_.set(zmq::sockopt::curve_publickey, keys->own.public_key);
+      socket_.set(zmq::sockopt::curve_secretkey, keys->own.secret_key);
+    }
     socket_.connect(endpoint);
   }
 
@@ -353,4 +369,124 @@ TEST_F(WorkerSocket, ShutdownSaysGoodbyeToWorkers) {
   pending.receive([](device_job_result&) { ADD_FAILURE() << "a result after shutdown"; },
                   [](caf::error& err) { EXPECT_EQ(err, errc::cancelled); });
   manager = device_manager_actor{};
+}
+
+// Workers authenticate with CURVE: the daemon's socket admits the keys its allow-list directory
+// holds, refuses every other peer (counted, never registered, never given a job), and admits a
+// key once the directory has it and is read again.
+class CurveWorkerSocket : public WorkerSocket {
+protected:
+  void SetUp() override {
+    keys_dir = std::filesystem::temp_directory_path() /
+               ("opforge-curve-" + std::to_string(::getpid()) + "-" +
+                ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(keys_dir);
+    std::filesystem::create_directories(keys_dir / "allowed");
+    server = *curve::generate();
+    admitted = *curve::generate();
+    ASSERT_FALSE(
+        curve::write_certificates(keys_dir / "allowed" / "admitted", {admitted.public_key}));
+    allowed = std::make_shared<curve::allow_list>(keys_dir / "allowed",
+                                                  std::map<std::string, std::string>{});
+    ASSERT_EQ(allowed->reload(), size_t{1});
+    config.auth = {server, allowed};
+    WorkerSocket::SetUp();
+  }
+
+  void TearDown() override {
+    WorkerSocket::TearDown();
+    std::filesystem::remove_all(keys_dir);
+  }
+
+  curve_client client(const curve::key_pair& own) const { return {server.public_key, own}; }
+
+  double refused(const std::string& reason) { return stats->worker_auth_refused(reason).Value(); }
+
+  // Waits until the refusal counter of `reason` reaches `count` (handshakes run on their own).
+  bool refused_at_least(const std::string& reason, double count) {
+    auto deadline = std::chrono::steady_clock::now() + patience;
+    while (refused(reason) < count && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(10ms);
+    return refused(reason) >= count;
+  }
+
+  std::filesystem::path keys_dir;
+  curve::key_pair server;
+  curve::key_pair admitted;
+  std::shared_ptr<curve::allow_list> allowed;
+};
+
+TEST_F(CurveWorkerSocket, AWorkerWithAnAllowedKeyRegistersAndAnswersJobs) {
+  scripted_worker w1{context, endpoint, "w1", client(admitted)};
+  w1.hello();
+  ASSERT_TRUE(w1.await<wire::welcome>());
+  auto pending = self->request(manager, patience, atom::submit_v, job("t-curve"));
+  auto dispatched = w1.await<wire::job>();
+  ASSERT_TRUE(dispatched);
+  w1.answer(*dispatched);
+  auto result = reply(pending);
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->worker_id, "w1");
+  EXPECT_EQ(refused("unknown_key"), 0);
+  EXPECT_EQ(refused("handshake"), 0);
+}
+
+// The forging worker of issue 17: it speaks the protocol perfectly and would answer `pass` to
+// every test, but its key is not on the allow-list, so its hello never reaches the device manager
+// and no job ever reaches it, while an admitted worker gets the job.
+TEST_F(CurveWorkerSocket, UnknownKeysAndPeersWithoutCurveNeverRegister) {
+  // Refused peers have no connection to queue heartbeats on: a send would block.
+  scripted_worker forger{context, endpoint, "forger", client(*curve::generate())};
+  forger.beating = false;
+  forger.hello();
+  scripted_worker plain{context, endpoint, "plain"};
+  plain.beating = false;
+  plain.hello();
+  scripted_worker wrong_server{context, endpoint, "wrong-server",
+                               curve_client{curve::generate()->public_key, admitted}};
+  wrong_server.beating = false;
+  wrong_server.hello();
+  ASSERT_TRUE(refused_at_least("unknown_key", 1));
+  ASSERT_TRUE(refused_at_least("handshake", 2));
+  auto pending = self->request(manager, patience, atom::submit_v, job("t-forged"));
+  EXPECT_FALSE(forger.await<wire::welcome>(500ms));
+  EXPECT_FALSE(plain.await<wire::welcome>(100ms));
+  EXPECT_FALSE(wrong_server.await<wire::welcome>(100ms));
+  EXPECT_TRUE(status().workers.empty());
+  EXPECT_EQ(status().refused, 0) << "refused by CURVE, before any hello is read";
+
+  scripted_worker honest{context, endpoint, "honest", client(admitted)};
+  honest.hello();
+  auto dispatched = honest.await<wire::job>();
+  ASSERT_TRUE(dispatched);
+  EXPECT_EQ(dispatched->job_id, "t-forged");
+  honest.answer(*dispatched);
+  auto result = reply(pending);
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->worker_id, "honest");
+}
+
+TEST_F(CurveWorkerSocket, AKeyAddedToTheAllowListIsAdmittedAfterAReload) {
+  auto newcomer = *curve::generate();
+  {
+    scripted_worker early{context, endpoint, "newcomer", client(newcomer)};
+    early.beating = false;
+    early.hello();
+    ASSERT_TRUE(refused_at_least("unknown_key", 1));
+    EXPECT_FALSE(early.await<wire::welcome>(300ms));
+  }
+  ASSERT_FALSE(curve::write_certificates(keys_dir / "allowed" / "newcomer", {newcomer.public_key}));
+  EXPECT_FALSE(allowed->admits(newcomer.public_key)) << "not before the reload";
+  ASSERT_EQ(allowed->reload(), size_t{2});
+  EXPECT_EQ(allowed->admits(newcomer.public_key), "newcomer.key");
+  scripted_worker later{context, endpoint, "newcomer", client(newcomer)};
+  later.hello();
+  EXPECT_TRUE(later.await<wire::welcome>());
+
+  // A broken file leaves the list in force as it was, and says which file is broken.
+  std::ofstream{keys_dir / "allowed" / "broken.key"} << "public-key = \"short\"\n";
+  auto failed = allowed->reload();
+  ASSERT_FALSE(failed);
+  EXPECT_THAT(render(failed.error()), HasSubstr("broken.key"));
+  EXPECT_TRUE(allowed->admits(newcomer.public_key));
 }

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "devices/worker_io.hpp"
 #include "devices/worker_outbox.hpp"
 #include "messages/actors.hpp"
 #include "messages/device_messages.hpp"
@@ -34,6 +35,8 @@ struct device_manager_config {
   int64_t max_attempts = 3;
   /// The most slots a worker is believed to have, whatever its hello claims.
   int64_t max_slots = 64;
+  /// How the workers socket admits workers (none by default: tests on loopback and ipc).
+  worker_auth auth;
 };
 
 class device_manager_state {

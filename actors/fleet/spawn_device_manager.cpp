@@ -7,7 +7,7 @@ namespace opforge {
 caf::expected<device_manager_actor> spawn_device_manager(caf::actor_system& system,
                                                          const device_manager_config& config,
                                                          std::shared_ptr<metrics> metrics) {
-  auto io = worker_io::bind(metrics, config.max_frame_bytes, config.listen);
+  auto io = worker_io::bind(metrics, config.max_frame_bytes, config.listen, config.auth);
   if (!io)
     return io.error();
   auto manager = system.spawn(device_manager, config, std::move(metrics), *io);

@@ -2,6 +2,7 @@
 
 python -m opforge_worker serve --connect ENDPOINT --device KIND|none
                                --role device|lint [--slots N|auto]
+                               [--server-key FILE|KEY --key-file NAME.key_secret]
 python -m opforge_worker catalog [--device K] [--json FILE] [--ops a,b] [--no-cache]
 python -m opforge_worker validate PATH... --device KIND [--dtypes a,b] [--sets a,b]
                                   [--json OUT] [--timings] [--cache-dir DIR] [--no-sample-store]
@@ -49,11 +50,13 @@ def _write_json(path: str, document) -> None:
 
 
 def serve(args: argparse.Namespace) -> int:
+    from opforge_worker import curve_keys
     from opforge_worker.connection import Worker, WorkerConfig
     from opforge_worker.jobs import handlers_for
 
     if args.role == "lint" and args.device != device_kinds.NO_DEVICE:
         raise ValueError("role 'lint' runs no device: use --device none")
+    keys = curve_keys.resolve(args.server_key, args.key_file)
     tools = toolchain.collect(args.device)
     slots = resolve_slots(args.slots, args.device)
     handlers, release = handlers_for(args.role, args.device, slots)
@@ -64,6 +67,7 @@ def serve(args: argparse.Namespace) -> int:
         slots=slots,
         toolchain=tools,
         fingerprint=toolchain.fingerprint(tools),
+        curve=keys,
     )
     worker = Worker(config, handlers, release)
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -152,6 +156,17 @@ def parser() -> argparse.ArgumentParser:
         help="jobs run at once: a count, or auto (the device kind's default_slots; the default)",
     )
     serving.add_argument("--role", required=True, choices=[r.value for r in WorkerRole])
+    serving.add_argument(
+        "--server-key",
+        help="the daemon's public key: its NAME.key file or the key as Z85 (default: "
+        "$OPFORGE_WORKER_SERVER_KEY); with it the worker authenticates with ZeroMQ CURVE",
+    )
+    serving.add_argument(
+        "--key-file",
+        help="the worker's own key pair, a NAME.key_secret file from `opforge keys generate NAME` "
+        "(default: $OPFORGE_WORKER_KEY_FILE, or the secret key as Z85 in "
+        "$OPFORGE_WORKER_SECRET_KEY)",
+    )
     serving.set_defaults(run=serve)
 
     listing = commands.add_parser("catalog", help="list the operators and write them as JSON")

@@ -25,11 +25,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import zmq
+import zmq.utils.monitor
 
 from opforge_worker import protocol
 from opforge_worker.contract import JobStatus
+from opforge_worker.curve_keys import CurveKeys
 
 log = logging.getLogger("opforge_worker.connection")
+
+# Handshake failures of a CURVE client: refused by the daemon's allow-list, or not understood.
+_REFUSALS = zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
 
 # A job handler gets the job's payload and an Event set on cancel, and returns the result payload.
 # Raising means the worker could not run the job (status `failed`), never a verdict on a candidate.
@@ -62,6 +67,9 @@ class WorkerConfig:
     # the 5 s the daemon's supervisor gives a local worker before SIGKILL (devices/supervisor.hpp),
     # which would leave the candidate processes, in sessions of their own, running.
     shutdown_grace_s: float = 2.0
+    # None connects without authentication, which a daemon admits only on ipc or loopback when
+    # its configuration allows it.
+    curve: CurveKeys | None = None
 
 
 @dataclass
@@ -117,6 +125,9 @@ class Worker:
         self._release = release
         self._context = zmq.Context()
         self._socket: zmq.Socket | None = None
+        # With CURVE: the socket's failed handshakes, which say why the daemon never answers.
+        self._monitor: zmq.Socket | None = None
+        self._logged_refusals: set[int] = set()
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_read, False)
         os.set_blocking(self._wake_write, False)
@@ -167,6 +178,9 @@ class Worker:
         dealer.setsockopt(zmq.LINGER, 0)
         # The transport drops a larger frame before it is allocated in full.
         dealer.setsockopt(zmq.MAXMSGSIZE, self.config.max_frame_bytes)
+        if self.config.curve is not None:
+            self.config.curve.apply(dealer)
+            self._monitor = dealer.get_monitor_socket(_REFUSALS)
         try:
             dealer.connect(self.config.endpoint)
         except zmq.ZMQError as error:
@@ -177,9 +191,13 @@ class Worker:
         self._send_hello()
         log.info("connecting to %s as %s", self.config.endpoint, self.config.worker_id)
 
-    def _disconnect(self) -> None:
+    def _disconnect(self, linger_ms: int = 0) -> None:
+        if self._monitor is not None:
+            self._socket.disable_monitor()
+            self._monitor.close(linger=0)
+            self._monitor = None
         if self._socket is not None:
-            self._socket.close(linger=0)
+            self._socket.close(linger=linger_ms)
             self._socket = None
 
     def _reconnect_after_backoff(self) -> None:
@@ -202,6 +220,8 @@ class Worker:
         poller = zmq.Poller()
         poller.register(self._socket, zmq.POLLIN)
         poller.register(self._wake_read, zmq.POLLIN)
+        if self._monitor is not None:
+            poller.register(self._monitor, zmq.POLLIN)
         last_heard = time.monotonic()
         next_beat = time.monotonic()
         while self._stop_reason is None:
@@ -216,6 +236,8 @@ class Worker:
             events = dict(poller.poll(max(0.0, wait_s) * 1000))
             if self._wake_read in events:
                 self._drain_wake()
+            if self._monitor in events:
+                self._log_refusals()
             self._collect_outcomes()
             if self._socket in events:
                 while self._socket.poll(0, zmq.POLLIN):
@@ -229,6 +251,27 @@ class Worker:
                     if message.type == "welcome":
                         next_beat = time.monotonic()
                     self._handle(message)
+
+    def _log_refusals(self) -> None:
+        """Says once per kind why the daemon does not answer: it keeps refusing the handshake."""
+        while self._monitor.poll(0, zmq.POLLIN):
+            event = zmq.utils.monitor.recv_monitor_message(self._monitor)["event"]
+            if event in self._logged_refusals:
+                continue
+            self._logged_refusals.add(event)
+            if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+                log.error(
+                    "the daemon refused this worker's key %s: it is not on the daemon's "
+                    "allow-list (admit it with `opforge keys generate NAME`, or copy its NAME.key "
+                    "into workers.curve.allowed_keys, then SIGHUP the daemon)",
+                    self.config.curve.public,
+                )
+            else:
+                log.error(
+                    "the CURVE handshake with %s failed: is --server-key the daemon's public key, "
+                    "and does the daemon use CURVE?",
+                    self.config.endpoint,
+                )
 
     def _receive(self) -> protocol.Message | None:
         parts = self._socket.recv_multipart(copy=True)
@@ -360,8 +403,7 @@ class Worker:
             return
         self._send("goodbye", reason=reason)
         # Give the goodbye time to leave before the socket closes.
-        self._socket.close(linger=1000)
-        self._socket = None
+        self._disconnect(linger_ms=1000)
 
     # -- jobs --------------------------------------------------------------------------------
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import zmq
+from zmq.auth.thread import ThreadAuthenticator
 
 from opforge_worker import protocol
 
@@ -15,10 +17,19 @@ WAIT_S = 20.0
 class FakeDaemon:
     """A bound ROUTER that decodes what workers send with the daemon-side schema."""
 
-    def __init__(self):
+    def __init__(self, secret_key: bytes | None = None, allowed_dir: Path | None = None):
+        """With `secret_key`, a CURVE server admitting the public keys (`*.key`) in
+        `allowed_dir`, as the daemon's workers socket does."""
         self.context = zmq.Context()
         self.router = self.context.socket(zmq.ROUTER)
         self.router.setsockopt(zmq.LINGER, 0)
+        self.authenticator: ThreadAuthenticator | None = None
+        if secret_key is not None:
+            self.authenticator = ThreadAuthenticator(self.context)
+            self.authenticator.start()
+            self.authenticator.configure_curve(domain="*", location=str(allowed_dir))
+            self.router.curve_server = True
+            self.router.curve_secretkey = secret_key
         port = self.router.bind_to_random_port("tcp://127.0.0.1")
         self.endpoint = f"tcp://127.0.0.1:{port}"
         self.welcomed_with: dict | None = None
@@ -72,4 +83,6 @@ class FakeDaemon:
 
     def close(self) -> None:
         self.router.close(linger=0)
+        if self.authenticator is not None:
+            self.authenticator.stop()
         self.context.term()
