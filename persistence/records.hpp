@@ -111,9 +111,10 @@ struct operator_spec {
   std::string op;
   std::string variant;
   std::string category;
-  std::string docstring;                   // with the docstrings it references
-  std::vector<std::string> dtypes;         // the requested dtypes the operator supports
-  std::vector<std::string> aten_overloads; // from the catalog, for the library's kernels
+  std::string docstring;           // with the docstrings it references
+  std::vector<std::string> dtypes; // the requested dtypes the operator supports
+  // From the catalog, for the library's kernels.
+  std::vector<std::string> aten_overloads{};
 };
 
 /// What `opforge run` submits, resolved.
