@@ -51,6 +51,7 @@ struct test_finished {
   std::string toolchain{}; // the fingerprint of the toolchain it ran on
   std::string device_kind{};
   verdict_hosts hosts{}; // where it was confirmed, or contradicted an earlier pass
+  std::map<std::string, std::string> toolchain_versions{}; // python, torch, triton, ...
 };
 struct harness_faulted {
   std::string detail; // the device job failed: never a verdict on the candidate
