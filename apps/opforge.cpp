@@ -361,8 +361,9 @@ int follow(const config& cfg, const client_options& opts, std::string id) {
     auto outages = endpoint_changes(c, endpoint_states);
     if (tty && (printed < finished.size() || !outages.empty()))
       std::cout << "\r\033[K";
+    // Flushed: the progress line that follows may be unchanged, and so not printed to a log.
     for (const auto& outage : outages)
-      std::cout << outage << '\n';
+      std::cout << outage << std::endl;
     for (; printed < finished.size(); ++printed)
       print_session_line(finished[printed]);
     auto line = progress_line(c);

@@ -5,6 +5,8 @@
 // and last error; a campaign fails over to its next endpoint and completes there; a replay server
 // killed with SIGKILL is started again and the campaign finishes; a cassette without the answer a
 // session asks for ends that session FAILED, saying so, instead of leaving it in GENERATE.
+// (Test names stay short: the data directory, named after the test, holds the control socket,
+// whose path may not exceed 107 bytes.)
 
 #include "actors/sessions/op_session.hpp"
 #include "messages/errors.hpp"
@@ -163,7 +165,7 @@ protected:
 
 } // namespace
 
-TEST_F(LlmOutage, AnEndpointDownLongerThanOutageAfterShowsItsStateAndLastErrorInRunAndAttach) {
+TEST_F(LlmOutage, DownEndpointShowsStateAndLastError) {
   configure(dead_endpoint());
   ASSERT_NO_FATAL_FAILURE(serve_outage());
   auto id = submit({"--endpoint", "dead", "abs"});
@@ -195,7 +197,7 @@ TEST_F(LlmOutage, AnEndpointDownLongerThanOutageAfterShowsItsStateAndLastErrorIn
   shut_down();
 }
 
-TEST_F(LlmOutage, ACampaignFailsOverToItsNextEndpointAndCompletesThere) {
+TEST_F(LlmOutage, FailsOverToTheNextEndpoint) {
   configure(dead_endpoint() + ", " + replay_endpoint("replayed", demo_cassette));
   ASSERT_NO_FATAL_FAILURE(serve_outage());
   auto run = opforge({"run", "--dtypes", "float32", "--endpoint", "dead,replayed", "abs", "neg"},
@@ -227,7 +229,7 @@ TEST_F(LlmOutage, ACampaignFailsOverToItsNextEndpointAndCompletesThere) {
   }
 }
 
-TEST_F(LlmOutage, AKilledReplayServerIsStartedAgainAndTheCampaignFinishes) {
+TEST_F(LlmOutage, KilledReplayServerIsRestarted) {
   configure(replay_endpoint("replayed", demo_cassette, 1500));
   ASSERT_NO_FATAL_FAILURE(serve_outage());
   auto servers = children_running(daemon, "opforge_replay");
@@ -262,7 +264,7 @@ TEST_F(LlmOutage, AKilledReplayServerIsStartedAgainAndTheCampaignFinishes) {
   shut_down();
 }
 
-TEST_F(LlmOutage, ACassetteWithoutTheAnswerAskedForEndsTheSessionFailedInsteadOfHanging) {
+TEST_F(LlmOutage, ExhaustedCassetteFailsTheSession) {
   // Only the first answer for `abs`, which fails its test: the session then asks for answer #1.
   std::ifstream demo{demo_cassette};
   std::string first;
