@@ -123,10 +123,12 @@ protected:
            "/v1', model: nobody, max_attempts: 1, connect_timeout: 500ms}";
   }
 
+  // A short breaker pause: requests cut off by a killed server open it, and the default 30 s
+  // would only make the test wait.
   static std::string replay_endpoint(const std::string& name, const std::string& cassette,
                                      int latency_ms = 0) {
     return "{name: " + name + ", kind: replay, cassette: '" + cassette +
-           "', replay_latency_ms: " + std::to_string(latency_ms) + "}";
+           "', replay_latency_ms: " + std::to_string(latency_ms) + ", breaker_open_for: 2s}";
   }
 
   void serve_outage() {
