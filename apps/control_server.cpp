@@ -76,7 +76,7 @@ nlohmann::json part(const caf::expected<Status>& status) {
 nlohmann::json to_json(const session_summary& s) {
   return {{"session_id", s.session_id},
           {"op", s.op},
-          {"state", s.state},
+          {"state", to_string(s.state)},
           {"end_reason", s.end_reason},
           {"dialogs", s.dialogs},
           {"llm_calls", s.llm_calls},
@@ -105,7 +105,7 @@ nlohmann::json to_json(const campaign_status& c) {
   for (const auto& e : c.endpoints)
     endpoints.push_back(to_json(e));
   return {{"campaign_id", c.campaign_id},
-          {"state", c.state},
+          {"state", to_string(c.state)},
           {"error", c.error},
           {"endpoint", c.endpoint},
           {"device_kind", c.device_kind},

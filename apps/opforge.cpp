@@ -6,13 +6,18 @@
 #include "apps/control_client.hpp"
 #include "apps/serve.hpp"
 #include "config/config.hpp"
+#include "messages/contract.hpp"
 #include "messages/device_kind.hpp"
 #include "messages/errors.hpp"
+#include "messages/wire.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstring>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <map>
@@ -175,6 +180,7 @@ int run_request(const config& cfg, const client_options& opts, nlohmann::json re
 // What `opforge run` sends: operators by name, category, all or failed, and the overrides.
 struct run_options {
   std::vector<std::string> names;
+  std::vector<std::string> from_model;
   std::vector<std::string> categories;
   bool all = false;
   bool failed = false;
@@ -189,6 +195,9 @@ struct run_options {
   void add_to(CLI::App& cmd) {
     cmd.add_option("operators", names, "OpInfo names (e.g. abs nn.functional.relu)");
     cmd.add_option("--category", categories, "every operator of a catalog category (repeatable)");
+    cmd.add_option("--from-model", from_model,
+                   "the operators a model check left missing: the JSON report of `python -m "
+                   "opforge_library modelcheck` (repeatable)");
     cmd.add_flag("--all", all, "every operator of the catalog");
     cmd.add_flag("--failed", failed, "the operators whose sessions failed in earlier campaigns");
     cmd.add_option("--dtypes", dtypes, "comma-separated dtypes (default: campaigns.dtypes)");
@@ -389,7 +398,55 @@ int follow(const config& cfg, const client_options& opts, std::string id) {
   }
 }
 
-int run_campaign(const config& cfg, const client_options& opts, const run_options& run) {
+caf::error bad_report(const std::string& path, const std::string& what) {
+  return caf::make_error(errc::request_invalid, "--from-model " + path + ": " + what);
+}
+
+// The missing operators of model-check reports (a file holds one model_report or a list of them),
+// each once, in the order the reports name them. The reports are read with the contract's codec:
+// nlohmann only turns the file's JSON into the msgpack that codec reads.
+caf::expected<std::vector<std::string>> model_operators(const std::vector<std::string>& paths) {
+  std::vector<std::string> names;
+  for (const auto& path : paths) {
+    std::ifstream in{path};
+    if (!in)
+      return bad_report(path, std::string{"cannot read it: "} + std::strerror(errno));
+    auto document = nlohmann::json::parse(in, nullptr, false);
+    if (document.is_discarded())
+      return bad_report(path, "not JSON (want a modelcheck report)");
+    auto reports = document.is_array() ? document : nlohmann::json::array({document});
+    for (size_t i = 0; i < reports.size(); ++i) {
+      auto bytes = nlohmann::json::to_msgpack(reports[i]);
+      auto where = path + (document.is_array() ? " [" + std::to_string(i) + "]" : "");
+      auto handle = wire::unpack({reinterpret_cast<const char*>(bytes.data()), bytes.size()});
+      if (!handle)
+        return bad_report(where, message(handle.error()));
+      contract::model_report report;
+      if (auto bad = contract::read_value(handle->get(), report))
+        return bad_report(where, "model_report: " + bad->message());
+      for (const auto& op : report.missing_operators)
+        if (std::find(names.begin(), names.end(), op.op) == names.end())
+          names.push_back(op.op);
+    }
+  }
+  return names;
+}
+
+int run_campaign(const config& cfg, const client_options& opts, run_options run) {
+  if (!run.from_model.empty()) {
+    auto missing = model_operators(run.from_model);
+    if (!missing)
+      return fail(missing.error(), exit_bad_config);
+    if (missing->empty()) {
+      std::cout << "the model reports name no missing operator: the library serves every "
+                   "overload they call\n";
+      return 0;
+    }
+    // A campaign selects operators by name: every variant of each.
+    for (auto& name : *missing)
+      if (std::find(run.names.begin(), run.names.end(), name) == run.names.end())
+        run.names.push_back(std::move(name));
+  }
   auto reply = control_request(cfg.control.listen, run.request(),
                                std::chrono::milliseconds{opts.timeout_ms});
   if (!reply)

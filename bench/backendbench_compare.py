@@ -11,7 +11,8 @@ are left out of both sides).
 
 BackendBench's side: each kernel goes where its DirectoryBackend looks for it, one folder per ATen
 overload its OpInfo's samples dispatch to alone (`exp__default/exp__default_implementation_v1.py`
-defining `exp__default_kernel_impl`, which calls our wrapper): BackendBench tests a kernel per
+defining `exp__default_kernel_impl`, which calls our wrapper through the adapter from the
+overload's schema, opforge_library.export's files): BackendBench tests a kernel per
 overload, on every OpInfo sample that dispatches to that overload alone (bfloat16, the suite's
 only dtype). A directory holds one kernel per overload, so kernels that share one (two `exp`
 files, variants of one operator) go to further directories, each one run of its own, as a user of
@@ -43,8 +44,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 WORKER = REPO / "worker"
 DEFAULT_KERNELS = [REPO / "config" / "examples", WORKER / "tests" / "corpus" / "honest"]
-#: What candidates are given by the harness and must import themselves in BackendBench.
-_PRELUDE = "import torch\nimport triton\nimport triton.language as tl\n\n"
 
 
 def _candidates(paths: list[Path]) -> list:
@@ -61,65 +60,37 @@ def _candidates(paths: list[Path]) -> list:
     return found
 
 
-def overloads_of(op: str, variant: str) -> list[str]:
-    """The ATen overloads (``exp.default``) the OpInfo's samples dispatch to alone on the CPU,
-    as BackendBench's suite traces them (bfloat16 where the CPU has it)."""
-    import torch
-    from opforge_worker.opinfo import find_opinfo
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class Recorder(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.calls.append(func)
-            return func(*args, **(kwargs or {}))
-
-    opinfo = find_opinfo(op, variant)
-    dtype = torch.bfloat16 if torch.bfloat16 in opinfo.supported_dtypes("cpu") else torch.float32
-    found: list[str] = []
-    for sample in opinfo.sample_inputs("cpu", dtype):
-        recorder = Recorder()
-        recorder.calls = []
-        try:
-            with recorder:
-                opinfo.op(sample.input, *sample.args, **sample.kwargs)
-        except Exception:  # noqa: BLE001, S112 (BackendBench skips such samples too)
-            continue
-        if len(recorder.calls) == 1:
-            name = str(recorder.calls[0]).removeprefix("aten.")
-            if name not in found:
-                found.append(name)
-    return found
-
-
-def folder_of(overload: str) -> str:
-    """BackendBench's folder name of an overload (its utils.op_name_to_folder_name)."""
-    return overload.replace(".", "__")
-
-
 def stage_backendbench(candidates, work: Path) -> list[dict]:
-    """Write the kernels in BackendBench's layout, as few directories as hold one kernel per
+    """Write the kernels in BackendBench's layout (opforge_library.export's files: the kernel
+    behind the adapter from the overload's schema), as few directories as hold one kernel per
     overload; each directory's overloads (its --ops) and files."""
+    from opforge_library import export
+
     rounds: list[dict] = []
-    for candidate in candidates:
-        overloads = overloads_of(candidate.op, candidate.variant)
-        if not overloads:
+    sources = work / "sources"
+    sources.mkdir(parents=True, exist_ok=True)
+    for index, candidate in enumerate(candidates):
+        module = sources / f"c{index}_{candidate.path.stem}.py"
+        module.write_text(export.PRELUDE + candidate.source)
+        wrapper = export.load_wrapper(module, candidate.wrapper)
+        specs = {}
+        for overload in export.overloads_of(candidate.op, candidate.variant):
+            schema = export.resolve_overload(f"aten.{overload}")._schema
+            spec = export.adapter_spec(schema, wrapper)
+            if isinstance(spec, dict):
+                specs[overload] = spec
+        if not specs:
             continue
-        target = next(
-            (r for r in rounds if not set(overloads) & set(r["overloads"])),
-            None,
-        )
+        target = next((r for r in rounds if not set(specs) & set(r["overloads"])), None)
         if target is None:
             target = {"directory": work / f"round-{len(rounds)}", "overloads": [], "files": []}
             rounds.append(target)
-        for overload in overloads:
-            folder = folder_of(overload)
+        for overload, spec in specs.items():
+            folder = export.folder_of(overload)
             kernel = target["directory"] / folder / f"{folder}_implementation_v1.py"
             kernel.parent.mkdir(parents=True)
             kernel.write_text(
-                _PRELUDE
-                + candidate.source
-                + f"\n\ndef {folder}_kernel_impl(*args, **kwargs):\n"
-                + f"    return {candidate.wrapper}(*args, **kwargs)\n"
+                export.backendbench_text(folder, candidate.source, candidate.wrapper, spec)
             )
             target["overloads"].append(overload)
         target["files"].append(f"{candidate.path.name}:{candidate.variant or 'default'}")

@@ -85,11 +85,11 @@ int main(int argc, char** argv) {
       chat->add(op, chat_outcome::ok,
                 "```python\n@triton.jit\ndef k(x_ptr):\n    pass\n\n\ndef " + wrapper_name(op) +
                     "(input):\n    k[(1,)](input)\n    return input\n```\n");
-    jobs->add_test(op, done({{"outcome", "accuracy_error"},
-                             {"tests_run", 1},
-                             {"tests_passed", 0},
-                             {"failure", {{"dtype", "float32"}, {"diff", "max_abs_error: 1.0"}}}}));
-    jobs->add_test(op, done({{"outcome", "pass"}, {"tests_run", 4}, {"tests_passed", 4}}));
+    jobs->add_test(
+        op, done(test_verdict(contract::outcome::accuracy_error, 1, 0,
+                              contract::test_failure{.dtype = "float32",
+                                                     .diff = diff_map({{"max_abs_error", 1.0}})})));
+    jobs->add_test(op, done(test_verdict(contract::outcome::pass, 4, 4)));
   }
   session_services services;
   services.store = sys.spawn(observed_store, *store, [latencies](auto latency) {

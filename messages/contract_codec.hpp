@@ -1,8 +1,11 @@
 #pragma once
 
 // What the generated contract (messages/contract.yaml -> messages/contract.hpp) is written in:
-// the wire names of its enums, and the msgpack packing and checked reading of its field types.
+// the wire names of its enums (messages/enum_names.hpp), and the msgpack packing and checked
+// reading of its field types.
 // The generator emits one pack_value/read_value pair per struct; everything generic is here.
+
+#include "messages/enum_names.hpp"
 
 #include <array>
 #include <concepts>
@@ -17,50 +20,6 @@
 #include <msgpack.hpp>
 
 namespace opforge::contract {
-
-/// Specialised for every enum of the contract: `label` (its name) and `names` (the wire name of
-/// each enumerator, in order).
-template <class E>
-struct enum_traits;
-
-template <class E>
-concept contract_enum = std::is_enum_v<E> && requires {
-  enum_traits<E>::names;
-};
-
-/// The wire name of a value.
-template <contract_enum E>
-std::string to_string(E value) {
-  return std::string{enum_traits<E>::names[static_cast<size_t>(value)]};
-}
-
-/// The value of a wire name, or nullopt for a name the contract does not know.
-template <contract_enum E>
-std::optional<E> from_string(std::string_view name) {
-  auto& names = enum_traits<E>::names;
-  for (size_t i = 0; i < names.size(); ++i)
-    if (names[i] == name)
-      return static_cast<E>(i);
-  return std::nullopt;
-}
-
-template <contract_enum E>
-std::vector<std::string> to_strings(const std::vector<E>& values) {
-  std::vector<std::string> out;
-  out.reserve(values.size());
-  for (auto value : values)
-    out.push_back(to_string(value));
-  return out;
-}
-
-/// The wire names for a message: "a, b or c".
-std::string one_of(const std::string_view* names, size_t count);
-
-template <contract_enum E>
-std::string one_of() {
-  auto& names = enum_traits<E>::names;
-  return one_of(names.data(), names.size());
-}
 
 namespace codec {
 
@@ -309,6 +268,19 @@ public:
   }
   void bounded(std::string_view key, const std::string& value, size_t max_len,
                std::string_view charset);
+  // An array's or an absent value's bounds are its strings' bounds.
+  template <class T>
+  void bounded(std::string_view key, const std::vector<T>& values, size_t max_len,
+               std::string_view charset) {
+    for (const auto& value : values)
+      bounded(key, value, max_len, charset);
+  }
+  template <class T>
+  void bounded(std::string_view key, const std::optional<T>& value, size_t max_len,
+               std::string_view charset) {
+    if (value)
+      bounded(key, *value, max_len, charset);
+  }
 
   read_result result() { return std::move(problem_); }
 

@@ -3,6 +3,8 @@
 // What actors exchange with the device manager: jobs for workers, their results, and the views of
 // the worker registry that `opforge status` and `opforge workers` show.
 
+#include "messages/contract.hpp"
+
 #include <cstdint>
 #include <map>
 #include <string>
@@ -28,9 +30,9 @@ struct device_job {
 /// `caf::error` instead.
 struct device_job_result {
   std::string job_id{};
-  std::string status{};  // done, failed (harness fault, never a verdict), cancelled
-  std::string payload{}; // one msgpack map, the result of PROTOCOL.md "Job payloads"
-  std::string error{};   // what went wrong, when failed
+  contract::job_status status{}; // failed: a harness fault, never a verdict on the candidate
+  std::string payload{};         // one msgpack map, the result of PROTOCOL.md "Job payloads"
+  std::string error{};           // what went wrong, when failed
   std::string worker_id{};
   std::string fingerprint{}; // the toolchain the job ran on
   int64_t elapsed_ms = 0;    // as the worker measured it

@@ -6,52 +6,6 @@
 
 namespace opforge {
 
-const char* to_string(errc code) {
-  switch (code) {
-  case errc::unspecified:
-    return "unspecified";
-  case errc::config_unreadable:
-    return "config_unreadable";
-  case errc::config_invalid:
-    return "config_invalid";
-  case errc::config_unknown_key:
-    return "config_unknown_key";
-  case errc::config_path_unusable:
-    return "config_path_unusable";
-  case errc::config_address_unusable:
-    return "config_address_unusable";
-  case errc::store_open_failed:
-    return "store_open_failed";
-  case errc::store_io_failed:
-    return "store_io_failed";
-  case errc::store_corrupt:
-    return "store_corrupt";
-  case errc::store_schema_mismatch:
-    return "store_schema_mismatch";
-  case errc::frame_malformed:
-    return "frame_malformed";
-  case errc::frame_oversized:
-    return "frame_oversized";
-  case errc::frame_unknown_type:
-    return "frame_unknown_type";
-  case errc::frame_version_mismatch:
-    return "frame_version_mismatch";
-  case errc::worker_lost:
-    return "worker_lost";
-  case errc::daemon_unreachable:
-    return "daemon_unreachable";
-  case errc::permission_denied:
-    return "permission_denied";
-  case errc::request_invalid:
-    return "request_invalid";
-  case errc::endpoint_fault:
-    return "endpoint_fault";
-  case errc::cancelled:
-    return "cancelled";
-  }
-  return "unknown";
-}
-
 namespace {
 
 // The context of an opforge error is a list of strings; joined, they say what was wrong.

@@ -1,5 +1,7 @@
 #pragma once
 
+#include "messages/enum_names.hpp"
+
 #include <cstdint>
 #include <string>
 
@@ -41,8 +43,19 @@ enum class errc : uint8_t {
   endpoint_fault,
 };
 
-/// Human-readable name of an error code, e.g. "config_invalid".
-const char* to_string(errc code);
+/// The names of the error codes, e.g. "config_invalid" (`to_string`).
+template <>
+struct contract::enum_traits<errc> {
+  static constexpr std::string_view label = "errc";
+  static constexpr size_t first = static_cast<size_t>(errc::unspecified);
+  static constexpr std::array<std::string_view, 20> names{
+      "unspecified",          "config_unreadable",       "config_invalid",    "config_unknown_key",
+      "config_path_unusable", "config_address_unusable", "store_open_failed", "store_io_failed",
+      "store_corrupt",        "store_schema_mismatch",   "frame_malformed",   "frame_oversized",
+      "frame_unknown_type",   "frame_version_mismatch",  "worker_lost",       "cancelled",
+      "daemon_unreachable",   "permission_denied",       "request_invalid",   "endpoint_fault"};
+  static_assert(first + names.size() - 1 == static_cast<size_t>(errc::endpoint_fault));
+};
 
 /// Registers the `opforge` error category with CAF so errors print with their names.
 void register_error_category(caf::actor_system_config& cfg);

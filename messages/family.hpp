@@ -4,6 +4,8 @@
 // schema: append new families at the end and add a migration. A family that is dropped is named
 // in `retired_families` (persistence/schema.hpp).
 
+#include "messages/enum_names.hpp"
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -34,11 +36,14 @@ inline constexpr std::array all_families{
     family::events, family::kernels,   family::validations,
 };
 
-/// The column family name on disk, e.g. "sessions".
-const char* to_string(family f);
-
-/// The family named `name`, if there is one.
-std::optional<family> family_from_string(std::string_view name);
+/// The column family names on disk, e.g. "sessions" (`to_string`).
+template <>
+struct contract::enum_traits<family> {
+  static constexpr std::string_view label = "family";
+  static constexpr std::array<std::string_view, 6> names{"meta",   "campaigns", "sessions",
+                                                         "events", "kernels",   "validations"};
+  static_assert(names.size() == all_families.size());
+};
 
 /// Position of `f` in `all_families`.
 constexpr size_t index_of(family f) {

@@ -638,10 +638,12 @@ def _read_struct(fields: tuple[_Field, ...], value: Any, context: str, path: str
                 raise _Bad(where, "must not be empty")
             if f.positive and item <= 0:
                 raise _Bad(where, "must be positive")
-            if f.max_len is not None and len(item) > f.max_len:
-                raise _Bad(where, f"longer than {f.max_len} characters")
-            if f.charset is not None and not re.fullmatch(f"[{f.charset}]*", item):
-                raise _Bad(where, f"must be of the characters {f.charset}")
+            # An array's bounds are its strings' bounds.
+            for text in item if isinstance(item, list) else () if item is None else (item,):
+                if f.max_len is not None and len(text) > f.max_len:
+                    raise _Bad(where, f"longer than {f.max_len} characters")
+                if f.charset is not None and not re.fullmatch(f"[{f.charset}]*", text):
+                    raise _Bad(where, f"must be of the characters {f.charset}")
         return out
     except _Bad as bad:
         if not context:  # a nested struct's: the outermost names the key path

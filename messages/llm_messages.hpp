@@ -3,6 +3,8 @@
 // Messages between sessions, the llm_endpoint actors and the summarizer. None of them ever holds an
 // API key: keys live only in the endpoint actor's state and in the HTTP thread's request headers.
 
+#include "messages/enum_names.hpp"
+
 #include <cstdint>
 #include <map>
 #include <string>
@@ -26,24 +28,14 @@ enum class chat_outcome : uint8_t {
   rejected,
 };
 
-/// "ok", "context_exhausted", ...
-inline const char* to_string(chat_outcome outcome) {
-  switch (outcome) {
-  case chat_outcome::ok:
-    return "ok";
-  case chat_outcome::context_exhausted:
-    return "context_exhausted";
-  case chat_outcome::truncated:
-    return "truncated";
-  case chat_outcome::endpoint_fault:
-    return "endpoint_fault";
-  case chat_outcome::cancelled:
-    return "cancelled";
-  case chat_outcome::rejected:
-    return "rejected";
-  }
-  return "unknown";
-}
+/// "ok", "context_exhausted", ... (`to_string`).
+template <>
+struct contract::enum_traits<chat_outcome> {
+  static constexpr std::string_view label = "chat_outcome";
+  static constexpr std::array<std::string_view, 6> names{
+      "ok", "context_exhausted", "truncated", "endpoint_fault", "cancelled", "rejected"};
+  static_assert(names.size() - 1 == static_cast<size_t>(chat_outcome::rejected));
+};
 
 /// One message of an OpenAI-style chat.
 struct chat_message {
@@ -196,20 +188,14 @@ enum class summary_method : uint8_t {
   deterministic_fallback, // the LLM step failed; `error` says why
 };
 
-/// "raw", "deterministic", ...
-inline const char* to_string(summary_method method) {
-  switch (method) {
-  case summary_method::raw:
-    return "raw";
-  case summary_method::deterministic:
-    return "deterministic";
-  case summary_method::llm:
-    return "llm";
-  case summary_method::deterministic_fallback:
-    return "deterministic_fallback";
-  }
-  return "unknown";
-}
+/// "raw", "deterministic", ... (`to_string`).
+template <>
+struct contract::enum_traits<summary_method> {
+  static constexpr std::string_view label = "summary_method";
+  static constexpr std::array<std::string_view, 4> names{"raw", "deterministic", "llm",
+                                                         "deterministic_fallback"};
+  static_assert(names.size() - 1 == static_cast<size_t>(summary_method::deterministic_fallback));
+};
 
 struct summary_result {
   std::string text;

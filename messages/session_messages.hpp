@@ -3,6 +3,7 @@
 // What operator sessions and campaigns tell the rest of the daemon: the outcome of one session
 // and the progress of a campaign.
 
+#include "messages/contract.hpp"
 #include "messages/llm_messages.hpp"
 
 #include <cstdint>
@@ -19,7 +20,7 @@ namespace opforge {
 struct session_summary {
   std::string session_id{};
   std::string op{};
-  std::string state{}; // "SUCCESS" or "FAILED"
+  contract::session_state state{}; // SUCCESS or FAILED
   std::string end_reason{};
   uint32_t dialogs = 0;
   uint32_t llm_calls = 0;
@@ -40,9 +41,7 @@ typename Inspector::result_type inspect(Inspector& f, session_summary& x) {
 /// A campaign at a glance.
 struct campaign_status {
   std::string campaign_id{};
-  // "resolving" (asking a worker for the catalog), "running", "done", "cancelled", "interrupted"
-  // (sessions could not checkpoint; they resume when the daemon starts again) or "rejected"
-  std::string state{};
+  contract::campaign_state state{};
   std::string error{}; // why it was rejected
   std::string endpoint{};
   std::string device_kind{};

@@ -15,6 +15,14 @@ wheels=(
   pluggy==1.7.0 iniconfig==2.3.1 Pygments==2.21.0
   # tests/test_install.py builds the worker's own wheel, without build isolation (no registry).
   setuptools==84.2.1
+  # opforge_library modelcheck: transformers and what it imports (pins of its install beside
+  # torch 2.13, November 2026), torchvision for torch 2.11's resnet18.
+  "transformers==$(pin transformers)" huggingface_hub==2.4.0 tokenizers==0.23.3 safetensors==0.8.0
+  regex==2026.11.19 tqdm==4.70.1 packaging==26.4 filelock==4.3.1 fsspec==2026.9.0 hf_xet==1.8.0
+  typer==0.29.2 click==8.5.1 rich==15.0.0 markdown_it_py==4.3.0 mdurl==0.1.2 shellingham==1.5.4
+  annotated_doc==0.0.7 httpx2==2.16.2 httpcore2==2.16.2 h11==0.16.0 anyio==4.16.0 idna==3.20
+  pydantic==2.14.4 pydantic_core==2.50.5 annotated_types==0.8.0 typing_inspection==0.4.5
+  typing_extensions==4.16.0 truststore==0.10.5 torchvision==0.26.0
 )
 
 # Keep the wheels out of git, and out of the working tree's commits.

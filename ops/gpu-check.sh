@@ -15,11 +15,18 @@
 #   startup         `validate` of the examples and the honest corpus with --timings, twice: the
 #                   first run fills the sample store, the second is what later runs pay
 #                   (startup.log)
+#   export          tests/test_export.py on cuda alone (also inside pytest-rest): an exported package
+#                   registered for dispatch key CUDA serves torch's API on CUDA tensors (export.log)
 #   backendbench    bench/backendbench_compare.py: the library judged by BackendBench's OpInfo
 #                   suite and by one `validate` run, wall and tests of each (backendbench.json).
 #                   Needs OPFORGE_BACKENDBENCH, a BackendBench checkout's path (relative to the
 #                   repository root on the device: copy it into an ignored folder and carry it,
 #                   e.g. .backendbench); OPFORGE_BACKENDBENCH_ARGS adds arguments (--kernels ...)
+#   modelcheck      python -m opforge_library modelcheck --model all --size small on cuda, with
+#                   the exported package OPFORGE_MODELCHECK_PACKAGE names (a directory carried
+#                   like the BackendBench checkout; without it, no library: every overload
+#                   missing): the share of aten calls served, the deviation and both wall times
+#                   per model (modelcheck.json, for bench/results/), the model sets captured
 # Everything it saw lands in $OUT (at most 8 files: the device tool's limit), each step's exit
 # status in $OUT/summary.txt. Exit status: non-zero if any step failed.
 # One device command may run 10 minutes and the whole check takes longer: name the steps of each
@@ -79,9 +86,13 @@ step catalog catalog.txt bash -c "python3 -m opforge_worker catalog --device cud
 step startup startup.log bash -c "for run in first again; do echo \"== \$run run\"; \
   python3 -m opforge_worker validate config/examples worker/tests/corpus/honest --device cuda \
   --timings; done"
+step export export.log bash -c "cd worker && ${pytest[*]} tests/test_export.py"
 step backendbench backendbench.log bash -c "[ -d \"\${OPFORGE_BACKENDBENCH:-}\" ] || \
   { echo 'backendbench: set OPFORGE_BACKENDBENCH to a BackendBench checkout'; exit 2; }; \
   python3 bench/backendbench_compare.py --backendbench \"\$OPFORGE_BACKENDBENCH\" \
   --device cuda --json '$out/backendbench.json' ${OPFORGE_BACKENDBENCH_ARGS:-}"
+step modelcheck modelcheck.log python3 -m opforge_library modelcheck --model all --size small \
+  --device cuda --report "$out/modelcheck.json" --capture /tmp/opforge-model-sets \
+  ${OPFORGE_MODELCHECK_PACKAGE:+--package "$OPFORGE_MODELCHECK_PACKAGE"}
 cat "$out/summary.txt"
 exit $status

@@ -1,8 +1,70 @@
 #include "persistence/records.hpp"
 
 #include "messages/errors.hpp"
+#include "messages/wire.hpp"
+
+#include <stdexcept>
 
 namespace opforge {
+
+namespace {
+
+template <class T>
+nlohmann::json contract_json(const T& value) {
+  auto bytes = contract::codec::to_bytes(value);
+  return nlohmann::json::from_msgpack(bytes.begin(), bytes.end());
+}
+
+// A stored verdict that is not a whole lint or test result makes the record corrupt.
+template <class T>
+T contract_value(const nlohmann::json& in, const char* what) {
+  auto bytes = nlohmann::json::to_msgpack(in);
+  auto value =
+      wire::decode_as<T>({reinterpret_cast<const char*>(bytes.data()), bytes.size()}, what);
+  if (!value)
+    throw std::invalid_argument{"verdict: " + render(value.error())};
+  return std::move(*value);
+}
+
+} // namespace
+
+// The verdict is stored as the worker's result map (the generated codec's bytes), so that a
+// record written while it was kept as the bare payload decodes the same.
+void to_json(nlohmann::json& out, const session_verdict& verdict) {
+  out = std::visit(
+      [](const auto& result) -> nlohmann::json {
+        if constexpr (std::is_same_v<std::decay_t<decltype(result)>, std::monostate>)
+          return nullptr;
+        else
+          return contract_json(result);
+      },
+      verdict.result);
+  const auto& hosts = verdict.hosts;
+  if (!hosts.confirmed_on.empty())
+    out["confirmed_on"] = hosts.confirmed_on;
+  if (!hosts.failed_on.empty())
+    out["disagreement"] = {{"passed_on", hosts.passed_on}, {"failed_on", hosts.failed_on}};
+}
+
+// A lint result says `ok`, a test result its `outcome`.
+void from_json(const nlohmann::json& in, session_verdict& verdict) {
+  verdict = {};
+  if (in.is_null())
+    return;
+  if (!in.is_object())
+    throw std::invalid_argument{"verdict: not a map"};
+  if (in.contains("outcome"))
+    verdict.result = contract_value<contract::test_result>(in, "test_result");
+  else if (in.contains("ok"))
+    verdict.result = contract_value<contract::lint_result>(in, "lint_result");
+  else
+    throw std::invalid_argument{"verdict: neither a lint result (ok) nor a test result (outcome)"};
+  verdict.hosts.confirmed_on = in.value("confirmed_on", std::vector<std::string>{});
+  if (auto disagreement = in.find("disagreement"); disagreement != in.end()) {
+    verdict.hosts.passed_on = disagreement->value("passed_on", std::vector<std::string>{});
+    verdict.hosts.failed_on = disagreement->value("failed_on", std::string{});
+  }
+}
 
 namespace contract {
 
@@ -16,6 +78,20 @@ void from_json(const nlohmann::json& in, session_state& state) {
   state = in.is_string()
               ? from_string<session_state>(in.get<std::string>()).value_or(session_state::prompt)
               : session_state::prompt;
+}
+
+// A campaign state this build does not know makes the campaign unreadable: guessing could resume
+// one that ended, or drop one that runs.
+void to_json(nlohmann::json& out, campaign_state state) {
+  out = to_string(state);
+}
+
+void from_json(const nlohmann::json& in, campaign_state& state) {
+  auto known = in.is_string() ? from_string<campaign_state>(in.get<std::string>()) : std::nullopt;
+  if (!known)
+    throw std::invalid_argument{"campaign state " + in.dump() + ": not one of " +
+                                one_of<campaign_state>()};
+  state = *known;
 }
 
 } // namespace contract
@@ -106,6 +182,8 @@ caf::expected<session_record> decode_record(std::string_view bytes) {
     return record;
   } catch (const nlohmann::json::exception& e) {
     return corrupt(e.what());
+  } catch (const std::invalid_argument& e) {
+    return corrupt(e.what());
   }
 }
 
@@ -129,6 +207,8 @@ caf::expected<stored_campaign> decode_campaign(std::string_view bytes) {
   try {
     return nlohmann::json::from_msgpack(bytes.begin(), bytes.end()).get<stored_campaign>();
   } catch (const nlohmann::json::exception& e) {
+    return caf::make_error(errc::store_corrupt, std::string{"campaign record: "} + e.what());
+  } catch (const std::invalid_argument& e) {
     return caf::make_error(errc::store_corrupt, std::string{"campaign record: "} + e.what());
   }
 }

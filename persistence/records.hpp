@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include <caf/expected.hpp>
@@ -45,6 +46,24 @@ struct session_attempt {
   std::string detail;  // one line
 };
 
+/// Which hosts a test verdict was seen on when acceptance asks for confirmations: a pass
+/// confirmed on several hosts, or a failure on one after passes on others.
+struct verdict_hosts {
+  std::vector<std::string> confirmed_on; // a pass: every host it passed on
+  std::vector<std::string> passed_on;    // a failure after passes: where it passed
+  std::string failed_on;                 // and where it failed
+};
+
+/// The latest verdict on the session's candidate: none yet, the worker's lint result or its test
+/// result. Stored as the result's map, with `confirmed_on` and `disagreement: {passed_on,
+/// failed_on}` beside its keys when there are hosts to name; nil when there is none.
+struct session_verdict {
+  std::variant<std::monostate, contract::lint_result, contract::test_result> result;
+  verdict_hosts hosts;
+
+  const contract::test_result* test() const { return std::get_if<contract::test_result>(&result); }
+};
+
 /// Everything a session is, as stored under its key in the `sessions` family.
 struct session_record {
   // What the session works on (set once, by the campaign).
@@ -70,9 +89,9 @@ struct session_record {
   std::vector<session_message> messages; // the current dialog
   std::string proposal;                  // the latest parsed candidate's source
   std::string last_feedback;             // the latest feedback prompt, seeds a new dialog
-  nlohmann::json verdict;                // the latest lint or test result payload
-  std::string toolchain;                 // the fingerprint of the toolchain the latest test ran on
-  std::string device_kind;               // and the kind of device
+  session_verdict verdict;
+  std::string toolchain;   // the fingerprint of the toolchain the latest test ran on
+  std::string device_kind; // and the kind of device
   uint64_t prompt_tokens = 0;
   uint64_t completion_tokens = 0;
   std::vector<session_attempt> history;
@@ -129,8 +148,9 @@ struct campaign_spec {
 /// A campaign as the `campaigns` family holds it.
 struct stored_campaign {
   campaign_spec spec;
-  std::string state; // "running", "done", "cancelled" or "rejected"
-  std::string error; // why it was rejected
+  contract::campaign_state state =
+      contract::campaign_state::running; // never resolving, interrupted
+  std::string error;                     // why it was rejected
   int64_t ended_ms = 0;
 };
 

@@ -288,7 +288,7 @@ caf::expected<std::unique_ptr<store>> open_rocksdb_store(const std::filesystem::
     for (const auto& name : names) {
       if (is_retired(name))
         retired.push_back(name);
-      else if (name != rocksdb::kDefaultColumnFamilyName && !family_from_string(name))
+      else if (name != rocksdb::kDefaultColumnFamilyName && !from_string<family>(name))
         return caf::make_error(errc::store_schema_mismatch, where,
                                "unknown column family '" + printable(name) + "'",
                                "the database was written by a newer opforge or another program");

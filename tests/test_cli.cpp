@@ -180,6 +180,59 @@ TEST_F(CliTest, RunTakesAnyBoundedDeviceKind) {
                                 "(start one with `opforge serve`)\n");
 }
 
+// A model-check report as `python -m opforge_library modelcheck` writes it, missing `ops`.
+std::string model_report(const std::string& model, const std::vector<std::string>& ops) {
+  auto missing = nlohmann::json::array();
+  for (const auto& op : ops)
+    missing.push_back({{"op", op}, {"variant", ""}});
+  return nlohmann::json{{"model", model},
+                        {"aten_calls", {{"aten.neg.default", 2}, {"aten.add.Tensor", 9}}},
+                        {"served_calls", 9},
+                        {"missing_overloads", {"aten.neg.default"}},
+                        {"missing_operators", missing},
+                        {"max_abs_deviation", 0.0},
+                        {"max_rel_deviation", 0.0},
+                        {"seconds_with_library", 1.5},
+                        {"seconds_without_library", 0.5}}
+      .dump();
+}
+
+// `run --from-model` submits a campaign over exactly the reports' missing operators, each once
+// (a file holds one report or, from `--model all`, a list of them).
+TEST_F(CliTest, RunFromModelReportsSubmitsTheirMissingOperators) {
+  auto gpt2 = write("gpt2.json", model_report("gpt2", {"neg", "nn.functional.relu"}));
+  auto both = write("all.json", "[" + model_report("llama", {"neg", "abs"}) + "," +
+                                    model_report("resnet18", {}) + "]");
+  serve();
+
+  auto submitted = run({"run", "--detach", "--json", "--from-model", gpt2.string(), "--from-model",
+                        both.string(), "--data-dir", data.string()});
+
+  ASSERT_EQ(submitted.code, 0) << submitted.err;
+  auto id = nlohmann::json::parse(submitted.out).at("campaign_id").get<std::string>();
+  EXPECT_NE(slurp(dir / "serve.err")
+                .find("campaign " + id + " submitted: neg, nn.functional.relu, abs\n"),
+            std::string::npos)
+      << slurp(dir / "serve.err");
+  EXPECT_EQ(run({"shutdown", "--data-dir", data.string()}).code, 0);
+  EXPECT_EQ(wait_for_daemon(), 0);
+}
+
+// A report that is no model_report is refused before any daemon is asked, naming the file, the
+// report and what is wrong.
+TEST_F(CliTest, RunFromModelRefusesABadReportNamingWhatIsWrong) {
+  auto unnamed = nlohmann::json::parse(model_report("gpt2", {"neg"}));
+  unnamed.erase("model");
+  auto list = write("list.json", "[" + model_report("gpt2", {"neg"}) + "," + unnamed.dump() + "]");
+  expect_bad_config({"run", "--from-model", list.string(), "--data-dir", data.string()},
+                    "--from-model DIR/list.json [1]: model_report: missing key 'model'");
+  write("garbage.json", "{not json");
+  expect_bad_config({"run", "--from-model", (dir / "garbage.json").string()},
+                    "--from-model DIR/garbage.json: not JSON (want a modelcheck report)");
+  expect_bad_config({"run", "--from-model", (dir / "absent.json").string()},
+                    "--from-model DIR/absent.json: cannot read it: No such file or directory");
+}
+
 TEST_F(CliTest, ServeAnswersStatusServesMetricsAndShutsDownCleanly) {
   auto status = serve();
   EXPECT_EQ(status["ok"], true);

@@ -90,6 +90,22 @@ TEST(Contract, TestRequestPayloadIsTyped) {
   EXPECT_EQ(contract::codec::to_bytes(*request), job.payload);
 }
 
+// Sample set names are the generated sets' and model:<name>; each is bounded like a device kind.
+TEST(Contract, SampleSetNamesAreBoundedStrings) {
+  contract::test_request request{.op = "neg",
+                                 .wrapper = "w",
+                                 .dtypes = {contract::dtype::float32},
+                                 .sample_sets = std::vector<std::string>{"layouts", "model:gpt2"},
+                                 .timeout_s = 1};
+  auto taken = wire::decode_as<contract::test_request>(contract::codec::to_bytes(request), "r");
+  ASSERT_TRUE(taken) << render(taken.error());
+  EXPECT_EQ(taken->sample_sets, request.sample_sets);
+  request.sample_sets->push_back("model:Llama 3");
+  auto refused = wire::decode_as<contract::test_request>(contract::codec::to_bytes(request), "r");
+  EXPECT_EQ(render(refused.error()),
+            "frame_malformed: bad_key: r: key 'sample_sets': must be of the characters a-z0-9_.:-");
+}
+
 TEST(Contract, TestResultPayloadIsTyped) {
   auto result = worker_frame<wire::result>("result");
   auto verdict = wire::decode_as<contract::test_result>(result.payload, "test_result");

@@ -261,7 +261,7 @@ TEST_F(DeviceManager, DispatchesInSubmissionOrderWithinFreeSlots) {
   EXPECT_EQ(dispatched(), (strings{"w1:t-3#1"}));
   auto result = result_of("t-2");
   ASSERT_TRUE(result);
-  EXPECT_EQ(result->status, "done");
+  EXPECT_EQ(result->status, contract::job_status::done);
   EXPECT_EQ(result->worker_id, "w1");
   EXPECT_EQ(result->fingerprint, "fp-w1");
   EXPECT_EQ(result->payload, op_payload("answered"));

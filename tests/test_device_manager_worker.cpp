@@ -101,7 +101,7 @@ TEST(RealWorker, ALintWorkerStartedByTheSupervisorServesALintJob) {
   (*supervised)->stop();
 
   ASSERT_TRUE(result);
-  EXPECT_EQ(result->status, "done") << result->error;
+  EXPECT_EQ(result->status, contract::job_status::done) << result->error;
   EXPECT_EQ(result->fingerprint.size(), 16u);
   auto handle = wire::unpack(result->payload);
   ASSERT_TRUE(handle);
@@ -171,7 +171,7 @@ TEST(RealWorker, AJobWhoseWorkerGoesSilentOrExitsGetsItsVerdictFromAnother) {
         .receive(
             [&](device_job_result& result) {
               EXPECT_EQ(result.attempt, 2) << id;
-              EXPECT_EQ(result.status, "done") << result.error;
+              EXPECT_EQ(result.status, contract::job_status::done) << result.error;
               auto handle = wire::unpack(result.payload);
               ASSERT_TRUE(handle);
               auto fields = wire::map_reader::of(handle->get());

@@ -34,12 +34,14 @@ std::string good_answer(const std::string& op, int variant = 0) {
          "BLOCK=1024)\n    return out\n```\n";
 }
 
-json failure_result(const std::string& outcome, json failure) {
-  return {{"outcome", outcome}, {"tests_run", 2}, {"tests_passed", 1}, {"failure", failure}};
+using contract::outcome;
+using contract::test_failure;
+
+contract::test_result failure_result(outcome o, test_failure failure) {
+  return test_verdict(o, 2, 1, std::move(failure));
 }
 
-const json pass = {
-    {"outcome", "pass"}, {"tests_run", 10}, {"tests_passed", 10}, {"failure", nullptr}};
+const contract::test_result pass = test_verdict(outcome::pass, 10, 10);
 
 class SessionActor : public DeterministicWithStore {
 protected:
@@ -119,25 +121,26 @@ TEST_F(SessionActor, EveryFeedbackPathThenSuccessCheckpointedWithTheKernel) {
   chat->add("exp", chat_outcome::ok, "I think tl.exp is the way.");
   for (int i = 1; i <= 8; ++i)
     chat->add("exp", chat_outcome::ok, good_answer("exp", i));
-  jobs->add_lint("exp", done({{"ok", false},
-                              {"violations",
-                               {{{"rule", "no_import"},
-                                 {"line", 1},
-                                 {"col", 1},
-                                 {"text", "import os"},
-                                 {"hint", "the harness provides torch, triton and tl"}}}},
-                              {"syntax_error", nullptr}}));
-  jobs->add_test("exp", done(failure_result("compile_error", {{"compile_log", "LOG-MARK"}})));
-  jobs->add_test("exp", done(failure_result("runtime_error", {{"message", "RUNTIME-MARK"}})));
-  jobs->add_test("exp",
-                 done(failure_result("crash", {{"cuda_error", "CUDA-MARK"}, {"message", "died"}})));
-  jobs->add_test("exp", done(failure_result("accuracy_error", {{"diff", "DIFF-MARK"}})));
-  jobs->add_test("exp", done(failure_result("timeout", {{"message", "TIMEOUT-MARK"}})));
-  jobs->add_test("exp", done(failure_result("cheat_detected", {{"message", "CHEAT-MARK"}})));
+  jobs->add_lint("exp",
+                 done(contract::lint_result{
+                     .ok = false,
+                     .violations = {{.rule = "no_import",
+                                     .line = 1,
+                                     .col = 1,
+                                     .text = "import os",
+                                     .hint = "the harness provides torch, triton and tl"}}}));
+  jobs->add_test("exp", done(failure_result(outcome::compile_error, {.compile_log = "LOG-MARK"})));
+  jobs->add_test("exp", done(failure_result(outcome::runtime_error, {.message = "RUNTIME-MARK"})));
+  jobs->add_test(
+      "exp", done(failure_result(outcome::crash, {.message = "died", .cuda_error = "CUDA-MARK"})));
+  jobs->add_test("exp", done(failure_result(outcome::accuracy_error,
+                                            {.diff = diff_map({{"values", "DIFF-MARK"}})})));
+  jobs->add_test("exp", done(failure_result(outcome::timeout, {.message = "TIMEOUT-MARK"})));
+  jobs->add_test("exp", done(failure_result(outcome::cheat_detected, {.message = "CHEAT-MARK"})));
   jobs->add_test("exp", done(pass));
 
   auto summary = run(record("exp"));
-  EXPECT_EQ(summary.state, "SUCCESS");
+  EXPECT_EQ(summary.state, session_state::success);
   EXPECT_EQ(summary.llm_calls, 9u);
   EXPECT_EQ(summary.dialogs, 1u);
   EXPECT_EQ(summary.prompt_tokens, 900u);
@@ -177,15 +180,14 @@ TEST_F(SessionActor, EveryFeedbackPathThenSuccessCheckpointedWithTheKernel) {
 TEST_F(SessionActor, AKernelIsRecordedForTheDtypesItPassed) {
   chat->add("exp", chat_outcome::ok, good_answer("exp"));
   auto verdict = pass;
-  verdict["per_dtype"] = {{"float32", {{"run", 10}, {"passed", 10}, {"outcome", "pass"}}},
-                          {"int64",
-                           {{"run", 0},
-                            {"passed", 0},
-                            {"outcome", "skipped"},
-                            {"reason", "exp has no CPU reference for int64"}}}};
+  verdict.per_dtype = {
+      {"float32", {.run = 10, .passed = 10, .outcome = contract::dtype_outcome::pass}},
+      {"int64",
+       {.outcome = contract::dtype_outcome::skipped,
+        .reason = "exp has no CPU reference for int64"}}};
   jobs->add_test("exp", done(verdict));
   auto summary = run(record("exp"));
-  ASSERT_EQ(summary.state, "SUCCESS") << summary.end_reason;
+  ASSERT_EQ(summary.state, session_state::success) << summary.end_reason;
   auto kernel = stored(family::kernels, summary.kernel_key);
   ASSERT_TRUE(kernel);
   auto entry = json::from_msgpack(*kernel);
@@ -196,12 +198,15 @@ TEST_F(SessionActor, AKernelIsRecordedForTheDtypesItPassed) {
 TEST_F(SessionActor, FaultsAreRetriedAndNeverCounted) {
   chat->add("exp", chat_outcome::endpoint_fault, "HTTP 503");
   chat->add("exp", chat_outcome::ok, good_answer("exp"));
-  jobs->add_test("exp", job_reply{"failed", {}, "worker could not import torch", {}});
   jobs->add_test("exp",
-                 job_reply{"done", {}, {}, caf::make_error(errc::worker_lost, "worker died")});
+                 job_reply{contract::job_status::failed, {}, "worker could not import torch", {}});
+  jobs->add_test("exp", job_reply{contract::job_status::done,
+                                  {},
+                                  {},
+                                  caf::make_error(errc::worker_lost, "worker died")});
   jobs->add_test("exp", done(pass));
   auto summary = run(record("exp", 1, 1));
-  EXPECT_EQ(summary.state, "SUCCESS") << summary.end_reason;
+  EXPECT_EQ(summary.state, session_state::success) << summary.end_reason;
   EXPECT_EQ(summary.llm_calls, 1u);
   EXPECT_EQ(summary.faults, 3u);
   EXPECT_EQ(chat->calls("exp"), 2u);
@@ -221,15 +226,15 @@ TEST_F(SessionActor, LongLogsGoThroughTheSummarizer) {
   services.summarize_over_chars = 400;
   for (int i = 1; i <= 4; ++i)
     chat->add("exp", chat_outcome::ok, good_answer("exp", i));
-  jobs->add_test("exp",
-                 done(failure_result("compile_error", {{"compile_log", std::string(5000, 'x')}})));
-  jobs->add_test("exp",
-                 done(failure_result("runtime_error", {{"message", "RUNTIME-MARK"},
-                                                       {"backtrace", std::string(401, 'y')}})));
-  jobs->add_test("exp", done(failure_result(
-                            "crash", {{"message", "died"}, {"backtrace", std::string(400, 'z')}})));
+  jobs->add_test(
+      "exp", done(failure_result(outcome::compile_error, {.compile_log = std::string(5000, 'x')})));
+  jobs->add_test(
+      "exp", done(failure_result(outcome::runtime_error,
+                                 {.message = "RUNTIME-MARK", .backtrace = std::string(401, 'y')})));
+  jobs->add_test("exp", done(failure_result(outcome::crash, {.message = "died",
+                                                             .backtrace = std::string(400, 'z')})));
   jobs->add_test("exp", done(pass));
-  EXPECT_EQ(run(record("exp")).state, "SUCCESS");
+  EXPECT_EQ(run(record("exp")).state, session_state::success);
   // The feedback prompts: the user messages that follow an answer.
   std::vector<std::string> feedback;
   const auto& messages = chat->last_request("exp").messages;
@@ -251,19 +256,19 @@ TEST_F(SessionActor, LongLogsGoThroughTheSummarizer) {
 // accepted; a host that fails it is fed back like any verdict, saying that the hosts disagreed.
 TEST_F(SessionActor, APassIsConfirmedOnAnotherHostAndDisagreementIsReported) {
   services.confirmations = 2;
-  auto on = [](const std::string& host, json verdict) {
-    auto reply = done(std::move(verdict));
+  auto on = [](const std::string& host, const contract::test_result& verdict) {
+    auto reply = done(verdict);
     reply.host = host;
     return reply;
   };
   chat->add("exp", chat_outcome::ok, good_answer("exp", 1));
   chat->add("exp", chat_outcome::ok, good_answer("exp", 2));
   jobs->add_test("exp", on("a", pass));
-  jobs->add_test("exp", on("b", failure_result("runtime_error", {{"message", "max abs 3"}})));
+  jobs->add_test("exp", on("b", failure_result(outcome::runtime_error, {.message = "max abs 3"})));
   jobs->add_test("exp", on("b", pass));
   jobs->add_test("exp", on("c", pass));
   auto summary = run(record("exp"));
-  EXPECT_EQ(summary.state, "SUCCESS") << summary.end_reason;
+  EXPECT_EQ(summary.state, session_state::success) << summary.end_reason;
   EXPECT_EQ(summary.llm_calls, 2u);
   auto feedback = chat->last_request("exp").messages.back().content;
   EXPECT_NE(feedback.find("the hosts disagree: it passed on a, but on b: max abs 3"),
@@ -277,17 +282,18 @@ TEST_F(SessionActor, APassIsConfirmedOnAnotherHostAndDisagreementIsReported) {
         avoided.push_back(job.avoid_hosts);
   }
   EXPECT_EQ(avoided, (std::vector<std::vector<std::string>>{{}, {"a"}, {}, {"b"}}));
-  EXPECT_EQ(stored_record("exp").verdict["confirmed_on"], json::array({"b", "c"}));
+  EXPECT_EQ(stored_record("exp").verdict.hosts.confirmed_on, (std::vector<std::string>{"b", "c"}));
 }
 
 TEST_F(SessionActor, ContextExhaustionStartsANewDialogFromTheLatestKernel) {
   chat->add("exp", chat_outcome::ok, good_answer("exp", 41));
   chat->add("exp", chat_outcome::context_exhausted, "maximum context length is 8192 tokens");
   chat->add("exp", chat_outcome::ok, good_answer("exp", 42));
-  jobs->add_test("exp", done(failure_result("accuracy_error", {{"diff", "max_abs_error: 1"}})));
+  jobs->add_test("exp", done(failure_result(outcome::accuracy_error,
+                                            {.diff = diff_map({{"max_abs_error", 1}})})));
   jobs->add_test("exp", done(pass));
   auto summary = run(record("exp"));
-  EXPECT_EQ(summary.state, "SUCCESS");
+  EXPECT_EQ(summary.state, session_state::success);
   EXPECT_EQ(summary.dialogs, 2u);
   EXPECT_EQ(summary.llm_calls, 2u);
   auto last = chat->last_request("exp");
@@ -300,7 +306,7 @@ TEST_F(SessionActor, BudgetExhaustionFailsWithoutAKernel) {
   for (int i = 0; i < 4; ++i)
     chat->add("exp", chat_outcome::ok, "no code");
   auto summary = run(record("exp", 2, 2));
-  EXPECT_EQ(summary.state, "FAILED");
+  EXPECT_EQ(summary.state, session_state::failed);
   EXPECT_EQ(summary.end_reason, "budget spent: 2 dialogs of at most 2 calls (4 calls in all)");
   EXPECT_TRUE(summary.kernel_key.empty());
   EXPECT_TRUE(scan(family::kernels, "").empty());
@@ -321,7 +327,7 @@ TEST_F(SessionActor, ResumedSessionNeverAsksForARecordedAnswerAgain) {
   jobs->add_test("exp", done(pass));
   // Restored from the store, it asks for the test again and never for the answer.
   auto summary = run(r);
-  EXPECT_EQ(summary.state, "SUCCESS");
+  EXPECT_EQ(summary.state, session_state::success);
   EXPECT_EQ(chat->calls("exp"), 1u);
   EXPECT_EQ(summary.llm_calls, 1u);
   EXPECT_EQ(jobs->count("lint"), 1u);
@@ -336,7 +342,7 @@ TEST_F(SessionActor, CancelEndsTheSessionAndCancelsItsRequest) {
   ASSERT_NE(chat->calls("exp"), 0u);
   self->send(session, atom::cancel_v);
   auto summary = reply_to<session_summary>(pending);
-  EXPECT_EQ(summary.state, "FAILED");
+  EXPECT_EQ(summary.state, session_state::failed);
   EXPECT_EQ(summary.end_reason, "cancelled: by request");
   std::lock_guard guard{chat->mutex};
   ASSERT_EQ(chat->cancelled.size(), 1u);
@@ -346,7 +352,8 @@ TEST_F(SessionActor, CancelEndsTheSessionAndCancelsItsRequest) {
 TEST_F(SessionActor, CampaignRunsEveryOperatorAndResumesWhatWasUnfinished) {
   for (auto op : {"abs", "neg", "sigmoid"}) {
     chat->add(op, chat_outcome::ok, good_answer(op));
-    jobs->add_test(op, done(op == std::string{"neg"} ? failure_result("timeout", {}) : pass));
+    jobs->add_test(op,
+                   done(op == std::string{"neg"} ? failure_result(outcome::timeout, {}) : pass));
   }
   chat->add("neg", chat_outcome::ok, good_answer("neg", 2));
   jobs->add_test("neg", done(pass));
@@ -354,7 +361,7 @@ TEST_F(SessionActor, CampaignRunsEveryOperatorAndResumesWhatWasUnfinished) {
   auto c = sys.spawn(campaign, s, services, std::vector<session_record>{});
   auto pending = self->request(c, caf::infinite, atom::run_v);
   auto status = reply_to<campaign_status>(pending);
-  EXPECT_EQ(status.state, "done");
+  EXPECT_EQ(status.state, contract::campaign_state::done);
   EXPECT_EQ(status.operators, 3u);
   EXPECT_EQ(status.succeeded, 3u);
   EXPECT_EQ(status.failed, 0u);
@@ -364,7 +371,7 @@ TEST_F(SessionActor, CampaignRunsEveryOperatorAndResumesWhatWasUnfinished) {
   ASSERT_TRUE(stored_campaign);
   auto decoded = decode_campaign(*stored_campaign);
   ASSERT_TRUE(decoded);
-  EXPECT_EQ(decoded->state, "done");
+  EXPECT_EQ(decoded->state, contract::campaign_state::done);
   EXPECT_EQ(decoded->spec.operators.size(), 3u);
   // Restored with its finished sessions, a campaign counts them and runs nothing again.
   std::vector<session_record> restored;
@@ -387,12 +394,12 @@ TEST_F(SessionActor, CancelledCampaignCancelsItsRunningSessionAndStartsNoOther) 
   ASSERT_NE(chat->calls("abs"), 0u); // nothing scripted: the first session waits for its answer
   self->send(c, atom::cancel_v);
   auto status = reply_to<campaign_status>(pending);
-  EXPECT_EQ(status.state, "cancelled");
+  EXPECT_EQ(status.state, contract::campaign_state::cancelled);
   ASSERT_EQ(status.finished.size(), 1u);
   EXPECT_EQ(status.finished[0].end_reason, "cancelled: by request");
   EXPECT_EQ(status.failed, 1u);
   EXPECT_EQ(chat->calls("neg") + chat->calls("sigmoid"), 0u);
   auto stored_campaign = stored(family::campaigns, "c1");
   ASSERT_TRUE(stored_campaign);
-  EXPECT_EQ(decode_campaign(*stored_campaign)->state, "cancelled");
+  EXPECT_EQ(decode_campaign(*stored_campaign)->state, contract::campaign_state::cancelled);
 }

@@ -49,11 +49,10 @@ job_reply verdict(const device_job& job, const nlohmann::json& request) {
   if (job.kind == "lint")
     return done(clean_lint());
   if (request.at("source").get<std::string>().find("y = +1") != std::string::npos)
-    return done({{"outcome", "pass"}, {"tests_run", 3}, {"tests_passed", 3}});
-  return done({{"outcome", "accuracy_error"},
-               {"tests_run", 1},
-               {"tests_passed", 0},
-               {"failure", {{"dtype", "float32"}, {"diff", "max_abs_error: 2.0"}}}});
+    return done(test_verdict(contract::outcome::pass, 3, 3));
+  return done(test_verdict(
+      contract::outcome::accuracy_error, 1, 0,
+      contract::test_failure{.dtype = "float32", .diff = diff_map({{"max_abs_error", 2.0}})}));
 }
 
 } // namespace
@@ -128,8 +127,8 @@ int main(int argc, char** argv) {
   std::sort(results.begin(), results.end(),
             [](const auto& a, const auto& b) { return a.op < b.op; });
   for (const auto& s : results)
-    std::printf("result %s %s calls=%u dialogs=%u kernel=%s\n", s.op.c_str(), s.state.c_str(),
-                s.llm_calls, s.dialogs, s.kernel_key.c_str());
+    std::printf("result %s %s calls=%u dialogs=%u kernel=%s\n", s.op.c_str(),
+                to_string(s.state).c_str(), s.llm_calls, s.dialogs, s.kernel_key.c_str());
   std::fflush(stdout);
   stop(self, services, *store);
   return 0;

@@ -43,36 +43,32 @@ job_reply demo_verdict(const device_job& job, const json& request) {
   if (job.kind == "lint") {
     if (source.find("torch.clamp_min") == std::string::npos)
       return done(clean_lint());
-    return done({{"ok", false},
-                 {"violations",
-                  {{{"rule", "module_attribute"},
-                    {"line", 12},
-                    {"col", 16},
-                    {"text", "torch.clamp_min"},
-                    {"hint", "`torch.clamp_min` is not allowed by the interpreter profile: torch "
-                             "may be used only for its allowed names."}}}},
-                 {"syntax_error", nullptr}});
+    return done(contract::lint_result{
+        .ok = false,
+        .violations = {{.rule = "module_attribute",
+                        .line = 12,
+                        .col = 16,
+                        .text = "torch.clamp_min",
+                        .hint = "`torch.clamp_min` is not allowed by the interpreter profile: "
+                                "torch may be used only for its allowed names."}}});
   }
   if (source.find("BLOCK_SIZE=1000") != std::string::npos)
     // On CUDA this is a CompilationError; the interpreter raises it when the kernel runs, and the
     // harness reports what it saw.
-    return done({{"outcome", "runtime_error"},
-                 {"tests_run", 1},
-                 {"tests_passed", 0},
-                 {"failure",
-                  {{"dtype", "bfloat16"},
-                   {"message", "InterpreterError: ValueError(\"arange's range must be a power of "
-                               "2\")"},
-                   {"backtrace", "File \"candidate.py\", line 3, in abs_kernel"}}}});
+    return done(test_verdict(
+        contract::outcome::runtime_error, 1, 0,
+        contract::test_failure{
+            .dtype = "bfloat16",
+            .message = "InterpreterError: ValueError(\"arange's range must be a power of 2\")",
+            .backtrace = "File \"candidate.py\", line 3, in abs_kernel"}));
   if (source.find("1.0 / (1.0 + tl.exp(x))") != std::string::npos)
-    return done({{"outcome", "accuracy_error"},
-                 {"tests_run", 1},
-                 {"tests_passed", 0},
-                 {"failure",
-                  {{"dtype", "bfloat16"},
-                   {"sample", "Tensor[bfloat16](20, 20)"},
-                   {"diff", {{"max_abs_error", 0.98}, {"mismatched", 399}, {"total", 400}}}}}});
-  return done({{"outcome", "pass"}, {"tests_run", 5}, {"tests_passed", 5}});
+    return done(test_verdict(
+        contract::outcome::accuracy_error, 1, 0,
+        contract::test_failure{
+            .dtype = "bfloat16",
+            .sample = "Tensor[bfloat16](20, 20)",
+            .diff = diff_map({{"max_abs_error", 0.98}, {"mismatched", 399}, {"total", 400}})}));
+  return done(test_verdict(contract::outcome::pass, 5, 5));
 }
 
 class DemoCampaign : public ::testing::Test {
@@ -160,7 +156,7 @@ protected:
     EXPECT_EQ(status.succeeded, 4u);
     std::map<std::string, uint32_t> calls;
     for (const auto& s : status.finished) {
-      EXPECT_EQ(s.state, "SUCCESS") << s.op << ": " << s.end_reason;
+      EXPECT_EQ(s.state, session_state::success) << s.op << ": " << s.end_reason;
       calls[s.op] = s.llm_calls;
     }
     EXPECT_EQ(calls, (std::map<std::string, uint32_t>{
@@ -240,7 +236,8 @@ TEST_F(DemoCampaign, LongRuntimeTracebackIsSummarizedBeforeTheNextPrompt) {
 
   auto status = run_campaign();
   ASSERT_EQ(status.finished.size(), 1u);
-  EXPECT_EQ(status.finished.front().state, "SUCCESS") << status.finished.front().end_reason;
+  EXPECT_EQ(status.finished.front().state, session_state::success)
+      << status.finished.front().end_reason;
   auto record = stored_session("abs");
   ASSERT_GE(record.history.size(), 2u);
   EXPECT_EQ(record.history.front().outcome, "runtime_error");

@@ -32,29 +32,38 @@ std::string answer_number(int n) {
   return answer;
 }
 
-const json lint_ok = {{"ok", true}, {"violations", json::array()}, {"syntax_error", nullptr}};
-const json lint_bad = {{"ok", false},
-                       {"violations",
-                        {{{"rule", "no-torch-compute"},
-                          {"line", 11},
-                          {"col", 11},
-                          {"text", "torch.exp(input)"},
-                          {"hint", "compute the result in a @triton.jit kernel"}}}},
-                       {"syntax_error", nullptr}};
+using contract::outcome;
+using contract::test_failure;
 
-json test_result(const std::string& outcome, json failure = json::object()) {
-  return {{"outcome", outcome},
-          {"tests_run", outcome == "pass" ? 12 : 3},
-          {"tests_passed", outcome == "pass" ? 12 : 2},
-          {"failure", std::move(failure)}};
+const contract::lint_result lint_ok{.ok = true};
+const contract::lint_result lint_bad{
+    .ok = false,
+    .violations = {{.rule = "no-torch-compute",
+                    .line = 11,
+                    .col = 11,
+                    .text = "torch.exp(input)",
+                    .hint = "compute the result in a @triton.jit kernel"}}};
+
+// compare.py's diff, a map that arrives as msgpack bytes.
+std::string diff_map(const json& value) {
+  auto bytes = json::to_msgpack(value);
+  return {bytes.begin(), bytes.end()};
 }
 
-const json pass = test_result("pass", nullptr);
-const json accuracy = test_result("accuracy_error", {{"dtype", "bfloat16"},
-                                                     {"sample_index", 2},
-                                                     {"sample", "input: bfloat16[5, 5]"},
-                                                     {"message", "values differ"},
-                                                     {"diff", {{"max_abs_error", 0.5}}}});
+contract::test_result test_result(outcome o, std::optional<test_failure> failure = test_failure{}) {
+  return {.outcome = o,
+          .tests_run = o == outcome::pass ? 12 : 3,
+          .tests_passed = o == outcome::pass ? 12 : 2,
+          .failure = std::move(failure)};
+}
+
+const contract::test_result pass = test_result(outcome::pass, std::nullopt);
+const contract::test_result accuracy =
+    test_result(outcome::accuracy_error, test_failure{.dtype = "bfloat16",
+                                                      .sample_index = 2,
+                                                      .sample = "input: bfloat16[5, 5]",
+                                                      .message = "values differ",
+                                                      .diff = diff_map({{"max_abs_error", 0.5}})});
 
 session_record fresh_record() {
   session_record r;
@@ -179,14 +188,14 @@ TEST_F(SessionMachine, APassWithASkippedDtypeSaysWhichDtypesItCovers) {
   feed(llm_answered{good_answer, false, 0, 0});
   feed(lint_finished{lint_ok});
   auto verdict = pass;
-  verdict["per_dtype"] = {
-      {"float32", {{"run", 12}, {"passed", 12}, {"outcome", "pass"}}},
-      {"bfloat16",
-       {{"run", 0}, {"passed", 0}, {"outcome", "skipped"}, {"reason", "no CPU reference"}}}};
+  verdict.per_dtype = {
+      {"float32", {.run = 12, .passed = 12, .outcome = contract::dtype_outcome::pass}},
+      {"bfloat16", {.outcome = contract::dtype_outcome::skipped, .reason = "no CPU reference"}}};
   feed(test_finished{verdict});
   EXPECT_EQ(describe(action()),
             "success: passed 12 tests on float32; skipped bfloat16: no CPU reference");
-  auto tested = dtypes_of_pass(record.verdict, record.dtypes);
+  ASSERT_TRUE(record.verdict.test());
+  auto tested = dtypes_of_pass(*record.verdict.test(), record.dtypes);
   EXPECT_EQ(tested.passed, std::vector<std::string>{"float32"});
   EXPECT_EQ(tested.skipped,
             (std::vector<std::pair<std::string, std::string>>{{"bfloat16", "no CPU reference"}}));
@@ -229,16 +238,15 @@ TEST_F(SessionMachine, LintViolationsAreReportedWithRuleLineAndHint) {
 TEST_F(SessionMachine, SyntaxErrorsGoBackAsLintFeedback) {
   begin();
   feed(llm_answered{good_answer, false, 0, 0});
-  feed(lint_finished{{{"ok", false},
-                      {"violations", json::array()},
-                      {"syntax_error", {{"line", 3}, {"col", 9}, {"message", "invalid syntax"}}}}});
+  feed(
+      lint_finished{{.ok = false, .syntax_error = contract::syntax_error{3, 9, "invalid syntax"}}});
   EXPECT_NE(last_prompt().find("- syntax error at line 3, column 9: invalid syntax"),
             std::string::npos);
 }
 
 struct outcome_case {
-  std::string outcome;
-  json failure;
+  contract::outcome outcome;
+  test_failure failure;
   std::vector<std::string> shown; // what the feedback prompt must show
 };
 
@@ -252,7 +260,7 @@ TEST_P(SessionFeedback, EveryTestOutcomeGetsItsOwnFeedback) {
   feed(lint_finished{lint_ok});
   feed(test_finished{test_result(c.outcome, c.failure)});
   EXPECT_EQ(record.state, session_state::generate);
-  EXPECT_EQ(record.history.back().outcome, c.outcome);
+  EXPECT_EQ(record.history.back().outcome, to_string(c.outcome));
   for (const auto& text : c.shown)
     EXPECT_NE(last_prompt().find(text), std::string::npos) << text << "\nnot in\n" << last_prompt();
   EXPECT_EQ(last_prompt().find("{{"), std::string::npos);
@@ -261,57 +269,57 @@ TEST_P(SessionFeedback, EveryTestOutcomeGetsItsOwnFeedback) {
 INSTANTIATE_TEST_SUITE_P(
     Outcomes, SessionFeedback,
     ::testing::Values(
-        outcome_case{"compile_error",
-                     {{"dtype", "float16"},
-                      {"message", "CompilationError"},
-                      {"compile_log", "at 5:12: unsupported tensor index"}},
+        outcome_case{outcome::compile_error,
+                     {.dtype = "float16",
+                      .message = "CompilationError",
+                      .compile_log = "at 5:12: unsupported tensor index"},
                      {"failed to compile for dtype float16", "at 5:12: unsupported tensor index"}},
-        outcome_case{"runtime_error",
-                     {{"dtype", "float32"},
-                      {"sample", "input: float32[0]"},
-                      {"message", "ZeroDivisionError: division by zero"},
-                      {"backtrace", "File \"candidate.py\", line 14, in exp_wrapper"}},
+        outcome_case{outcome::runtime_error,
+                     {.dtype = "float32",
+                      .sample = "input: float32[0]",
+                      .message = "ZeroDivisionError: division by zero",
+                      .backtrace = "File \"candidate.py\", line 14, in exp_wrapper"},
                      {"input: float32[0]", "ZeroDivisionError", "line 14, in exp_wrapper"}},
-        outcome_case{"crash",
-                     {{"dtype", "float32"},
-                      {"message", "the candidate process died"},
-                      {"cuda_error", "an illegal memory access was encountered"}},
+        outcome_case{outcome::crash,
+                     {.dtype = "float32",
+                      .message = "the candidate process died",
+                      .cuda_error = "an illegal memory access was encountered"},
                      {"crashed", "Device error: an illegal memory access was encountered"}},
-        outcome_case{
-            "accuracy_error",
-            {{"dtype", "bfloat16"},
-             {"sample", "input: bfloat16[5, 5]"},
-             {"diff",
-              {{"max_abs_error", 0.5}, {"mismatches", 3}, {"first", "[0, 1]: 1.0 vs 1.5"}}}},
-            {"wrong values for dtype bfloat16", "max_abs_error: 0.5", "mismatches: 3",
-             "first: [0, 1]: 1.0 vs 1.5"}},
-        outcome_case{"timeout",
-                     {{"dtype", "int64"}, {"message", "sample 4 ran past 10 s"}},
+        outcome_case{outcome::accuracy_error,
+                     {.dtype = "bfloat16",
+                      .sample = "input: bfloat16[5, 5]",
+                      .diff = diff_map({{"max_abs_error", 0.5},
+                                        {"mismatches", 3},
+                                        {"first", "[0, 1]: 1.0 vs 1.5"}})},
+                     {"wrong values for dtype bfloat16", "max_abs_error: 0.5", "mismatches: 3",
+                      "first: [0, 1]: 1.0 vs 1.5"}},
+        outcome_case{outcome::timeout,
+                     {.dtype = "int64", .message = "sample 4 ran past 10 s"},
                      {"did not finish in time for dtype int64", "sample 4 ran past 10 s"}},
         outcome_case{
-            "cheat_detected",
-            {{"message", "aten::exp ran outside a Triton kernel"}},
+            outcome::cheat_detected,
+            {.message = "aten::exp ran outside a Triton kernel"},
             {"does not compute the operator in Triton", "aten::exp ran outside a Triton kernel"}},
         outcome_case{
-            "lint_violation",
-            {{"check", "static"},
-             {"message", "static: refused before running: import at line 1 `import "
-                         "torch`: No imports. (1 more in findings)"},
-             {"findings",
-              {"static: import at line 1 `import torch`: No imports.",
-               "static: module_attribute at line 9 `torch.sin`: Use only allowed names."}}},
+            outcome::lint_violation,
+            {.message = "static: refused before running: import at line 1 `import "
+                        "torch`: No imports. (1 more in findings)",
+             .check = "static",
+             .findings = {"static: import at line 1 `import torch`: No imports.",
+                          "static: module_attribute at line 9 `torch.sin`: Use only allowed "
+                          "names."}},
             {"breaks the rules for generated kernels",
              "- import at line 1 `import torch`: "
              "No imports.\n- module_attribute at line 9 `torch.sin`: Use only allowed names.",
              "(`exp_wrapper`"}}),
-    [](const auto& info) { return info.param.outcome; });
+    [](const auto& info) { return to_string(info.param.outcome); });
 
 TEST_F(SessionMachine, LongFieldsAreCutInTheMiddleDeterministically) {
   begin();
   feed(llm_answered{good_answer, false, 0, 0});
   feed(lint_finished{lint_ok});
   std::string log_text = "FIRST ERROR\n" + std::string(20000, 'x') + "\nLAST LINE";
-  feed(test_finished{test_result("compile_error", {{"compile_log", log_text}})});
+  feed(test_finished{test_result(outcome::compile_error, test_failure{.compile_log = log_text})});
   auto prompt = last_prompt();
   EXPECT_NE(prompt.find("FIRST ERROR"), std::string::npos);
   EXPECT_NE(prompt.find("LAST LINE"), std::string::npos);
@@ -453,9 +461,10 @@ TEST_F(SessionMachine, HarnessFaultsRetryTheStepWithoutCounting) {
   EXPECT_EQ(record.state, session_state::lint);
   feed(lint_finished{lint_ok});
   feed(harness_faulted{"worker lost"});
-  feed(test_finished{test_result("harness_error", {{"message", "reference failed"}})});
+  feed(test_finished{
+      test_result(outcome::harness_error, test_failure{.message = "reference failed"})});
   // A pass that ran nothing is not believed.
-  feed(test_finished{{{"outcome", "pass"}, {"tests_run", 0}, {"tests_passed", 0}}});
+  feed(test_finished{{.outcome = outcome::pass}});
   EXPECT_EQ(record.state, session_state::test);
   EXPECT_EQ(record.total_calls, 1u);
   EXPECT_TRUE(record.history.empty());
@@ -508,6 +517,111 @@ TEST(SessionRecord, CorruptBytesAreErrorsNotCrashes) {
       decode_record({reinterpret_cast<const char*>(other_schema.data()), other_schema.size()});
   ASSERT_FALSE(decoded);
   EXPECT_EQ(render(decoded.error()), "store_corrupt: session record: schema 99, expected 1");
+}
+
+// Records stored the verdict as the worker's result map with the hosts beside its keys; the
+// typed verdict reads them and writes the same keys back.
+TEST(SessionRecord, VerdictsStoredAsTheWorkersMapDecodeTyped) {
+  json diff = {{"max_abs_error", 0.5}};
+  json old = {{"schema", 1},
+              {"session_id", "c1/exp"},
+              {"state", "SUCCESS"},
+              {"verdict",
+               {{"outcome", "pass"},
+                {"tests_run", 12},
+                {"tests_passed", 12},
+                {"per_dtype",
+                 {{"float32",
+                   {{"run", 12},
+                    {"passed", 12},
+                    {"outcome", "pass"},
+                    {"sets", {{"sample_inputs", {{"run", 12}, {"passed", 12}}}}}}}}},
+                {"failure", nullptr},
+                {"compile_s", 1.5},
+                {"run_s", 0},
+                {"sandbox", {{"namespaces", "on"}}},
+                {"confirmed_on", {"a", "b"}}}}};
+  auto bytes = json::to_msgpack(old);
+  auto decoded = decode_record({reinterpret_cast<const char*>(bytes.data()), bytes.size()});
+  ASSERT_TRUE(decoded) << render(decoded.error());
+  ASSERT_TRUE(decoded->verdict.test());
+  const auto& verdict = *decoded->verdict.test();
+  EXPECT_EQ(verdict.outcome, outcome::pass);
+  EXPECT_EQ(verdict.tests_run, 12);
+  EXPECT_EQ(verdict.per_dtype.at("float32").sets.at("sample_inputs").passed, 12);
+  EXPECT_EQ(verdict.compile_s, 1.5);
+  EXPECT_EQ(verdict.sandbox.at("namespaces"), "on");
+  EXPECT_EQ(decoded->verdict.hosts.confirmed_on, (std::vector<std::string>{"a", "b"}));
+  // Written back with every key of the result (the empty ones included) and the hosts beside.
+  auto again = json::from_msgpack(encode_record(*decoded))["verdict"];
+  for (const auto& [key, value] : old["verdict"].items())
+    EXPECT_TRUE(again.contains(key)) << key;
+  EXPECT_EQ(again["confirmed_on"], old["verdict"]["confirmed_on"]);
+  auto reread = decode_record(encode_record(*decoded));
+  ASSERT_TRUE(reread) << render(reread.error());
+  EXPECT_EQ(*reread->verdict.test(), verdict);
+  EXPECT_EQ(reread->verdict.hosts.confirmed_on, decoded->verdict.hosts.confirmed_on);
+
+  auto failed = *decoded;
+  failed.verdict = {test_result(outcome::accuracy_error,
+                                test_failure{.message = "values differ", .diff = diff_map(diff)}),
+                    {.passed_on = {"a"}, .failed_on = "b"}};
+  auto stored = json::from_msgpack(encode_record(failed));
+  EXPECT_EQ(stored["verdict"]["failure"]["diff"], diff);
+  EXPECT_EQ(stored["verdict"]["disagreement"], (json{{"passed_on", {"a"}}, {"failed_on", "b"}}));
+  auto back = decode_record(encode_record(failed));
+  ASSERT_TRUE(back) << render(back.error());
+  EXPECT_EQ(json::from_msgpack(*back->verdict.test()->failure->diff), diff);
+  EXPECT_EQ(back->verdict.hosts.passed_on, std::vector<std::string>{"a"});
+  EXPECT_EQ(back->verdict.hosts.failed_on, "b");
+
+  auto linted = *decoded;
+  linted.state = session_state::test;
+  linted.verdict = {lint_bad, {}};
+  back = decode_record(encode_record(linted));
+  ASSERT_TRUE(back) << render(back.error());
+  ASSERT_TRUE(std::holds_alternative<contract::lint_result>(back->verdict.result));
+  EXPECT_EQ(std::get<contract::lint_result>(back->verdict.result), lint_bad);
+
+  linted.verdict = {};
+  back = decode_record(encode_record(linted));
+  ASSERT_TRUE(back) << render(back.error());
+  EXPECT_TRUE(std::holds_alternative<std::monostate>(back->verdict.result));
+  EXPECT_TRUE(json::from_msgpack(encode_record(linted))["verdict"].is_null());
+
+  old["verdict"] = {{"outcome", "pass"}}; // not a whole test result
+  bytes = json::to_msgpack(old);
+  auto corrupt = decode_record({reinterpret_cast<const char*>(bytes.data()), bytes.size()});
+  ASSERT_FALSE(corrupt);
+  EXPECT_EQ(corrupt.error().code(), static_cast<uint8_t>(errc::store_corrupt));
+  EXPECT_NE(render(corrupt.error()).find("verdict: "), std::string::npos)
+      << render(corrupt.error());
+}
+
+// Campaign states are stored by their contract names, as they were when they were strings; a name
+// this build does not know makes the record unreadable rather than guessed.
+TEST(CampaignRecord, StatesAreStoredByTheirNames) {
+  stored_campaign campaign{.state = contract::campaign_state::cancelled, .ended_ms = 7};
+  campaign.spec.campaign_id = "c1";
+  auto bytes = encode_campaign(campaign);
+  EXPECT_EQ(json::from_msgpack(bytes)["state"], "cancelled");
+  auto decoded = decode_campaign(bytes);
+  ASSERT_TRUE(decoded) << render(decoded.error());
+  EXPECT_EQ(decoded->state, contract::campaign_state::cancelled);
+  EXPECT_EQ(decoded->spec.campaign_id, "c1");
+
+  for (const auto* name : {"running", "done", "rejected"}) {
+    auto old = json::to_msgpack(json{{"spec", {{"campaign_id", "c0"}}}, {"state", name}});
+    auto read = decode_campaign({reinterpret_cast<const char*>(old.data()), old.size()});
+    ASSERT_TRUE(read) << render(read.error());
+    EXPECT_EQ(to_string(read->state), name);
+  }
+  auto unknown = json::to_msgpack(json{{"spec", {{"campaign_id", "c0"}}}, {"state", "paused"}});
+  auto corrupt = decode_campaign({reinterpret_cast<const char*>(unknown.data()), unknown.size()});
+  ASSERT_FALSE(corrupt);
+  EXPECT_EQ(corrupt.error().code(), static_cast<uint8_t>(errc::store_corrupt));
+  EXPECT_NE(render(corrupt.error()).find("campaign state \"paused\""), std::string::npos)
+      << render(corrupt.error());
 }
 
 TEST(SessionTransition, RoundTripsAndReadsEventsWrittenBeforeContent) {

@@ -125,19 +125,35 @@ scripted_chat(chat_actor::stateful_pointer<scripted_chat_state> self,
 
 /// One scripted reply of the job runner.
 struct job_reply {
-  std::string status = "done"; // done, failed, cancelled
-  nlohmann::json payload;      // the result payload, when done
-  std::string error;           // when failed
-  caf::error reply_error;      // replied instead of a result when set
+  contract::job_status status = contract::job_status::done;
+  std::string payload;    // the result's msgpack bytes, when done
+  std::string error;      // when failed
+  caf::error reply_error; // replied instead of a result when set
   std::string host = "scripted-host";
 };
 
-inline job_reply done(nlohmann::json payload) {
-  return {"done", std::move(payload), {}, {}};
+inline job_reply done(const contract::test_result& result) {
+  return {contract::job_status::done, contract::codec::to_bytes(result), {}, {}};
 }
 
-inline nlohmann::json clean_lint() {
-  return {{"ok", true}, {"violations", nlohmann::json::array()}, {"syntax_error", nullptr}};
+inline job_reply done(const contract::lint_result& result) {
+  return {contract::job_status::done, contract::codec::to_bytes(result), {}, {}};
+}
+
+inline contract::lint_result clean_lint() {
+  return {.ok = true};
+}
+
+/// A test result as the worker reports it: `run` tests of which `passed` passed.
+inline contract::test_result test_verdict(contract::outcome outcome, int64_t run, int64_t passed,
+                                          std::optional<contract::test_failure> failure = {}) {
+  return {.outcome = outcome, .tests_run = run, .tests_passed = passed, .failure = failure};
+}
+
+/// compare.py's diff of an accuracy failure: an open map, carried as msgpack bytes.
+inline std::string diff_map(const nlohmann::json& diff) {
+  auto bytes = nlohmann::json::to_msgpack(diff);
+  return {bytes.begin(), bytes.end()};
 }
 
 /// What the scripted device manager serves and saw. Lint jobs with nothing scripted are clean;
@@ -176,11 +192,6 @@ struct scripted_jobs_state {
   static inline const char* name = "scripted_jobs";
 };
 
-inline std::string msgpack_bytes(const nlohmann::json& value) {
-  auto bytes = nlohmann::json::to_msgpack(value);
-  return {bytes.begin(), bytes.end()};
-}
-
 inline job_runner_actor::behavior_type
 scripted_jobs(job_runner_actor::stateful_pointer<scripted_jobs_state> self,
               std::shared_ptr<job_script> script) {
@@ -212,7 +223,7 @@ scripted_jobs(job_runner_actor::stateful_pointer<scripted_jobs_state> self,
         device_job_result result;
         result.job_id = job.id;
         result.status = reply.status;
-        result.payload = msgpack_bytes(reply.payload);
+        result.payload = reply.payload;
         result.error = reply.error;
         result.worker_id = "scripted";
         result.fingerprint = "scripted-toolchain";
@@ -227,7 +238,8 @@ scripted_jobs(job_runner_actor::stateful_pointer<scripted_jobs_state> self,
         auto held = self->state.held.find(job_id);
         if (held == self->state.held.end())
           return;
-        held->second.deliver(device_job_result{job_id, "cancelled", {}, {}, "scripted", {}, 0, 1});
+        held->second.deliver(device_job_result{
+            job_id, contract::job_status::cancelled, {}, {}, "scripted", {}, 0, 1});
         self->state.held.erase(held);
       },
   };

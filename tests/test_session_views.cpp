@@ -68,22 +68,23 @@ const std::string max_answer =
     "BLOCK=256)\n"
     "    return out\n```\n";
 
-const json clean_lint = {{"ok", true}, {"violations", json::array()}, {"syntax_error", nullptr}};
-const json torch_in_wrapper = {{"ok", false},
-                               {"violations",
-                                {{{"rule", "no-torch-compute"},
-                                  {"line", 9},
-                                  {"col", 5},
-                                  {"text", "torch.exp(input)"},
-                                  {"hint", "compute it in Triton"}}}},
-                               {"syntax_error", nullptr}};
-const json passed = {{"outcome", "pass"}, {"tests_run", 8}, {"tests_passed", 8}};
-const json wrong_values = {
-    {"outcome", "accuracy_error"},
-    {"tests_run", 8},
-    {"tests_passed", 5},
-    {"failure",
-     {{"dtype", "float32"}, {"message", "values differ"}, {"diff", {{"max_abs_error", 1.5}}}}}};
+const contract::lint_result clean_lint{.ok = true};
+const contract::lint_result torch_in_wrapper{.ok = false,
+                                             .violations = {{.rule = "no-torch-compute",
+                                                             .line = 9,
+                                                             .col = 5,
+                                                             .text = "torch.exp(input)",
+                                                             .hint = "compute it in Triton"}}};
+const contract::test_result passed{
+    .outcome = contract::outcome::pass, .tests_run = 8, .tests_passed = 8};
+const contract::test_result wrong_values{
+    .outcome = contract::outcome::accuracy_error,
+    .tests_run = 8,
+    .tests_passed = 5,
+    .failure = contract::test_failure{.dtype = "float32", .message = "values differ", .diff = [] {
+                                        auto diff = json::to_msgpack(json{{"max_abs_error", 1.5}});
+                                        return std::string{diff.begin(), diff.end()};
+                                      }()}};
 
 using store_writer = std::function<void(write_batch)>;
 
@@ -109,7 +110,9 @@ session_record play(const store_writer& write, const std::string& campaign_id, o
   campaign.operators = {spec};
   campaign.budgets.max_dialogs = max_dialogs;
   campaign.budgets.max_calls_per_dialog = max_calls;
-  write({{{family::campaigns, campaign_id, encode_campaign({campaign, "done", {}, 0})}}, true});
+  write({{{family::campaigns, campaign_id,
+           encode_campaign({campaign, contract::campaign_state::done, {}, 0})}},
+         true});
   session_context context{templates(), "WORKED EXAMPLES"};
   int64_t at_ms = 1'700'000'000'000;
   auto result = start(new_session(campaign, spec), context);
@@ -297,7 +300,9 @@ TEST_F(SessionViews, ShowHasEveryPromptAnswerVerdictAndFeedback) {
   EXPECT_EQ(session["budgets"]["max_calls_per_dialog"], 4);
   EXPECT_EQ(session["total_calls"], 3);
   EXPECT_EQ(session["prompt_tokens"], 1200);
-  EXPECT_EQ(session["verdict"], passed);
+  EXPECT_EQ(session["verdict"], json::from_msgpack(contract::codec::to_bytes(passed)));
+  EXPECT_EQ(session["verdict"]["outcome"], "pass");
+  EXPECT_EQ(session["verdict"]["tests_run"], 8);
   EXPECT_THAT(session["proposal"].get<std::string>(), HasSubstr("tl.exp(x * 3)"));
   EXPECT_EQ(session["proposal"].get<std::string>().find("```"), std::string::npos);
   EXPECT_EQ(column(session["history"], "outcome"),

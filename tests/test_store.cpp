@@ -170,8 +170,8 @@ TEST(StoreMessages, WriteBatchSurvivesSerializationWithPutsAndDeletes) {
 
 TEST(StoreMessages, FamiliesRoundTripThroughTheirNames) {
   for (auto f : all_families)
-    EXPECT_EQ(family_from_string(to_string(f)), f);
-  EXPECT_EQ(family_from_string("default"), std::nullopt);
+    EXPECT_EQ(from_string<family>(to_string(f)), f);
+  EXPECT_EQ(from_string<family>("default"), std::nullopt);
 }
 
 // -- reading and writing -------------------------------------------------------------------------

@@ -111,18 +111,18 @@ struct gated_jobs_state {
   static inline const char* name = "gated_jobs";
 };
 
-device_job_result answer(const std::string& job_id, const nlohmann::json& payload) {
+device_job_result answer(const std::string& job_id, const opforge::testing::job_reply& reply) {
   device_job_result r;
   r.job_id = job_id;
-  r.status = "done";
-  r.payload = opforge::testing::msgpack_bytes(payload);
+  r.status = contract::job_status::done;
+  r.payload = reply.payload;
   r.worker_id = "gated";
   r.fingerprint = "gated-toolchain";
   return r;
 }
 
-nlohmann::json passed() {
-  return {{"outcome", "pass"}, {"tests_run", 4}, {"tests_passed", 4}};
+opforge::testing::job_reply passed() {
+  return opforge::testing::done(opforge::testing::test_verdict(contract::outcome::pass, 4, 4));
 }
 
 gated_jobs_actor::behavior_type
@@ -132,7 +132,7 @@ gated_jobs(gated_jobs_actor::stateful_pointer<gated_jobs_state> self,
   return {
       [self](atom::submit, device_job& job) -> caf::result<device_job_result> {
         if (job.kind == "lint")
-          return answer(job.id, opforge::testing::clean_lint());
+          return answer(job.id, opforge::testing::done(opforge::testing::clean_lint()));
         ++*self->state.tests;
         if (self->state.open)
           return answer(job.id, passed());

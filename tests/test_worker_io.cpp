@@ -204,7 +204,7 @@ TEST_F(WorkerSocket, AWorkerRegistersBeatsTakesAJobAndAnswers) {
   w1.answer(*dispatched);
   auto result = reply(pending);
   ASSERT_TRUE(result);
-  EXPECT_EQ(result->status, "done");
+  EXPECT_EQ(result->status, contract::job_status::done);
   EXPECT_EQ(result->worker_id, "w1");
   EXPECT_EQ(result->payload, op_payload("answered by w1"));
 }

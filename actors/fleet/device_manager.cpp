@@ -121,7 +121,7 @@ void device_manager_state::cancel(const std::string& job_id) {
     return;
   auto& job = it->second;
   job.promise.deliver(caf::make_error(errc::cancelled, "job " + job.label + " was cancelled"));
-  metrics_->jobs(job.job.kind, "cancelled").Increment();
+  metrics_->jobs(job.job.kind, to_string(contract::job_status::cancelled)).Increment();
   ++totals_.cancelled;
   spdlog::info("device job {} cancelled", job.label);
   if (job.worker.empty()) {
@@ -298,7 +298,7 @@ void device_manager_state::on_result(const std::string& identity, wire::result r
       spdlog::warn("device job {} failed on worker {}: {}", job.label,
                    worker->second.hello.worker_id, result.error);
     job.promise.deliver(device_job_result{.job_id = result.job_id,
-                                          .status = to_string(result.status),
+                                          .status = result.status,
                                           .payload = std::move(result.payload),
                                           .error = std::move(result.error),
                                           .worker_id = worker->second.hello.worker_id,

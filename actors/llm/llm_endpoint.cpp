@@ -224,18 +224,6 @@ attempt_verdict classify_exchange(const http_exchange& x, uint32_t context_windo
   return v;
 }
 
-const char* to_string(breaker_state state) {
-  switch (state) {
-  case breaker_state::closed:
-    return "closed";
-  case breaker_state::half_open:
-    return "half_open";
-  case breaker_state::open:
-    return "open";
-  }
-  return "unknown";
-}
-
 // -- token bucket -------------------------------------------------------------------------------
 
 token_bucket::token_bucket(double per_minute, clock::time_point now)

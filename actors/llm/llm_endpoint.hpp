@@ -65,7 +65,12 @@ attempt_verdict classify_exchange(const http_exchange& x, uint32_t context_windo
 
 enum class breaker_state { closed, half_open, open };
 
-const char* to_string(breaker_state state);
+template <>
+struct contract::enum_traits<breaker_state> {
+  static constexpr std::string_view label = "breaker_state";
+  static constexpr std::array<std::string_view, 3> names{"closed", "half_open", "open"};
+  static_assert(names.size() - 1 == static_cast<size_t>(breaker_state::open));
+};
 
 /// Continuous-refill token bucket; a rate of 0 means unlimited.
 class token_bucket {

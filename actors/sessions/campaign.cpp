@@ -23,9 +23,11 @@ int64_t now_ms() {
       .count();
 }
 
-void checkpoint_campaign(self_pointer self, const std::string& state, std::function<void()> then) {
+void checkpoint_campaign(self_pointer self, contract::campaign_state state,
+                         std::function<void()> then) {
   auto& st = self->state;
-  stored_campaign stored{st.spec, state, {}, state == "running" ? 0 : now_ms()};
+  stored_campaign stored{
+      st.spec, state, {}, state == contract::campaign_state::running ? 0 : now_ms()};
   write_batch batch{{{family::campaigns, st.spec.campaign_id, encode_campaign(stored)}}, true};
   self->request(st.services.store, caf::infinite, atom::write_v, std::move(batch))
       .then(
@@ -44,7 +46,7 @@ void checkpoint_campaign(self_pointer self, const std::string& state, std::funct
 } // namespace
 
 void count(campaign_status& status, session_summary summary) {
-  (summary.state == "SUCCESS" ? status.succeeded : status.failed) += 1;
+  (summary.state == session_state::success ? status.succeeded : status.failed) += 1;
   status.llm_calls += summary.llm_calls;
   status.faults += summary.faults;
   status.prompt_tokens += summary.prompt_tokens;
@@ -55,20 +57,20 @@ void count(campaign_status& status, session_summary summary) {
 namespace {
 
 // Moves a session's count in opforge_sessions{state} from where it was (if anywhere) to `to`.
-void track_state(campaign_state& st, const std::string& session_id, const std::string* to) {
+void track_state(campaign_state& st, const std::string& session_id, const session_state* to) {
   if (!st.services.telemetry)
     return;
   if (auto was = st.live.find(session_id); was != st.live.end())
-    st.services.telemetry->sessions(was->second.state).Decrement();
+    st.services.telemetry->sessions(to_string(was->second.state)).Decrement();
   if (to)
-    st.services.telemetry->sessions(*to).Increment();
+    st.services.telemetry->sessions(to_string(*to)).Increment();
 }
 
 void finished(self_pointer self, session_summary summary) {
   auto& st = self->state;
   track_state(st, summary.session_id, nullptr);
   if (st.services.telemetry)
-    st.services.telemetry->sessions_ended(summary.state).Increment();
+    st.services.telemetry->sessions_ended(to_string(summary.state)).Increment();
   st.running.erase(summary.session_id);
   st.live.erase(summary.session_id);
   --st.status.running;
@@ -130,24 +132,25 @@ void launch(self_pointer self, const operator_spec& op) {
 
 void launch_more(self_pointer self) {
   auto& st = self->state;
-  while (!st.waiting.empty() && st.status.state == "running" &&
+  while (!st.waiting.empty() && st.status.state == contract::campaign_state::running &&
          st.running.size() < std::max<uint32_t>(st.spec.concurrency, 1)) {
     auto index = st.waiting.front();
     st.waiting.pop_front();
     --st.status.waiting;
     launch(self, st.spec.operators[index]);
   }
-  if (!st.running.empty() || (!st.waiting.empty() && st.status.state == "running"))
+  if (!st.running.empty() ||
+      (!st.waiting.empty() && st.status.state == contract::campaign_state::running))
     return;
   auto deliver = [self] { self->state.promise.deliver(live_status(self->state)); };
   if (st.interrupted > 0) {
-    st.status.state = "interrupted";
+    st.status.state = contract::campaign_state::interrupted;
     deliver();
-  } else if (st.status.state == "running") {
-    st.status.state = "done";
-    checkpoint_campaign(self, "done", deliver);
-  } else if (st.status.state == "cancelled") {
-    checkpoint_campaign(self, "cancelled", deliver);
+  } else if (st.status.state == contract::campaign_state::running) {
+    st.status.state = contract::campaign_state::done;
+    checkpoint_campaign(self, contract::campaign_state::done, deliver);
+  } else if (st.status.state == contract::campaign_state::cancelled) {
+    checkpoint_campaign(self, contract::campaign_state::cancelled, deliver);
   }
 }
 
@@ -168,7 +171,8 @@ void fail_over(self_pointer self) {
     return;
   for (const auto& [id, progress] : st.live) {
     auto health = st.health.find(progress.endpoint);
-    if (progress.state != "GENERATE" || health == st.health.end() || health->second.state != "down")
+    if (progress.state != contract::session_state::generate || health == st.health.end() ||
+        health->second.state != "down")
       continue;
     auto target = pick_endpoint(st.services.endpoints, st.health, progress.endpoint);
     auto session = st.running.find(id);
@@ -180,7 +184,7 @@ void fail_over(self_pointer self) {
 
 void poll_health(self_pointer self) {
   auto& st = self->state;
-  if (st.status.state != "running" || st.services.endpoints.empty())
+  if (st.status.state != contract::campaign_state::running || st.services.endpoints.empty())
     return;
   for (const auto& endpoint : st.services.endpoints)
     self->request(endpoint.actor, health_poll * 5, atom::health_v)
@@ -311,7 +315,7 @@ namespace {
 
 // A running session's part of its campaign's status.
 void add_progress(campaign_status& status, const session_summary& progress) {
-  ++status.states[progress.state];
+  ++status.states[to_string(progress.state)];
   status.llm_calls += progress.llm_calls;
   status.prompt_tokens += progress.prompt_tokens;
   status.completion_tokens += progress.completion_tokens;
@@ -327,7 +331,7 @@ campaign_state::~campaign_state() {
     caf::anon_send_exit(session, caf::exit_reason::user_shutdown);
   if (services.telemetry)
     for (const auto& [id, progress] : live)
-      services.telemetry->sessions(progress.state).Decrement();
+      services.telemetry->sessions(to_string(progress.state)).Decrement();
 }
 
 campaign_status stored_status(const stored_campaign& stored,
@@ -377,7 +381,7 @@ caf::expected<std::vector<unfinished_campaign>> load_unfinished_campaigns(store&
       failure = decoded.error();
       return false;
     }
-    if (decoded->state == "running")
+    if (decoded->state == contract::campaign_state::running)
       result.push_back({std::move(decoded->spec), {}});
     return true;
   });
@@ -407,7 +411,7 @@ campaign_actor::behavior_type campaign(campaign_actor::stateful_pointer<campaign
   st.spec = std::move(spec);
   st.services = std::move(services);
   st.status.campaign_id = st.spec.campaign_id;
-  st.status.state = "running";
+  st.status.state = contract::campaign_state::running;
   st.status.endpoint = st.spec.endpoint;
   st.status.device_kind = st.spec.device_kind;
   st.status.created_ms = st.spec.created_ms;
@@ -434,7 +438,7 @@ campaign_actor::behavior_type campaign(campaign_actor::stateful_pointer<campaign
                                  "campaign " + st.spec.campaign_id + " is already running");
         st.started = true;
         st.promise = self->make_response_promise<campaign_status>();
-        checkpoint_campaign(self, "running", [self] {
+        checkpoint_campaign(self, contract::campaign_state::running, [self] {
           launch_more(self);
           poll_health(self);
         });
@@ -443,9 +447,9 @@ campaign_actor::behavior_type campaign(campaign_actor::stateful_pointer<campaign
       [self](atom::status) { return live_status(self->state); },
       [self](atom::cancel) {
         auto& st = self->state;
-        if (st.status.state != "running")
+        if (st.status.state != contract::campaign_state::running)
           return;
-        st.status.state = "cancelled";
+        st.status.state = contract::campaign_state::cancelled;
         st.status.waiting = 0;
         st.waiting.clear();
         for (const auto& [op, session] : st.running)

@@ -107,17 +107,17 @@ void start(self_pointer self, campaign_spec spec, std::vector<session_record> re
   if (!services) {
     // Left as "running" in the store: it resumes once its endpoint is configured again.
     spdlog::error("cannot resume: {}", render(services.error()));
-    managed.status.state = "interrupted";
+    managed.status.state = contract::campaign_state::interrupted;
     managed.status.error = message(services.error());
     return;
   }
-  managed.status.state = "running";
+  managed.status.state = contract::campaign_state::running;
   managed.actor = self->spawn(campaign, std::move(spec), std::move(*services), std::move(restored));
   self->request(managed.actor, caf::infinite, atom::run_v)
       .then(
           [self, id](campaign_status& status) {
             auto& managed = entry(self, id);
-            spdlog::info("campaign {} {}: {} of {} operators passed", id, status.state,
+            spdlog::info("campaign {} {}: {} of {} operators passed", id, to_string(status.state),
                          status.succeeded, status.operators);
             managed.status = std::move(status);
             managed.actor = nullptr;
@@ -125,7 +125,7 @@ void start(self_pointer self, campaign_spec spec, std::vector<session_record> re
           [self, id](const caf::error& err) {
             auto& managed = entry(self, id);
             spdlog::error("campaign {} stopped: {}", id, render(err));
-            managed.status.state = "interrupted";
+            managed.status.state = contract::campaign_state::interrupted;
             managed.status.error = render(err);
             managed.actor = nullptr;
           });
@@ -134,9 +134,9 @@ void start(self_pointer self, campaign_spec spec, std::vector<session_record> re
 // Stores a campaign that will not run, so that `opforge attach` can say why.
 void reject(self_pointer self, const std::string& id, const caf::error& why) {
   auto& managed = entry(self, id);
-  if (managed.status.state != "resolving")
+  if (managed.status.state != contract::campaign_state::resolving)
     return; // cancelled meanwhile
-  managed.status.state = "rejected";
+  managed.status.state = contract::campaign_state::rejected;
   managed.status.error = message(why);
   managed.status.ended_ms = now_ms();
   spdlog::warn("campaign {} rejected: {}", id, managed.status.error);
@@ -145,7 +145,7 @@ void reject(self_pointer self, const std::string& id, const caf::error& why) {
   spec.endpoint = managed.status.endpoint;
   spec.device_kind = managed.status.device_kind;
   spec.created_ms = managed.status.created_ms;
-  stored_campaign stored{std::move(spec), "rejected", managed.status.error,
+  stored_campaign stored{std::move(spec), contract::campaign_state::rejected, managed.status.error,
                          managed.status.ended_ms};
   write_batch batch{{{family::campaigns, id, encode_campaign(stored)}}, true};
   self->request(self->state.setup.store, caf::infinite, atom::write_v, std::move(batch))
@@ -184,7 +184,7 @@ void fetch_catalog(self_pointer self, std::string id, operator_selection selecti
                    std::vector<std::string> dtypes, campaign_spec spec) {
   device_job job;
   job.id = "catalog:" + id;
-  job.kind = "catalog";
+  job.kind = to_string(contract::job_kind::catalog);
   job.device_kind = spec.device_kind;
   job.deadline_ms = catalog_deadline_ms;
   contract::catalog_request request;
@@ -194,11 +194,12 @@ void fetch_catalog(self_pointer self, std::string id, operator_selection selecti
   self->request(self->state.setup.devices, caf::infinite, atom::submit_v, std::move(job))
       .then(
           [self, id, selection, dtypes, spec](device_job_result& result) mutable {
-            if (entry(self, id).status.state != "resolving")
+            if (entry(self, id).status.state != contract::campaign_state::resolving)
               return;
-            if (result.status != "done")
-              return reject(self, id,
-                            invalid("the catalog job " + result.status + ": " + result.error));
+            if (result.status != contract::job_status::done)
+              return reject(
+                  self, id,
+                  invalid("the catalog job " + to_string(result.status) + ": " + result.error));
             auto catalog =
                 wire::decode_as<contract::catalog_result>(result.payload, "catalog_result");
             if (!catalog)
@@ -432,7 +433,7 @@ campaign_manager(campaign_manager_actor::stateful_pointer<campaign_manager_state
         spec->campaign_id = id;
         auto& managed = entry(self, id);
         managed.status.campaign_id = id;
-        managed.status.state = "resolving";
+        managed.status.state = contract::campaign_state::resolving;
         managed.status.endpoint = spec->endpoint;
         managed.status.device_kind = spec->device_kind;
         managed.status.created_ms = spec->created_ms;
@@ -474,14 +475,14 @@ campaign_manager(campaign_manager_actor::stateful_pointer<campaign_manager_state
         if (found == self->state.campaigns.end())
           return invalid("campaign '" + id + "' is not running in this daemon");
         auto& managed = found->second;
-        if (managed.status.state == "resolving") {
-          managed.status.state = "cancelled";
+        if (managed.status.state == contract::campaign_state::resolving) {
+          managed.status.state = contract::campaign_state::cancelled;
           managed.status.ended_ms = now_ms();
           return managed.status;
         }
         if (!managed.actor)
-          return invalid("campaign '" + id + "' is not running (it is " + managed.status.state +
-                         ")");
+          return invalid("campaign '" + id + "' is not running (it is " +
+                         to_string(managed.status.state) + ")");
         spdlog::info("cancelling campaign {}", id);
         self->send(managed.actor, atom::cancel_v);
         auto promise = self->make_response_promise<campaign_status>();

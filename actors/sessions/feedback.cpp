@@ -1,9 +1,8 @@
 #include "actors/sessions/feedback.hpp"
 
-#include "messages/contract.hpp"
-#include "messages/errors.hpp"
-
 #include <algorithm>
+
+#include <nlohmann/json.hpp>
 
 namespace opforge {
 
@@ -16,91 +15,8 @@ constexpr size_t diff_limit = 3000;
 constexpr size_t short_field_limit = 1000;
 constexpr size_t max_lint_items = 20;
 
-std::string field(const nlohmann::json& map, const char* key, size_t limit) {
-  if (!map.is_object())
-    return {};
-  auto i = map.find(key);
-  if (i == map.end() || i->is_null())
-    return {};
-  return truncate_middle(describe(*i), limit);
-}
-
-std::string lint_report(const nlohmann::json& lint_result) {
-  std::string report;
-  auto syntax = lint_result.is_object() ? lint_result.value("syntax_error", nlohmann::json{})
-                                        : nlohmann::json{};
-  if (syntax.is_object())
-    report += "- syntax error at line " + field(syntax, "line", 16) + ", column " +
-              field(syntax, "col", 16) + ": " + field(syntax, "message", short_field_limit) + "\n";
-  else if (!syntax.is_null())
-    report += "- syntax error: " + truncate_middle(describe(syntax), short_field_limit) + "\n";
-  auto violations = lint_result.is_object() ? lint_result.value("violations", nlohmann::json{})
-                                            : nlohmann::json{};
-  if (violations.is_array()) {
-    size_t shown = 0;
-    for (const auto& v : violations) {
-      if (shown++ == max_lint_items) {
-        report += "- ... and " + std::to_string(violations.size() - max_lint_items) +
-                  " more violations\n";
-        break;
-      }
-      report += "- line " + field(v, "line", 16) + ", column " + field(v, "col", 16) + " [" +
-                field(v, "rule", 100) + "]: `" + field(v, "text", 200) + "`";
-      if (auto hint = field(v, "hint", 400); !hint.empty())
-        report += ": " + hint;
-      report += "\n";
-    }
-  }
-  if (report.empty())
-    report = "- the linter rejected the code without naming a rule\n";
-  return report;
-}
-
-// The lint report of a test the worker's static gate refused (outcome lint_violation): its
-// findings are "static: <rule> at line <n> `<text>`: <hint>", one per violation.
-std::string static_refusal_report(const nlohmann::json& failure) {
-  constexpr std::string_view prefix = "static: ";
-  std::string report;
-  auto findings =
-      failure.is_object() ? failure.value("findings", nlohmann::json{}) : nlohmann::json{};
-  if (findings.is_array()) {
-    size_t shown = 0;
-    for (const auto& finding : findings) {
-      if (shown++ == max_lint_items) {
-        report +=
-            "- ... and " + std::to_string(findings.size() - max_lint_items) + " more violations\n";
-        break;
-      }
-      auto text = truncate_middle(describe(finding), short_field_limit);
-      if (text.starts_with(prefix))
-        text.erase(0, prefix.size());
-      report += "- " + text + "\n";
-    }
-  }
-  if (report.empty())
-    report = "- " + field(failure, "message", short_field_limit) + "\n";
-  return report;
-}
-
-} // namespace
-
-caf::expected<nlohmann::json> decode_payload(std::string_view msgpack_bytes) {
-  try {
-    return nlohmann::json::from_msgpack(msgpack_bytes.begin(), msgpack_bytes.end());
-  } catch (const nlohmann::json::exception& e) {
-    return caf::make_error(errc::frame_malformed, std::string{"result payload: "} + e.what());
-  }
-}
-
-std::string truncate_middle(std::string_view text, size_t limit) {
-  if (text.size() <= limit)
-    return std::string{text};
-  auto head = limit * 2 / 3;
-  auto tail = limit - head;
-  return std::string{text.substr(0, head)} + "\n[... " + std::to_string(text.size() - limit) +
-         " characters left out ...]\n" + std::string{text.substr(text.size() - tail)};
-}
-
+// A JSON value as readable text: strings as they are, maps as "key: value" lines, arrays of
+// scalars on one line.
 std::string describe(const nlohmann::json& value) {
   if (value.is_string())
     return value.get<std::string>();
@@ -124,31 +40,92 @@ std::string describe(const nlohmann::json& value) {
   return value.dump();
 }
 
-dtypes_tested dtypes_of_pass(const nlohmann::json& verdict,
+// The diff is compare.py's open map, kept as the worker's msgpack bytes (messages/contract.yaml);
+// only its rendering for the prompt reads it.
+std::string describe_diff(const std::optional<std::string>& diff) {
+  if (!diff || diff->empty())
+    return {};
+  auto value = nlohmann::json::from_msgpack(diff->begin(), diff->end(), true, false);
+  return value.is_discarded() ? std::string{} : describe(value);
+}
+
+std::string lint_report(const contract::lint_result& lint) {
+  std::string report;
+  if (const auto& syntax = lint.syntax_error)
+    report += "- syntax error at line " + std::to_string(syntax->line) + ", column " +
+              std::to_string(syntax->col) + ": " +
+              truncate_middle(syntax->message, short_field_limit) + "\n";
+  size_t shown = 0;
+  for (const auto& v : lint.violations) {
+    if (shown++ == max_lint_items) {
+      report += "- ... and " + std::to_string(lint.violations.size() - max_lint_items) +
+                " more violations\n";
+      break;
+    }
+    report += "- line " + std::to_string(v.line) + ", column " + std::to_string(v.col) + " [" +
+              truncate_middle(v.rule, 100) + "]: `" + truncate_middle(v.text, 200) + "`";
+    if (!v.hint.empty())
+      report += ": " + truncate_middle(v.hint, 400);
+    report += "\n";
+  }
+  if (report.empty())
+    report = "- the linter rejected the code without naming a rule\n";
+  return report;
+}
+
+// The lint report of a test the worker's static gate refused (outcome lint_violation): its
+// findings are "static: <rule> at line <n> `<text>`: <hint>", one per violation.
+std::string static_refusal_report(const contract::test_failure& failure) {
+  constexpr std::string_view prefix = "static: ";
+  std::string report;
+  size_t shown = 0;
+  for (const auto& finding : failure.findings) {
+    if (shown++ == max_lint_items) {
+      report += "- ... and " + std::to_string(failure.findings.size() - max_lint_items) +
+                " more violations\n";
+      break;
+    }
+    auto text = truncate_middle(finding, short_field_limit);
+    if (text.starts_with(prefix))
+      text.erase(0, prefix.size());
+    report += "- " + text + "\n";
+  }
+  if (report.empty())
+    report = "- " + truncate_middle(failure.message, short_field_limit) + "\n";
+  return report;
+}
+
+} // namespace
+
+std::string truncate_middle(std::string_view text, size_t limit) {
+  if (text.size() <= limit)
+    return std::string{text};
+  auto head = limit * 2 / 3;
+  auto tail = limit - head;
+  return std::string{text.substr(0, head)} + "\n[... " + std::to_string(text.size() - limit) +
+         " characters left out ...]\n" + std::string{text.substr(text.size() - tail)};
+}
+
+dtypes_tested dtypes_of_pass(const contract::test_result& verdict,
                              const std::vector<std::string>& requested) {
-  auto per_dtype = verdict.is_object() ? verdict.value("per_dtype", nlohmann::json::object())
-                                       : nlohmann::json::object();
-  if (!per_dtype.is_object() || per_dtype.empty())
+  if (verdict.per_dtype.empty())
     return {requested, {}};
   dtypes_tested tested;
   for (const auto& dtype : requested) {
-    auto entry = per_dtype.value(dtype, nlohmann::json::object());
-    if (!entry.is_object())
+    auto entry = verdict.per_dtype.find(dtype);
+    if (entry == verdict.per_dtype.end())
       continue;
-    auto outcome = entry.value("outcome", std::string{});
-    if (outcome == "pass")
+    const auto& result = entry->second;
+    if (result.outcome == contract::dtype_outcome::pass)
       tested.passed.push_back(dtype);
-    else if (outcome == "skipped" && entry.contains("reason"))
-      tested.skipped.emplace_back(dtype, describe(entry["reason"]));
+    else if (result.outcome == contract::dtype_outcome::skipped && !result.reason.empty())
+      tested.skipped.emplace_back(dtype, result.reason);
   }
   return tested;
 }
 
-std::optional<prompt_kind> feedback_kind_for(std::string_view test_outcome) {
-  auto outcome = contract::from_string<contract::outcome>(test_outcome);
-  if (!outcome)
-    return std::nullopt;
-  switch (*outcome) {
+std::optional<prompt_kind> feedback_kind_for(contract::outcome test_outcome) {
+  switch (test_outcome) {
   case contract::outcome::compile_error:
     return prompt_kind::feedback_compile_error;
   case contract::outcome::runtime_error:
@@ -176,33 +153,30 @@ std::string format_feedback(const prompt_templates& templates, std::string_view 
                           {{"problem", std::string{problem}}, {"wrapper", std::string{wrapper}}});
 }
 
-std::string lint_feedback(const prompt_templates& templates, const nlohmann::json& lint_result,
-                          std::string_view wrapper) {
+std::string lint_feedback(const prompt_templates& templates,
+                          const contract::lint_result& lint_result, std::string_view wrapper) {
   return templates.render(prompt_kind::feedback_lint, {{"lint_report", lint_report(lint_result)},
                                                        {"wrapper", std::string{wrapper}}});
 }
 
 std::optional<std::string> test_feedback(const prompt_templates& templates,
-                                         const nlohmann::json& test_result,
+                                         const contract::test_result& test_result,
                                          std::string_view wrapper) {
-  auto outcome =
-      test_result.is_object() ? test_result.value("outcome", std::string{}) : std::string{};
-  auto kind = feedback_kind_for(outcome);
+  auto kind = feedback_kind_for(test_result.outcome);
   if (!kind)
     return std::nullopt;
-  auto failure = test_result.is_object() ? test_result.value("failure", nlohmann::json::object())
-                                         : nlohmann::json::object();
+  auto failure = test_result.failure.value_or(contract::test_failure{});
   if (*kind == prompt_kind::feedback_lint)
     return templates.render(*kind, {{"lint_report", static_refusal_report(failure)},
                                     {"wrapper", std::string{wrapper}}});
   prompt_values values{
-      {"dtype", field(failure, "dtype", 100)},
-      {"sample", field(failure, "sample", short_field_limit)},
-      {"message", field(failure, "message", short_field_limit)},
-      {"compile_log", field(failure, "compile_log", compile_log_limit)},
-      {"backtrace", field(failure, "backtrace", backtrace_limit)},
-      {"cuda_error", field(failure, "cuda_error", short_field_limit)},
-      {"diff", field(failure, "diff", diff_limit)},
+      {"dtype", truncate_middle(failure.dtype, 100)},
+      {"sample", truncate_middle(failure.sample, short_field_limit)},
+      {"message", truncate_middle(failure.message, short_field_limit)},
+      {"compile_log", truncate_middle(failure.compile_log, compile_log_limit)},
+      {"backtrace", truncate_middle(failure.backtrace, backtrace_limit)},
+      {"cuda_error", truncate_middle(failure.cuda_error, short_field_limit)},
+      {"diff", truncate_middle(describe_diff(failure.diff), diff_limit)},
   };
   // Required placeholders never render empty: the model is told that the worker said nothing.
   for (const auto& name : placeholders_of(*kind).required)

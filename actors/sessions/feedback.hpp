@@ -1,11 +1,12 @@
 #pragma once
 
 // Turns a verdict (a format problem, a lint result, a test result) into the feedback prompt the
-// model sees next. Verdicts arrive as the worker's result payloads (see messages/PROTOCOL.md),
-// decoded into JSON values; long fields are cut in the middle deterministically so that the same
-// verdict always gives the same prompt. It also reads which dtypes a passing verdict covers.
+// model sees next. Verdicts arrive as the worker's results (messages/contract.yaml); long fields
+// are cut in the middle deterministically so that the same verdict always gives the same prompt.
+// It also reads which dtypes a passing verdict covers.
 
 #include "actors/sessions/prompt_templates.hpp"
+#include "messages/contract.hpp"
 
 #include <array>
 #include <optional>
@@ -14,55 +15,45 @@
 #include <utility>
 #include <vector>
 
-#include <caf/expected.hpp>
-
-#include <nlohmann/json.hpp>
-
 namespace opforge {
 
 /// The failure fields that carry logs (a test result's compile log, and the traceback of a
 /// runtime error or a crash): the ones the summarizer condenses when they are long.
-inline constexpr std::array<std::string_view, 2> log_fields{"compile_log", "backtrace"};
-
-/// Decodes a msgpack result payload. Errors are errc::frame_malformed saying what was wrong.
-caf::expected<nlohmann::json> decode_payload(std::string_view msgpack_bytes);
+inline constexpr std::array<std::string contract::test_failure::*, 2> log_fields{
+    &contract::test_failure::compile_log, &contract::test_failure::backtrace};
 
 /// `text` unchanged when it fits `limit` characters, else its head and tail around a line saying
 /// how many characters were left out.
 std::string truncate_middle(std::string_view text, size_t limit);
 
-/// A JSON value as readable text: strings as they are, maps as "key: value" lines, arrays of
-/// scalars on one line.
-std::string describe(const nlohmann::json& value);
-
 /// What a passing test verdict covers: the requested dtypes its `per_dtype` says passed, and
 /// those it skipped because the worker cannot test them (no CPU reference in its torch), each
-/// with the worker's reason. A verdict without `per_dtype` covers every requested dtype.
+/// with the worker's reason. A verdict with an empty `per_dtype` covers every requested dtype.
 struct dtypes_tested {
   std::vector<std::string> passed;
   std::vector<std::pair<std::string, std::string>> skipped;
 };
-dtypes_tested dtypes_of_pass(const nlohmann::json& verdict,
+dtypes_tested dtypes_of_pass(const contract::test_result& verdict,
                              const std::vector<std::string>& requested);
 
 /// The feedback template for a test outcome; nullopt for `pass` and `harness_error` (neither is
-/// fed back to the model) and for outcomes this build does not know. `lint_violation` (the
+/// fed back to the model). `lint_violation` (the
 /// worker's static gate refused the source for a mistake of form) gets the lint job's template.
-std::optional<prompt_kind> feedback_kind_for(std::string_view test_outcome);
+std::optional<prompt_kind> feedback_kind_for(contract::outcome test_outcome);
 
 /// "Your answer could not be used: <problem>" and the output contract again.
 std::string format_feedback(const prompt_templates& templates, std::string_view problem,
                             std::string_view wrapper);
 
-/// The lint report of a lint result payload (`ok`, `violations`, `syntax_error`) as a prompt.
-std::string lint_feedback(const prompt_templates& templates, const nlohmann::json& lint_result,
-                          std::string_view wrapper);
+/// The lint report of a lint result (`violations`, `syntax_error`) as a prompt.
+std::string lint_feedback(const prompt_templates& templates,
+                          const contract::lint_result& lint_result, std::string_view wrapper);
 
-/// The prompt for a failed test result payload; nullopt when its outcome is not one that is fed
+/// The prompt for a failed test result; nullopt when its outcome is not one that is fed
 /// back (see `feedback_kind_for`). A `lint_violation` lists the refusal's findings as a lint
 /// report, with the output contract for `wrapper`.
 std::optional<std::string> test_feedback(const prompt_templates& templates,
-                                         const nlohmann::json& test_result,
+                                         const contract::test_result& test_result,
                                          std::string_view wrapper);
 
 } // namespace opforge

@@ -6,6 +6,7 @@
 #include "messages/device_messages.hpp"
 #include "messages/errors.hpp"
 #include "messages/llm_messages.hpp"
+#include "messages/wire.hpp"
 #include "persistence/keys.hpp"
 
 #include <algorithm>
@@ -19,7 +20,6 @@ namespace opforge {
 namespace {
 
 using self_pointer = op_session_actor::stateful_pointer<op_session_state>;
-using json = nlohmann::json;
 
 // Chat request ids are unique in the process, which is what an endpoint needs to cancel one.
 std::atomic<uint64_t> next_request_id{1};
@@ -30,14 +30,11 @@ int64_t now_ms() {
       .count();
 }
 
-std::string to_bytes(const json& value) {
-  auto bytes = json::to_msgpack(value);
-  return {bytes.begin(), bytes.end()};
-}
-
 // A kernel is recorded for the dtypes it passed; the ones its test skipped are named apart.
 kernel_record accepted_kernel(const session_record& r, int64_t at_ms) {
-  auto tested = dtypes_of_pass(r.verdict, r.dtypes);
+  // Only a passing test verdict ends a session in SUCCESS.
+  const auto& verdict = r.verdict.test() ? *r.verdict.test() : contract::test_result{};
+  auto tested = dtypes_of_pass(verdict, r.dtypes);
   kernel_record kernel;
   kernel.op = r.op;
   kernel.variant = r.variant;
@@ -53,8 +50,8 @@ kernel_record accepted_kernel(const session_record& r, int64_t at_ms) {
   kernel.dialogs = r.dialog;
   kernel.llm_calls = r.total_calls;
   kernel.calls_in_last_dialog = r.calls_in_dialog;
-  kernel.tests_run = r.verdict.value("tests_run", int64_t{0});
-  kernel.tests_passed = r.verdict.value("tests_passed", int64_t{0});
+  kernel.tests_run = verdict.tests_run;
+  kernel.tests_passed = verdict.tests_passed;
   kernel.toolchain = r.toolchain;
   kernel.device_kind = r.device_kind;
   kernel.accepted_at_ms = at_ms;
@@ -155,16 +152,13 @@ void ask(self_pointer self, const ask_llm& action) {
 }
 
 // The first log field from `from` on that is too long to feed back as it is.
-std::optional<size_t> next_long_log(const op_session_state& st, const json& result, size_t from) {
-  if (!st.services.summarizer || !result.contains("failure") || !result["failure"].is_object())
+std::optional<size_t> next_long_log(const op_session_state& st, const contract::test_result& result,
+                                    size_t from) {
+  if (!st.services.summarizer || !result.failure)
     return std::nullopt;
-  const auto& failure = result["failure"];
-  for (auto i = from; i < log_fields.size(); ++i) {
-    auto log = failure.find(log_fields[i]);
-    if (log != failure.end() && log->is_string() &&
-        log->get_ref<const std::string&>().size() > st.services.summarize_over_chars)
+  for (auto i = from; i < log_fields.size(); ++i)
+    if (((*result.failure).*log_fields[i]).size() > st.services.summarize_over_chars)
       return i;
-  }
   return std::nullopt;
 }
 
@@ -172,23 +166,21 @@ std::optional<size_t> next_long_log(const op_session_state& st, const json& resu
 // output) has gone through the summarizer, one after the other. A log the summarizer fails on is
 // fed back as it is; the feedback cuts it.
 void on_test_result(self_pointer self, test_finished event, size_t from_field = 0) {
-  auto& result = event.result;
-  auto field = next_long_log(self->state, result, from_field);
+  auto field = next_long_log(self->state, event.result, from_field);
   if (!field) {
     on_event(self, std::move(event));
     return;
   }
   auto& st = self->state;
   auto revision = st.record.revision;
-  auto key = std::string{log_fields[*field]};
-  summary_request request{st.record.session_id, st.record.op,
-                          result["failure"][key].get<std::string>()};
+  auto log = log_fields[*field];
+  summary_request request{st.record.session_id, st.record.op, (*event.result.failure).*log};
   self->request(st.services.summarizer, caf::infinite, atom::summarize_v, std::move(request))
       .then(
-          [self, revision, event, key, next = *field + 1](summary_result& summary) mutable {
+          [self, revision, event, log, next = *field + 1](summary_result& summary) mutable {
             if (stale(self, revision))
               return;
-            event.result["failure"][key] = std::move(summary.text);
+            (*event.result.failure).*log = std::move(summary.text);
             on_test_result(self, std::move(event), next);
           },
           [self, revision, event, next = *field + 1](const caf::error&) mutable {
@@ -206,16 +198,17 @@ std::string join_hosts(const std::vector<std::string>& hosts) {
 
 // A verdict other than pass after `passed_on` passed the same candidate: it is the verdict, and
 // says that the hosts disagreed.
-void disagree(self_pointer self, json& verdict, const std::vector<std::string>& passed_on,
+void disagree(self_pointer self, test_finished& verdict, std::vector<std::string> passed_on,
               const std::string& host) {
   auto prefix = "the hosts disagree: it passed on " + join_hosts(passed_on) + ", but on " + host;
   spdlog::warn("session {}: {} it ended {}", self->state.record.session_id, prefix,
-               verdict.value("outcome", json{}).dump());
-  if (!verdict["failure"].is_object())
-    verdict["failure"] = json::object();
-  auto& message = verdict["failure"]["message"];
-  message = prefix + ": " + (message.is_string() ? message.get<std::string>() : std::string{});
-  verdict["disagreement"] = {{"passed_on", passed_on}, {"failed_on", host}};
+               to_string(verdict.result.outcome));
+  auto& failure = verdict.result.failure;
+  if (!failure)
+    failure.emplace();
+  failure->message = prefix + ": " + failure->message;
+  verdict.hosts.passed_on = std::move(passed_on);
+  verdict.hosts.failed_on = host;
 }
 
 // Submits `job`; a test that passed on fewer distinct hosts than acceptance.confirmations asks
@@ -224,30 +217,36 @@ void submit(self_pointer self, device_job job, std::vector<std::string> passed_o
   auto& st = self->state;
   st.job = job.id;
   auto revision = st.record.revision;
-  bool is_lint = job.kind == "lint";
+  bool is_lint = job.kind == to_string(contract::job_kind::lint);
   self->request(st.services.jobs, caf::infinite, atom::submit_v, job)
       .then(
           [self, revision, is_lint, job, passed_on](device_job_result& result) mutable {
             if (stale(self, revision))
               return;
-            if (result.status != "done") {
-              on_event(self, harness_faulted{result.status + ": " + result.error});
-              return;
-            }
-            auto payload = decode_payload(result.payload);
-            if (!payload) {
-              on_event(self, harness_faulted{render(payload.error())});
+            if (result.status != contract::job_status::done) {
+              on_event(self, harness_faulted{to_string(result.status) + ": " + result.error});
               return;
             }
             if (is_lint) {
-              on_event(self, lint_finished{std::move(*payload)});
+              auto lint = wire::decode_as<contract::lint_result>(result.payload, "lint_result");
+              if (!lint)
+                on_event(self, harness_faulted{render(lint.error())});
+              else
+                on_event(self, lint_finished{std::move(*lint)});
               return;
             }
-            auto passed = payload->contains("outcome") && (*payload)["outcome"] == "pass";
+            auto test = wire::decode_as<contract::test_result>(result.payload, "test_result");
+            if (!test) {
+              on_event(self, harness_faulted{render(test.error())});
+              return;
+            }
+            test_finished verdict{std::move(*test), result.fingerprint,
+                                  self->state.services.device_kind};
+            auto passed = verdict.result.outcome == contract::outcome::pass;
             if (passed)
               passed_on.push_back(result.host);
             else if (!passed_on.empty())
-              disagree(self, *payload, passed_on, result.host);
+              disagree(self, verdict, std::move(passed_on), result.host);
             auto wanted = self->state.services.confirmations;
             if (passed && static_cast<int64_t>(passed_on.size()) < wanted) {
               job.id = self->state.record.session_id +
@@ -258,9 +257,8 @@ void submit(self_pointer self, device_job job, std::vector<std::string> passed_o
               return;
             }
             if (passed && wanted > 1)
-              (*payload)["confirmed_on"] = passed_on;
-            on_test_result(self, test_finished{std::move(*payload), result.fingerprint,
-                                               self->state.services.device_kind});
+              verdict.hosts.confirmed_on = std::move(passed_on);
+            on_test_result(self, std::move(verdict));
           },
           // A worker that vanished under the job says nothing about the candidate: only a death
           // of its candidate process, which the worker reports as a `crash` verdict, does.
@@ -271,14 +269,14 @@ void submit(self_pointer self, device_job job, std::vector<std::string> passed_o
           });
 }
 
-void run_job(self_pointer self, const char* kind, const std::string& source) {
+void run_job(self_pointer self, contract::job_kind kind, const std::string& source) {
   auto& st = self->state;
   const auto& r = st.record;
   device_job job;
-  job.id = r.session_id + ":" + kind + ":" + std::to_string(r.revision);
-  job.kind = kind;
+  job.kind = to_string(kind);
+  job.id = r.session_id + ":" + job.kind + ":" + std::to_string(r.revision);
   job.deadline_ms = st.services.job_deadline_ms;
-  if (job.kind == "lint") {
+  if (kind == contract::job_kind::lint) {
     job.payload = contract::codec::to_bytes(contract::lint_request{
         .source = source, .op = r.op, .wrapper = r.wrapper, .profile = st.services.device_kind});
   } else {
@@ -305,9 +303,9 @@ void issue(self_pointer self, const session_action& action) {
         if constexpr (std::is_same_v<type, ask_llm>)
           ask(self, a);
         else if constexpr (std::is_same_v<type, lint_candidate>)
-          run_job(self, "lint", a.source);
+          run_job(self, contract::job_kind::lint, a.source);
         else if constexpr (std::is_same_v<type, test_candidate>)
-          run_job(self, "test", a.source);
+          run_job(self, contract::job_kind::test, a.source);
         else {
           self->state.promise.deliver(summarize(self->state.record));
           self->quit();
@@ -359,7 +357,7 @@ session_summary summarize(const session_record& r) {
   session_summary s;
   s.session_id = r.session_id;
   s.op = r.op;
-  s.state = to_string(r.state);
+  s.state = r.state;
   s.end_reason = r.end_reason;
   s.dialogs = r.dialog;
   s.llm_calls = r.total_calls;

@@ -188,32 +188,6 @@ const std::vector<prompt_kind>& all_prompt_kinds() {
   return kinds;
 }
 
-const char* to_string(prompt_kind kind) {
-  switch (kind) {
-  case prompt_kind::initial:
-    return "initial";
-  case prompt_kind::debug_existing:
-    return "debug_existing";
-  case prompt_kind::feedback_format:
-    return "feedback_format";
-  case prompt_kind::feedback_lint:
-    return "feedback_lint";
-  case prompt_kind::feedback_compile_error:
-    return "feedback_compile_error";
-  case prompt_kind::feedback_runtime_error:
-    return "feedback_runtime_error";
-  case prompt_kind::feedback_crash:
-    return "feedback_crash";
-  case prompt_kind::feedback_accuracy:
-    return "feedback_accuracy";
-  case prompt_kind::feedback_timeout:
-    return "feedback_timeout";
-  case prompt_kind::feedback_cheat:
-    return "feedback_cheat";
-  }
-  return "unknown";
-}
-
 const placeholder_spec& placeholders_of(prompt_kind kind) {
   return specs().at(kind);
 }

@@ -8,6 +8,8 @@
 // is missing, or a malformed tag is an error naming the file and the placeholder. Values are
 // substituted once, so a value that contains "{{x}}" (model code can) is never expanded.
 
+#include "messages/enum_names.hpp"
+
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -37,8 +39,17 @@ enum class prompt_kind : uint8_t {
 /// Every kind, in declaration order.
 const std::vector<prompt_kind>& all_prompt_kinds();
 
-/// The file stem, e.g. "feedback_lint".
-const char* to_string(prompt_kind kind);
+/// The file stems, e.g. "feedback_lint" (`to_string`).
+template <>
+struct contract::enum_traits<prompt_kind> {
+  static constexpr std::string_view label = "prompt_kind";
+  static constexpr std::array<std::string_view, 10> names{
+      "initial",        "debug_existing",         "feedback_format",
+      "feedback_lint",  "feedback_compile_error", "feedback_runtime_error",
+      "feedback_crash", "feedback_accuracy",      "feedback_timeout",
+      "feedback_cheat"};
+  static_assert(names.size() - 1 == static_cast<size_t>(prompt_kind::feedback_cheat));
+};
 
 /// The placeholders a kind knows: `required` must appear as {{name}} in its template, `optional`
 /// may appear.

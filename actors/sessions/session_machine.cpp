@@ -187,36 +187,31 @@ public:
 
   void on(const lint_finished& event) {
     const auto& result = event.result;
-    if (!result.is_object() || !result.contains("ok") || !result["ok"].is_boolean()) {
-      fault(session_state::lint, "harness", "lint result without a boolean 'ok'");
-      return;
-    }
     rec_.consecutive_faults = 0;
-    rec_.verdict = result;
-    auto syntax = result.value("syntax_error", nlohmann::json{});
-    if (result["ok"].get<bool>() && syntax.is_null()) {
+    rec_.verdict = {result, {}};
+    if (result.ok && !result.syntax_error) {
       move_to(session_state::test, "lint clean");
       return;
     }
     std::vector<std::string> rules;
-    if (!syntax.is_null())
+    if (result.syntax_error)
       rules.push_back("syntax_error");
-    for (const auto& v : result.value("violations", nlohmann::json::array()))
-      if (v.is_object() && v.contains("rule"))
-        rules.push_back(describe(v["rule"]));
+    for (const auto& v : result.violations)
+      rules.push_back(v.rule);
     feed_back(lint_feedback(ctx_.templates, result, rec_.wrapper),
-              {0, 0, "lint", "lint_violation", first_line(join(rules, ", "))});
+              {0, 0, "lint", to_string(contract::outcome::lint_violation),
+               first_line(join(rules, ", "))});
   }
 
   void on(const test_finished& event) {
     const auto& result = event.result;
     rec_.toolchain = event.toolchain;
     rec_.device_kind = event.device_kind;
-    auto outcome = result.is_object() ? result.value("outcome", std::string{}) : std::string{};
-    if (outcome == "pass") {
+    auto outcome = to_string(result.outcome);
+    if (result.outcome == contract::outcome::pass) {
       // A pass is believed only when it says it ran something and everything it ran passed.
-      auto run = result.value("tests_run", int64_t{0});
-      auto passed = result.value("tests_passed", int64_t{0});
+      auto run = result.tests_run;
+      auto passed = result.tests_passed;
       if (run <= 0 || passed != run) {
         fault(session_state::test, "harness",
               "pass with " + std::to_string(passed) + " of " + std::to_string(run) +
@@ -224,9 +219,9 @@ public:
         return;
       }
       rec_.consecutive_faults = 0;
-      rec_.verdict = result;
+      rec_.verdict = {result, event.hosts};
       rec_.history.push_back(
-          {rec_.dialog, rec_.calls_in_dialog, "test", "pass", std::to_string(run) + " tests"});
+          {rec_.dialog, rec_.calls_in_dialog, "test", outcome, std::to_string(run) + " tests"});
       auto tested = dtypes_of_pass(result, rec_.dtypes);
       rec_.end_reason = "passed " + std::to_string(run) + " tests on " + join(tested.passed, ", ");
       for (const auto& [dtype, reason] : tested.skipped)
@@ -234,23 +229,18 @@ public:
       move_to(session_state::success, rec_.end_reason);
       return;
     }
+    auto failure = result.failure.value_or(contract::test_failure{});
     auto prompt = test_feedback(ctx_.templates, result, rec_.wrapper);
     if (!prompt) {
-      fault(session_state::test, "harness",
-            outcome == "harness_error"
-                ? "harness_error: " + describe(result.value("failure", nlohmann::json::object())
-                                                   .value("message", nlohmann::json{""}))
-                : "test result with unknown outcome '" + outcome + "'");
+      // Only harness_error is not fed back besides pass: the worker's fault, not the candidate's.
+      fault(session_state::test, "harness", outcome + ": " + failure.message);
       return;
     }
     rec_.consecutive_faults = 0;
-    rec_.verdict = result;
-    auto failure = result.value("failure", nlohmann::json::object());
-    auto dtype = failure.is_object() ? failure.value("dtype", std::string{}) : std::string{};
-    auto message = failure.is_object() ? describe(failure.value("message", nlohmann::json{""}))
-                                       : std::string{};
+    rec_.verdict = {result, event.hosts};
     feed_back(std::move(*prompt),
-              {0, 0, "test", outcome, first_line((dtype.empty() ? "" : dtype + ": ") + message)});
+              {0, 0, "test", outcome,
+               first_line((failure.dtype.empty() ? "" : failure.dtype + ": ") + failure.message)});
   }
 
   void on(const harness_faulted& event) { fault(rec_.state, "harness", event.detail); }

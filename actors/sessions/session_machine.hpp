@@ -27,8 +27,6 @@
 #include <variant>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 namespace opforge {
 
 // -- events ---------------------------------------------------------------------------------------
@@ -54,12 +52,13 @@ struct endpoint_moved {
   std::string reason;   // why the campaign moved the session
 };
 struct lint_finished {
-  nlohmann::json result; // the lint result payload
+  contract::lint_result result;
 };
 struct test_finished {
-  nlohmann::json result;   // the test result payload
+  contract::test_result result;
   std::string toolchain{}; // the fingerprint of the toolchain it ran on
   std::string device_kind{};
+  verdict_hosts hosts{}; // where it was confirmed, or contradicted an earlier pass
 };
 struct harness_faulted {
   std::string detail; // the device job failed: never a verdict on the candidate

@@ -27,6 +27,7 @@ from typing import Any
 import zmq
 
 from opforge_worker import protocol
+from opforge_worker.contract import JobStatus
 
 log = logging.getLogger("opforge_worker.connection")
 
@@ -57,8 +58,10 @@ class WorkerConfig:
     liveness: int = 3
     backoff_initial_s: float = 1.0
     backoff_max_s: float = 32.0
-    # How long a SIGTERM'd worker waits for cancelled jobs to let go of the device.
-    shutdown_grace_s: float = 10.0
+    # How long a SIGTERM'd worker waits for cancelled jobs to let go of the device: well within
+    # the 5 s the daemon's supervisor gives a local worker before SIGKILL (devices/supervisor.hpp),
+    # which would leave the candidate processes, in sessions of their own, running.
+    shutdown_grace_s: float = 2.0
 
 
 @dataclass
@@ -98,11 +101,20 @@ class Backoff:
 
 
 class Worker:
-    def __init__(self, config: WorkerConfig, handlers: dict[str, JobHandler]):
+    def __init__(
+        self,
+        config: WorkerConfig,
+        handlers: dict[str, JobHandler],
+        release: Callable[[], None] = lambda: None,
+    ):
+        """``release`` frees what the handlers hold once the worker stops; it is called while
+        cancelled jobs may still run, and must make them return at once (kill their
+        subprocesses) rather than wait for them."""
         if config.slots < 1:
             raise ValueError(f"slots must be >= 1, got {config.slots}")
         self.config = config
         self._handlers = handlers
+        self._release = release
         self._context = zmq.Context()
         self._socket: zmq.Socket | None = None
         self._wake_read, self._wake_write = os.pipe()
@@ -337,7 +349,7 @@ class Worker:
         return protocol.encode(
             "result",
             job_id=outcome.job_id,
-            status="failed",
+            status=JobStatus.FAILED.value,
             payload={},
             error=problem,
             elapsed_ms=outcome.elapsed_ms,
@@ -369,21 +381,25 @@ class Worker:
 
     def _run_job(self, job: _Job) -> tuple[str, dict[str, Any], str]:
         if job.cancel.is_set():
-            return "cancelled", {}, ""
+            return JobStatus.CANCELLED.value, {}, ""
         handler = self._handlers.get(job.kind)
         if handler is None:
             served = ", ".join(self.jobs_served)
-            return "failed", {}, f"job kind {job.kind!r} is not served by this worker ({served})"
+            return (
+                JobStatus.FAILED.value,
+                {},
+                f"job kind {job.kind!r} is not served by this worker ({served})",
+            )
         try:
             payload = handler(job.payload, job.cancel)
         except Exception as error:  # a harness fault: reported, never fatal to the worker
             if job.cancel.is_set():  # JobCancelled, or the handler's own way of stopping
-                return "cancelled", {}, ""
+                return JobStatus.CANCELLED.value, {}, ""
             log.error("job %s (%s) failed:\n%s", job.job_id, job.kind, traceback.format_exc())
-            return "failed", {}, f"{type(error).__name__}: {error}"
+            return JobStatus.FAILED.value, {}, f"{type(error).__name__}: {error}"
         if job.cancel.is_set():
-            return "cancelled", {}, ""
-        return "done", payload, ""
+            return JobStatus.CANCELLED.value, {}, ""
+        return JobStatus.DONE.value, payload, ""
 
     # -- plumbing ----------------------------------------------------------------------------
 
@@ -403,6 +419,8 @@ class Worker:
                 cancel.set()
         for _ in self._threads:
             self._jobs.put(None)
+        # A job waiting on a candidate's start-up or kernel watches no cancel event.
+        self._release()
         deadline = time.monotonic() + self.config.shutdown_grace_s
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))

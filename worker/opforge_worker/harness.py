@@ -170,6 +170,11 @@ class Harness:
         self._standby: CandidateProcess | None = standby
         self._processes_started = 0 if standby is None else 1
         self._lock = threading.Lock()
+        #: Every candidate process this harness started and has not removed, for ``abort``,
+        #: which another thread calls while a test holds ``_lock``; guarded by ``_spawn_lock``.
+        self._live: set[CandidateProcess] = set() if standby is None else {standby}
+        self._spawn_lock = threading.Lock()
+        self._aborted = False
 
     # -- public API -------------------------------------------------------------------------
 
@@ -192,6 +197,16 @@ class Harness:
                 self._standby = None
             if self._owned_scratch:
                 shutil.rmtree(self.scratch_root, ignore_errors=True)
+
+    def abort(self) -> None:
+        """Kill every candidate process now and start no more, from any thread, for a worker
+        that exits: a test running here ends at once (a harness error, or cancelled when its
+        cancel event is set) instead of waiting out its time limit or a candidate's start-up,
+        which watch no cancel event. ``close`` still releases the rest."""
+        with self._spawn_lock:
+            self._aborted = True
+            for process in self._live:
+                process.interrupt()
 
     def __enter__(self):
         return self
@@ -236,12 +251,16 @@ class Harness:
         return process
 
     def _spawn(self) -> CandidateProcess:
-        self._processes_started += 1
-        scratch = self.scratch_root / f"process-{self._processes_started}"
-        process = CandidateProcess(
-            scratch, candidate_options(self.settings, self.device_kind, self.compile_cache.root)
-        )
-        process.spawn()
+        with self._spawn_lock:
+            if self._aborted:
+                raise SandboxStartError("the harness was aborted: the worker is stopping")
+            self._processes_started += 1
+            scratch = self.scratch_root / f"process-{self._processes_started}"
+            process = CandidateProcess(
+                scratch, candidate_options(self.settings, self.device_kind, self.compile_cache.root)
+            )
+            process.spawn()
+            self._live.add(process)
         return process
 
     def _discard_process(self, replace: bool = True) -> None:
@@ -255,9 +274,10 @@ class Harness:
             with contextlib.suppress(SandboxStartError):
                 self._standby = self._spawn()
 
-    @staticmethod
-    def _remove(process: CandidateProcess) -> None:
+    def _remove(self, process: CandidateProcess) -> None:
         process.kill()
+        with self._spawn_lock:
+            self._live.discard(process)
         shutil.rmtree(process.scratch, ignore_errors=True)
 
 
@@ -337,9 +357,16 @@ class _TestRun:
             request = self.spec = contract.TestRequest.from_dict(self.request)
         except contract.ContractError as error:
             self._stop(Failure("harness_error", "harness", f"bad test request: {error.detail}"))
-        self.sample_sets = self.result.sample_sets = sample_sets.check_names(
-            request.sample_sets or sample_sets.SETS
-        )
+        try:
+            # The contract bounds set names; which sets exist (model:<name> ones included) is
+            # this worker's to say.
+            self.sample_sets = self.result.sample_sets = sample_sets.check_names(
+                request.sample_sets or sample_sets.SETS
+            )
+        except ValueError as error:
+            self._stop(
+                Failure("harness_error", "harness", f"bad test request: key 'sample_sets': {error}")
+            )
         opinfo = self.harness.samples.find(request.op, request.variant)
         if opinfo is None:
             self._stop(

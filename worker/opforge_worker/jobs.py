@@ -44,10 +44,13 @@ class HarnessPool:
         self._idle: list = []  # longest idle first
         self._sources: dict[int, OrderedDict[str, None]] = {}  # by id(harness)
         self._changed = threading.Condition()
+        self._closed = False
 
     def _take(self, source: str):
         with self._changed:
             while True:
+                if self._closed:
+                    raise JobCancelled("the worker is stopping")
                 if self._idle:
                     chosen = next(
                         (h for h in self._idle if source in self._sources[id(h)]), self._idle[0]
@@ -63,13 +66,16 @@ class HarnessPool:
 
     def _give_back(self, harness, source: str) -> None:
         with self._changed:
-            sources = self._sources[id(harness)]
-            sources[source] = None
-            sources.move_to_end(source)
-            if len(sources) > self._SOURCES_REMEMBERED:
-                sources.popitem(last=False)
-            self._idle.append(harness)
-            self._changed.notify()
+            if not self._closed:
+                sources = self._sources[id(harness)]
+                sources[source] = None
+                sources.move_to_end(source)
+                if len(sources) > self._SOURCES_REMEMBERED:
+                    sources.popitem(last=False)
+                self._idle.append(harness)
+                self._changed.notify()
+                return
+        harness.close()
 
     def run_test(self, payload: dict[str, Any], cancel: threading.Event) -> dict[str, Any]:
         source = hashlib.sha256(str(payload.get("source")).encode()).hexdigest()
@@ -80,11 +86,18 @@ class HarnessPool:
             self._give_back(harness, source)
 
     def close(self) -> None:
+        """Stops at once, for a worker that exits within its SIGTERM grace: every harness kills
+        its candidate processes, a busy one's too (``Harness.abort``); the idle ones close now,
+        each busy one when its job gives it back. Jobs that come later are cancelled."""
         with self._changed:
+            self._closed = True
             for harness in self._created:
-                harness.close()
+                harness.abort()
+            idle, self._idle = self._idle, []
             self._created.clear()
-            self._idle.clear()
+            self._changed.notify_all()
+        for harness in idle:
+            harness.close()
 
 
 def _catalog_job(device_kind: str):

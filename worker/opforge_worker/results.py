@@ -69,7 +69,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from opforge_worker.contract import OUTCOMES, DtypeOutcome
+from opforge_worker.contract import OUTCOMES, DtypeOutcome, Outcome
 
 __all__ = ["OUTCOMES", "SKIPPED", "Failure", "ResultBuilder"]
 
@@ -156,13 +156,13 @@ class ResultBuilder:
             run = sum(count for (of, _), count in self.run.items() if of == dtype)
             passed = sum(count for (of, _), count in self.passed.items() if of == dtype)
             outcome = self.dtype_outcome.get(dtype) or (
-                "pass" if run and run == passed else SKIPPED
+                DtypeOutcome.PASS.value if run and run == passed else SKIPPED
             )
             per_dtype[dtype] = {"run": run, "passed": passed, "outcome": outcome, "sets": sets}
             if dtype in self.skip_reasons:
                 per_dtype[dtype]["reason"] = self.skip_reasons[dtype]
         return {
-            "outcome": self.failure.outcome if self.failure else "pass",
+            "outcome": self.failure.outcome if self.failure else Outcome.PASS.value,
             "tests_run": sum(self.run.values()),
             "tests_passed": sum(self.passed.values()),
             "per_dtype": per_dtype,

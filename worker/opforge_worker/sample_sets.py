@@ -62,17 +62,20 @@ import torch
 import yaml
 from torch.utils import _pytree as pytree
 
+from opforge_worker import model_sets
 from opforge_worker import opinfo as opinfo_db
+from opforge_worker.contract import SampleSet
 from opforge_worker.package_data import data_path
 
-SAMPLE_INPUTS = "sample_inputs"
-REFERENCE_INPUTS = "reference_inputs"
-EXTREMAL = "extremal"
-LAYOUTS = "layouts"
-SIZES = "sizes"
+SAMPLE_INPUTS = SampleSet.SAMPLE_INPUTS.value
+REFERENCE_INPUTS = SampleSet.REFERENCE_INPUTS.value
+EXTREMAL = SampleSet.EXTREMAL.value
+LAYOUTS = SampleSet.LAYOUTS.value
+SIZES = SampleSet.SIZES.value
 
-#: Every set, in the order a test runs them: the cheapest and most telling first.
-SETS = (SAMPLE_INPUTS, REFERENCE_INPUTS, EXTREMAL, LAYOUTS, SIZES)
+#: Every set, in the order a test runs them (the contract's order): the cheapest and most telling
+#: first.
+SETS = tuple(s.value for s in SampleSet)
 #: The sets generated here (``sample_inputs`` is OpInfo's own).
 GENERATED_SETS = SETS[1:]
 
@@ -98,11 +101,15 @@ _VALUE_SAFE_CLASSES = (UNARY_UFUNC, BINARY_UFUNC, REDUCTION)
 
 
 def check_names(names) -> tuple[str, ...]:
-    """``names`` as a tuple in ``SETS`` order; ValueError naming any unknown set."""
-    unknown = [name for name in names if name not in SETS]
+    """``names`` as a tuple in ``SETS`` order, then the model sets (``model:<name>``) in the
+    order given; ValueError naming any unknown set."""
+    unknown = [name for name in names if name not in SETS and not model_sets.is_model_set(name)]
     if unknown:
-        raise ValueError(f"unknown sample sets {unknown} (known: {', '.join(SETS)})")
-    return tuple(name for name in SETS if name in names)
+        raise ValueError(
+            f"unknown sample sets {unknown} (known: {', '.join(SETS)}, {model_sets.PREFIX}<name>)"
+        )
+    models = tuple(dict.fromkeys(name for name in names if model_sets.is_model_set(name)))
+    return tuple(name for name in SETS if name in names) + models
 
 
 # -- configuration ----------------------------------------------------------------------------
@@ -182,6 +189,8 @@ def generate(opinfo, name: str, dtype: torch.dtype, seed: int) -> list:
     """The samples (``SampleInput`` on the CPU) that set ``name`` gives ``opinfo`` for ``dtype``."""
     if name == SAMPLE_INPUTS:
         return opinfo_db.samples_for(opinfo, "cpu", dtype, seed)
+    if model_sets.is_model_set(name):
+        return model_sets.generate(opinfo, name, dtype, seed)
     if name not in SETS:
         raise ValueError(f"unknown sample set {name!r} (known: {', '.join(SETS)})")
     if _listed(opinfo, config().exclude.get(name, {})):

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import torch
 
+from opforge_worker import model_sets, sample_sets
 from opforge_worker import opinfo as opinfo_db
-from opforge_worker import sample_sets
 from opforge_worker.checks import tensor_leaves
 from opforge_worker.judge import Reference, ReferenceError, compute_reference, describe_sample
 from opforge_worker.transport import encode_inputs
@@ -140,6 +140,11 @@ class SampleCache:
         """The prepared samples of one set of ``op`` (an OpInfo, or what ``find`` returns);
         whatever generating them raises is raised, never cached."""
         key = (op.name, op.variant_test_name, dtype, seed, sample_set)
+        # A model set is its capture's file, which the store's key does not cover.
+        store = self.store
+        if model_sets.is_model_set(sample_set):
+            key += model_sets.version(sample_set, op.name, op.variant_test_name)
+            store = None
         found = self._get(key)
         if found is not None:
             return found
@@ -147,7 +152,7 @@ class SampleCache:
             found = self._get(key)
             if found is not None:
                 return found
-            prepared = self.store.load(op, dtype, seed, sample_set) if self.store else None
+            prepared = store.load(op, dtype, seed, sample_set) if store else None
             if prepared is None:
                 opinfo = (
                     op
@@ -160,8 +165,8 @@ class SampleCache:
                         sample_sets.generate(opinfo, sample_set, dtype, seed)
                     )
                 ]
-                if self.store is not None:
-                    self.store.save(op, dtype, seed, sample_set, prepared)
+                if store is not None:
+                    store.save(op, dtype, seed, sample_set, prepared)
         self._put(key, prepared)
         return prepared
 

@@ -105,16 +105,21 @@ def kill_candidate(process: subprocess.Popen) -> None:
     first; then the orphans this process adopted that run in a user namespace other than its
     own: only candidates' descendants do, and one that left its candidate's tree has escaped.
     """
+    signal_candidate(process)
+    process.wait()
+    with _candidates_lock:
+        _live_candidates.discard(process.pid)
+        _reap_escaped_descendants()
+
+
+def signal_candidate(process: subprocess.Popen) -> None:
+    """SIGKILL a candidate process, its descendants and its process group, reaping none."""
     if process.returncode is None:  # once reaped, its pid may name someone else's process
         for pid in _descendants(process.pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
-    with _candidates_lock:
-        _live_candidates.discard(process.pid)
-        _reap_escaped_descendants()
 
 
 def _reap_escaped_descendants() -> None:
@@ -263,6 +268,13 @@ class CandidateProcess:
         self._process = None
         self._conn = None
         self._readable = None
+
+    def interrupt(self) -> None:
+        """Kill the process and its descendants from any thread, even while another waits on
+        it (that one then sees it die, and reaps it with ``kill``)."""
+        process = self._process
+        if process is not None:
+            signal_candidate(process)
 
     # -- calls ------------------------------------------------------------------------------
 

@@ -48,8 +48,10 @@ from pathlib import Path
 from typing import Any
 
 from opforge_worker import device_kinds
+from opforge_worker.contract import Dtype, Outcome
 
-TARGET_DTYPES = ("bfloat16", "float16", "float32", "int32", "int64")
+#: The dtypes a run checks by default: the contract's, less the ones a bring-up does not target.
+TARGET_DTYPES = tuple(d.value for d in Dtype if d not in (Dtype.FLOAT64, Dtype.BOOL))
 _MARKER = re.compile(r"^#\s*opforge:\s*(wrapper|variants?)\s*=\s*([\w.,-]+)\s*$", re.MULTILINE)
 #: What a variant marker calls the operator's default variant (OpInfo's empty variant name).
 DEFAULT_VARIANT = "default"
@@ -419,11 +421,33 @@ def format_table(results: list[dict[str, Any]]) -> str:
         "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
         for row in [header, *rows]
     ]
-    passed = sum(r["outcome"] == "pass" for r in results)
+    passed = sum(r["outcome"] == Outcome.PASS for r in results)
     lines.append(f"{passed}/{len(results)} candidates passed")
     for result in results:
         problem = result.get("error") or (result.get("failure") or {}).get("message")
         variant = f" [{result['variant']}]" if result["variant"] else ""
-        if result["outcome"] != "pass" and problem:
+        if result["outcome"] != Outcome.PASS and problem:
             lines.append(f"  {result['file']}{variant}: {str(problem).splitlines()[0][:200]}")
+        only = model_set_only_failure(result)
+        if only:
+            lines.append(
+                f"  {result['file']}{variant}: passes OpInfo's sets but fails {only}, "
+                "the model's own inputs"
+            )
     return "\n".join(lines)
+
+
+def model_set_only_failure(result: dict[str, Any]) -> str:
+    """The model set (``model:<name>``) a result fails while passing every other set it ran,
+    else ""."""
+    from opforge_worker.model_sets import PREFIX  # torch: the results hold its verdicts anyway
+
+    failed = ""
+    for counts in (result.get("per_dtype") or {}).values():
+        for name, count in (counts.get("sets") or {}).items():
+            if count["passed"] == count["run"]:
+                continue
+            if not name.startswith(PREFIX):
+                return ""
+            failed = failed or name
+    return failed

@@ -98,6 +98,13 @@ def test_golden_frames_hold_their_values():
             "test_request: key 'dtypes': must not be empty",
         ),
         (
+            contract.TestRequest,
+            {"op": "exp", "source": "", "wrapper": "w", "dtypes": ["float32"], "timeout_s": 1}
+            | {"sample_sets": ["sample_inputs", "model:Llama 3"]},
+            "bad_key",
+            "test_request: key 'sample_sets': must be of the characters a-z0-9_.:-",
+        ),
+        (
             contract.TestResult,
             {"outcome": "pass", "tests_run": 1, "tests_passed": 1, "per_dtype": {}},
             "missing_key",
@@ -122,6 +129,12 @@ def test_values_that_break_the_contract_are_named(cls, value, reason, message):
         cls.from_dict(value)
     assert raised.value.reason == reason
     assert str(raised.value) == message
+
+
+def test_sample_set_names_are_the_generated_sets_and_model_sets():
+    fields = {"op": "neg", "source": "", "wrapper": "w", "dtypes": ["float32"], "timeout_s": 1}
+    request = contract.TestRequest.from_dict(fields | {"sample_sets": ["layouts", "model:gpt2"]})
+    assert request.sample_sets == ["layouts", "model:gpt2"]
 
 
 def test_a_newer_peers_job_kinds_are_dropped_from_hello():

@@ -106,8 +106,8 @@ def test_a_request_draws_only_the_sets_it_names(harness, drawn):
     [
         (
             ["extremal", "no_such_set"],
-            "bad test request: key 'sample_sets': expected sample_inputs, reference_inputs, "
-            "extremal, layouts or sizes, got 'no_such_set'",
+            "bad test request: key 'sample_sets': unknown sample sets ['no_such_set'] (known: "
+            "sample_inputs, reference_inputs, extremal, layouts, sizes, model:<name>)",
         ),
         ([], "bad test request: key 'sample_sets': must not be empty"),
         ("extremal", "bad test request: key 'sample_sets': expected array, got str"),

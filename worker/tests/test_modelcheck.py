@@ -1,0 +1,166 @@
+"""``python -m opforge_library modelcheck``: real architectures (tiny configs) on the interpreter
+with a package that serves aten.add.Tensor and aten.relu.default, and the model sets
+(``model:<name>``) it captures, judged by ``validate``."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from harness_helpers import DEVICE, source
+
+from opforge_library import modelcheck
+from opforge_worker import catalog, contract
+from opforge_worker.__main__ import main as worker_main
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+HERE = Path(__file__).resolve().parent
+SERVED = ("aten.add.Tensor", "aten.relu.default")
+#: The operators the tests map captured calls to: a catalog of these only surveys quickly.
+CATALOG_OPS = ["add", "mul", "neg", "nn.functional.relu"]
+#: neg that reads its input as if it were contiguous: right on OpInfo's samples, wrong on the
+#: strided slice Llama's rotary embedding negates.
+FLAT_NEG = (
+    source("honest/neg")
+    .replace("    x = input.contiguous()\n", "    x = input\n")
+    .replace("torch.empty_like(x)", "torch.empty(x.shape, dtype=x.dtype, device=x.device)")
+)
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    """A package directory (``minilib``), a small catalog and a model-set directory."""
+    root = tmp_path_factory.mktemp("modelcheck")
+    (root / "minilib").mkdir()
+    shutil.copy(HERE / "minilib_package.py", root / "minilib" / "__init__.py")
+    built = catalog.build(DEVICE, ops=CATALOG_OPS)
+    (root / "catalog.json").write_text(json.dumps(built))
+    return root
+
+
+def _package(work):
+    sys.path.insert(0, str(work))
+    try:
+        return importlib.import_module("minilib")
+    finally:
+        sys.path.remove(str(work))
+
+
+def _check(work, model, *extra):
+    out = work / f"{model}.json"
+    code = modelcheck.main(
+        ["--model", model, "--package", str(work / "minilib"), "--device", "cpu"]
+        + ["--report", str(out), "--catalog", str(work / "catalog.json"), *extra]
+    )
+    return code, out
+
+
+@pytest.fixture(scope="module")
+def llama(work):
+    """Llama's report with the honest package, its inputs captured under ``work/sets``."""
+    code, out = _check(work, "llama", "--capture", str(work / "sets"))
+    assert code == 0
+    return contract.ModelReport.from_dict(json.loads(out.read_text()))
+
+
+def test_gpt2_report_counts_calls_served_and_missing(work):
+    package = _package(work)
+    code, out = _check(work, "gpt2")
+
+    assert code == 0
+    report = contract.ModelReport.from_dict(json.loads(out.read_text()))
+    assert report.model == "gpt2"
+    # One layer: embeddings, the block's two layer norms and the final one, the residual adds.
+    assert report.aten_calls["aten.native_layer_norm.default"] == 3
+    assert report.aten_calls["aten.add.Tensor"] >= 2
+    # The calls served are those the package counted in the run with it enabled, of the
+    # overloads it covers, and some of the model's.
+    served = package.call_counts()
+    assert report.served_calls == sum(served.values()) > 0
+    assert served["aten.add.Tensor"] <= report.aten_calls["aten.add.Tensor"]
+    assert report.missing_overloads == sorted(set(report.aten_calls) - set(SERVED))
+    assert "aten.mul.Tensor" in report.missing_overloads
+    assert contract.ModelOperator(op="mul") in report.missing_operators
+    assert all(op.op in CATALOG_OPS for op in report.missing_operators)
+    assert report.max_abs_deviation < 1e-5 and report.max_rel_deviation < 1e-4
+    assert report.seconds_with_library > 0 and report.seconds_without_library > 0
+    assert report.failing_overloads == []
+
+
+def test_a_wrong_kernel_shows_as_deviation_and_failing_overload(work, llama):
+    package = _package(work)
+    package.WRONG_ABOVE = 0.0
+    try:
+        code, out = _check(work, "llama")
+    finally:
+        package.WRONG_ABOVE = None
+
+    assert code == 0
+    report = contract.ModelReport.from_dict(json.loads(out.read_text()))
+    assert report.served_calls == llama.served_calls > 0
+    assert report.failing_overloads == ["aten.add.Tensor"]
+    assert report.max_abs_deviation > 0.1
+    assert llama.failing_overloads == [] and llama.max_abs_deviation < 1e-5
+
+
+def test_resnet18_runs_where_torchvision_imports_else_names_it(work, capsys):
+    code, out = _check(work, "resnet18")
+
+    if importlib.util.find_spec("torchvision") is None:
+        assert code == 2
+        assert "needs the package torchvision" in capsys.readouterr().err
+        return
+    assert code == 0
+    report = contract.ModelReport.from_dict(json.loads(out.read_text()))
+    assert report.aten_calls["aten.convolution.default"] == 20
+    assert report.max_abs_deviation < 1e-4
+
+
+def test_captured_llama_set_passes_an_honest_kernel_and_fails_a_flat_one(
+    work, llama, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setenv("OPFORGE_MODEL_SETS_DIR", str(work / "sets"))
+    assert sorted(path.name for path in (work / "sets" / "llama").iterdir()) == [
+        "add.pt",
+        "mul.pt",
+        "neg.pt",
+    ]
+    (tmp_path / "honest").mkdir()
+    (tmp_path / "honest" / "neg.py").write_text(source("honest/neg"))
+    (tmp_path / "flat").mkdir()
+    (tmp_path / "flat" / "neg.py").write_text(FLAT_NEG)
+    sets = ["--dtypes", "float32", "--sets", "sample_inputs,model:llama", "--no-sample-store"]
+
+    honest = worker_main(["validate", str(tmp_path / "honest"), "--device", DEVICE, *sets])
+    flat_json = tmp_path / "flat.json"
+    flat = worker_main(
+        ["validate", str(tmp_path / "flat"), "--device", DEVICE, *sets, "--json", str(flat_json)]
+    )
+
+    assert honest == 0
+    assert flat == 1
+    (result,) = json.loads(flat_json.read_text())["results"]
+    counts = result["per_dtype"]["float32"]["sets"]
+    assert counts["sample_inputs"]["passed"] == counts["sample_inputs"]["run"] > 0
+    assert counts["model:llama"]["passed"] == 0 < counts["model:llama"]["run"]
+    assert result["failure"]["sample_set"] == "model:llama"
+    assert "aten.neg.default" in result["failure"]["sample"]
+    assert "passes OpInfo's sets but fails model:llama" in capsys.readouterr().out
+
+
+def test_unknown_model_set_names_are_refused(tmp_path, capsys):
+    (tmp_path / "neg.py").write_text(source("honest/neg"))
+
+    code = worker_main(
+        ["validate", str(tmp_path), "--device", DEVICE, "--sets", "model:Bad Name,model:"]
+    )
+
+    assert code == 2
+    assert "unknown sample sets ['model:Bad Name', 'model:']" in capsys.readouterr().err
