@@ -43,6 +43,7 @@ plan_endpoints(const config& cfg,
       return config_error("OPFORGE_LLM_URL is set but OPFORGE_LLM_MODEL is not: name the model "
                           "the endpoint serves");
     endpoint_config endpoint;
+    endpoint.outage_after = cfg.llm.outage_after;
     endpoint.name = "env";
     endpoint.base_url = *url;
     endpoint.model = *model;
@@ -53,6 +54,7 @@ plan_endpoints(const config& cfg,
     return plan;
   }
   endpoint_config demo;
+  demo.outage_after = cfg.llm.outage_after;
   demo.name = demo_endpoint_name;
   demo.kind = "replay";
   demo.model = "opforge-demo (hand-written answers)";
@@ -148,6 +150,7 @@ caf::error start_parts(campaign_parts& parts, caf::actor_system& sys, const conf
       opts.latency_ms = endpoint.replay_latency_ms;
       opts.hit_log = (cfg.data_dir / ("replay-" + endpoint.name + ".jsonl")).string();
       opts.by_answer_index = true;
+      opts.restarts = &families->replay_restarts(endpoint.name);
       auto server = replay_server::start(opts);
       if (!server)
         return server.error();
@@ -159,6 +162,7 @@ caf::error start_parts(campaign_parts& parts, caf::actor_system& sys, const conf
     entry.actor = sys.spawn(llm_endpoint, endpoint, families);
     entry.config = endpoint;
     parts.endpoints.push_back(entry.actor);
+    parts.setup.endpoint_order.push_back(endpoint.name);
     parts.setup.endpoints.emplace(endpoint.name, std::move(entry));
   }
   const auto& summary = cfg.llm.summarizer;

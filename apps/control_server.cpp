@@ -88,13 +88,27 @@ nlohmann::json to_json(const session_summary& s) {
           {"faults", s.faults},
           {"prompt_tokens", s.prompt_tokens},
           {"completion_tokens", s.completion_tokens},
-          {"kernel_key", s.kernel_key}};
+          {"kernel_key", s.kernel_key},
+          {"endpoint", s.endpoint}};
+}
+
+nlohmann::json to_json(const endpoint_health& h) {
+  return {{"name", h.name},
+          {"state", h.state},
+          {"breaker", h.breaker},
+          {"last_error", h.last_error},
+          {"failing_since_ms", h.failing_since_ms},
+          {"last_error_ms", h.last_error_ms},
+          {"outage_after_ms", h.outage_after_ms}};
 }
 
 nlohmann::json to_json(const campaign_status& c) {
   auto finished = nlohmann::json::array();
   for (const auto& s : c.finished)
     finished.push_back(to_json(s));
+  auto endpoints = nlohmann::json::array();
+  for (const auto& e : c.endpoints)
+    endpoints.push_back(to_json(e));
   return {{"campaign_id", c.campaign_id},
           {"state", to_string(c.state)},
           {"error", c.error},
@@ -112,7 +126,8 @@ nlohmann::json to_json(const campaign_status& c) {
           {"prompt_tokens", c.prompt_tokens},
           {"completion_tokens", c.completion_tokens},
           {"faults", c.faults},
-          {"finished", finished}};
+          {"finished", finished},
+          {"endpoints", endpoints}};
 }
 
 nlohmann::json to_json(const contract::toolchain_proof& p) {

@@ -23,6 +23,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -207,7 +208,9 @@ struct run_options {
     cmd.add_flag("--all", all, "every operator of the catalog");
     cmd.add_flag("--failed", failed, "the operators whose sessions failed in earlier campaigns");
     cmd.add_option("--dtypes", dtypes, "comma-separated dtypes (default: campaigns.dtypes)");
-    cmd.add_option("--endpoint", endpoint, "LLM endpoint by name (default: the first configured)");
+    cmd.add_option("--endpoint", endpoint,
+                   "LLM endpoint by name (default: the first configured); a,b fails over from a "
+                   "to b while a is down");
     cmd.add_option("--device", device, "where candidates are tested: a device kind, e.g. cuda")
         ->check([](const std::string& kind) {
           return is_device_kind(kind) ? "" : "a device kind is " + std::string{device_kind_rule};
@@ -309,6 +312,30 @@ void print_session_line(const nlohmann::json& s) {
             << " dialogs): " << s.value("end_reason", "") << '\n';
 }
 
+// A line for each endpoint of the campaign that went down or came back since `known` (endpoint ->
+// state) was last updated; a blip that heals before it is down says nothing.
+std::vector<std::string> endpoint_changes(const nlohmann::json& c,
+                                          std::map<std::string, std::string>& known) {
+  std::vector<std::string> lines;
+  for (const auto& e : c.value("endpoints", nlohmann::json::array())) {
+    auto name = e.value("name", std::string{});
+    auto state = e.value("state", std::string{});
+    auto& was = known[name];
+    if (state == "down" && was != "down") {
+      auto since_ms = e.value("failing_since_ms", int64_t{0});
+      lines.push_back("endpoint " + name + " down: failing for " +
+                      clock_text(now_s() - static_cast<double>(since_ms) / 1000) + " (breaker " +
+                      e.value("breaker", std::string{}) +
+                      "); last error: " + e.value("last_error", std::string{}));
+    } else if (state == "up" && was == "down") {
+      lines.push_back("endpoint " + name + " up again");
+    }
+    if (state != "failing") // failing between down and up again is still the same outage
+      was = state;
+  }
+  return lines;
+}
+
 void print_campaign_end(const nlohmann::json& c) {
   auto state = c.value("state", std::string{});
   std::cout << "campaign " << c.value("campaign_id", "") << " " << state;
@@ -335,6 +362,7 @@ int follow(const config& cfg, const client_options& opts, std::string id) {
   bool tty = ::isatty(STDOUT_FILENO);
   size_t printed = 0;
   std::string last_line;
+  std::map<std::string, std::string> endpoint_states;
   for (;;) {
     auto reply = control_request(cfg.control.listen, {{"type", "campaign"}, {"id", id}},
                                  std::chrono::milliseconds{opts.timeout_ms});
@@ -346,8 +374,12 @@ int follow(const config& cfg, const client_options& opts, std::string id) {
     auto c = (*reply)["campaign"];
     id = c.value("campaign_id", id); // "" asked for the newest
     auto finished = c.value("finished", nlohmann::json::array());
-    if (tty && printed < finished.size())
+    auto outages = endpoint_changes(c, endpoint_states);
+    if (tty && (printed < finished.size() || !outages.empty()))
       std::cout << "\r\033[K";
+    // Flushed: the progress line that follows may be unchanged, and so not printed to a log.
+    for (const auto& outage : outages)
+      std::cout << outage << std::endl;
     for (; printed < finished.size(); ++printed)
       print_session_line(finished[printed]);
     auto line = progress_line(c);

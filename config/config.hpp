@@ -102,6 +102,10 @@ struct campaigns_config {
   int64_t concurrency = 8;
   int64_t max_dialogs = 3;
   int64_t max_calls_per_dialog = 15;
+  /// A campaign that names one endpoint may fail over to the others, in the order of
+  /// llm.endpoints, when its own is down (llm.outage_after). `opforge run --endpoint a,b` names
+  /// the order for one campaign.
+  bool failover = false;
   /// Per-sample limit in the candidate process, and the budget of one device job.
   int64_t sample_timeout_s = 60;
   int64_t job_deadline_s = 1800;

@@ -172,8 +172,9 @@ private:
 
 constexpr double uint_max = 4294967295.0;
 
-caf::expected<endpoint_config> parse_endpoint(const YAML::Node& node, const std::string& path) {
-  endpoint_config cfg;
+caf::expected<endpoint_config> parse_endpoint(const YAML::Node& node, const std::string& path,
+                                              const endpoint_config& defaults) {
+  auto cfg = defaults;
   field_reader in{node, path};
   in.string("name", cfg.name, true);
   in.string("kind", cfg.kind);
@@ -202,6 +203,7 @@ caf::expected<endpoint_config> parse_endpoint(const YAML::Node& node, const std:
   in.number("retry_budget_max", cfg.retry_budget_max, 0, 1e6);
   in.number("breaker_failures", cfg.breaker_failures, 1, 1000);
   in.duration("breaker_open_for", cfg.breaker_open_for);
+  in.duration("outage_after", cfg.outage_after);
   in.string("record_to", cfg.record_to);
   in.string("cassette", cfg.cassette, replay);
   in.number("replay_latency_ms", cfg.replay_latency_ms, 0, 600'000);
@@ -265,6 +267,9 @@ caf::expected<llm_config> parse_llm_section(const YAML::Node& node, std::string 
   field_reader in{node, path};
   auto endpoints = in.child("endpoints");
   auto summarizer = in.child("summarizer");
+  in.duration("outage_after", cfg.outage_after);
+  endpoint_config defaults;
+  defaults.outage_after = cfg.outage_after;
   if (endpoints && !endpoints->IsSequence())
     in.fail(in.key_path("endpoints"), "expected a list");
   if (auto err = in.finish(); err) // report map-level problems before descending
@@ -273,7 +278,7 @@ caf::expected<llm_config> parse_llm_section(const YAML::Node& node, std::string 
     std::set<std::string> names;
     for (size_t i = 0; i < endpoints->size(); ++i) {
       auto item_path = path + ".endpoints[" + std::to_string(i) + "]";
-      auto endpoint = parse_endpoint((*endpoints)[i], item_path);
+      auto endpoint = parse_endpoint((*endpoints)[i], item_path, defaults);
       if (!endpoint)
         return endpoint.error();
       if (!names.insert(endpoint->name).second)

@@ -15,6 +15,7 @@
 //       - name: replayed
 //         kind: replay                     # the real client against the replay server
 //         cassette: var/cassettes/run1.jsonl
+//     outage_after: 60s                  # failing this long = down (each endpoint may override)
 //     summarizer:
 //       mode: llm                          # llm | deterministic | off (the "without" ablation)
 //       endpoint: local-vllm
@@ -62,6 +63,10 @@ struct endpoint_config {
   // circuit breaker
   uint32_t breaker_failures = 5; // consecutive failed attempts that open it
   std::chrono::milliseconds breaker_open_for{30'000};
+  // An endpoint whose attempts have all failed for this long is down: `run` and `attach` say so,
+  // and campaigns that may fail over move their sessions to the next endpoint. Set per endpoint,
+  // or for all at once as `llm.outage_after`.
+  std::chrono::milliseconds outage_after{60'000};
   // record and replay
   std::string record_to; // cassette file every exchange is appended to; empty: no recording
   std::string cassette;  // kind replay: the cassette the replay server serves
@@ -84,6 +89,8 @@ struct summarizer_config {
 
 struct llm_config {
   std::vector<endpoint_config> endpoints;
+  // `llm.outage_after`: the default of every endpoint's, those not in `endpoints` included.
+  std::chrono::milliseconds outage_after = endpoint_config{}.outage_after;
   summarizer_config summarizer;
 };
 

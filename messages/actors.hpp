@@ -87,6 +87,8 @@ using llm_endpoint_actor = caf::typed_actor<
     caf::reacts_to<atom::cancel, uint64_t>,
     // Reports breaker state, queue, in-flight requests, retries and token totals.
     caf::replies_to<atom::status>::with<endpoint_status>,
+    // Whether it answers: up, failing, or down (failing longer than its outage_after).
+    caf::replies_to<atom::health>::with<endpoint_health>,
     // Internal: the endpoint's HTTP thread finished one attempt.
     caf::reacts_to<atom::http_done, http_exchange>,
     // Internal: the backoff of the request with this ticket has passed.
@@ -128,7 +130,10 @@ using op_session_actor = caf::typed_actor<
     // Ends the session as FAILED (cancelled), cancelling the request or job it waits for.
     caf::reacts_to<atom::cancel>,
     // Internal: the back-off before retrying the step at this revision has passed.
-    caf::reacts_to<atom::retry, uint64_t>>;
+    caf::reacts_to<atom::retry, uint64_t>,
+    // From its campaign: ask this endpoint (one of session_services::endpoints) from now on,
+    // for this reason. Only a session waiting in GENERATE moves; the campaign asks again later.
+    caf::reacts_to<atom::failover, std::string, std::string>>;
 
 /// One submitted run over many operators (actors/campaign.hpp).
 using campaign_actor = caf::typed_actor<
@@ -139,7 +144,9 @@ using campaign_actor = caf::typed_actor<
     // Cancels the running sessions; waiting ones never start.
     caf::reacts_to<atom::cancel>,
     // From one of its sessions after each checkpoint: where it stands now.
-    caf::reacts_to<atom::progress, session_summary>>;
+    caf::reacts_to<atom::progress, session_summary>,
+    // Private: time to ask its endpoints how they are, and to move sessions off a down one.
+    caf::reacts_to<atom::tick>>;
 
 /// Every campaign of the daemon (actors/campaign_manager.hpp): starts, resumes, reports, cancels.
 using campaign_manager_actor = caf::typed_actor<

@@ -41,6 +41,7 @@ struct chat_request;
 struct chat_result;
 struct token_usage;
 struct endpoint_status;
+struct endpoint_health;
 struct http_exchange;
 struct summary_request;
 struct summary_result;

@@ -23,15 +23,18 @@ enum class chat_outcome : uint8_t {
   truncated,         // the answer hit max_tokens (finish_reason "length")
   endpoint_fault,    // transport errors, garbage, bad statuses, exhausted retries, open breaker
   cancelled,         // cancelled by the caller or by the endpoint shutting down
+  // The endpoint refused this request for good (a 4xx other than 401, 403, 408, 409, 429 and a
+  // context error, e.g. a replay cassette that holds no such answer): asking again gets the same.
+  rejected,
 };
 
 /// "ok", "context_exhausted", ... (`to_string`).
 template <>
 struct contract::enum_traits<chat_outcome> {
   static constexpr std::string_view label = "chat_outcome";
-  static constexpr std::array<std::string_view, 5> names{"ok", "context_exhausted", "truncated",
-                                                         "endpoint_fault", "cancelled"};
-  static_assert(names.size() - 1 == static_cast<size_t>(chat_outcome::cancelled));
+  static constexpr std::array<std::string_view, 6> names{
+      "ok", "context_exhausted", "truncated", "endpoint_fault", "cancelled", "rejected"};
+  static_assert(names.size() - 1 == static_cast<size_t>(chat_outcome::rejected));
 };
 
 /// One message of an OpenAI-style chat.
@@ -105,6 +108,25 @@ typename Inspector::result_type inspect(Inspector& f, chat_result& x) {
            x.usage, x.attempts, x.latency, x.error);
 }
 
+/// Whether an endpoint answers, as its actor saw the latest attempts. An endpoint is `failing`
+/// from its first failed attempt after a success, and `down` once that has lasted `outage_after`
+/// without a success in between; one success makes it `up` again.
+struct endpoint_health {
+  std::string name;
+  std::string state = "up";     // "up", "failing" or "down"
+  std::string breaker;          // "closed", "open" or "half_open"
+  std::string last_error;       // of the latest failed attempt; kept once it is up again
+  int64_t failing_since_ms = 0; // wall clock of the first failure since the last success; 0: up
+  int64_t last_error_ms = 0;    // wall clock of `last_error`
+  int64_t outage_after_ms = 0;  // how long failing lasts before it is down
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, endpoint_health& x) {
+  return f(caf::meta::type_name("endpoint_health"), x.name, x.state, x.breaker, x.last_error,
+           x.failing_since_ms, x.last_error_ms, x.outage_after_ms);
+}
+
 /// What `atom::status` tells about an endpoint.
 struct endpoint_status {
   std::string name;
@@ -119,13 +141,14 @@ struct endpoint_status {
   token_usage total;
   std::map<std::string, token_usage> by_campaign;
   std::map<std::string, token_usage> by_session;
+  endpoint_health health;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, endpoint_status& x) {
   return f(caf::meta::type_name("endpoint_status"), x.name, x.model, x.breaker, x.in_flight,
            x.queued, x.backing_off, x.retry_budget, x.retries, x.requests, x.total, x.by_campaign,
-           x.by_session);
+           x.by_session, x.health);
 }
 
 /// One finished HTTP attempt, sent by the endpoint's HTTP thread to the endpoint actor.

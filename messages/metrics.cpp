@@ -68,6 +68,12 @@ metrics::metrics(std::string version)
                                 "Circuit breaker per endpoint: 0 closed, 1 half-open, 2 open")},
       llm_in_flight_{family(prometheus::BuildGauge(), *registry_, "opforge_llm_in_flight",
                             "HTTP attempts under way per endpoint")},
+      llm_down_{family(prometheus::BuildGauge(), *registry_, "opforge_llm_down",
+                       "1 while every attempt of an endpoint has failed for longer than its "
+                       "outage_after")},
+      replay_restarts_{family(prometheus::BuildCounter(), *registry_,
+                              "opforge_replay_restarts_total",
+                              "Replay servers the daemon started again after they died")},
       summaries_{family(prometheus::BuildCounter(), *registry_, "opforge_summaries_total",
                         "Compiler-log summaries by method (raw, deterministic, llm, fallback)")},
       sessions_{family(prometheus::BuildGauge(), *registry_, "opforge_sessions",
@@ -142,6 +148,14 @@ prometheus::Gauge& metrics::llm_breaker_state(const std::string& endpoint) {
 
 prometheus::Gauge& metrics::llm_in_flight(const std::string& endpoint) {
   return llm_in_flight_.Add({{"endpoint", endpoint}});
+}
+
+prometheus::Gauge& metrics::llm_down(const std::string& endpoint) {
+  return llm_down_.Add({{"endpoint", endpoint}});
+}
+
+prometheus::Counter& metrics::replay_restarts(const std::string& endpoint) {
+  return replay_restarts_.Add({{"endpoint", endpoint}});
 }
 
 prometheus::Counter& metrics::summaries(const std::string& method) {

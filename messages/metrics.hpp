@@ -71,6 +71,10 @@ public:
   prometheus::Gauge& llm_breaker_state(const std::string& endpoint);
   /// opforge_llm_in_flight{endpoint}: HTTP attempts under way.
   prometheus::Gauge& llm_in_flight(const std::string& endpoint);
+  /// opforge_llm_down{endpoint}: 1 while every attempt has failed for longer than outage_after.
+  prometheus::Gauge& llm_down(const std::string& endpoint);
+  /// opforge_replay_restarts_total{endpoint}: replay servers started again after they died.
+  prometheus::Counter& replay_restarts(const std::string& endpoint);
   /// opforge_summaries_total{method}: compiler-log summaries by how they were made.
   prometheus::Counter& summaries(const std::string& method);
 
@@ -111,6 +115,8 @@ private:
   prometheus::Family<prometheus::Counter>& llm_retries_;
   prometheus::Family<prometheus::Gauge>& llm_breaker_state_;
   prometheus::Family<prometheus::Gauge>& llm_in_flight_;
+  prometheus::Family<prometheus::Gauge>& llm_down_;
+  prometheus::Family<prometheus::Counter>& replay_restarts_;
   prometheus::Family<prometheus::Counter>& summaries_;
   prometheus::Family<prometheus::Gauge>& sessions_;
   prometheus::Family<prometheus::Counter>& sessions_ended_;

@@ -4,6 +4,7 @@
 // and the progress of a campaign.
 
 #include "messages/contract.hpp"
+#include "messages/llm_messages.hpp"
 
 #include <cstdint>
 #include <map>
@@ -27,12 +28,14 @@ struct session_summary {
   uint64_t prompt_tokens = 0;
   uint64_t completion_tokens = 0;
   std::string kernel_key{}; // the accepted kernel's key in the `kernels` family, on SUCCESS
+  std::string endpoint{};   // the LLM endpoint it asks (it may have failed over since it began)
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, session_summary& x) {
   return f(caf::meta::type_name("session_summary"), x.session_id, x.op, x.state, x.end_reason,
-           x.dialogs, x.llm_calls, x.faults, x.prompt_tokens, x.completion_tokens, x.kernel_key);
+           x.dialogs, x.llm_calls, x.faults, x.prompt_tokens, x.completion_tokens, x.kernel_key,
+           x.endpoint);
 }
 
 /// A campaign at a glance.
@@ -55,6 +58,8 @@ struct campaign_status {
   uint64_t completion_tokens = 0;
   uint64_t faults = 0;
   std::vector<session_summary> finished{}; // in the order they finished
+  // The health of the endpoints the campaign may use, in failover order; empty unless it runs.
+  std::vector<endpoint_health> endpoints{};
 };
 
 template <class Inspector>
@@ -62,7 +67,7 @@ typename Inspector::result_type inspect(Inspector& f, campaign_status& x) {
   return f(caf::meta::type_name("campaign_status"), x.campaign_id, x.state, x.error, x.endpoint,
            x.device_kind, x.created_ms, x.ended_ms, x.operators, x.waiting, x.running, x.succeeded,
            x.failed, x.states, x.llm_calls, x.prompt_tokens, x.completion_tokens, x.faults,
-           x.finished);
+           x.finished, x.endpoints);
 }
 
 /// What `opforge run` asks for. Empty or zero fields take the daemon's `campaigns:` defaults.
@@ -72,6 +77,8 @@ struct campaign_request {
   bool all = false;                      // every operator of the catalog
   bool failed = false;                   // the operators whose sessions failed in earlier campaigns
   std::vector<std::string> dtypes{};
+  // An endpoint by name, or several separated by commas: the campaign fails over from one to the
+  // next in this order when one is down.
   std::string endpoint{};
   std::string device_kind{};
   uint32_t concurrency = 0;

@@ -140,6 +140,8 @@ struct operator_spec {
 struct campaign_spec {
   std::string campaign_id;
   std::string endpoint;
+  // The endpoints its sessions may fail over to, in order, when the one they ask is down.
+  std::vector<std::string> failover;
   std::string model;                       // what the endpoint serves
   std::string device_kind = "interpreter"; // where its candidates are tested
   int64_t created_ms = 0;                  // wall clock

@@ -102,3 +102,25 @@ TEST(CampaignSelect, VariantsGetTheirOwnSessionsAndKeys) {
   EXPECT_EQ(record.variant, "reduction_with_dim");
   EXPECT_EQ(wrapper_name("nn.functional.relu"), "nn_functional_relu_wrapper");
 }
+
+TEST(CampaignFailover, ASessionStaysUntilItsEndpointIsDownThenTakesTheNextThatAnswers) {
+  std::vector<session_endpoint> endpoints{{"a", "m", {}}, {"b", "m", {}}, {"c", "m", {}}};
+  std::map<std::string, endpoint_health> health;
+  auto set = [&](const std::string& name, const std::string& state) {
+    health[name].name = name;
+    health[name].state = state;
+  };
+  EXPECT_EQ(pick_endpoint(endpoints, health, "a"), "a"); // nothing polled yet: all up
+  set("a", "failing");
+  EXPECT_EQ(pick_endpoint(endpoints, health, "a"), "a"); // a blip is not an outage
+  set("a", "down");
+  set("b", "failing");
+  EXPECT_EQ(pick_endpoint(endpoints, health, "a"), "c"); // one that answers beats one that fails
+  set("c", "down");
+  EXPECT_EQ(pick_endpoint(endpoints, health, "a"), "b");
+  set("b", "down");
+  EXPECT_EQ(pick_endpoint(endpoints, health, "a"), ""); // nowhere better to go
+  // A record naming an endpoint the campaign no longer lists starts on the first that is not down.
+  set("b", "up");
+  EXPECT_EQ(pick_endpoint(endpoints, health, "gone"), "b");
+}

@@ -473,6 +473,28 @@ TEST(LlmEndpointPieces, ClassifyNamesWhatWentWrong) {
   v = classify_exchange(x, 8192, 10, false);
   EXPECT_TRUE(v.retryable);
   EXPECT_EQ(v.retry_after, 7000ms);
+
+  // A refusal of this request (a replay cassette without the answer) is final, and says nothing
+  // bad about the endpoint; a refusal of the caller (401, 403) is the endpoint's fault.
+  x = {};
+  x.status = 404;
+  x.body = R"({"error": {"message": "cassette c.jsonl holds no answer #1 for operator 'abs'",
+                         "type": "replay_exhausted"}})";
+  v = classify_exchange(x, 8192, 10, false);
+  EXPECT_EQ(v.outcome, chat_outcome::rejected);
+  EXPECT_FALSE(v.retryable);
+  EXPECT_TRUE(v.endpoint_ok);
+  EXPECT_EQ(v.error, "HTTP 404: cassette c.jsonl holds no answer #1 for operator 'abs'");
+  for (long status : {400L, 422L}) {
+    x.status = status;
+    EXPECT_EQ(classify_exchange(x, 8192, 10, false).outcome, chat_outcome::rejected) << status;
+  }
+  for (long status : {401L, 403L}) {
+    x.status = status;
+    v = classify_exchange(x, 8192, 10, false);
+    EXPECT_EQ(v.outcome, chat_outcome::endpoint_fault) << status;
+    EXPECT_FALSE(v.endpoint_ok) << status;
+  }
 }
 
 TEST(LlmEndpointPieces, TokenBucketLimitsAndRefills) {

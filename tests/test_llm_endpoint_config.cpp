@@ -123,6 +123,24 @@ TEST(LlmConfig, ErrorsNameTheKeyPath) {
     EXPECT_EQ(error_of(yaml), "config_invalid: " + expected) << yaml;
 }
 
+TEST(LlmConfig, OutageAfterIsSetForAllEndpointsOrForOne) {
+  auto parsed = parse(R"(
+llm:
+  outage_after: 90s
+  endpoints:
+    - {name: a, base_url: "http://a/v1", model: m}
+    - {name: b, base_url: "http://b/v1", model: m, outage_after: 5s}
+)");
+  ASSERT_TRUE(parsed) << render(parsed.error());
+  EXPECT_EQ(parsed->outage_after, 90s);
+  EXPECT_EQ(parsed->endpoints[0].outage_after, 90s);
+  EXPECT_EQ(parsed->endpoints[1].outage_after, 5s);
+  EXPECT_EQ(parse("llm: {}\n")->outage_after, 60s);
+  EXPECT_EQ(error_of("llm: {outage_after: soon}\n"),
+            "config_invalid: llm.outage_after: expected a duration like 500ms, 30s or 5m, got "
+            "'soon'");
+}
+
 TEST(LlmConfig, DurationsReadTheirUnits) {
   EXPECT_EQ(*parse_duration("250ms"), 250ms);
   EXPECT_EQ(*parse_duration("1.5s"), 1500ms);

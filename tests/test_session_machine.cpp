@@ -430,6 +430,30 @@ TEST_F(SessionMachine, EndpointFaultsRetryWithoutCounting) {
   EXPECT_EQ(record.total_calls, 1u);
 }
 
+TEST_F(SessionMachine, ARefusedRequestFailsTheSessionSayingWhy) {
+  begin();
+  feed(llm_faulted{"rejected: HTTP 404: cassette c.jsonl holds no answer #0", true});
+  EXPECT_EQ(record.state, session_state::failed);
+  EXPECT_EQ(describe(action()), "failed: the endpoint refused the request for good: rejected: "
+                                "HTTP 404: cassette c.jsonl holds no answer #0");
+}
+
+TEST_F(SessionMachine, AMoveToAnotherEndpointAsksItAtOnce) {
+  begin();
+  feed(llm_faulted{"connection refused"});
+  feed(llm_faulted{"connection refused"});
+  feed(endpoint_moved{"second", "model-b", "endpoint first down for 61 s: connection refused"});
+  EXPECT_EQ(record.state, session_state::generate);
+  EXPECT_EQ(record.endpoint, "second");
+  EXPECT_EQ(record.model, "model-b");
+  EXPECT_EQ(record.total_faults, 2u);
+  EXPECT_EQ(std::get<ask_llm>(action()).delay, 0ms);
+  EXPECT_EQ(log.back(), "GENERATE->GENERATE");
+  // Only a session waiting for an answer moves: one that has it goes on where it is.
+  feed(llm_answered{good_answer, false, 0, 0});
+  EXPECT_TRUE(step(record, endpoint_moved{"third", "m", "why"}, context).transitions.empty());
+}
+
 TEST_F(SessionMachine, HarnessFaultsRetryTheStepWithoutCounting) {
   begin();
   feed(llm_answered{good_answer, false, 0, 0});

@@ -62,6 +62,12 @@ uint64_t count_field(const nlohmann::json& object, const char* key) {
   return found->get<uint64_t>();
 }
 
+int64_t wall_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 std::string iso8601_now() {
   auto now = std::chrono::system_clock::now();
   auto seconds = std::chrono::system_clock::to_time_t(now);
@@ -158,6 +164,12 @@ attempt_verdict classify_exchange(const http_exchange& x, uint32_t context_windo
     }
     v.retryable = x.status == 408 || x.status == 409 || x.status == 429 || x.status >= 500;
     v.retry_after = parse_retry_after(x.retry_after);
+    // The endpoint understood the request and refused it: asking again gets the same refusal.
+    // 401 and 403 say the endpoint is misconfigured, which another endpoint may not be.
+    if (x.status >= 400 && x.status < 500 && !v.retryable && x.status != 401 && x.status != 403) {
+      v.outcome = chat_outcome::rejected;
+      v.endpoint_ok = true;
+    }
     return v;
   }
   auto json = nlohmann::json::parse(x.body, nullptr, false);
@@ -281,12 +293,14 @@ void llm_endpoint_state::init(endpoint_config config, std::shared_ptr<opforge::m
   retry_budget_ = cfg_.retry_budget_max;
   in_flight_gauge_ = &metrics_->llm_in_flight(cfg_.name);
   breaker_gauge_ = &metrics_->llm_breaker_state(cfg_.name);
+  down_gauge_ = &metrics_->llm_down(cfg_.name);
   latency_histogram_ = &metrics_->llm_latency(cfg_.name);
   prompt_tokens_ = &metrics_->llm_tokens(cfg_.name, "prompt");
   completion_tokens_ = &metrics_->llm_tokens(cfg_.name, "completion");
   reasoning_tokens_ = &metrics_->llm_tokens(cfg_.name, "reasoning");
   in_flight_gauge_->Set(0);
   breaker_gauge_->Set(0);
+  down_gauge_->Set(0);
   auto weak = caf::actor_cast<caf::weak_actor_ptr>(self_);
   http_ = std::make_unique<http_client>(
       [weak](http_exchange x) {
@@ -444,7 +458,7 @@ void llm_endpoint_state::on_exchange(http_exchange x) {
   verdict.error = redact(std::move(verdict.error));
   if (!cfg_.record_to.empty())
     record(held, x, verdict);
-  note_attempt(verdict.endpoint_ok);
+  note_attempt(verdict);
   if (verdict.endpoint_ok)
     tokens_bucket_->adjust(held.reserved_tokens -
                            static_cast<double>(verdict.usage.prompt + verdict.usage.completion));
@@ -502,13 +516,27 @@ void llm_endpoint_state::on_backoff_over(uint64_t ticket) {
   pump();
 }
 
-void llm_endpoint_state::note_attempt(bool endpoint_ok) {
-  if (endpoint_ok) {
+void llm_endpoint_state::note_attempt(const attempt_verdict& verdict) {
+  if (verdict.endpoint_ok) {
+    if (failing_since_ && down_logged_)
+      spdlog::info(
+          "llm {}: up again after {} s down", cfg_.name,
+          std::chrono::duration_cast<std::chrono::seconds>(clock::now() - *failing_since_).count());
+    failing_since_.reset();
+    failing_since_ms_ = 0;
+    down_logged_ = false;
+    down_gauge_->Set(0);
     consecutive_failures_ = 0;
     probe_in_flight_ = false;
     if (breaker_ != breaker_state::closed)
       set_breaker(breaker_state::closed);
     return;
+  }
+  last_error_ = verdict.error;
+  last_error_ms_ = wall_ms();
+  if (!failing_since_) {
+    failing_since_ = clock::now();
+    failing_since_ms_ = last_error_ms_;
   }
   ++consecutive_failures_;
   if (breaker_ == breaker_state::half_open ||
@@ -602,7 +630,29 @@ std::string llm_endpoint_state::redact(std::string text) const {
   return text;
 }
 
-endpoint_status llm_endpoint_state::status() const {
+endpoint_health llm_endpoint_state::health() {
+  endpoint_health h;
+  h.name = cfg_.name;
+  h.breaker = to_string(breaker_);
+  h.last_error = last_error_;
+  h.last_error_ms = last_error_ms_;
+  h.failing_since_ms = failing_since_ms_;
+  h.outage_after_ms = cfg_.outage_after.count();
+  if (!failing_since_)
+    return h;
+  auto failing_for = clock::now() - *failing_since_;
+  h.state = failing_for >= cfg_.outage_after ? "down" : "failing";
+  if (h.state == "down" && !down_logged_) {
+    down_logged_ = true;
+    down_gauge_->Set(1);
+    spdlog::warn("llm {}: down: every attempt for {} s failed; last error: {}", cfg_.name,
+                 std::chrono::duration_cast<std::chrono::seconds>(failing_for).count(),
+                 last_error_);
+  }
+  return h;
+}
+
+endpoint_status llm_endpoint_state::status() {
   endpoint_status s;
   s.name = cfg_.name;
   s.model = cfg_.model;
@@ -617,6 +667,7 @@ endpoint_status llm_endpoint_state::status() const {
   s.total = total_;
   s.by_campaign = by_campaign_;
   s.by_session = by_session_;
+  s.health = health();
   return s;
 }
 
@@ -630,6 +681,7 @@ llm_endpoint(llm_endpoint_actor::stateful_pointer<llm_endpoint_state> self, endp
       },
       [self](atom::cancel, uint64_t request_id) { self->state.cancel(request_id); },
       [self](atom::status) { return self->state.status(); },
+      [self](atom::health) { return self->state.health(); },
       [self](atom::http_done, http_exchange& x) { self->state.on_exchange(std::move(x)); },
       [self](atom::retry, uint64_t ticket) { self->state.on_backoff_over(ticket); },
       [self](atom::wakeup) { self->state.on_wakeup(); },

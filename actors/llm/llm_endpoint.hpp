@@ -119,7 +119,9 @@ struct llm_endpoint_state {
   void on_exchange(http_exchange x);
   void on_backoff_over(uint64_t ticket);
   void on_wakeup();
-  endpoint_status status() const;
+  endpoint_status status();
+  /// Also logs the moment the endpoint is first seen down.
+  endpoint_health health();
 
   static inline const char* name = "llm_endpoint";
 
@@ -129,7 +131,7 @@ private:
   void finish(uint64_t ticket, chat_result result);
   void fail_queued(const std::string& why);
   void set_breaker(breaker_state next);
-  void note_attempt(bool endpoint_ok);
+  void note_attempt(const attempt_verdict& verdict);
   void schedule_wakeup(clock::duration delay);
   void record(const held_request& held, const http_exchange& x, const attempt_verdict& verdict);
   std::string redact(std::string text) const;
@@ -142,6 +144,7 @@ private:
   // This endpoint's children of the metric families, looked up once.
   prometheus::Gauge* in_flight_gauge_ = nullptr;
   prometheus::Gauge* breaker_gauge_ = nullptr;
+  prometheus::Gauge* down_gauge_ = nullptr;
   prometheus::Histogram* latency_histogram_ = nullptr;
   prometheus::Counter* prompt_tokens_ = nullptr;
   prometheus::Counter* completion_tokens_ = nullptr;
@@ -156,6 +159,12 @@ private:
   uint32_t consecutive_failures_ = 0;
   clock::time_point open_until_;
   bool probe_in_flight_ = false;
+  // Health: since when every attempt has failed (none: the latest succeeded), and the last error.
+  std::optional<clock::time_point> failing_since_;
+  int64_t failing_since_ms_ = 0;
+  std::string last_error_;
+  int64_t last_error_ms_ = 0;
+  bool down_logged_ = false;
   std::optional<token_bucket> requests_bucket_;
   std::optional<token_bucket> tokens_bucket_;
   bool wakeup_pending_ = false;

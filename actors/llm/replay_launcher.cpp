@@ -2,6 +2,7 @@
 
 #include "messages/errors.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
+#include <spdlog/spdlog.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -57,12 +59,25 @@ void stop(pid_t pid) {
   waitpid(pid, nullptr, 0);
 }
 
-} // namespace
+// What became of a reaped process, for the log.
+std::string describe_exit(int status) {
+  if (WIFSIGNALED(status))
+    return std::string{"was killed by signal "} + std::to_string(WTERMSIG(status)) + " (" +
+           strsignal(WTERMSIG(status)) + ")";
+  return "exited with status " + std::to_string(WEXITSTATUS(status));
+}
 
-caf::expected<std::unique_ptr<replay_server>> replay_server::start(const options& opts) {
-  std::vector<std::string> args{opts.python,  "-m",           "opforge_replay",
-                                "--cassette", opts.cassette,  "--port",
-                                "0",          "--latency-ms", std::to_string(opts.latency_ms)};
+struct launched {
+  pid_t pid;
+  uint16_t port;
+};
+
+// Starts a server process on `port` (0: any free one) and waits for the port it bound.
+caf::expected<launched> launch(const replay_server::options& opts, uint16_t port) {
+  std::vector<std::string> args{
+      opts.python,          "-m",           "opforge_replay",
+      "--cassette",         opts.cassette,  "--port",
+      std::to_string(port), "--latency-ms", std::to_string(opts.latency_ms)};
   if (!opts.hit_log.empty())
     args.insert(args.end(), {"--log", opts.hit_log});
   if (opts.cycle)
@@ -122,17 +137,94 @@ caf::expected<std::unique_ptr<replay_server>> replay_server::start(const options
   auto line = read_first_line(out[0], std::chrono::steady_clock::now() + std::chrono::seconds{30});
   close(out[0]);
   char* end = nullptr;
-  auto port = std::strtol(line.c_str(), &end, 10);
-  if (line.empty() || *end != '\0' || port <= 0 || port > 65535) {
+  auto bound = std::strtol(line.c_str(), &end, 10);
+  if (line.empty() || *end != '\0' || bound <= 0 || bound > 65535) {
     stop(pid);
     return failed("no port from " + opts.python + " for cassette " + opts.cassette +
                   " (see its stderr)");
   }
-  return std::unique_ptr<replay_server>{new replay_server{pid, static_cast<uint16_t>(port)}};
+  return launched{pid, static_cast<uint16_t>(bound)};
+}
+
+} // namespace
+
+caf::expected<std::unique_ptr<replay_server>> replay_server::start(const options& opts) {
+  auto started = launch(opts, 0);
+  if (!started)
+    return started.error();
+  return std::unique_ptr<replay_server>{new replay_server{opts, started->pid, started->port}};
+}
+
+replay_server::replay_server(options opts, pid_t pid, uint16_t port)
+    : opts_{std::move(opts)}, port_{port}, pid_{pid}, watcher_{[this] { watch(); }} {}
+
+pid_t replay_server::pid() const {
+  std::lock_guard lock{mutex_};
+  return pid_;
+}
+
+void replay_server::watch() {
+  using namespace std::chrono_literals;
+  constexpr auto first_delay = 250ms;
+  constexpr auto max_delay = 30s;
+  constexpr auto short_life = 10s; // a server that died sooner backs off its restart further
+  auto delay = first_delay;
+  auto started_at = std::chrono::steady_clock::now();
+  for (;;) {
+    pid_t pid = this->pid();
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    std::unique_lock lock{mutex_};
+    pid_ = 0;
+    changed_.notify_all();
+    if (stopping_)
+      return;
+    delay = std::chrono::steady_clock::now() - started_at < short_life
+                ? std::min<std::chrono::milliseconds>(delay * 2, max_delay)
+                : first_delay;
+    spdlog::warn("replay server for {} (pid {}) {}; starting it again on port {} in {} ms",
+                 opts_.cassette, pid, describe_exit(status), port_, delay.count());
+    for (;;) {
+      if (changed_.wait_for(lock, delay, [this] { return stopping_; }))
+        return;
+      lock.unlock();
+      auto again = launch(opts_, port_);
+      lock.lock();
+      if (again && stopping_) {
+        lock.unlock();
+        stop(again->pid);
+        return;
+      }
+      if (again) {
+        pid_ = again->pid;
+        started_at = std::chrono::steady_clock::now();
+        ++restarts_;
+        if (opts_.restarts)
+          opts_.restarts->Increment();
+        spdlog::info("replay server for {} running again (pid {}, port {})", opts_.cassette,
+                     again->pid, port_);
+        break;
+      }
+      delay = std::min<std::chrono::milliseconds>(delay * 2, max_delay);
+      spdlog::error("replay server for {}: {}; trying again in {} ms", opts_.cassette,
+                    render(again.error()), delay.count());
+    }
+  }
 }
 
 replay_server::~replay_server() {
-  stop(pid_);
+  {
+    std::unique_lock lock{mutex_};
+    stopping_ = true;
+    if (pid_ > 0)
+      kill(pid_, SIGTERM);
+    changed_.notify_all();
+    // The watcher reaps it; a server that ignores SIGTERM gets SIGKILL.
+    if (!changed_.wait_for(lock, std::chrono::seconds{5}, [this] { return pid_ == 0; }))
+      kill(pid_, SIGKILL);
+  }
+  watcher_.join();
 }
 
 std::string replay_server::base_url() const {

@@ -78,6 +78,25 @@ void finished(self_pointer self, session_summary summary) {
   launch_more(self);
 }
 
+// Points a session about to start at the endpoint it should ask: the one its record names (a
+// resumed session keeps the endpoint it failed over to) unless that one is down.
+void choose_endpoint(const campaign_state& st, session_record& record, session_services& services) {
+  const auto& endpoints = st.services.endpoints;
+  if (endpoints.empty())
+    return;
+  auto name = pick_endpoint(endpoints, st.health, record.endpoint);
+  auto chosen = std::find_if(endpoints.begin(), endpoints.end(),
+                             [&](const session_endpoint& e) { return e.name == name; });
+  if (chosen == endpoints.end()) // every endpoint is down: the record's, or else the first
+    chosen = std::find_if(endpoints.begin(), endpoints.end(),
+                          [&](const session_endpoint& e) { return e.name == record.endpoint; });
+  if (chosen == endpoints.end())
+    chosen = endpoints.begin();
+  record.endpoint = chosen->name;
+  record.model = chosen->model;
+  services.llm = chosen->actor;
+}
+
 void launch(self_pointer self, const operator_spec& op) {
   auto& st = self->state;
   auto id = session_id(st.spec, op);
@@ -89,6 +108,7 @@ void launch(self_pointer self, const operator_spec& op) {
   // Only the sessions hold the campaign's handle: in its own state it would keep it alive forever.
   auto services = st.services;
   services.progress = caf::actor_cast<campaign_actor>(self);
+  choose_endpoint(st, record, services);
   auto session = self->spawn(op_session, std::move(record), std::move(services));
   st.running.emplace(id, session);
   ++st.status.running;
@@ -134,7 +154,70 @@ void launch_more(self_pointer self) {
   }
 }
 
+// How often a running campaign asks its endpoints how they are.
+constexpr auto health_poll = std::chrono::seconds{1};
+
+std::string describe_outage(const endpoint_health& health) {
+  auto for_s = (now_ms() - health.failing_since_ms) / 1000;
+  return "endpoint " + health.name + " down for " + std::to_string(for_s) +
+         " s: " + health.last_error;
+}
+
+// Moves each session that waits in GENERATE on an endpoint that is down to the next one that is
+// not. A session busy checkpointing ignores the request; the next poll asks it again.
+void fail_over(self_pointer self) {
+  auto& st = self->state;
+  if (st.services.endpoints.size() < 2)
+    return;
+  for (const auto& [id, progress] : st.live) {
+    auto health = st.health.find(progress.endpoint);
+    if (progress.state != contract::session_state::generate || health == st.health.end() ||
+        health->second.state != "down")
+      continue;
+    auto target = pick_endpoint(st.services.endpoints, st.health, progress.endpoint);
+    auto session = st.running.find(id);
+    if (target.empty() || session == st.running.end())
+      continue;
+    self->send(session->second, atom::failover_v, target, describe_outage(health->second));
+  }
+}
+
+void poll_health(self_pointer self) {
+  auto& st = self->state;
+  if (st.status.state != contract::campaign_state::running || st.services.endpoints.empty())
+    return;
+  for (const auto& endpoint : st.services.endpoints)
+    self->request(endpoint.actor, health_poll * 5, atom::health_v)
+        .then(
+            [self](endpoint_health& health) {
+              auto name = health.name;
+              self->state.health[name] = std::move(health);
+              fail_over(self);
+            },
+            // An endpoint too busy to answer keeps its last known health; the next poll asks again.
+            [](const caf::error&) {});
+  self->delayed_send(self, health_poll, atom::tick_v);
+}
+
 } // namespace
+
+std::string pick_endpoint(const std::vector<session_endpoint>& endpoints,
+                          const std::map<std::string, endpoint_health>& health,
+                          const std::string& current) {
+  auto state_of = [&](const std::string& name) {
+    auto found = health.find(name);
+    return found == health.end() ? std::string{"up"} : found->second.state;
+  };
+  auto listed = std::any_of(endpoints.begin(), endpoints.end(),
+                            [&](const session_endpoint& e) { return e.name == current; });
+  if (listed && state_of(current) != "down")
+    return current;
+  for (const char* wanted : {"up", "failing"})
+    for (const auto& e : endpoints)
+      if (e.name != current && state_of(e.name) == wanted)
+        return e.name;
+  return {};
+}
 
 std::string render_docstring(const std::optional<contract::docstring>& docstring) {
   if (!docstring)
@@ -286,6 +369,12 @@ campaign_status live_status(const campaign_state& st) {
   auto status = st.status;
   for (const auto& [id, progress] : st.live)
     add_progress(status, progress);
+  for (const auto& endpoint : st.services.endpoints) {
+    auto found = st.health.find(endpoint.name);
+    endpoint_health unknown;
+    unknown.name = endpoint.name;
+    status.endpoints.push_back(found != st.health.end() ? found->second : unknown);
+  }
   return status;
 }
 
@@ -355,7 +444,10 @@ campaign_actor::behavior_type campaign(campaign_actor::stateful_pointer<campaign
                                  "campaign " + st.spec.campaign_id + " is already running");
         st.started = true;
         st.promise = self->make_response_promise<campaign_status>();
-        checkpoint_campaign(self, contract::campaign_state::running, [self] { launch_more(self); });
+        checkpoint_campaign(self, contract::campaign_state::running, [self] {
+          launch_more(self);
+          poll_health(self);
+        });
         return st.promise;
       },
       [self](atom::status) { return live_status(self->state); },
@@ -378,6 +470,7 @@ campaign_actor::behavior_type campaign(campaign_actor::stateful_pointer<campaign
         track_state(st, progress.session_id, &progress.state);
         st.live[progress.session_id] = std::move(progress);
       },
+      [self](atom::tick) { poll_health(self); },
   };
 }
 

@@ -83,6 +83,7 @@ struct campaign_state {
   uint64_t interrupted = 0; // sessions that stopped without an outcome (no checkpoint)
   caf::typed_response_promise<campaign_status> promise;
   bool started = false;
+  std::map<std::string, endpoint_health> health; // of services.endpoints, as last polled
 
   ~campaign_state();
 
@@ -99,9 +100,18 @@ campaign_status stored_status(const stored_campaign& stored,
 /// The status of a campaign with the progress of its running sessions folded in.
 campaign_status live_status(const campaign_state& state);
 
+/// The endpoint a session asks, from `endpoints` (in failover order) and their last known
+/// `health`: `current` while it is not down, else the first that is up, else the first that is
+/// only failing; empty when every other one is down too.
+std::string pick_endpoint(const std::vector<session_endpoint>& endpoints,
+                          const std::map<std::string, endpoint_health>& health,
+                          const std::string& current);
+
 /// Spawn with `system.spawn(campaign, spec, services, restored)`: `restored` holds the records
 /// already stored for this campaign (empty for a new one). A campaign that is stopped stops its
-/// sessions where they stand (their records say where).
+/// sessions where they stand (their records say where). With `services.endpoints` it polls their
+/// health (its status carries it) and moves a session waiting in GENERATE on an endpoint that is
+/// down to the next one that is not.
 campaign_actor::behavior_type campaign(campaign_actor::stateful_pointer<campaign_state> self,
                                        campaign_spec spec, session_services services,
                                        std::vector<session_record> restored);

@@ -66,6 +66,17 @@ caf::expected<session_services> services_for(const campaign_manager_setup& setup
   session_services services;
   services.store = setup.store;
   services.llm = endpoint->second.actor;
+  services.endpoints.push_back(
+      {spec.endpoint, endpoint->second.config.model, endpoint->second.actor});
+  for (const auto& name : spec.failover) {
+    auto next = setup.endpoints.find(name);
+    if (next == setup.endpoints.end()) {
+      spdlog::warn("campaign {}: failover endpoint '{}' is not configured; left out",
+                   spec.campaign_id, name);
+      continue;
+    }
+    services.endpoints.push_back({name, next->second.config.model, next->second.actor});
+  }
   services.jobs = setup.devices;
   services.summarizer = setup.summarizer;
   services.library = setup.library;
@@ -253,14 +264,25 @@ caf::expected<campaign_spec> accept(const campaign_manager_setup& setup,
                                     campaign_request& request) {
   const auto& defaults = setup.defaults;
   campaign_spec spec;
-  spec.endpoint = request.endpoint.empty() ? setup.default_endpoint : request.endpoint;
-  auto endpoint = setup.endpoints.find(spec.endpoint);
-  if (endpoint == setup.endpoints.end()) {
+  auto named = split(request.endpoint);
+  if (named.empty())
+    named.push_back(setup.default_endpoint);
+  for (const auto& name : named) {
+    if (setup.endpoints.count(name))
+      continue;
     std::vector<std::string> names;
-    for (const auto& [name, e] : setup.endpoints)
-      names.push_back(name);
-    return invalid("no endpoint named '" + spec.endpoint + "' (configured: " + join(names) + ")");
+    for (const auto& [configured, e] : setup.endpoints)
+      names.push_back(configured);
+    return invalid("no endpoint named '" + name + "' (configured: " + join(names) + ")");
   }
+  spec.endpoint = named.front();
+  spec.failover.assign(named.begin() + 1, named.end());
+  // One endpoint named (or none): with campaigns.failover the others follow in configured order.
+  if (named.size() == 1 && defaults.failover)
+    for (const auto& name : setup.endpoint_order)
+      if (name != spec.endpoint)
+        spec.failover.push_back(name);
+  auto endpoint = setup.endpoints.find(spec.endpoint);
   const auto& replayed = endpoint->second.replayed_operators;
   bool selected =
       !request.names.empty() || !request.categories.empty() || request.all || request.failed;

@@ -38,7 +38,8 @@ struct campaign_manager_setup {
   library_actor library;                                                  // may be null
   size_t summarize_over_chars = summarizer_config{}.summarize_over_chars; // see session_services
   std::map<std::string, campaign_endpoint> endpoints;
-  std::string default_endpoint; // used when a request names none
+  std::vector<std::string> endpoint_order; // as configured: `campaigns.failover` goes this way
+  std::string default_endpoint;            // used when a request names none
   std::shared_ptr<const prompt_templates> templates;
   std::string examples;
   campaigns_config defaults; // device_kind resolved (never "auto")

@@ -9,6 +9,7 @@
 #include "messages/wire.hpp"
 #include "persistence/keys.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 
@@ -147,7 +148,9 @@ void ask(self_pointer self, const ask_llm& action) {
               return;
             case chat_outcome::endpoint_fault:
             case chat_outcome::cancelled:
-              on_event(self, llm_faulted{std::string{to_string(r.outcome)} + ": " + r.error});
+            case chat_outcome::rejected:
+              on_event(self, llm_faulted{std::string{to_string(r.outcome)} + ": " + r.error,
+                                         r.outcome == chat_outcome::rejected});
               return;
             }
           },
@@ -372,6 +375,7 @@ session_summary summarize(const session_record& r) {
   s.faults = r.total_faults;
   s.prompt_tokens = r.prompt_tokens;
   s.completion_tokens = r.completion_tokens;
+  s.endpoint = r.endpoint;
   if (r.state == session_state::success)
     s.kernel_key = kernel_key(operator_id(r.op, r.variant), r.proposal);
   return s;
@@ -413,6 +417,23 @@ op_session(op_session_actor::stateful_pointer<op_session_state> self, session_re
       [self](atom::retry, uint64_t revision) {
         if (!stale(self, revision) && !self->state.writing)
           issue(self, next_action(self->state.record));
+      },
+      [self](atom::failover, std::string& endpoint, std::string& reason) {
+        auto& st = self->state;
+        // Mid-checkpoint or past GENERATE the move would redo a step: the campaign asks again.
+        if (!st.running || st.writing || st.record.state != session_state::generate ||
+            st.record.endpoint == endpoint)
+          return;
+        auto target = std::find_if(st.services.endpoints.begin(), st.services.endpoints.end(),
+                                   [&](const session_endpoint& e) { return e.name == endpoint; });
+        if (target == st.services.endpoints.end())
+          return;
+        spdlog::warn("session {}: failover from endpoint {} to {}: {}", st.record.session_id,
+                     st.record.endpoint, endpoint, reason);
+        if (st.llm_request)
+          self->send(st.services.llm, atom::cancel_v, *st.llm_request);
+        st.services.llm = target->actor;
+        on_event(self, endpoint_moved{target->name, target->model, std::move(reason)});
       },
   };
 }

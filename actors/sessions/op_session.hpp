@@ -19,16 +19,27 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
 namespace opforge {
 
+/// An LLM endpoint a campaign may move a session to.
+struct session_endpoint {
+  std::string name;
+  std::string model;
+  llm_endpoint_actor actor; // its campaign also asks it how it is
+};
+
 /// What every session of a daemon shares.
 struct session_services {
   checkpoint_actor store;
-  chat_actor llm;
+  chat_actor llm; // the endpoint the record names
+  // The campaign's endpoints in failover order, the first being the campaign's own: it watches
+  // their health and moves sessions between them (`atom::failover`). Empty: nobody watches.
+  std::vector<session_endpoint> endpoints;
   job_runner_actor jobs;
   summarizer_actor summarizer; // may be invalid: long logs are then only cut
   // A log in a failure (log_fields, actors/feedback.hpp) longer than this is summarized first.

@@ -168,7 +168,22 @@ public:
     open_dialog();
   }
 
-  void on(const llm_faulted& event) { fault(session_state::generate, "endpoint", event.detail); }
+  void on(const llm_faulted& event) {
+    if (event.permanent)
+      fail("the endpoint refused the request for good: " + first_line(event.detail));
+    else
+      fault(session_state::generate, "endpoint", event.detail);
+  }
+
+  // The waiting request is asked again at once of the new endpoint: its faults were the old one's.
+  void on(const endpoint_moved& event) {
+    auto from = rec_.endpoint;
+    rec_.endpoint = event.endpoint;
+    rec_.model = event.model;
+    rec_.consecutive_faults = 0;
+    move_to(session_state::generate, "failover from endpoint " + from + " to " + event.endpoint +
+                                         ": " + first_line(event.reason));
+  }
 
   void on(const lint_finished& event) {
     const auto& result = event.result;

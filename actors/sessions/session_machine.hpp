@@ -42,6 +42,14 @@ struct llm_context_exhausted {
 };
 struct llm_faulted {
   std::string detail;
+  // The endpoint refused this request for good (chat_outcome::rejected): the session fails
+  // rather than asking again forever.
+  bool permanent = false;
+};
+struct endpoint_moved {
+  std::string endpoint; // the endpoint asked from now on
+  std::string model;    // what it serves
+  std::string reason;   // why the campaign moved the session
 };
 struct lint_finished {
   contract::lint_result result;
@@ -60,8 +68,8 @@ struct cancel_requested {
   std::string reason;
 };
 
-using session_event = std::variant<llm_answered, llm_context_exhausted, llm_faulted, lint_finished,
-                                   test_finished, harness_faulted, cancel_requested>;
+using session_event = std::variant<llm_answered, llm_context_exhausted, llm_faulted, endpoint_moved,
+                                   lint_finished, test_finished, harness_faulted, cancel_requested>;
 
 // -- actions --------------------------------------------------------------------------------------
 
