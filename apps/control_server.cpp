@@ -3,6 +3,7 @@
 #include "actors/store/store.hpp"
 #include "apps/actor_query.hpp"
 #include "apps/control_client.hpp"
+#include "apps/import_views.hpp"
 #include "apps/session_views.hpp"
 #include "messages/device_messages.hpp"
 #include "messages/errors.hpp"
@@ -311,13 +312,15 @@ control_server::answer_type control_server::answer(std::string_view request) {
       return malformed(op ? campaign.error() : op.error());
     return {encode(show_session(*context_.system, context_.store, *op, *campaign))};
   }
+  if (*type == "import" || *type == "import_status")
+    return {encode(import_reply(*context_.system, context_.importer, *type, *fields))};
   if (*type == "shutdown") {
     spdlog::info("shutdown requested over the control socket");
     return {encode({{"ok", true}}), true};
   }
   return {encode(failure("unknown request type '" + *type +
                          "' (this daemon knows: status, workers, run, campaign, campaigns, cancel, "
-                         "sessions, show, shutdown)"))};
+                         "sessions, show, import, import_status, shutdown)"))};
 }
 
 nlohmann::json control_server::status() const {

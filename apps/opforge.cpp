@@ -4,6 +4,7 @@
 
 #include "apps/campaign_setup.hpp"
 #include "apps/control_client.hpp"
+#include "apps/import_command.hpp"
 #include "apps/serve.hpp"
 #include "config/config.hpp"
 #include "messages/device_kind.hpp"
@@ -569,8 +570,13 @@ int main(int argc, char** argv) {
     cmd->add_option("--campaign", selected.campaign,
                     "campaign id (default: every campaign; for show, the newest that has OP)");
 
+  import_options import_opts;
+  auto* import_cmd = app.add_subcommand(
+      "import", "test a kernel set on a device worker; those that pass enter the library");
+  import_opts.add_to(*import_cmd);
+
   for (auto* cmd : {status_cmd, workers_cmd, shutdown_cmd, run_cmd, attach_cmd, campaigns_cmd,
-                    cancel_cmd, sessions_cmd, show_cmd}) {
+                    cancel_cmd, sessions_cmd, show_cmd, import_cmd}) {
     common.add_to(*cmd);
     client.add_to(*cmd);
   }
@@ -627,6 +633,9 @@ int main(int argc, char** argv) {
                        });
   if (cmd == sessions_cmd)
     return list_all_sessions(*cfg, client, selected);
+  if (cmd == import_cmd)
+    return run_import(cfg->control.listen, import_opts, client.json,
+                      std::chrono::milliseconds{client.timeout_ms});
   if (cmd == show_cmd)
     return run_request(*cfg, client,
                        {{"type", "show"}, {"op", selected.op}, {"campaign", selected.campaign}},

@@ -110,6 +110,8 @@ struct operator_spec {
   std::string category;
   std::string docstring;           // with the docstrings it references
   std::vector<std::string> dtypes; // the requested dtypes the operator supports
+  std::string seed_kernel;         // a repair's starting point (session_record.seed_kernel)
+  std::string seed_feedback;       // why the seed failed: the first dialog's status
 };
 
 /// What `opforge run` submits, resolved.
