@@ -2,6 +2,7 @@
 
 #include "actors/fleet/spawn_device_manager.hpp"
 #include "actors/library/importer.hpp"
+#include "actors/library/library.hpp"
 #include "actors/sessions/campaign_manager.hpp"
 #include "actors/store/store.hpp"
 #include "apps/actor_query.hpp"
@@ -236,6 +237,7 @@ importer_actor start_importer(caf::actor_system& sys, const campaign_manager_set
   importer_setup out;
   out.jobs = setup.devices;
   out.store = setup.store;
+  out.library = setup.library;
   out.campaigns = std::move(campaigns);
   out.device_kind = setup.defaults.device_kind;
   std::stringstream dtypes{setup.defaults.dtypes};
@@ -267,6 +269,9 @@ caf::error run(caf::actor_system& sys, const config& given, const std::string& v
   if (!store)
     return store.error();
   scope_exit stop_store{[&] { stop_actor(sys, *store, "store"); }};
+  // It holds nothing but counts, and every write it makes is a request the store answers first.
+  auto kernels = sys.spawn(library, *store, families, version);
+  scope_exit stop_library{[&] { caf::anon_send_exit(kernels, caf::exit_reason::user_shutdown); }};
   auto devices = spawn_device_manager(sys, device_manager_settings(cfg.workers), families);
   if (!devices)
     return devices.error();
@@ -281,6 +286,7 @@ caf::error run(caf::actor_system& sys, const config& given, const std::string& v
   scope_exit stop_parts{[&] { parts->stop(); }};
   parts->setup.store = *store;
   parts->setup.devices = *devices;
+  parts->setup.library = kernels;
   parts->setup.unfinished = std::move(*unfinished);
   auto campaigns = sys.spawn(campaign_manager, parts->setup);
   scope_exit stop_campaigns{[&] { stop_actor(sys, campaigns, "campaign manager"); }};
@@ -291,6 +297,7 @@ caf::error run(caf::actor_system& sys, const config& given, const std::string& v
                           *store,
                           *devices,
                           campaigns,
+                          kernels,
                           version,
                           cfg,
                           metrics_address,

@@ -168,8 +168,8 @@ using library_actor = caf::typed_actor<
     caf::replies_to<atom::add, contract::library_kernel>::with<kernel_version>,
     // Records a verdict on a stored kernel (by source hash) on one toolchain; replies ok.
     caf::replies_to<atom::validate, std::string, contract::toolchain_proof>::with<atom::ok>,
-    // The kernels of one operator id ("": of every operator), oldest version first; sources only
-    // when the flag is set.
+    // The kernels of an operator id, or of every variant of an OpInfo name ("": of every
+    // operator), by operator id and oldest version first; sources only when the flag is set.
     caf::replies_to<atom::list, std::string, bool>::with<std::vector<kernel_version>>,
     // One kernel per operator variant for a device kind: with a fingerprint, the newest kernel
     // that passed there; with "", the newest accepted on the device kind.

@@ -460,7 +460,7 @@ void accept(self_pointer self, const std::string& id, const parsed_kernel& kerne
                   {"file", kernel.path}};
   k.proofs.push_back({.fingerprint = job.fingerprint,
                       .device_kind = run.status.device_kind,
-                      .toolchain = {},
+                      .toolchain = job.toolchain,
                       .outcome = contract::outcome::pass,
                       .tests_run = test.tests_run,
                       .tests_passed = test.tests_passed,

@@ -40,6 +40,9 @@ std::vector<contract::library_kernel> choose(const std::vector<stored_kernel>& k
                                              const std::string& fingerprint);
 
 struct library_state {
+  // Not an aggregate: CAF would try to construct it from the actor's pointer.
+  library_state() = default;
+
   store_actor store;
   std::shared_ptr<metrics> telemetry; // may be null
   std::string daemon_version;
