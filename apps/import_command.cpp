@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -88,11 +89,11 @@ caf::expected<std::vector<kernel_file>> read_kernel_set(const fs::path& dir,
     out.push_back({name + "/" + chosen->filename().string(), std::move(*source)});
   }
   if (out.empty())
-    return caf::make_error(errc::request_invalid,
-                           dir.string() + ": no kernels in the " + layout + " layout (" +
-                               (layout == "candidates" ? "*.py files"
-                                                       : "<overload>/<overload>_implementation*.py") +
-                               ")");
+    return caf::make_error(
+        errc::request_invalid,
+        dir.string() + ": no kernels in the " + layout + " layout (" +
+            (layout == "candidates" ? "*.py files" : "<overload>/<overload>_implementation*.py") +
+            ")");
   return out;
 }
 
@@ -207,8 +208,10 @@ int run_import(const std::string& control, const import_options& options, bool j
   if (!parts)
     return fail(parts.error(), exit_unreadable);
   auto source = options.source;
-  if (source.empty())
-    source = fs::weakly_canonical(fs::absolute(dir)).filename().string();
+  if (source.empty()) {
+    auto canonical = fs::weakly_canonical(fs::absolute(dir));
+    source = (canonical.has_filename() ? canonical : canonical.parent_path()).filename().string();
+  }
   std::string id;
   for (size_t i = 0; i < parts->size(); ++i) {
     auto listed = nlohmann::json::array();

@@ -61,9 +61,9 @@ caf::expected<std::vector<import_file>> files(const wire::map_reader& fields) {
 // The fields of an `import` request; each wrong one is named.
 caf::expected<import_request> parse_request(const wire::map_reader& fields) {
   import_request out;
-  for (auto [key, into] : {std::pair{"id", &out.import_id}, std::pair{"layout", &out.layout},
-                           std::pair{"source", &out.source},
-                           std::pair{"device_kind", &out.device_kind}}) {
+  for (auto [key, into] :
+       {std::pair{"id", &out.import_id}, std::pair{"layout", &out.layout},
+        std::pair{"source", &out.source}, std::pair{"device_kind", &out.device_kind}}) {
     auto value = fields.string_or(key, "");
     if (!value)
       return bad(key, "a string");
@@ -117,19 +117,18 @@ nlohmann::json to_json(const import_status& s) {
 
 nlohmann::json import_reply(caf::actor_system& sys, const importer_actor& importer,
                             const std::string& type, const wire::map_reader& fields) {
-  caf::expected<import_status> status{caf::error{}};
-  if (type == "import") {
+  auto status = [&]() -> caf::expected<import_status> {
+    if (type != "import") {
+      auto id = fields.string("id");
+      if (!id)
+        return id.error();
+      return ask<import_status>(sys, importer_bound, importer, atom::status_v, *id);
+    }
     auto request = parse_request(fields);
     if (!request)
-      return failure(message(request.error()));
-    status = ask<import_status>(sys, importer_bound, importer, atom::onboard_v,
-                                std::move(*request));
-  } else {
-    auto id = fields.string("id");
-    if (!id)
-      return failure(message(id.error()));
-    status = ask<import_status>(sys, importer_bound, importer, atom::status_v, *id);
-  }
+      return request.error();
+    return ask<import_status>(sys, importer_bound, importer, atom::onboard_v, std::move(*request));
+  }();
   if (!status)
     return failure(message(status.error()));
   return {{"ok", true}, {"import", to_json(*status)}};

@@ -14,7 +14,8 @@ namespace opforge {
 
 /// One file of a kernel set, as read from its directory.
 struct import_file {
-  std::string path{};   // relative to the directory, e.g. abs__default/abs__default_implementation_v1.py
+  std::string
+      path{}; // relative to the directory, e.g. abs__default/abs__default_implementation_v1.py
   std::string source{}; // the file's text
 };
 
@@ -32,7 +33,7 @@ struct import_request {
   std::string source{};    // provenance: the kernels enter the library as imported:<source>
   std::string device_kind{};
   std::vector<std::string> dtypes{}; // empty: the daemon's campaigns.dtypes
-  bool repair = false; // start a campaign of sessions seeded with the failing kernels
+  bool repair = false;               // start a campaign of sessions seeded with the failing kernels
   std::vector<import_file> files{};
 };
 
@@ -78,14 +79,14 @@ struct import_status {
   uint64_t decided = 0; // of them
   uint64_t accepted = 0;
   std::vector<import_verdict> verdicts{}; // in the order they were decided
-  std::string repair_campaign{}; // the campaign of repair sessions, when one started
+  std::string repair_campaign{};          // the campaign of repair sessions, when one started
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, import_status& x) {
-  return f(caf::meta::type_name("import_status"), x.import_id, x.state, x.error, x.layout,
-           x.source, x.device_kind, x.dtypes, x.created_ms, x.ended_ms, x.files, x.tests,
-           x.decided, x.accepted, x.verdicts, x.repair_campaign);
+  return f(caf::meta::type_name("import_status"), x.import_id, x.state, x.error, x.layout, x.source,
+           x.device_kind, x.dtypes, x.created_ms, x.ended_ms, x.files, x.tests, x.decided,
+           x.accepted, x.verdicts, x.repair_campaign);
 }
 
 } // namespace opforge

@@ -12,8 +12,8 @@ device_job lint_job(std::string id, const std::string& source, const std::string
   job.id = std::move(id);
   job.kind = "lint";
   job.deadline_ms = deadline_ms;
-  job.payload = contract::codec::to_bytes(
-      contract::lint_request{.source = source, .op = op, .wrapper = wrapper, .profile = device_kind});
+  job.payload = contract::codec::to_bytes(contract::lint_request{
+      .source = source, .op = op, .wrapper = wrapper, .profile = device_kind});
   return job;
 }
 

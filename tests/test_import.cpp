@@ -87,8 +87,8 @@ protected:
     CliTest::SetUp();
     ::unsetenv("OPFORGE_LLM_URL"); // the demo endpoint: the recorded answers repair with
     write("demo.yaml", "workers: {listen: '" + workers_endpoint() + "'}\n");
-    daemon = spawn({"serve", "--config", (dir / "demo.yaml").string(), "--data-dir",
-                    data.string(), "--metrics-listen", ""},
+    daemon = spawn({"serve", "--config", (dir / "demo.yaml").string(), "--data-dir", data.string(),
+                    "--metrics-listen", ""},
                    dir / "serve.out", dir / "serve.err");
     auto deadline = std::chrono::steady_clock::now() + process_bound;
     while (opforge({"status"}).code != 0) {
@@ -127,8 +127,8 @@ const auto cheat_verdicts = AnyOf("cheat_detected", "lint_violation");
 } // namespace
 
 TEST_F(Import, BothLayoutsAcceptTheHonestKernelOnlyAndAgainFindItPresent) {
-  auto candidates =
-      import_set({(fixtures / "candidates").string(), "--layout", "candidates", "--source", "mine"});
+  auto candidates = import_set(
+      {(fixtures / "candidates").string(), "--layout", "candidates", "--source", "mine"});
   EXPECT_EQ(candidates.at("state"), "done");
   EXPECT_EQ(candidates.at("accepted"), 1);
   auto got = verdicts(candidates);
@@ -145,18 +145,19 @@ TEST_F(Import, BothLayoutsAcceptTheHonestKernelOnlyAndAgainFindItPresent) {
   }
 
   // Again: the accepted kernel is present by its source, nothing is added twice.
-  auto again =
-      import_set({(fixtures / "candidates").string(), "--layout", "candidates", "--source", "mine"});
+  auto again = import_set(
+      {(fixtures / "candidates").string(), "--layout", "candidates", "--source", "mine"});
   EXPECT_EQ(verdicts(again)["abs.py"], "present") << again.dump(2);
   EXPECT_EQ(again.at("accepted"), 0);
 
   // The same kernels as BackendBench folders, the plain text output.
-  auto bench = opforge({"import", (fixtures / "backendbench").string(), "--layout",
-                        "backendbench", "--dtypes", "float32"},
+  auto bench = opforge({"import", (fixtures / "backendbench").string(), "--layout", "backendbench",
+                        "--dtypes", "float32"},
                        import_bound);
   ASSERT_EQ(bench.code, 0) << bench.out << bench.err;
-  EXPECT_THAT(bench.out,
-              HasSubstr("  pass            abs__default/abs__default_implementation_v1.py as abs\n"))
+  EXPECT_THAT(
+      bench.out,
+      HasSubstr("  pass            abs__default/abs__default_implementation_v1.py as abs\n"))
       << bench.out;
   EXPECT_THAT(bench.out, HasSubstr("  accuracy_error  neg__default/neg__default_implementation_v1."
                                    "py as neg: float32 extremal #"))
@@ -180,13 +181,14 @@ TEST_F(Import, BothLayoutsAcceptTheHonestKernelOnlyAndAgainFindItPresent) {
     EXPECT_EQ(kernel.tests_passed, kernel.tests_run);
     origins[kernel.wrapper] = kernel.origin;
   }
-  EXPECT_EQ(origins, (std::map<std::string, std::string>{
-                         {"abs", "imported:mine"},
-                         {"abs__default_kernel_impl", "imported:backendbench"}}));
+  EXPECT_EQ(origins,
+            (std::map<std::string, std::string>{
+                {"abs", "imported:mine"}, {"abs__default_kernel_impl", "imported:backendbench"}}));
 }
 
 TEST_F(Import, RepairStartsSessionsSeededWithTheFailingKernels) {
-  auto status = import_set({(fixtures / "candidates").string(), "--layout", "candidates", "--repair"});
+  auto status =
+      import_set({(fixtures / "candidates").string(), "--layout", "candidates", "--repair"});
   auto campaign = status.value("repair_campaign", std::string{});
   ASSERT_FALSE(campaign.empty()) << status.dump(2);
 
@@ -202,11 +204,11 @@ TEST_F(Import, RepairStartsSessionsSeededWithTheFailingKernels) {
     EXPECT_EQ(session.state, session_state::success) << session.end_reason;
     seeds[session.op] = session.seed_kernel;
   }
-  EXPECT_EQ(seeds, (std::map<std::string, std::string>{
-                       {"neg", slurp(fixtures / "candidates" / "neg.py")},
-                       {"nn.functional.relu", slurp(fixtures / "candidates" /
-                                                    "nn.functional.relu.py")},
-                       {"sigmoid", slurp(fixtures / "candidates" / "sigmoid.py")}}));
+  EXPECT_EQ(seeds,
+            (std::map<std::string, std::string>{
+                {"neg", slurp(fixtures / "candidates" / "neg.py")},
+                {"nn.functional.relu", slurp(fixtures / "candidates" / "nn.functional.relu.py")},
+                {"sigmoid", slurp(fixtures / "candidates" / "sigmoid.py")}}));
 }
 
 TEST_F(Import, LargeSetsTravelInPartsAndOversizedFilesAreRefused) {

@@ -25,13 +25,13 @@ contract::catalog_operator op(std::string name, std::string variant,
 
 contract::catalog_result catalog() {
   contract::catalog_result out;
-  out.operators = {op("abs", "", {"aten.abs.default"}),
-                   op("nn.functional.relu", "", {"aten.relu.default"}),
-                   op("nn.functional.l1_loss", "",
-                      {"aten.abs.default", "aten.mean.default", "aten.sub.Tensor"}),
-                   op("softmax", "", {"aten._softmax.default"}),
-                   op("softmax", "with_dtype", {"aten._softmax.default", "aten._to_copy.default"}),
-                   op("add", "", {"aten.add.Tensor", "aten.add.Scalar"})};
+  out.operators = {
+      op("abs", "", {"aten.abs.default"}),
+      op("nn.functional.relu", "", {"aten.relu.default"}),
+      op("nn.functional.l1_loss", "", {"aten.abs.default", "aten.mean.default", "aten.sub.Tensor"}),
+      op("softmax", "", {"aten._softmax.default"}),
+      op("softmax", "with_dtype", {"aten._softmax.default", "aten._to_copy.default"}),
+      op("add", "", {"aten.add.Tensor", "aten.add.Scalar"})};
   out.excluded = {{"normal", "", "random"}};
   return out;
 }
@@ -113,11 +113,10 @@ TEST(Importer, CandidateFileNamesReadAsValidateReadsThem) {
   auto variant = parse_kernel("candidates", {"softmax.with_dtype.py", source});
   EXPECT_THAT(catalog_guesses(variant), ElementsAre("softmax.with_dtype", "softmax"));
   EXPECT_THAT(ids(resolve(catalog(), variant)), ElementsAre("softmax/with_dtype softmax"));
-  auto marked = parse_kernel(
-      "candidates",
-      {"softmax.py", std::string{"# opforge: variants=default,with_dtype\n"
-                                 "# opforge: wrapper=my_softmax\n"} +
-                         source});
+  auto marked = parse_kernel("candidates",
+                             {"softmax.py", std::string{"# opforge: variants=default,with_dtype\n"
+                                                        "# opforge: wrapper=my_softmax\n"} +
+                                                source});
   EXPECT_THAT(ids(resolve(catalog(), marked)),
               ElementsAre("softmax/ my_softmax", "softmax/with_dtype my_softmax"));
   auto dotted = parse_kernel("candidates", {"nn.functional.relu.py",

@@ -91,8 +91,8 @@ std::vector<function_def> top_level_functions(std::string_view source) {
       if (open != std::string::npos)
         out.push_back({line.substr(4, open - 4), jit});
       jit = false;
-    } else if (!line.empty() && (std::isalpha(static_cast<unsigned char>(line[0])) ||
-                                 line[0] == '_')) {
+    } else if (!line.empty() &&
+               (std::isalpha(static_cast<unsigned char>(line[0])) || line[0] == '_')) {
       jit = false; // another statement between a decorator and its def
     }
   }
@@ -173,8 +173,7 @@ resolution backendbench_targets(const contract::catalog_result& catalog,
   return out;
 }
 
-resolution candidate_targets(const contract::catalog_result& catalog,
-                             const parsed_kernel& kernel) {
+resolution candidate_targets(const contract::catalog_result& catalog, const parsed_kernel& kernel) {
   std::map<std::string, std::vector<const contract::catalog_operator*>> variants_of;
   for (const auto& op : catalog.operators)
     variants_of[op.name].push_back(&op);
@@ -206,8 +205,8 @@ resolution candidate_targets(const contract::catalog_result& catalog,
     if (!named.empty() && !has(marked, named))
       return {{},
               "invalid",
-              "the file name asks for variant '" + named + "' of " + op +
-                  " but its marker for " + join(marked)};
+              "the file name asks for variant '" + named + "' of " + op + " but its marker for " +
+                  join(marked)};
     variants = marked;
   } else {
     std::vector<std::string> readings;
@@ -235,11 +234,10 @@ resolution candidate_targets(const contract::catalog_result& catalog,
       return {{}, "unmapped", op + " has no variant '" + variant + "' in the catalog"};
     for (const auto* o : variants_of[op])
       if (o->variant == variant)
-        out.targets.push_back(
-            {op, variant,
-             kernel.marked_wrapper.empty() ? default_wrapper(op, kernel.source)
-                                           : kernel.marked_wrapper,
-             o->aten_overloads, o->dtypes});
+        out.targets.push_back({op, variant,
+                               kernel.marked_wrapper.empty() ? default_wrapper(op, kernel.source)
+                                                             : kernel.marked_wrapper,
+                               o->aten_overloads, o->dtypes});
   }
   return out;
 }
@@ -378,9 +376,9 @@ std::string failure_feedback(const contract::test_result& test) {
   out += f.message + "\n";
   for (const auto& finding : f.findings)
     out += "- " + finding + "\n";
-  for (const auto& [label, log] : {std::pair{"compile log", &f.compile_log},
-                                   std::pair{"backtrace", &f.backtrace},
-                                   std::pair{"CUDA error", &f.cuda_error}})
+  for (const auto& [label, log] :
+       {std::pair{"compile log", &f.compile_log}, std::pair{"backtrace", &f.backtrace},
+        std::pair{"CUDA error", &f.cuda_error}})
     if (!log->empty())
       out += std::string{label} + ":\n" + cut(*log) + "\n";
   return out;
@@ -416,7 +414,9 @@ void finish(self_pointer self, const std::string& id) {
             self->state.imports[id].status.repair_campaign = campaign.campaign_id;
             done({});
           },
-          [done](const caf::error& err) { done("the repair campaign did not start: " + message(err)); });
+          [done](const caf::error& err) {
+            done("the repair campaign did not start: " + message(err));
+          });
 }
 
 // Records one verdict; the last one ends the import.
@@ -426,8 +426,7 @@ void decide(self_pointer self, const std::string& id, import_verdict verdict) {
     ++run.status.accepted;
   run.status.verdicts.push_back(std::move(verdict));
   ++run.status.decided;
-  if (run.status.state == "testing" && run.pending == 0 &&
-      run.status.decided == run.status.tests)
+  if (run.status.state == "testing" && run.pending == 0 && run.status.decided == run.status.tests)
     finish(self, id);
 }
 
@@ -455,9 +454,8 @@ void accept(self_pointer self, const std::string& id, const parsed_kernel& kerne
       if (auto dtype = contract::from_string<contract::dtype>(name))
         k.dtypes.push_back(*dtype);
   k.aten_overloads = target.aten_overloads;
-  k.provenance = {{"origin", "imported:" + run.status.source},
-                  {"import_id", id},
-                  {"file", kernel.path}};
+  k.provenance = {
+      {"origin", "imported:" + run.status.source}, {"import_id", id}, {"file", kernel.path}};
   k.proofs.push_back({.fingerprint = job.fingerprint,
                       .device_kind = run.status.device_kind,
                       .toolchain = job.toolchain,
@@ -496,9 +494,9 @@ void judge(self_pointer self, const std::string& id, size_t index, import_target
   };
   auto lint = lint_job(job_id + ":lint", kernel.source, target.op, target.wrapper,
                        run.status.device_kind, setup.job_deadline_ms);
-  auto test = test_job(job_id + ":test", target.op, target.variant, kernel.source, target.wrapper,
-                       dtypes,
-                       {run.status.device_kind, setup.sample_timeout_s, setup.job_deadline_ms});
+  auto test =
+      test_job(job_id + ":test", target.op, target.variant, kernel.source, target.wrapper, dtypes,
+               {run.status.device_kind, setup.sample_timeout_s, setup.job_deadline_ms});
   self->request(setup.jobs, caf::infinite, atom::submit_v, std::move(lint))
       .then(
           [self, id, index, target, verdict, fault,
@@ -508,7 +506,7 @@ void judge(self_pointer self, const std::string& id, size_t index, import_target
             auto lint = wire::decode_as<contract::lint_result>(linted.payload, "lint_result");
             if (!lint)
               return fault(verdict, render(lint.error()));
-            if (!lint->ok) {
+            if (!lint->ok || lint->syntax_error) {
               auto& run = self->state.imports[id];
               --run.pending;
               seed(run, run.kernels[index], target, failure_feedback(*lint));
@@ -570,7 +568,8 @@ void test_all(self_pointer self, const std::string& id, const contract::catalog_
       auto& run = self->state.imports[id];
       auto op = operator_id(target.op, target.variant);
       if (run.present.count(kernel_key(op, kernel.source))) {
-        decide(self, id, {kernel.path, op, "present", "the library has this source for " + op, hash});
+        decide(self, id,
+               {kernel.path, op, "present", "the library has this source for " + op, hash});
         continue;
       }
       std::vector<std::string> dtypes;
@@ -736,8 +735,7 @@ importer_actor::behavior_type importer(importer_actor::stateful_pointer<importer
         if (!run)
           return invalid("no import '" + id + "' in this daemon");
         if (run->status.state != "receiving")
-          return invalid("import " + id + " takes no more files (it is " + run->status.state +
-                         ")");
+          return invalid("import " + id + " takes no more files (it is " + run->status.state + ")");
         for (const auto& file : request.files)
           run->kernels.push_back(parse_kernel(run->status.layout, file));
         run->status.files = run->kernels.size();

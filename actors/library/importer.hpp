@@ -40,13 +40,13 @@ namespace opforge {
 /// A file of a kernel set, read for its layout.
 struct parsed_kernel {
   std::string path;
-  std::string source;  // as it is tested and stored
-  std::string wrapper; // "" for a candidate file: it depends on the operator it names
-  std::string marked_wrapper;             // candidates: `# opforge: wrapper=...`
-  std::string overload;                   // backendbench: e.g. aten.abs.default
-  std::string stem;                       // candidates: the file name without .py
+  std::string source;         // as it is tested and stored
+  std::string wrapper;        // "" for a candidate file: it depends on the operator it names
+  std::string marked_wrapper; // candidates: `# opforge: wrapper=...`
+  std::string overload;       // backendbench: e.g. aten.abs.default
+  std::string stem;           // candidates: the file name without .py
   std::vector<std::string> marked_variants; // candidates: "" for the default variant
-  std::string problem; // why it is no kernel of its layout; "" when it is one
+  std::string problem;                      // why it is no kernel of its layout; "" when it is one
 };
 
 /// Reads `file` as a file of `layout` ("backendbench" or "candidates").
@@ -102,9 +102,9 @@ struct import_run {
   import_status status;
   bool repair = false;
   std::vector<parsed_kernel> kernels;
-  std::set<std::string> present;     // `kernels` keys the library held when the tests started
-  std::vector<campaign_seed> seeds;  // the failing kernels, one per operator
-  uint64_t pending = 0;              // tests not decided yet
+  std::set<std::string> present;    // `kernels` keys the library held when the tests started
+  std::vector<campaign_seed> seeds; // the failing kernels, one per operator
+  uint64_t pending = 0;             // tests not decided yet
 };
 
 struct importer_state {

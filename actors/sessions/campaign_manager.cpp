@@ -171,9 +171,8 @@ caf::expected<std::vector<std::string>> failed_names(const std::vector<key_value
 void fetch_catalog(self_pointer self, std::string id, operator_selection selection,
                    std::vector<std::string> dtypes, campaign_spec spec) {
   auto job = catalog_job("catalog:" + id, spec.device_kind,
-                         selection.all || !selection.categories.empty()
-                             ? std::vector<std::string>{}
-                             : selection.names,
+                         selection.all || !selection.categories.empty() ? std::vector<std::string>{}
+                                                                        : selection.names,
                          catalog_deadline_ms);
   self->request(self->state.setup.devices, caf::infinite, atom::submit_v, std::move(job))
       .then(
@@ -211,8 +210,8 @@ void fetch_catalog(self_pointer self, std::string id, operator_selection selecti
 
 // Resolves a submitted request in the background: failed operators, covered ones, the catalog.
 void resolve(self_pointer self, std::string id, campaign_request request, campaign_spec spec) {
-  operator_selection selection{request.names, request.categories, request.all, {}, request.seeds,
-                               {}};
+  operator_selection selection{
+      request.names, request.categories, request.all, {}, request.seeds, {}};
   for (const auto& seed : request.seeds)
     if (std::find(request.names.begin(), request.names.end(), seed.op) == request.names.end())
       selection.seeded_only.insert(seed.op);
