@@ -316,7 +316,8 @@ std::vector<std::string> catalog_guesses(const parsed_kernel& kernel) {
     auto op = aten_op(kernel.overload);
     if (op.size() > 1 && op.back() == '_')
       op.pop_back();
-    return {op};
+    // Many aten ops are OpInfos of torch.nn.functional (relu is nn.functional.relu).
+    return {op, "nn.functional." + op};
   }
   return leading_names(kernel.stem);
 }
