@@ -196,6 +196,12 @@ TEST_F(Import, RepairStartsSessionsSeededWithTheFailingKernels) {
   auto attach = opforge({"attach", campaign}, import_bound);
   EXPECT_EQ(attach.code, 0) << attach.out << attach.err;
   EXPECT_THAT(attach.out, HasSubstr("3 of 3 operators passed")) << attach.out;
+  // Each session opened with the debug prompt: its seed, and the import's verdict as its status.
+  auto show = opforge({"show", "neg", "--campaign", campaign});
+  ASSERT_EQ(show.code, 0) << show.err;
+  EXPECT_THAT(show.out, HasSubstr("dialog 1 of 3: debug_existing prompt")) << show.out;
+  EXPECT_THAT(show.out, HasSubstr("tl.where(x == x, x * -1, 0)")) << show.out;
+  EXPECT_THAT(show.out, HasSubstr("Its test ended accuracy_error")) << show.out;
 
   shut_down();
   std::map<std::string, std::string> seeds; // operator -> seed
