@@ -3,6 +3,7 @@
 #include "actors/store/store.hpp"
 #include "apps/actor_query.hpp"
 #include "apps/control_client.hpp"
+#include "apps/import_views.hpp"
 #include "apps/session_views.hpp"
 #include "messages/device_messages.hpp"
 #include "messages/errors.hpp"
@@ -369,13 +370,15 @@ control_server::answer_type control_server::answer(std::string_view request) {
     return {encode(kernels(*fields))};
   if (*type == "export")
     return {encode(bundle(*fields))};
+  if (*type == "import" || *type == "import_status")
+    return {encode(import_reply(*context_.system, context_.importer, *type, *fields))};
   if (*type == "shutdown") {
     spdlog::info("shutdown requested over the control socket");
     return {encode({{"ok", true}}), true};
   }
   return {encode(failure("unknown request type '" + *type +
                          "' (this daemon knows: status, workers, run, campaign, campaigns, cancel, "
-                         "sessions, show, kernels, export, shutdown)"))};
+                         "sessions, show, kernels, export, import, import_status, shutdown)"))};
 }
 
 nlohmann::json control_server::status() const {

@@ -38,6 +38,7 @@ struct control_context {
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   /// Called once the reply to a `shutdown` request has been sent.
   std::function<void()> request_shutdown;
+  importer_actor importer;
 };
 
 class control_server {

@@ -4,6 +4,7 @@
 
 #include "apps/campaign_setup.hpp"
 #include "apps/control_client.hpp"
+#include "apps/import_command.hpp"
 #include "apps/serve.hpp"
 #include "apps/worker_keys.hpp"
 #include "config/config.hpp"
@@ -886,8 +887,13 @@ int main(int argc, char** argv) {
       "export", "write the library as a Python package or BackendBench's directory layout");
   exported.add_to(*export_cmd);
 
+  import_options import_opts;
+  auto* import_cmd = app.add_subcommand(
+      "import", "test a kernel set on a device worker; those that pass enter the library");
+  import_opts.add_to(*import_cmd);
+
   for (auto* cmd : {status_cmd, workers_cmd, shutdown_cmd, run_cmd, attach_cmd, campaigns_cmd,
-                    cancel_cmd, sessions_cmd, show_cmd, kernels_cmd, export_cmd}) {
+                    cancel_cmd, sessions_cmd, show_cmd, kernels_cmd, export_cmd, import_cmd}) {
     common.add_to(*cmd);
     client.add_to(*cmd);
   }
@@ -968,6 +974,9 @@ int main(int argc, char** argv) {
     return list_kernels(*cfg, client, kernels_selected);
   if (cmd == export_cmd)
     return export_library(*cfg, client, exported);
+  if (cmd == import_cmd)
+    return run_import(cfg->control.listen, import_opts, client.json,
+                      std::chrono::milliseconds{client.timeout_ms});
   if (cmd == show_cmd)
     return run_request(*cfg, client,
                        {{"type", "show"}, {"op", selected.op}, {"campaign", selected.campaign}},

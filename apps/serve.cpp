@@ -1,6 +1,7 @@
 #include "apps/serve.hpp"
 
 #include "actors/fleet/spawn_device_manager.hpp"
+#include "actors/library/importer.hpp"
 #include "actors/library/library.hpp"
 #include "actors/sessions/campaign_manager.hpp"
 #include "actors/store/store.hpp"
@@ -24,6 +25,7 @@
 #include <cstring>
 #include <fstream>
 #include <optional>
+#include <sstream>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -255,6 +257,25 @@ std::string describe(const supervisor_config& local) {
   return out.empty() ? "none" : out;
 }
 
+// The importer tests kernel sets as campaigns test candidates (device kind, dtypes, limits) and
+// repairs through the campaign manager.
+importer_actor start_importer(caf::actor_system& sys, const campaign_manager_setup& setup,
+                              campaign_manager_actor campaigns) {
+  importer_setup out;
+  out.jobs = setup.devices;
+  out.store = setup.store;
+  out.library = setup.library;
+  out.campaigns = std::move(campaigns);
+  out.device_kind = setup.defaults.device_kind;
+  std::stringstream dtypes{setup.defaults.dtypes};
+  for (std::string dtype; std::getline(dtypes, dtype, ',');)
+    if (!dtype.empty())
+      out.dtypes.push_back(dtype);
+  out.sample_timeout_s = static_cast<double>(setup.defaults.sample_timeout_s);
+  out.job_deadline_ms = setup.defaults.job_deadline_s * 1000;
+  return sys.spawn(importer, std::move(out));
+}
+
 // The daemon's actors and threads, from start to a clean stop. They start in this order and stop
 // in reverse, on every path out, so nothing is left waiting on a part already gone.
 caf::error run(caf::actor_system& sys, const config& given, const std::string& version,
@@ -300,6 +321,8 @@ caf::error run(caf::actor_system& sys, const config& given, const std::string& v
   parts->setup.unfinished = std::move(*unfinished);
   auto campaigns = sys.spawn(campaign_manager, parts->setup);
   scope_exit stop_campaigns{[&] { stop_actor(sys, campaigns, "campaign manager"); }};
+  auto importer = start_importer(sys, parts->setup, campaigns);
+  scope_exit stop_importer{[&] { caf::anon_send_exit(importer, caf::exit_reason::user_shutdown); }};
   zmq::context_t zmq;
   control_context context{&sys,
                           *store,
@@ -311,6 +334,7 @@ caf::error run(caf::actor_system& sys, const config& given, const std::string& v
                           metrics_address,
                           std::chrono::steady_clock::now(),
                           [&stop] { stop.request(); }};
+  context.importer = importer;
   auto control = control_server::start(zmq, context);
   if (!control)
     return control.error();

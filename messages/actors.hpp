@@ -185,4 +185,13 @@ using library_actor = caf::typed_actor<
     // it in opforge_library_kernels.
     caf::reacts_to<atom::accepted, std::string, std::string>>;
 
+/// Onboards a kernel set (actors/library/importer.hpp): tests every kernel on a device worker and
+/// adds those that pass to the library as imported:<source>.
+using importer_actor = caf::typed_actor<
+    // Takes one part of an import (the first one opens it, the last one starts its tests);
+    // replies with its status, or with errc::request_invalid.
+    caf::replies_to<atom::onboard, import_request>::with<import_status>,
+    // Progress and verdicts of the import with this id.
+    caf::replies_to<atom::status, std::string>::with<import_status>>;
+
 } // namespace opforge

@@ -55,6 +55,8 @@ struct campaign_request;
 // -- the library
 // -----------------------------------------------------------------------------------
 struct kernel_version;
+struct import_request;
+struct import_status;
 
 namespace contract {
 struct library_kernel;

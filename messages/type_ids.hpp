@@ -85,4 +85,9 @@ CAF_ADD_TYPE_ID(opforge, (opforge::contract::library_kernel))
 CAF_ADD_TYPE_ID(opforge, (opforge::contract::library_bundle))
 CAF_ADD_TYPE_ID(opforge, (opforge::contract::toolchain_proof))
 
+// -- imports -------------------------------------------------------------------------------------
+CAF_ADD_ATOM(opforge, opforge::atom, onboard, "onboard")
+CAF_ADD_TYPE_ID(opforge, (opforge::import_request))
+CAF_ADD_TYPE_ID(opforge, (opforge::import_status))
+
 CAF_END_TYPE_ID_BLOCK(opforge)

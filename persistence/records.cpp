@@ -110,7 +110,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(session_record, session_id, camp
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(session_transition, revision, from, to, detail,
                                                 at_ms, content)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(operator_spec, op, variant, category, docstring,
-                                                dtypes, aten_overloads)
+                                                dtypes, aten_overloads, seed_kernel, seed_feedback)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(campaign_spec, campaign_id, endpoint, model,
                                                 device_kind, created_ms, budgets, concurrency,
                                                 operators, failover)

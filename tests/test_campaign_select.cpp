@@ -124,3 +124,23 @@ TEST(CampaignFailover, ASessionStaysUntilItsEndpointIsDownThenTakesTheNextThatAn
   set("b", "up");
   EXPECT_EQ(pick_endpoint(endpoints, health, "gone"), "b");
 }
+
+TEST(CampaignSelect, SeedsStartTheirOperatorsFromAKernelAndSelectOnlyTheirVariant) {
+  // As the campaign manager builds it from a request with seeds: a seed's name is named, and a
+  // name only a seed brought in selects only the seeded variant.
+  operator_selection selection;
+  selection.names = {"abs", "max"};
+  selection.seeds = {{"max", "binary", "def max_wrapper(a, b): ...", "accuracy_error: ..."}};
+  selection.seeded_only = {"max"};
+  auto selected = select_operators(catalog, selection, {"float32"});
+  ASSERT_TRUE(selected) << render(selected.error());
+  ASSERT_EQ(ids(*selected), (std::vector<std::string>{"abs", "max/binary"}));
+  EXPECT_EQ(selected->operators[0].seed_kernel, "");
+  EXPECT_EQ(selected->operators[1].seed_kernel, "def max_wrapper(a, b): ...");
+
+  campaign_spec spec;
+  spec.campaign_id = "c9";
+  auto record = new_session(spec, selected->operators[1]);
+  EXPECT_EQ(record.seed_kernel, "def max_wrapper(a, b): ...");
+  EXPECT_EQ(record.last_feedback, "accuracy_error: ...");
+}

@@ -5,6 +5,7 @@
 #include "messages/contract.hpp"
 #include "messages/device_messages.hpp"
 #include "messages/errors.hpp"
+#include "messages/jobs.hpp"
 #include "messages/llm_messages.hpp"
 #include "messages/wire.hpp"
 #include "persistence/keys.hpp"
@@ -282,27 +283,14 @@ void submit(self_pointer self, device_job job, std::vector<std::string> passed_o
 void run_job(self_pointer self, contract::job_kind kind, const std::string& source) {
   auto& st = self->state;
   const auto& r = st.record;
-  device_job job;
-  job.kind = to_string(kind);
-  job.id = r.session_id + ":" + job.kind + ":" + std::to_string(r.revision);
-  job.deadline_ms = st.services.job_deadline_ms;
-  if (kind == contract::job_kind::lint) {
-    job.payload = contract::codec::to_bytes(contract::lint_request{
-        .source = source, .op = r.op, .wrapper = r.wrapper, .profile = st.services.device_kind});
-  } else {
-    job.device_kind = st.services.device_kind;
-    contract::test_request request{.op = r.op,
-                                   .variant = r.variant,
-                                   .source = source,
-                                   .wrapper = r.wrapper,
-                                   .timeout_s = st.services.sample_timeout_s};
-    // The campaign took only dtypes of the contract (campaign_manager's accept).
-    for (const auto& name : r.dtypes)
-      if (auto dtype = contract::from_string<contract::dtype>(name))
-        request.dtypes.push_back(*dtype);
-    job.payload = contract::codec::to_bytes(request);
-  }
-  submit(self, std::move(job));
+  auto id = r.session_id + ":" + to_string(kind) + ":" + std::to_string(r.revision);
+  // The campaign took only dtypes of the contract (campaign_manager's accept).
+  submit(self, kind == contract::job_kind::lint
+                   ? lint_job(std::move(id), source, r.op, r.wrapper, st.services.device_kind,
+                              st.services.job_deadline_ms)
+                   : test_job(std::move(id), r.op, r.variant, source, r.wrapper, r.dtypes,
+                              {st.services.device_kind, st.services.sample_timeout_s,
+                               st.services.job_deadline_ms}));
 }
 
 // Carries out what the record asks for next; after faults, once the back-off has passed.
