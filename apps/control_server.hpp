@@ -30,6 +30,7 @@ struct control_context {
   store_actor store;
   device_manager_actor devices;
   campaign_manager_actor campaigns;
+  library_actor library;
   std::string version;
   config cfg;
   /// host:port the metrics endpoint actually listens on; empty when disabled.
@@ -37,6 +38,7 @@ struct control_context {
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   /// Called once the reply to a `shutdown` request has been sent.
   std::function<void()> request_shutdown;
+  importer_actor importer;
 };
 
 class control_server {
@@ -70,6 +72,10 @@ private:
   nlohmann::json workers() const;
   /// `run`, `campaign`, `campaigns` and `cancel`: what the campaign manager says.
   nlohmann::json campaigns(const std::string& type, const wire::map_reader& fields) const;
+  /// `kernels`: the library's kernels, of one operator or all.
+  nlohmann::json kernels(const wire::map_reader& fields) const;
+  /// `export`: the library_bundle for a device kind (default: the campaigns') and fingerprint.
+  nlohmann::json bundle(const wire::map_reader& fields) const;
 
   control_context context_;
   int wakeup_fd_ = -1;

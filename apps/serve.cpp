@@ -1,6 +1,8 @@
 #include "apps/serve.hpp"
 
 #include "actors/fleet/spawn_device_manager.hpp"
+#include "actors/library/importer.hpp"
+#include "actors/library/library.hpp"
 #include "actors/sessions/campaign_manager.hpp"
 #include "actors/store/store.hpp"
 #include "apps/actor_query.hpp"
@@ -22,6 +24,7 @@
 #include <cstring>
 #include <fstream>
 #include <optional>
+#include <sstream>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -227,6 +230,25 @@ std::string describe(const supervisor_config& local) {
   return out.empty() ? "none" : out;
 }
 
+// The importer tests kernel sets as campaigns test candidates (device kind, dtypes, limits) and
+// repairs through the campaign manager.
+importer_actor start_importer(caf::actor_system& sys, const campaign_manager_setup& setup,
+                              campaign_manager_actor campaigns) {
+  importer_setup out;
+  out.jobs = setup.devices;
+  out.store = setup.store;
+  out.library = setup.library;
+  out.campaigns = std::move(campaigns);
+  out.device_kind = setup.defaults.device_kind;
+  std::stringstream dtypes{setup.defaults.dtypes};
+  for (std::string dtype; std::getline(dtypes, dtype, ',');)
+    if (!dtype.empty())
+      out.dtypes.push_back(dtype);
+  out.sample_timeout_s = static_cast<double>(setup.defaults.sample_timeout_s);
+  out.job_deadline_ms = setup.defaults.job_deadline_s * 1000;
+  return sys.spawn(importer, std::move(out));
+}
+
 // The daemon's actors and threads, from start to a clean stop. They start in this order and stop
 // in reverse, on every path out, so nothing is left waiting on a part already gone.
 caf::error run(caf::actor_system& sys, const config& given, const std::string& version,
@@ -247,6 +269,9 @@ caf::error run(caf::actor_system& sys, const config& given, const std::string& v
   if (!store)
     return store.error();
   scope_exit stop_store{[&] { stop_actor(sys, *store, "store"); }};
+  // It holds nothing but counts, and every write it makes is a request the store answers first.
+  auto kernels = sys.spawn(library, *store, families, version);
+  scope_exit stop_library{[&] { caf::anon_send_exit(kernels, caf::exit_reason::user_shutdown); }};
   auto devices = spawn_device_manager(sys, device_manager_settings(cfg.workers), families);
   if (!devices)
     return devices.error();
@@ -261,19 +286,24 @@ caf::error run(caf::actor_system& sys, const config& given, const std::string& v
   scope_exit stop_parts{[&] { parts->stop(); }};
   parts->setup.store = *store;
   parts->setup.devices = *devices;
+  parts->setup.library = kernels;
   parts->setup.unfinished = std::move(*unfinished);
   auto campaigns = sys.spawn(campaign_manager, parts->setup);
   scope_exit stop_campaigns{[&] { stop_actor(sys, campaigns, "campaign manager"); }};
+  auto importer = start_importer(sys, parts->setup, campaigns);
+  scope_exit stop_importer{[&] { caf::anon_send_exit(importer, caf::exit_reason::user_shutdown); }};
   zmq::context_t zmq;
   control_context context{&sys,
                           *store,
                           *devices,
                           campaigns,
+                          kernels,
                           version,
                           cfg,
                           metrics_address,
                           std::chrono::steady_clock::now(),
                           [&stop] { stop.request(); }};
+  context.importer = importer;
   auto control = control_server::start(zmq, context);
   if (!control)
     return control.error();

@@ -51,4 +51,16 @@ struct session_summary;
 struct campaign_status;
 struct campaign_request;
 
+// -- the library
+// -----------------------------------------------------------------------------------
+struct kernel_version;
+struct import_request;
+struct import_status;
+
+namespace contract {
+struct library_kernel;
+struct library_bundle;
+struct toolchain_proof;
+} // namespace contract
+
 } // namespace opforge

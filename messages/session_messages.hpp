@@ -65,6 +65,20 @@ typename Inspector::result_type inspect(Inspector& f, campaign_status& x) {
            x.finished);
 }
 
+/// A kernel to start an operator's session from (a debug-existing dialog): a failing kernel
+/// that `opforge import --repair` hands on, and why it failed, its first feedback.
+struct campaign_seed {
+  std::string op{};
+  std::string variant{};
+  std::string kernel{};
+  std::string feedback{};
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, campaign_seed& x) {
+  return f(caf::meta::type_name("campaign_seed"), x.op, x.variant, x.kernel, x.feedback);
+}
+
 /// What `opforge run` asks for. Empty or zero fields take the daemon's `campaigns:` defaults.
 struct campaign_request {
   std::vector<std::string> names{};      // OpInfo names
@@ -77,13 +91,16 @@ struct campaign_request {
   uint32_t concurrency = 0;
   uint32_t max_dialogs = 0;
   uint32_t max_calls_per_dialog = 0;
+  /// Seeded operators: each is in the campaign, its session starting from its seed; with seeds,
+  /// the other variants of a seeded operator's name are not, unless selected otherwise.
+  std::vector<campaign_seed> seeds{};
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, campaign_request& x) {
   return f(caf::meta::type_name("campaign_request"), x.names, x.categories, x.all, x.failed,
            x.dtypes, x.endpoint, x.device_kind, x.concurrency, x.max_dialogs,
-           x.max_calls_per_dialog);
+           x.max_calls_per_dialog, x.seeds);
 }
 
 } // namespace opforge

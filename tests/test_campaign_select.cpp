@@ -13,6 +13,7 @@ contract::catalog_operator op(const std::string& name, const std::string& varian
           .variant = variant,
           .category = category,
           .dtypes = std::move(dtypes),
+          .aten_overloads = {"aten::" + name, "aten::" + name + ".out"},
           .docstring = contract::docstring{
               .root = name,
               .nodes = {{.name = name, .depth = 0, .text = name + "(input) -> Tensor"},
@@ -48,6 +49,9 @@ TEST(CampaignSelect, ByNameTakesEveryVariantAndIntersectsDtypes) {
   EXPECT_EQ(selected->operators[1].dtypes, (std::vector<std::string>{"float32"}));
   EXPECT_EQ(selected->operators[0].docstring,
             "abs(input) -> Tensor\n\n### Referenced: torch.Tensor\nA tensor.");
+  // The library's kernels say which aten overloads they serve, as the catalog read them.
+  EXPECT_EQ(selected->operators[0].aten_overloads,
+            (std::vector<std::string>{"aten::abs", "aten::abs.out"}));
 }
 
 TEST(CampaignSelect, ByCategoryAllAndOnlyWhatIsNotCovered) {
@@ -97,4 +101,24 @@ TEST(CampaignSelect, VariantsGetTheirOwnSessionsAndKeys) {
   EXPECT_EQ(record.wrapper, "max_wrapper");
   EXPECT_EQ(record.variant, "reduction_with_dim");
   EXPECT_EQ(wrapper_name("nn.functional.relu"), "nn_functional_relu_wrapper");
+}
+
+TEST(CampaignSelect, SeedsStartTheirOperatorsFromAKernelAndSelectOnlyTheirVariant) {
+  // As the campaign manager builds it from a request with seeds: a seed's name is named, and a
+  // name only a seed brought in selects only the seeded variant.
+  operator_selection selection;
+  selection.names = {"abs", "max"};
+  selection.seeds = {{"max", "binary", "def max_wrapper(a, b): ...", "accuracy_error: ..."}};
+  selection.seeded_only = {"max"};
+  auto selected = select_operators(catalog, selection, {"float32"});
+  ASSERT_TRUE(selected) << render(selected.error());
+  ASSERT_EQ(ids(*selected), (std::vector<std::string>{"abs", "max/binary"}));
+  EXPECT_EQ(selected->operators[0].seed_kernel, "");
+  EXPECT_EQ(selected->operators[1].seed_kernel, "def max_wrapper(a, b): ...");
+
+  campaign_spec spec;
+  spec.campaign_id = "c9";
+  auto record = new_session(spec, selected->operators[1]);
+  EXPECT_EQ(record.seed_kernel, "def max_wrapper(a, b): ...");
+  EXPECT_EQ(record.last_feedback, "accuracy_error: ...");
 }

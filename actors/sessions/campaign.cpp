@@ -182,7 +182,20 @@ caf::expected<selected_operators> select_operators(const contract::catalog_resul
   for (const auto& op : catalog.operators) {
     if (!wanted(op))
       continue;
-    operator_spec spec{op.name, op.variant, op.category, render_docstring(op.docstring), {}};
+    operator_spec spec{.op = op.name,
+                       .variant = op.variant,
+                       .category = op.category,
+                       .docstring = render_docstring(op.docstring),
+                       .aten_overloads = op.aten_overloads};
+    auto seed = std::find_if(selection.seeds.begin(), selection.seeds.end(), [&](const auto& s) {
+      return s.op == op.name && s.variant == op.variant;
+    });
+    if (seed != selection.seeds.end()) {
+      spec.seed_kernel = seed->kernel;
+      spec.seed_feedback = seed->feedback;
+    } else if (selection.seeded_only.count(op.name)) {
+      continue;
+    }
     auto id = operator_id(spec.op, spec.variant);
     if (selection.covered.count(id)) {
       result.skipped.push_back(id + ": already has an accepted kernel");
@@ -219,6 +232,9 @@ session_record new_session(const campaign_spec& campaign, const operator_spec& s
   r.wrapper = wrapper_name(spec.op);
   r.dtypes = spec.dtypes;
   r.docstring = spec.docstring;
+  r.aten_overloads = spec.aten_overloads;
+  r.seed_kernel = spec.seed_kernel;
+  r.last_feedback = spec.seed_feedback;
   r.endpoint = campaign.endpoint;
   r.model = campaign.model;
   r.budgets = campaign.budgets;

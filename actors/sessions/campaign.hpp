@@ -35,6 +35,10 @@ struct operator_selection {
   /// Operator ids (`operator_id`) that already have an accepted kernel; they are left out, so
   /// re-running what failed makes coverage the union across runs.
   std::set<std::string> covered;
+  /// Operators whose sessions start from a kernel (campaign_request.seeds): their names count as
+  /// named, but of a name in `seeded_only` only the seeded variants are selected.
+  std::vector<campaign_seed> seeds;
+  std::set<std::string> seeded_only;
 };
 
 struct selected_operators {

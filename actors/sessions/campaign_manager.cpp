@@ -6,6 +6,7 @@
 #include "messages/device_kind.hpp"
 #include "messages/device_messages.hpp"
 #include "messages/errors.hpp"
+#include "messages/jobs.hpp"
 #include "messages/wire.hpp"
 #include "persistence/keys.hpp"
 
@@ -26,9 +27,6 @@ using self_pointer = campaign_manager_actor::stateful_pointer<campaign_manager_s
 
 // Scans read whole families; this only bounds a runaway store.
 constexpr uint64_t scan_limit = 1'000'000;
-
-// Surveying every OpInfo operator takes about a minute on a cold worker cache.
-constexpr int64_t catalog_deadline_ms = 10 * 60 * 1000;
 
 caf::error invalid(std::string what) {
   return caf::make_error(errc::request_invalid, std::move(what));
@@ -68,6 +66,7 @@ caf::expected<session_services> services_for(const campaign_manager_setup& setup
   services.llm = endpoint->second.actor;
   services.jobs = setup.devices;
   services.summarizer = setup.summarizer;
+  services.library = setup.library;
   services.summarize_over_chars = setup.summarize_over_chars;
   services.templates = setup.templates;
   services.examples = setup.examples;
@@ -171,15 +170,10 @@ caf::expected<std::vector<std::string>> failed_names(const std::vector<key_value
 // selects the operators and starts the campaign.
 void fetch_catalog(self_pointer self, std::string id, operator_selection selection,
                    std::vector<std::string> dtypes, campaign_spec spec) {
-  device_job job;
-  job.id = "catalog:" + id;
-  job.kind = "catalog";
-  job.device_kind = spec.device_kind;
-  job.deadline_ms = catalog_deadline_ms;
-  contract::catalog_request request;
-  if (!selection.all && selection.categories.empty())
-    request.filters = contract::catalog_filters{.ops = selection.names};
-  job.payload = contract::codec::to_bytes(request);
+  auto job = catalog_job("catalog:" + id, spec.device_kind,
+                         selection.all || !selection.categories.empty() ? std::vector<std::string>{}
+                                                                        : selection.names,
+                         catalog_deadline_ms);
   self->request(self->state.setup.devices, caf::infinite, atom::submit_v, std::move(job))
       .then(
           [self, id, selection, dtypes, spec](device_job_result& result) mutable {
@@ -216,7 +210,13 @@ void fetch_catalog(self_pointer self, std::string id, operator_selection selecti
 
 // Resolves a submitted request in the background: failed operators, covered ones, the catalog.
 void resolve(self_pointer self, std::string id, campaign_request request, campaign_spec spec) {
-  operator_selection selection{request.names, request.categories, request.all, {}};
+  operator_selection selection{
+      request.names, request.categories, request.all, {}, request.seeds, {}};
+  for (const auto& seed : request.seeds)
+    if (std::find(request.names.begin(), request.names.end(), seed.op) == request.names.end())
+      selection.seeded_only.insert(seed.op);
+  for (const auto& op : selection.seeded_only)
+    selection.names.push_back(op);
   auto dtypes = request.dtypes;
   auto on_error = [self, id](const caf::error& err) { reject(self, id, err); };
   auto with_kernels = [self, id, selection, dtypes, spec,
@@ -260,8 +260,8 @@ caf::expected<campaign_spec> accept(const campaign_manager_setup& setup,
     return invalid("no endpoint named '" + spec.endpoint + "' (configured: " + join(names) + ")");
   }
   const auto& replayed = endpoint->second.replayed_operators;
-  bool selected =
-      !request.names.empty() || !request.categories.empty() || request.all || request.failed;
+  bool selected = !request.names.empty() || !request.categories.empty() || request.all ||
+                  request.failed || !request.seeds.empty();
   if (!replayed.empty()) {
     auto only = "endpoint '" + spec.endpoint + "' replays recorded answers only for " +
                 join({replayed.begin(), replayed.end()}) +
@@ -271,6 +271,9 @@ caf::expected<campaign_spec> accept(const campaign_manager_setup& setup,
     for (const auto& name : request.names)
       if (!replayed.count(name))
         return invalid("operator '" + name + "': " + only);
+    for (const auto& seed : request.seeds)
+      if (!replayed.count(seed.op))
+        return invalid("operator '" + seed.op + "': " + only);
     if (!selected)
       request.names.assign(replayed.begin(), replayed.end());
   } else if (!selected) {

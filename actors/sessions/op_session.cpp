@@ -5,6 +5,7 @@
 #include "messages/contract.hpp"
 #include "messages/device_messages.hpp"
 #include "messages/errors.hpp"
+#include "messages/jobs.hpp"
 #include "messages/llm_messages.hpp"
 #include "persistence/keys.hpp"
 
@@ -29,11 +30,6 @@ int64_t now_ms() {
       .count();
 }
 
-std::string to_bytes(const json& value) {
-  auto bytes = json::to_msgpack(value);
-  return {bytes.begin(), bytes.end()};
-}
-
 // A kernel is recorded for the dtypes it passed; the ones its test skipped are named apart.
 kernel_record accepted_kernel(const session_record& r, int64_t at_ms) {
   auto tested = dtypes_of_pass(r.verdict, r.dtypes);
@@ -45,6 +41,9 @@ kernel_record accepted_kernel(const session_record& r, int64_t at_ms) {
   kernel.dtypes = std::move(tested.passed);
   for (auto& [dtype, reason] : tested.skipped)
     kernel.skipped_dtypes[dtype] = std::move(reason);
+  kernel.aten_overloads = r.aten_overloads;
+  // A session seeded with a stored kernel is repairing it.
+  kernel.origin = r.seed_kernel.empty() ? "campaign" : "repair";
   kernel.campaign_id = r.campaign_id;
   kernel.session_id = r.session_id;
   kernel.endpoint = r.endpoint;
@@ -55,6 +54,7 @@ kernel_record accepted_kernel(const session_record& r, int64_t at_ms) {
   kernel.tests_run = r.verdict.value("tests_run", int64_t{0});
   kernel.tests_passed = r.verdict.value("tests_passed", int64_t{0});
   kernel.toolchain = r.toolchain;
+  kernel.toolchain_versions = r.toolchain_versions;
   kernel.device_kind = r.device_kind;
   kernel.accepted_at_ms = at_ms;
   return kernel;
@@ -77,6 +77,11 @@ void apply(self_pointer self, step_result result) {
             st.writing = false;
             if (st.services.progress)
               self->send(st.services.progress, atom::progress_v, summarize(st.record));
+            if (st.services.library && st.record.state == session_state::success)
+              self->send(
+                  st.services.library, atom::accepted_v,
+                  kernel_key(operator_id(st.record.op, st.record.variant), st.record.proposal),
+                  st.record.device_kind);
             if (st.cancel_pending) {
               st.cancel_pending = false;
               auto ctx = session_context{*st.services.templates, st.services.examples};
@@ -257,7 +262,8 @@ void submit(self_pointer self, device_job job, std::vector<std::string> passed_o
             if (passed && wanted > 1)
               (*payload)["confirmed_on"] = passed_on;
             on_test_result(self, test_finished{std::move(*payload), result.fingerprint,
-                                               self->state.services.device_kind});
+                                               self->state.services.device_kind,
+                                               std::move(result.toolchain)});
           },
           // A worker that vanished under the job says nothing about the candidate: only a death
           // of its candidate process, which the worker reports as a `crash` verdict, does.
@@ -271,27 +277,14 @@ void submit(self_pointer self, device_job job, std::vector<std::string> passed_o
 void run_job(self_pointer self, const char* kind, const std::string& source) {
   auto& st = self->state;
   const auto& r = st.record;
-  device_job job;
-  job.id = r.session_id + ":" + kind + ":" + std::to_string(r.revision);
-  job.kind = kind;
-  job.deadline_ms = st.services.job_deadline_ms;
-  if (job.kind == "lint") {
-    job.payload = contract::codec::to_bytes(contract::lint_request{
-        .source = source, .op = r.op, .wrapper = r.wrapper, .profile = st.services.device_kind});
-  } else {
-    job.device_kind = st.services.device_kind;
-    contract::test_request request{.op = r.op,
-                                   .variant = r.variant,
-                                   .source = source,
-                                   .wrapper = r.wrapper,
-                                   .timeout_s = st.services.sample_timeout_s};
-    // The campaign took only dtypes of the contract (campaign_manager's accept).
-    for (const auto& name : r.dtypes)
-      if (auto dtype = contract::from_string<contract::dtype>(name))
-        request.dtypes.push_back(*dtype);
-    job.payload = contract::codec::to_bytes(request);
-  }
-  submit(self, std::move(job));
+  auto id = r.session_id + ":" + kind + ":" + std::to_string(r.revision);
+  // The campaign took only dtypes of the contract (campaign_manager's accept).
+  submit(self, std::string_view{kind} == "lint"
+                   ? lint_job(std::move(id), source, r.op, r.wrapper, st.services.device_kind,
+                              st.services.job_deadline_ms)
+                   : test_job(std::move(id), r.op, r.variant, source, r.wrapper, r.dtypes,
+                              {st.services.device_kind, st.services.sample_timeout_s,
+                               st.services.job_deadline_ms}));
 }
 
 // Carries out what the record asks for next; after faults, once the back-off has passed.
@@ -347,7 +340,8 @@ write_batch checkpoint(const session_record& record,
         {family::events, event_key(record.session_id, t.revision), encode_transition(t)});
   }
   if (record.state == session_state::success)
-    batch.ops.push_back(add_kernel(accepted_kernel(record, at_ms)));
+    for (auto& op : accept_kernel(accepted_kernel(record, at_ms)))
+      batch.ops.push_back(std::move(op));
   batch.sync = record.state == session_state::success || record.state == session_state::failed;
   return batch;
 }

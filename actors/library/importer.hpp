@@ -1,0 +1,122 @@
+#pragma once
+
+// The importer: onboards an existing kernel set (`opforge import DIR`). Every kernel goes through
+// what a session's candidate goes through: the catalog says which operator it is, a lint job and
+// a test job on a device worker (every sample set, every requested dtype the operator supports)
+// judge it, and a kernel that passes enters the library as imported:<source>, one write each, so
+// a daemon that dies mid-import keeps what it accepted; importing again finds those "present" by
+// their source hash. With `repair`, the failing kernels seed a campaign of debug-existing
+// sessions, each starting from its kernel and its failure.
+//
+// Layouts (what a file of the set is):
+// - candidates: worker/CANDIDATE.md files named after the operator (`exp.py`,
+//   `softmax.with_dtype.py`), read as `opforge_worker validate` reads them: the longest leading
+//   dotted part of the name that the catalog knows is the operator, the rest its variant;
+//   `# opforge: wrapper=... / variant(s)=...` markers override.
+// - backendbench: BackendBench's DirectoryBackend, one folder per aten overload
+//   (`abs__default/abs__default_implementation_v1.py` defining `abs__default_kernel_impl`). The
+//   overload maps to the catalog operator(s) it is the ATen op of, and the impl is tested as the
+//   operator's wrapper: the harness calls it as the OpInfo calls the operator, which is the aten
+//   schema's convention for most operators; where it is not, the verdict's detail says so.
+//   The imports of torch and triton such a file starts with are blanked (the harness defines
+//   those names, and the linter refuses imports); any other import stays and is judged.
+
+#include "messages/actors.hpp"
+#include "messages/contract.hpp"
+#include "messages/import_messages.hpp"
+#include "messages/session_messages.hpp"
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <caf/typed_event_based_actor.hpp>
+
+namespace opforge {
+
+/// A file of a kernel set, read for its layout.
+struct parsed_kernel {
+  std::string path;
+  std::string source;         // as it is tested and stored
+  std::string wrapper;        // "" for a candidate file: it depends on the operator it names
+  std::string marked_wrapper; // candidates: `# opforge: wrapper=...`
+  std::string overload;       // backendbench: e.g. aten.abs.default
+  std::string stem;           // candidates: the file name without .py
+  std::vector<std::string> marked_variants; // candidates: "" for the default variant
+  std::string problem;                      // why it is no kernel of its layout; "" when it is one
+};
+
+/// Reads `file` as a file of `layout` ("backendbench" or "candidates").
+parsed_kernel parse_kernel(std::string_view layout, const import_file& file);
+
+/// The aten overload of a BackendBench folder name (BackendBench's folder_name_to_op_name):
+/// `add__Tensor` -> `aten.add.Tensor`, `add___Tensor` -> `aten.add_.Tensor`.
+std::string overload_of(std::string_view folder);
+
+/// The OpInfo names `kernel` may be an operator of, to ask the catalog for first.
+std::vector<std::string> catalog_guesses(const parsed_kernel& kernel);
+
+/// One operator a kernel is tested as.
+struct import_target {
+  std::string op;
+  std::string variant;
+  std::string wrapper;
+  std::vector<std::string> aten_overloads;
+  std::vector<std::string> dtypes; // what the operator supports, in the catalog's order
+};
+
+/// The operators `kernel` is tested as; when there are none, `verdict` ("unmapped" or
+/// "invalid") and `detail` say why.
+struct resolution {
+  std::vector<import_target> targets;
+  std::string verdict;
+  std::string detail;
+};
+
+resolution resolve(const contract::catalog_result& catalog, const parsed_kernel& kernel);
+
+/// The one-line detail of a lint or test verdict that is not a pass.
+std::string verdict_line(const contract::lint_result& lint);
+std::string verdict_line(const contract::test_result& test);
+
+/// What a repair session is told of its seed's failure, as its first feedback.
+std::string failure_feedback(const contract::lint_result& lint);
+std::string failure_feedback(const contract::test_result& test);
+
+struct importer_setup {
+  job_runner_actor jobs;
+  store_actor store;
+  library_actor library;
+  campaign_manager_actor campaigns; // for --repair; may be null
+  std::string device_kind;          // the default, resolved (never "auto")
+  std::vector<std::string> dtypes;  // the default
+  double sample_timeout_s = 60;
+  int64_t job_deadline_ms = 30 * 60 * 1000;
+};
+
+/// One import in this daemon's lifetime (imports are not stored: their kernels are).
+struct import_run {
+  import_status status;
+  bool repair = false;
+  std::vector<parsed_kernel> kernels;
+  std::set<std::string> present;    // `kernels` keys the library held when the tests started
+  std::vector<campaign_seed> seeds; // the failing kernels, one per operator
+  uint64_t pending = 0;             // tests not decided yet
+};
+
+struct importer_state {
+  importer_setup setup;
+  std::map<std::string, import_run> imports; // by id
+  uint64_t next_id = 1;
+
+  static inline const char* name = "importer";
+};
+
+/// Spawn with `system.spawn(importer, setup)`.
+importer_actor::behavior_type importer(importer_actor::stateful_pointer<importer_state> self,
+                                       importer_setup setup);
+
+} // namespace opforge

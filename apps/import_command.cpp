@@ -1,0 +1,270 @@
+#include "apps/import_command.hpp"
+
+#include "apps/control_client.hpp"
+#include "apps/import_views.hpp"
+#include "messages/device_kind.hpp"
+#include "messages/errors.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include <unistd.h>
+
+namespace opforge {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int exit_refused = 1;
+constexpr int exit_unreadable = 2;
+
+// Room in a request for everything but the files' paths and sources: the other keys and each
+// file's map and string headers.
+constexpr size_t request_overhead = 4096;
+constexpr size_t per_file_overhead = 32;
+
+struct kernel_file {
+  std::string path; // relative to the directory
+  std::string source;
+};
+
+caf::expected<std::string> slurp(const fs::path& path) {
+  std::ifstream in{path, std::ios::binary};
+  if (!in)
+    return caf::make_error(errc::request_invalid, path.string() + ": cannot read it");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::vector<fs::path> sorted_entries(const fs::path& dir) {
+  std::vector<fs::path> out;
+  for (const auto& entry : fs::directory_iterator{dir})
+    out.push_back(entry.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The files of a kernel set in `layout`. A BackendBench folder without an implementation file is
+// sent with no source, so that the daemon lists it with the others.
+caf::expected<std::vector<kernel_file>> read_kernel_set(const fs::path& dir,
+                                                        const std::string& layout) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    return caf::make_error(errc::request_invalid, dir.string() + ": not a directory");
+  std::vector<kernel_file> out;
+  for (const auto& entry : sorted_entries(dir)) {
+    auto name = entry.filename().string();
+    if (layout == "candidates") {
+      if (fs::is_regular_file(entry) && entry.extension() == ".py") {
+        auto source = slurp(entry);
+        if (!source)
+          return source.error();
+        out.push_back({name, std::move(*source)});
+      }
+      continue;
+    }
+    if (!fs::is_directory(entry))
+      continue;
+    // As BackendBench's DirectoryBackend: the first implementation file by name.
+    std::optional<fs::path> chosen;
+    for (const auto& file : sorted_entries(entry))
+      if (!chosen && fs::is_regular_file(file) && file.extension() == ".py" &&
+          file.filename().string().rfind(name + "_implementation", 0) == 0)
+        chosen = file;
+    if (!chosen) {
+      out.push_back({name + "/", ""});
+      continue;
+    }
+    auto source = slurp(*chosen);
+    if (!source)
+      return source.error();
+    out.push_back({name + "/" + chosen->filename().string(), std::move(*source)});
+  }
+  if (out.empty())
+    return caf::make_error(
+        errc::request_invalid,
+        dir.string() + ": no kernels in the " + layout + " layout (" +
+            (layout == "candidates" ? "*.py files" : "<overload>/<overload>_implementation*.py") +
+            ")");
+  return out;
+}
+
+// The files in parts that each fit one control request.
+caf::expected<std::vector<std::vector<kernel_file>>> parts_of(std::vector<kernel_file> files,
+                                                              const fs::path& dir) {
+  const size_t room = control_max_request_bytes - request_overhead;
+  std::vector<std::vector<kernel_file>> parts(1);
+  size_t used = 0;
+  for (auto& file : files) {
+    auto size = file.path.size() + file.source.size() + per_file_overhead;
+    if (size > room)
+      return caf::make_error(errc::request_invalid,
+                             (dir / file.path).string() + " is " + std::to_string(size) +
+                                 " bytes; a control request carries at most " +
+                                 std::to_string(room) + " bytes of kernels, so it cannot be sent");
+    if (used + size > room || parts.back().size() == max_import_files_per_request) {
+      parts.emplace_back();
+      used = 0;
+    }
+    used += size;
+    parts.back().push_back(std::move(file));
+  }
+  return parts;
+}
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream items{text};
+  for (std::string item; std::getline(items, item, ',');)
+    if (!item.empty())
+      out.push_back(item);
+  return out;
+}
+
+std::string progress_line(const nlohmann::json& s) {
+  auto state = s.value("state", std::string{});
+  if (state == "receiving" || state == "resolving")
+    return state + ": " + std::to_string(s.value("files", 0)) +
+           " files; a worker is reading the catalog for their operators";
+  return state + ": " + std::to_string(s.value("decided", 0)) + "/" +
+         std::to_string(s.value("tests", 0)) + " decided, " +
+         std::to_string(s.value("accepted", 0)) + " accepted";
+}
+
+bool ended(const std::string& state) {
+  return state == "done" || state == "failed";
+}
+
+void print_verdicts(const nlohmann::json& s) {
+  auto verdicts = s.value("verdicts", nlohmann::json::array());
+  std::vector<nlohmann::json> rows{verdicts.begin(), verdicts.end()};
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+    return std::pair{a.value("path", ""), a.value("op", "")} <
+           std::pair{b.value("path", ""), b.value("op", "")};
+  });
+  size_t width = 0;
+  for (const auto& v : rows)
+    width = std::max(width, v.value("verdict", std::string{}).size());
+  for (const auto& v : rows) {
+    auto verdict = v.value("verdict", std::string{});
+    auto op = v.value("op", std::string{});
+    std::cout << "  " << verdict << std::string(width - verdict.size() + 2, ' ')
+              << v.value("path", "") << (op.empty() ? "" : " as " + op);
+    auto detail = v.value("detail", std::string{});
+    std::cout << (detail.empty() ? "" : ": " + detail) << '\n';
+  }
+  auto state = s.value("state", std::string{});
+  std::cout << "import " << s.value("import_id", "") << " " << state << ": "
+            << s.value("accepted", 0) << " of " << s.value("tests", 0)
+            << " kernels passed and entered the library as imported:" << s.value("source", "")
+            << '\n';
+  if (!s.value("error", std::string{}).empty())
+    std::cout << "  " << s.value("error", "") << '\n';
+  auto repair = s.value("repair_campaign", std::string{});
+  if (!repair.empty())
+    std::cout << "repair campaign " << repair
+              << " started with the failing kernels as seeds: follow it with `opforge attach "
+              << repair << "`\n";
+}
+
+} // namespace
+
+void import_options::add_to(CLI::App& cmd) {
+  cmd.add_option("DIR", dir, "the kernel set's directory")->required();
+  cmd.add_option("--layout", layout, "backendbench (one folder per aten overload) or candidates")
+      ->required()
+      ->check(CLI::IsMember({"backendbench", "candidates"}));
+  cmd.add_option("--device", device, "where kernels are tested: a device kind, e.g. cuda")
+      ->check([](const std::string& kind) {
+        return is_device_kind(kind) ? "" : "a device kind is " + std::string{device_kind_rule};
+      });
+  cmd.add_option("--dtypes", dtypes, "comma-separated dtypes (default: campaigns.dtypes)");
+  cmd.add_option("--source", source,
+                 "provenance: kernels enter the library as imported:<source> (default: DIR's "
+                 "name)");
+  cmd.add_flag("--repair", repair,
+               "start a campaign of sessions seeded with each failing kernel and its failure");
+}
+
+int run_import(const std::string& control, const import_options& options, bool json,
+               std::chrono::milliseconds timeout) {
+  auto fail = [](const caf::error& err, int code) {
+    std::cerr << "opforge: " << message(err) << '\n';
+    return code;
+  };
+  fs::path dir{options.dir};
+  auto files = read_kernel_set(dir, options.layout);
+  if (!files)
+    return fail(files.error(), exit_unreadable);
+  auto parts = parts_of(std::move(*files), dir);
+  if (!parts)
+    return fail(parts.error(), exit_unreadable);
+  auto source = options.source;
+  if (source.empty()) {
+    auto canonical = fs::weakly_canonical(fs::absolute(dir));
+    source = (canonical.has_filename() ? canonical : canonical.parent_path()).filename().string();
+  }
+  std::string id;
+  for (size_t i = 0; i < parts->size(); ++i) {
+    auto listed = nlohmann::json::array();
+    for (const auto& file : (*parts)[i])
+      listed.push_back({{"path", file.path}, {"source", file.source}});
+    nlohmann::json request{{"type", "import"},
+                           {"id", id},
+                           {"more", i + 1 < parts->size()},
+                           {"layout", options.layout},
+                           {"source", source},
+                           {"device_kind", options.device},
+                           {"dtypes", split(options.dtypes)},
+                           {"repair", options.repair},
+                           {"files", std::move(listed)}};
+    auto reply = control_request(control, std::move(request), timeout);
+    if (!reply)
+      return fail(reply.error(), exit_refused);
+    id = (*reply)["import"].value("import_id", id);
+  }
+  bool tty = ::isatty(STDOUT_FILENO) && !json;
+  if (!json)
+    std::cout << "import " << id << ": " << options.layout << " kernels from " << dir.string()
+              << " as imported:" << source << '\n';
+  std::string last_line;
+  for (;;) {
+    auto reply = control_request(control, {{"type", "import_status"}, {"id", id}}, timeout);
+    if (!reply) {
+      if (tty)
+        std::cout << '\n';
+      return fail(reply.error(), exit_refused);
+    }
+    auto status = (*reply)["import"];
+    auto state = status.value("state", std::string{});
+    if (!json) {
+      auto line = progress_line(status);
+      if (tty)
+        std::cout << "\r\033[K" << line << std::flush;
+      else if (line != last_line)
+        std::cout << line << std::endl;
+      last_line = line;
+    }
+    if (ended(state)) {
+      if (json) {
+        std::cout << status.dump(2) << '\n';
+      } else {
+        if (tty)
+          std::cout << '\n';
+        print_verdicts(status);
+      }
+      return state == "done" ? 0 : exit_refused;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds{300});
+  }
+}
+
+} // namespace opforge

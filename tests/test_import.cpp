@@ -1,0 +1,244 @@
+// `opforge import` through the real binary: `opforge serve` with its default local workers (one
+// interpreter device worker, one lint worker, real Python) imports the hand-written kernel set of
+// tests/fixtures/import in both layouts. The honest kernel enters the library as
+// imported:<source>; the wrong, the cheating and the broken one are listed with their verdicts
+// and never accepted; importing again finds the accepted one present; --repair starts sessions
+// seeded with the failing kernels, which the demo's recorded answers then repair.
+
+#include "actors/library/kernels.hpp"
+#include "messages/errors.hpp"
+#include "persistence/keys.hpp"
+#include "persistence/records.hpp"
+#include "persistence/rocksdb_store.hpp"
+#include "tests/cli_test_support.hpp"
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+using namespace opforge;
+using namespace opforge::cli_testing;
+using json = nlohmann::json;
+using ::testing::AnyOf;
+using ::testing::HasSubstr;
+
+namespace {
+
+// The workers import torch and triton, and the interpreter runs every sample: an import takes
+// seconds to a minute on a busy machine. Bounds only keep a hang from stalling CI.
+constexpr auto import_bound = std::chrono::milliseconds{300s};
+
+const fs::path fixtures = fs::path{OPFORGE_SOURCE_DIR} / "tests" / "fixtures" / "import";
+
+// Every kernel in the store of a daemon that is not running.
+std::vector<kernel_record> stored_kernels(const fs::path& data_dir) {
+  std::vector<kernel_record> out;
+  auto db = open_rocksdb_store(data_dir / "store");
+  if (!db) {
+    ADD_FAILURE() << "cannot open the store: " << render(db.error());
+    return out;
+  }
+  auto err = (*db)->scan(family::kernels, "", [&](std::string_view, std::string_view value) {
+    auto kernel = decode_kernel(value);
+    EXPECT_TRUE(kernel) << render(kernel.error());
+    if (kernel)
+      out.push_back(std::move(*kernel));
+    return true;
+  });
+  EXPECT_FALSE(err) << render(err);
+  EXPECT_FALSE((*db)->close());
+  return out;
+}
+
+std::vector<session_record> stored_sessions(const fs::path& data_dir) {
+  std::vector<session_record> out;
+  auto db = open_rocksdb_store(data_dir / "store");
+  if (!db) {
+    ADD_FAILURE() << "cannot open the store: " << render(db.error());
+    return out;
+  }
+  auto err = (*db)->scan(family::sessions, "", [&](std::string_view, std::string_view value) {
+    auto record = decode_record(value);
+    EXPECT_TRUE(record) << render(record.error());
+    if (record)
+      out.push_back(std::move(*record));
+    return true;
+  });
+  EXPECT_FALSE(err) << render(err);
+  EXPECT_FALSE((*db)->close());
+  return out;
+}
+
+// path -> verdict of an import's final status.
+std::map<std::string, std::string> verdicts(const json& status) {
+  std::map<std::string, std::string> out;
+  for (const auto& v : status.at("verdicts"))
+    out[v.at("path").get<std::string>()] = v.at("verdict").get<std::string>();
+  return out;
+}
+
+class Import : public CliTest {
+protected:
+  void SetUp() override {
+    CliTest::SetUp();
+    ::unsetenv("OPFORGE_LLM_URL"); // the demo endpoint: the recorded answers repair with
+    write("demo.yaml", "workers: {listen: '" + workers_endpoint() + "'}\n");
+    daemon = spawn({"serve", "--config", (dir / "demo.yaml").string(), "--data-dir", data.string(),
+                    "--metrics-listen", ""},
+                   dir / "serve.out", dir / "serve.err");
+    auto deadline = std::chrono::steady_clock::now() + process_bound;
+    while (opforge({"status"}).code != 0) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << slurp(dir / "serve.err");
+      ASSERT_EQ(::waitpid(daemon, nullptr, WNOHANG), 0) << slurp(dir / "serve.err");
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+
+  outcome opforge(std::vector<std::string> args, std::chrono::milliseconds bound = process_bound) {
+    args.insert(args.end(), {"--data-dir", data.string()});
+    auto pid = spawn(args, dir / "cli.out", dir / "cli.err");
+    int code = wait_for(pid, bound);
+    return {code, slurp(dir / "cli.out"), slurp(dir / "cli.err")};
+  }
+
+  // Imports a kernel set with --json and returns its final status.
+  json import_set(const std::vector<std::string>& args) {
+    std::vector<std::string> all{"import", "--dtypes", "float32", "--json"};
+    all.insert(all.end(), args.begin(), args.end());
+    auto result = opforge(all, import_bound);
+    EXPECT_EQ(result.code, 0) << result.out << result.err << slurp(dir / "serve.err");
+    if (result.code != 0)
+      return json::object({{"verdicts", json::array()}});
+    return json::parse(result.out);
+  }
+
+  void shut_down() {
+    EXPECT_EQ(opforge({"shutdown"}).code, 0);
+    EXPECT_EQ(wait_for_daemon(), 0) << slurp(dir / "serve.err");
+  }
+};
+
+const auto cheat_verdicts = AnyOf("cheat_detected", "lint_violation");
+
+} // namespace
+
+TEST_F(Import, BothLayoutsAcceptTheHonestKernelOnlyAndAgainFindItPresent) {
+  auto candidates = import_set(
+      {(fixtures / "candidates").string(), "--layout", "candidates", "--source", "mine"});
+  EXPECT_EQ(candidates.at("state"), "done");
+  EXPECT_EQ(candidates.at("accepted"), 1);
+  auto got = verdicts(candidates);
+  ASSERT_EQ(got.size(), 4u) << candidates.dump(2);
+  EXPECT_EQ(got["abs.py"], "pass") << candidates.dump(2);
+  EXPECT_EQ(got["neg.py"], "accuracy_error") << candidates.dump(2);
+  EXPECT_THAT(got["sigmoid.py"], cheat_verdicts) << candidates.dump(2);
+  EXPECT_EQ(got["nn.functional.relu.py"], "lint_violation") << candidates.dump(2);
+  for (const auto& v : candidates.at("verdicts")) {
+    if (v.at("path") == "nn.functional.relu.py")
+      EXPECT_EQ(v.at("detail"), "syntax error at line 4: expected ':'");
+    if (v.at("path") == "neg.py")
+      EXPECT_THAT(v.at("detail").get<std::string>(), HasSubstr("float32 extremal #"));
+  }
+
+  // Again: the accepted kernel is present by its source, nothing is added twice.
+  auto again = import_set(
+      {(fixtures / "candidates").string(), "--layout", "candidates", "--source", "mine"});
+  EXPECT_EQ(verdicts(again)["abs.py"], "present") << again.dump(2);
+  EXPECT_EQ(again.at("accepted"), 0);
+
+  // The same kernels as BackendBench folders, the plain text output.
+  auto bench = opforge({"import", (fixtures / "backendbench").string(), "--layout", "backendbench",
+                        "--dtypes", "float32"},
+                       import_bound);
+  ASSERT_EQ(bench.code, 0) << bench.out << bench.err;
+  EXPECT_THAT(
+      bench.out,
+      HasSubstr("  pass            abs__default/abs__default_implementation_v1.py as abs\n"))
+      << bench.out;
+  EXPECT_THAT(bench.out, HasSubstr("  accuracy_error  neg__default/neg__default_implementation_v1."
+                                   "py as neg: float32 extremal #"))
+      << bench.out;
+  EXPECT_THAT(bench.out, HasSubstr("relu__default/relu__default_implementation_v1.py as "
+                                   "nn.functional.relu: syntax error at line 7: expected ':'\n"))
+      << bench.out;
+  EXPECT_THAT(bench.out, HasSubstr("sigmoid__default/sigmoid__default_implementation_v1.py as "
+                                   "sigmoid: "))
+      << bench.out;
+  EXPECT_THAT(bench.out, HasSubstr(": 1 of 4 kernels passed and entered the library as "
+                                   "imported:backendbench\n"))
+      << bench.out;
+
+  shut_down();
+  std::map<std::string, std::string> origins; // wrapper -> origin
+  for (const auto& kernel : stored_kernels(data)) {
+    EXPECT_EQ(kernel.op, "abs");
+    EXPECT_EQ(kernel.dtypes, std::vector<std::string>{"float32"});
+    EXPECT_GT(kernel.tests_passed, 0);
+    EXPECT_EQ(kernel.tests_passed, kernel.tests_run);
+    origins[kernel.wrapper] = kernel.origin;
+  }
+  EXPECT_EQ(origins,
+            (std::map<std::string, std::string>{
+                {"abs", "imported:mine"}, {"abs__default_kernel_impl", "imported:backendbench"}}));
+}
+
+TEST_F(Import, RepairStartsSessionsSeededWithTheFailingKernels) {
+  auto status =
+      import_set({(fixtures / "candidates").string(), "--layout", "candidates", "--repair"});
+  auto campaign = status.value("repair_campaign", std::string{});
+  ASSERT_FALSE(campaign.empty()) << status.dump(2);
+
+  // The demo's recorded answers for these operators pass by the second call.
+  auto attach = opforge({"attach", campaign}, import_bound);
+  EXPECT_EQ(attach.code, 0) << attach.out << attach.err;
+  EXPECT_THAT(attach.out, HasSubstr("3 of 3 operators passed")) << attach.out;
+  // Each session opened with the debug prompt: its seed, and the import's verdict as its status.
+  auto show = opforge({"show", "neg", "--campaign", campaign});
+  ASSERT_EQ(show.code, 0) << show.err;
+  EXPECT_THAT(show.out, HasSubstr("dialog 1 of 3: debug_existing prompt")) << show.out;
+  EXPECT_THAT(show.out, HasSubstr("tl.where(x == x, x * -1, 0)")) << show.out;
+  EXPECT_THAT(show.out, HasSubstr("Its test ended accuracy_error")) << show.out;
+
+  shut_down();
+  std::map<std::string, std::string> seeds; // operator -> seed
+  for (const auto& session : stored_sessions(data)) {
+    EXPECT_EQ(session.campaign_id, campaign);
+    EXPECT_EQ(session.state, session_state::success) << session.end_reason;
+    seeds[session.op] = session.seed_kernel;
+  }
+  EXPECT_EQ(seeds,
+            (std::map<std::string, std::string>{
+                {"neg", slurp(fixtures / "candidates" / "neg.py")},
+                {"nn.functional.relu", slurp(fixtures / "candidates" / "nn.functional.relu.py")},
+                {"sigmoid", slurp(fixtures / "candidates" / "sigmoid.py")}}));
+}
+
+TEST_F(Import, LargeSetsTravelInPartsAndOversizedFilesAreRefused) {
+  // Forty folders of 3 KB each are over one control request; none defines its impl, so they are
+  // judged without a device.
+  auto set = dir / "many";
+  std::string padding(3000, '#');
+  for (int i = 0; i < 40; ++i) {
+    auto folder = "op" + std::to_string(i) + "__default";
+    fs::create_directories(set / folder);
+    std::ofstream{set / folder / (folder + "_implementation_v1.py")} << padding << "\n";
+  }
+  auto status = import_set({set.string(), "--layout", "backendbench"});
+  EXPECT_EQ(status.at("files"), 40);
+  auto got = verdicts(status);
+  ASSERT_EQ(got.size(), 40u);
+  for (const auto& [path, verdict] : got)
+    EXPECT_EQ(verdict, "invalid") << path;
+
+  auto big = dir / "big";
+  fs::create_directories(big);
+  std::ofstream{big / "abs.py"} << std::string(70000, '#') << "\n";
+  auto refused = opforge({"import", big.string(), "--layout", "candidates"});
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_THAT(refused.err, HasSubstr("abs.py is 70039 bytes; a control request carries at most "
+                                     "61440 bytes of kernels, so it cannot be sent"));
+}
