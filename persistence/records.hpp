@@ -111,11 +111,12 @@ struct operator_spec {
   std::string op;
   std::string variant;
   std::string category;
-  std::string docstring;                   // with the docstrings it references
-  std::vector<std::string> dtypes;         // the requested dtypes the operator supports
-  std::vector<std::string> aten_overloads; // from the catalog, for the library's kernels
-  std::string seed_kernel;                 // a repair's starting point (session_record.seed_kernel)
-  std::string seed_feedback;               // why the seed failed: the first dialog's status
+  std::string docstring;           // with the docstrings it references
+  std::vector<std::string> dtypes; // the requested dtypes the operator supports
+  // From the catalog, for the library's kernels.
+  std::vector<std::string> aten_overloads{};
+  std::string seed_kernel{};   // a repair's starting point (session_record.seed_kernel)
+  std::string seed_feedback{}; // why the seed failed: the first dialog's status
 };
 
 /// What `opforge run` submits, resolved.

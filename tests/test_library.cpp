@@ -112,9 +112,10 @@ TEST(Library, AddedKernelKeepsEveryFieldAndItsHash) {
   EXPECT_EQ(decoded->toolchain_versions, k.toolchain_versions);
   // Only the new keys were added to what earlier builds wrote.
   auto stored = json::from_msgpack(*op.value);
-  for (const auto& [key, value] : legacy_kernel(k).items())
+  auto legacy = legacy_kernel(k);
+  for (const auto& [key, value] : legacy.items())
     EXPECT_EQ(stored.at(key), value) << key;
-  EXPECT_EQ(stored.size(), legacy_kernel(k).size() + 3);
+  EXPECT_EQ(stored.size(), legacy.size() + 3);
 }
 
 TEST(Library, AcceptingAKernelWritesItAndItsAcceptanceAsItsFirstValidation) {

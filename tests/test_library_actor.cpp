@@ -2,6 +2,10 @@
 // first validation in one batch), versions, validations per toolchain, bundles, and the
 // opforge_library_kernels gauge.
 
+// CAF 0.17 deserializes a vector's items into a default-initialized local, which GCC takes for
+// uninitialized when the item is an enum (library_kernel's dtypes).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 #include "actors/library/library.hpp"
 #include "actors/store/store.hpp"
 #include "messages/errors.hpp"

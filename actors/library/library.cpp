@@ -1,5 +1,9 @@
 #include "actors/library/library.hpp"
 
+// CAF 0.17 deserializes a vector's items into a default-initialized local, which GCC takes for
+// uninitialized when the item is an enum (library_kernel's dtypes).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 #include "messages/errors.hpp"
 #include "persistence/keys.hpp"
 
