@@ -186,6 +186,7 @@ caf::expected<selected_operators> select_operators(const contract::catalog_resul
                        .variant = op.variant,
                        .category = op.category,
                        .docstring = render_docstring(op.docstring),
+                       .dtypes = {},
                        .aten_overloads = op.aten_overloads};
     auto seed = std::find_if(selection.seeds.begin(), selection.seeds.end(), [&](const auto& s) {
       return s.op == op.name && s.variant == op.variant;
