@@ -1,5 +1,6 @@
 #include "apps/control_server.hpp"
 
+#include "actors/library/regressions.hpp"
 #include "actors/store/store.hpp"
 #include "apps/actor_query.hpp"
 #include "apps/control_client.hpp"
@@ -368,6 +369,8 @@ control_server::answer_type control_server::answer(std::string_view request) {
   }
   if (*type == "kernels")
     return {encode(kernels(*fields))};
+  if (*type == "regressions")
+    return {encode(regressions())};
   if (*type == "export")
     return {encode(bundle(*fields))};
   if (*type == "import" || *type == "import_status")
@@ -376,9 +379,10 @@ control_server::answer_type control_server::answer(std::string_view request) {
     spdlog::info("shutdown requested over the control socket");
     return {encode({{"ok", true}}), true};
   }
-  return {encode(failure("unknown request type '" + *type +
-                         "' (this daemon knows: status, workers, run, campaign, campaigns, cancel, "
-                         "sessions, show, kernels, export, import, import_status, shutdown)"))};
+  return {encode(
+      failure("unknown request type '" + *type +
+              "' (this daemon knows: status, workers, run, campaign, campaigns, cancel, "
+              "sessions, show, kernels, regressions, export, import, import_status, shutdown)"))};
 }
 
 nlohmann::json control_server::status() const {
@@ -467,6 +471,21 @@ nlohmann::json control_server::kernels(const wire::map_reader& fields) const {
   for (const auto& v : *list)
     out.push_back(to_json(v));
   return {{"ok", true}, {"kernels", out}};
+}
+
+nlohmann::json control_server::regressions() const {
+  auto list = ask<std::vector<kernel_version>>(
+      *context_.system, library_query_bound, context_.library, atom::list_v, std::string{}, false);
+  if (!list)
+    return failure(message(list.error()));
+  auto out = nlohmann::json::array();
+  for (const auto& r : find_regressions(*list))
+    out.push_back({{"operator", operator_id(r.op, r.variant)},
+                   {"hash", r.hash},
+                   {"change", r.change},
+                   {"before", to_json(r.before)},
+                   {"after", to_json(r.after)}});
+  return {{"ok", true}, {"regressions", out}};
 }
 
 nlohmann::json control_server::bundle(const wire::map_reader& fields) const {

@@ -74,6 +74,8 @@ private:
   nlohmann::json campaigns(const std::string& type, const wire::map_reader& fields) const;
   /// `kernels`: the library's kernels, of one operator or all.
   nlohmann::json kernels(const wire::map_reader& fields) const;
+  /// `regressions`: kernels that passed on one toolchain and fail on a later one.
+  nlohmann::json regressions() const;
   /// `export`: the library_bundle for a device kind (default: the campaigns') and fingerprint.
   nlohmann::json bundle(const wire::map_reader& fields) const;
 

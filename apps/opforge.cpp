@@ -707,6 +707,34 @@ int list_kernels(const config& cfg, const client_options& opts, const kernels_op
   return 0;
 }
 
+// One line per regressed kernel: the toolchain change in words, the verdict before and after.
+int list_regressions(const config& cfg, const client_options& opts) {
+  auto reply = control_request(cfg.control.listen, {{"type", "regressions"}},
+                               std::chrono::milliseconds{opts.timeout_ms});
+  if (!reply)
+    return fail(reply.error(), exit_unreachable);
+  if (opts.json) {
+    std::cout << reply->dump(2) << '\n';
+    return 0;
+  }
+  auto regressions = reply->value("regressions", nlohmann::json::array());
+  if (regressions.empty()) {
+    std::cout << "no regressions in the library\n";
+    return 0;
+  }
+  auto verdict = [](const nlohmann::json& proof) {
+    return proof.value("fingerprint", std::string{}) + ":" + proof.value("outcome", std::string{}) +
+           " (" + std::to_string(proof.value("tests_passed", 0)) + "/" +
+           std::to_string(proof.value("tests_run", 0)) + ")";
+  };
+  std::vector<std::vector<std::string>> rows{{"OPERATOR", "HASH", "CHANGE", "BEFORE", "AFTER"}};
+  for (auto& r : regressions)
+    rows.push_back({r.value("operator", ""), r.value("hash", ""), r.value("change", ""),
+                    verdict(r["before"]), verdict(r["after"])});
+  print_table(rows);
+  return 0;
+}
+
 // What `export` asks the daemon for and hands the exporter.
 struct export_options {
   std::string format;
@@ -882,6 +910,8 @@ int main(int argc, char** argv) {
   kernels_cmd->add_option("OP", kernels_selected.op,
                           "operator id (name/variant), or an OpInfo name for all its variants");
   kernels_cmd->add_flag("--source", kernels_selected.source, "print OP's current kernel source");
+  auto* regressions_cmd = app.add_subcommand(
+      "regressions", "kernels that passed on an earlier toolchain and fail on a newer one");
   export_options exported;
   auto* export_cmd = app.add_subcommand(
       "export", "write the library as a Python package or BackendBench's directory layout");
@@ -892,8 +922,9 @@ int main(int argc, char** argv) {
       "import", "test a kernel set on a device worker; those that pass enter the library");
   import_opts.add_to(*import_cmd);
 
-  for (auto* cmd : {status_cmd, workers_cmd, shutdown_cmd, run_cmd, attach_cmd, campaigns_cmd,
-                    cancel_cmd, sessions_cmd, show_cmd, kernels_cmd, export_cmd, import_cmd}) {
+  for (auto* cmd :
+       {status_cmd, workers_cmd, shutdown_cmd, run_cmd, attach_cmd, campaigns_cmd, cancel_cmd,
+        sessions_cmd, show_cmd, kernels_cmd, regressions_cmd, export_cmd, import_cmd}) {
     common.add_to(*cmd);
     client.add_to(*cmd);
   }
@@ -972,6 +1003,8 @@ int main(int argc, char** argv) {
     return list_all_sessions(*cfg, client, selected);
   if (cmd == kernels_cmd)
     return list_kernels(*cfg, client, kernels_selected);
+  if (cmd == regressions_cmd)
+    return list_regressions(*cfg, client);
   if (cmd == export_cmd)
     return export_library(*cfg, client, exported);
   if (cmd == import_cmd)

@@ -1,5 +1,6 @@
 // `opforge kernels` and `opforge export` against a real daemon whose store already holds a small
-// library: two versions of `abs` (the newer one regressed on a second toolchain) and `max/binary`.
+// library: two versions of `abs` (the newer one regressed on a second toolchain, Triton 3.5.1) and
+// `max/binary`.
 // The exporter itself lives in the worker package; here a stand-in interpreter records how the CLI
 // runs it and keeps the bundle it was handed, which is decoded with the contract's codec.
 
@@ -62,9 +63,11 @@ protected:
     // A second toolchain where the newer `abs` regressed and the older one still passes.
     auto proof = acceptance_proof(old_abs);
     proof.fingerprint = "bbbbbbbbbbbbbbbb";
+    proof.toolchain["triton"] = "3.5.1";
     proof.validated_at_ms += 120000;
     batch.ops.push_back(add_validation(content_hash(old_abs.source), proof));
     proof.outcome = contract::outcome::accuracy_error;
+    proof.tests_passed = 5;
     batch.ops.push_back(add_validation(content_hash(new_abs.source), proof));
     ASSERT_FALSE((*db)->write(batch));
     ASSERT_FALSE((*db)->close());
@@ -131,6 +134,32 @@ TEST_F(LibraryCli, KernelsListsEveryVersionWithItsValidations) {
   auto none = opforge({"kernels", "sin"});
   EXPECT_EQ(none.code, 0);
   EXPECT_EQ(none.out, "no kernels for sin in the library\n");
+}
+
+TEST_F(LibraryCli, RegressionsNameTheKernelTheToolchainChangeAndBothVerdicts) {
+  auto listed = opforge({"regressions"});
+  ASSERT_EQ(listed.code, 0) << listed.err;
+  auto new_hash = content_hash(new_abs.source);
+  EXPECT_THAT(listed.out, HasSubstr("OPERATOR  HASH"));
+  EXPECT_THAT(listed.out, HasSubstr("abs       " + new_hash +
+                                    "  triton 3.6.0 -> 3.5.1  aaaaaaaaaaaaaaaa:pass (8/8)  "
+                                    "bbbbbbbbbbbbbbbb:accuracy_error (5/8)"));
+  // The older `abs` passes on both toolchains and `max` was never tried on the second.
+  EXPECT_THAT(listed.out, ::testing::Not(HasSubstr(content_hash(old_abs.source))));
+  EXPECT_THAT(listed.out, ::testing::Not(HasSubstr("max")));
+
+  auto as_json = opforge({"regressions", "--json"});
+  ASSERT_EQ(as_json.code, 0) << as_json.err;
+  auto regressions = json::parse(as_json.out).at("regressions");
+  ASSERT_EQ(regressions.size(), 1u);
+  EXPECT_EQ(regressions[0].at("operator"), "abs");
+  EXPECT_EQ(regressions[0].at("hash"), new_hash);
+  EXPECT_EQ(regressions[0].at("change"), "triton 3.6.0 -> 3.5.1");
+  EXPECT_EQ(regressions[0].at("before").at("outcome"), "pass");
+  EXPECT_EQ(regressions[0].at("before").at("toolchain").at("triton"), "3.6.0");
+  EXPECT_EQ(regressions[0].at("after").at("outcome"), "accuracy_error");
+  EXPECT_EQ(regressions[0].at("after").at("fingerprint"), "bbbbbbbbbbbbbbbb");
+  EXPECT_EQ(regressions[0].at("after").at("tests_passed"), 5);
 }
 
 TEST_F(LibraryCli, KernelsSourcePrintsTheCurrentKernel) {

@@ -34,6 +34,7 @@ import _signal
 import _thread
 import builtins
 import faulthandler
+import functools
 import operator
 import os
 import signal
@@ -286,6 +287,25 @@ class _CompiledSource:
         self.fn = SimpleNamespace(arg_names=list(src.fn.arg_names), launch_metadata=None)
 
 
+class _LangSnapshot:
+    """What the interpreter of Triton before 3.6 patches in triton.language for a launch, and
+    never puts back; restore() does, as 3.6's own patch scope would."""
+
+    def __init__(self):
+        import triton.language as tl
+
+        owners = (tl, tl.core, tl.math, tl.tensor, tl.dtype, tl.core.tensor_descriptor_base)
+        self.saved = [(owner, dict(vars(owner))) for owner in owners]
+
+    def restore(self) -> None:
+        for owner, saved in self.saved:
+            for name in set(vars(owner)) - set(saved):
+                delattr(owner, name)
+            for name, value in saved.items():
+                if vars(owner).get(name) is not value:
+                    setattr(owner, name, value)
+
+
 class LaunchCounter:
     """Wraps triton's launch entry points once per process.
 
@@ -315,6 +335,8 @@ class LaunchCounter:
         self.installed: dict[tuple[type, str], Callable] = {}
         #: The interpreter's patch scopes opened during the current launch, innermost last.
         self._lang_scopes: list = []
+        #: Triton before 3.6: its _patch_lang returns no scope, so one is taken here.
+        self._lang_snapshots = False
 
     def install(self) -> None:
         import triton.compiler
@@ -324,9 +346,15 @@ class LaunchCounter:
         from triton.runtime.interpreter import InterpretedFunction
         from triton.runtime.jit import JITFunction
 
-        for cls in (JITFunction, InterpretedFunction):
-            self._wrap(cls, "run", self._counted_run)
+        self._wrap(JITFunction, "run", self._counted_run)
+        if "run" in vars(InterpretedFunction):
+            self._wrap(InterpretedFunction, "run", self._counted_run)
+        else:
+            # Triton before 3.6: the interpreter's kernel[grid] builds its executor in
+            # __getitem__ and has no class-level run to wrap.
+            self._wrap(InterpretedFunction, "__getitem__", self._counted_grid)
         self._wrap(interpreter, "_patch_lang", self._recorded_scope)
+        self._lang_snapshots = "run" not in vars(InterpretedFunction)
         self._wrap(InterpretedFunction, "__call__", self._restoring_call)
         # What JITFunction compiles with (it imports the name when it first runs on a device).
         self._wrap(triton.compiler, "compile", self._timed_compile)
@@ -368,11 +396,34 @@ class LaunchCounter:
 
         return run
 
+    def _counted_grid(self, original):
+        counter = self
+
+        def launch(kernel, *args, grid, warmup, **kwargs):
+            opened = len(counter._lang_scopes)
+            try:
+                return original(kernel, grid)(*args, **kwargs)
+            finally:
+                # That interpreter leaves triton.language patched after a launch; 3.6 restores it.
+                while len(counter._lang_scopes) > opened:
+                    counter._lang_scopes.pop().restore()
+
+        counted = self._counted_run(launch)
+
+        def getitem(kernel, grid):
+            return functools.partial(counted, kernel, grid=grid, warmup=False)
+
+        return getitem
+
     def _recorded_scope(self, original):
         counter = self
 
         def patch_lang(fn):
-            scope = original(fn)
+            if counter._lang_snapshots:
+                scope = _LangSnapshot()
+                original(fn)
+            else:
+                scope = original(fn)
             counter._lang_scopes.append(scope)
             return scope
 

@@ -1,0 +1,42 @@
+#pragma once
+
+// Regressions of the library and the re-validation a new toolchain owes (issue 19). A regression
+// is a kernel that passed on one toolchain fingerprint and whose newest verdict on a later
+// fingerprint of the same device kind is a failure. Pure functions over the library's `list`
+// reply, so `opforge regressions` and the maintenance actor agree.
+
+#include "messages/library_messages.hpp"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace opforge {
+
+struct regression {
+  std::string op;
+  std::string variant;
+  std::string hash;                 // the regressed kernel's source hash
+  std::string change;               // the toolchain change in words: "triton 3.6.0 -> 3.5.1"
+  contract::toolchain_proof before; // the newest pass on another fingerprint
+  contract::toolchain_proof after;  // the failing verdict
+};
+
+/// What differs between two toolchains, key by key in key order ("triton 3.6.0 -> 3.5.1, ..."),
+/// a component one side lacks shown as "none"; "" when they are equal.
+std::string toolchain_change(const std::map<std::string, std::string>& before,
+                             const std::map<std::string, std::string>& after);
+
+/// Every regressed kernel of `kernels`, in their order. For each fingerprint only its newest
+/// verdict counts, so a kernel that failed and then passed again there is no regression.
+std::vector<regression> find_regressions(const std::vector<kernel_version>& kernels);
+
+/// The re-validation a new toolchain owes (the maintenance actor's pending work, derived from
+/// the validations family alone so a restart neither repeats nor loses a verdict): the source
+/// hashes of `kernels` accepted on `device_kind` that have no verdict yet on `fingerprint`, each
+/// once, in the kernels' order.
+std::vector<std::string> pending_validations(const std::vector<kernel_version>& kernels,
+                                             const std::string& device_kind,
+                                             const std::string& fingerprint);
+
+} // namespace opforge
