@@ -622,6 +622,8 @@ TEST(CampaignRecord, StatesAreStoredByTheirNames) {
   EXPECT_EQ(corrupt.error().code(), static_cast<uint8_t>(errc::store_corrupt));
   EXPECT_NE(render(corrupt.error()).find("campaign state \"paused\""), std::string::npos)
       << render(corrupt.error());
+}
+
 // Records and campaigns stored before the library kept aten overloads and toolchain versions.
 TEST(SessionRecord, RecordsWrittenBeforeTheLibraryFieldsDecodeWithThemEmpty) {
   session_record r;

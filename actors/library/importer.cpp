@@ -502,8 +502,8 @@ void judge(self_pointer self, const std::string& id, size_t index, import_target
       .then(
           [self, id, index, target, verdict, fault,
            test = std::move(test)](device_job_result& linted) mutable {
-            if (linted.status != "done")
-              return fault(verdict, "lint job " + linted.status + ": " + linted.error);
+            if (linted.status != contract::job_status::done)
+              return fault(verdict, "lint job " + to_string(linted.status) + ": " + linted.error);
             auto lint = wire::decode_as<contract::lint_result>(linted.payload, "lint_result");
             if (!lint)
               return fault(verdict, render(lint.error()));
@@ -518,8 +518,9 @@ void judge(self_pointer self, const std::string& id, size_t index, import_target
             self->request(self->state.setup.jobs, caf::infinite, atom::submit_v, std::move(test))
                 .then(
                     [self, id, index, target, verdict, fault](device_job_result& tested) mutable {
-                      if (tested.status != "done")
-                        return fault(verdict, "test job " + tested.status + ": " + tested.error);
+                      if (tested.status != contract::job_status::done)
+                        return fault(verdict,
+                                     "test job " + to_string(tested.status) + ": " + tested.error);
                       auto result =
                           wire::decode_as<contract::test_result>(tested.payload, "test_result");
                       if (!result)
@@ -614,8 +615,9 @@ void full_catalog(self_pointer self, const std::string& id) {
                 catalog_job(id + ":catalog", run.status.device_kind, {}, catalog_deadline_ms))
       .then(
           [self, id](device_job_result& result) {
-            if (result.status != "done")
-              return fail(self, id, "the catalog job " + result.status + ": " + result.error);
+            if (result.status != contract::job_status::done)
+              return fail(self, id,
+                          "the catalog job " + to_string(result.status) + ": " + result.error);
             auto catalog =
                 wire::decode_as<contract::catalog_result>(result.payload, "catalog_result");
             if (!catalog)
@@ -659,7 +661,7 @@ void resolve_all(self_pointer self, const std::string& id) {
                               catalog_deadline_ms))
         .then(
             [gather, one_done](device_job_result& result) {
-              if (result.status == "done")
+              if (result.status == contract::job_status::done)
                 if (auto part =
                         wire::decode_as<contract::catalog_result>(result.payload, "catalog_result"))
                   for (auto& op : part->operators)
