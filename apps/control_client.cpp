@@ -16,6 +16,10 @@ namespace opforge {
 
 namespace {
 
+// Replies list whole libraries (`kernels`, an `export` bundle with every source): larger than any
+// worker frame, still bounded.
+const wire::unpack_limits reply_limits{size_t{256} << 20, size_t{1} << 22, 32};
+
 caf::error unreachable(const std::string& endpoint) {
   return caf::make_error(errc::daemon_unreachable,
                          "no daemon answers at " + endpoint + " (start one with `opforge serve`)");
@@ -63,6 +67,11 @@ nlohmann::json to_json(const msgpack::object& obj) {
     return obj.via.f64;
   case msgpack::type::STR:
     return std::string{obj.via.str.ptr, obj.via.str.size};
+  case msgpack::type::BIN: {
+    auto bytes = reinterpret_cast<const uint8_t*>(obj.via.bin.ptr);
+    nlohmann::json::binary_t::container_type raw(bytes, bytes + obj.via.bin.size);
+    return nlohmann::json::binary(std::move(raw));
+  }
   case msgpack::type::ARRAY: {
     auto out = nlohmann::json::array();
     for (uint32_t i = 0; i < obj.via.array.size; ++i)
@@ -113,7 +122,7 @@ caf::expected<nlohmann::json> control_request(const std::string& endpoint, nlohm
     return caf::make_error(errc::request_invalid,
                            "the daemon's reply is not valid: " + render(err));
   };
-  auto handle = wire::unpack(reply.to_string_view());
+  auto handle = wire::unpack(reply.to_string_view(), reply_limits);
   if (!handle)
     return invalid(handle.error());
   auto fields = wire::map_reader::of(handle->get());

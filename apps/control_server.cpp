@@ -6,9 +6,11 @@
 #include "apps/session_views.hpp"
 #include "messages/device_messages.hpp"
 #include "messages/errors.hpp"
+#include "messages/library_messages.hpp"
 #include "messages/msgpack_codec.hpp"
 #include "messages/session_messages.hpp"
 #include "messages/wire.hpp"
+#include "persistence/keys.hpp"
 
 #include <future>
 
@@ -25,6 +27,9 @@ const wire::unpack_limits request_limits{control_max_request_bytes, 1024, 8};
 // Actors answer status queries from memory; this bound only keeps a stuck actor from stalling the
 // control socket (clients wait 5 s by default).
 constexpr auto actor_query_bound = std::chrono::milliseconds{2000};
+// The library reads its kernels from the store behind the sessions' checkpoints; it gets longer,
+// still within the clients' default wait of 5 s.
+constexpr auto library_query_bound = std::chrono::milliseconds{4500};
 
 nlohmann::json to_json(const store_status& status) {
   auto families = nlohmann::json::object();
@@ -108,6 +113,40 @@ nlohmann::json to_json(const campaign_status& c) {
           {"completion_tokens", c.completion_tokens},
           {"faults", c.faults},
           {"finished", finished}};
+}
+
+nlohmann::json to_json(const contract::toolchain_proof& p) {
+  return {{"fingerprint", p.fingerprint},
+          {"device_kind", p.device_kind},
+          {"toolchain", p.toolchain},
+          {"outcome", to_string(p.outcome)},
+          {"tests_run", p.tests_run},
+          {"tests_passed", p.tests_passed},
+          {"validated_at_ms", p.validated_at_ms}};
+}
+
+// A kernel as `kernels` lists it; its source only when it was asked for.
+nlohmann::json to_json(const kernel_version& v) {
+  const auto& k = v.kernel;
+  auto proofs = nlohmann::json::array();
+  for (const auto& p : k.proofs)
+    proofs.push_back(to_json(p));
+  nlohmann::json out{{"operator", operator_id(k.op, k.variant)},
+                     {"op", k.op},
+                     {"variant", k.variant},
+                     {"version", v.version},
+                     {"current", v.current},
+                     {"device_kind", v.device_kind},
+                     {"accepted_at_ms", v.accepted_at_ms},
+                     {"hash", k.hash},
+                     {"wrapper", k.wrapper},
+                     {"dtypes", contract::to_strings(k.dtypes)},
+                     {"aten_overloads", k.aten_overloads},
+                     {"provenance", k.provenance},
+                     {"proofs", proofs}};
+  if (!k.source.empty())
+    out["source"] = k.source;
+  return out;
 }
 
 // The fields of a `run` request (messages/PROTOCOL.md); each wrong one is named.
@@ -311,13 +350,17 @@ control_server::answer_type control_server::answer(std::string_view request) {
       return malformed(op ? campaign.error() : op.error());
     return {encode(show_session(*context_.system, context_.store, *op, *campaign))};
   }
+  if (*type == "kernels")
+    return {encode(kernels(*fields))};
+  if (*type == "export")
+    return {encode(bundle(*fields))};
   if (*type == "shutdown") {
     spdlog::info("shutdown requested over the control socket");
     return {encode({{"ok", true}}), true};
   }
   return {encode(failure("unknown request type '" + *type +
                          "' (this daemon knows: status, workers, run, campaign, campaigns, cancel, "
-                         "sessions, show, shutdown)"))};
+                         "sessions, show, kernels, export, shutdown)"))};
 }
 
 nlohmann::json control_server::status() const {
@@ -385,6 +428,47 @@ nlohmann::json control_server::campaigns(const std::string& type,
     return reply(ask<campaign_status>(sys, actor_query_bound, manager, atom::cancel_v, *id));
   }
   return reply(ask<campaign_status>(sys, actor_query_bound, manager, atom::status_v, *id));
+}
+
+nlohmann::json control_server::kernels(const wire::map_reader& fields) const {
+  auto op = fields.string_or("op", "");
+  if (!op)
+    return failure(message(op.error()));
+  bool with_sources = false;
+  if (fields.find("source")) {
+    auto flag = fields.boolean("source");
+    if (!flag)
+      return failure(message(flag.error()));
+    with_sources = *flag;
+  }
+  auto list = ask<std::vector<kernel_version>>(*context_.system, library_query_bound,
+                                               context_.library, atom::list_v, *op, with_sources);
+  if (!list)
+    return failure(message(list.error()));
+  auto out = nlohmann::json::array();
+  for (const auto& v : *list)
+    out.push_back(to_json(v));
+  return {{"ok", true}, {"kernels", out}};
+}
+
+nlohmann::json control_server::bundle(const wire::map_reader& fields) const {
+  auto device_kind = fields.string_or("device_kind", "");
+  auto fingerprint = fields.string_or("fingerprint", "");
+  if (!device_kind || !fingerprint)
+    return failure(message(!device_kind ? device_kind.error() : fingerprint.error()));
+  auto kind = device_kind->empty() ? context_.cfg.campaigns.device_kind : *device_kind;
+  auto chosen = ask<contract::library_bundle>(*context_.system, library_query_bound,
+                                              context_.library, atom::bundle_v, kind, *fingerprint);
+  if (!chosen)
+    return failure(message(chosen.error()));
+  // The bundle travels as the contract's own msgpack bytes, which the exporter reads as they are.
+  auto bytes = contract::codec::to_bytes(*chosen);
+  nlohmann::json::binary_t::container_type raw(bytes.begin(), bytes.end());
+  return {{"ok", true},
+          {"device_kind", kind},
+          {"fingerprint", *fingerprint},
+          {"kernels", chosen->kernels.size()},
+          {"bundle", nlohmann::json::binary(std::move(raw))}};
 }
 
 } // namespace opforge

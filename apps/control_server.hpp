@@ -30,6 +30,7 @@ struct control_context {
   store_actor store;
   device_manager_actor devices;
   campaign_manager_actor campaigns;
+  library_actor library;
   std::string version;
   config cfg;
   /// host:port the metrics endpoint actually listens on; empty when disabled.
@@ -70,6 +71,10 @@ private:
   nlohmann::json workers() const;
   /// `run`, `campaign`, `campaigns` and `cancel`: what the campaign manager says.
   nlohmann::json campaigns(const std::string& type, const wire::map_reader& fields) const;
+  /// `kernels`: the library's kernels, of one operator or all.
+  nlohmann::json kernels(const wire::map_reader& fields) const;
+  /// `export`: the library_bundle for a device kind (default: the campaigns') and fingerprint.
+  nlohmann::json bundle(const wire::map_reader& fields) const;
 
   control_context context_;
   int wakeup_fd_ = -1;

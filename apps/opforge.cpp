@@ -10,9 +10,14 @@
 #include "messages/errors.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <sstream>
@@ -20,7 +25,11 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+extern char** environ;
 
 using namespace opforge;
 
@@ -407,7 +416,20 @@ struct session_options {
   std::string op;
 };
 
-// One line per session, in columns as wide as their widest entry; the end reason comes last.
+// `rows` in columns as wide as their widest entry; the last column is not padded.
+void print_table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths(rows.front().size() - 1, 0);
+  for (auto& row : rows)
+    for (size_t i = 0; i < widths.size(); ++i)
+      widths[i] = std::max(widths[i], row[i].size());
+  for (auto& row : rows) {
+    for (size_t i = 0; i < widths.size(); ++i)
+      std::cout << row[i] << std::string(widths[i] - row[i].size() + 2, ' ');
+    std::cout << row.back() << '\n';
+  }
+}
+
+// One line per session; the end reason comes last.
 void print_sessions(const nlohmann::json& reply, const session_options& selected) {
   auto sessions = reply.value("sessions", nlohmann::json::array());
   if (sessions.empty()) {
@@ -426,15 +448,7 @@ void print_sessions(const nlohmann::json& reply, const session_options& selected
                     std::to_string(s.value("dialog", 0)), std::to_string(s.value("total_calls", 0)),
                     text("last_outcome"), text("end_reason")});
   }
-  std::vector<size_t> widths(rows.front().size() - 1, 0);
-  for (auto& row : rows)
-    for (size_t i = 0; i < widths.size(); ++i)
-      widths[i] = std::max(widths[i], row[i].size());
-  for (auto& row : rows) {
-    for (size_t i = 0; i < widths.size(); ++i)
-      std::cout << row[i] << std::string(widths[i] - row[i].size() + 2, ' ');
-    std::cout << row.back() << '\n';
-  }
+  print_table(rows);
 }
 
 // The daemon lists sessions a page at a time; this reads every page into one reply.
@@ -522,6 +536,192 @@ void print_show(const nlohmann::json& reply) {
     std::cout << "\naccepted kernel:\n" << indented(text("proposal"), 4);
 }
 
+// -- the library -------------------------------------------------------------------------------
+
+// What `kernels` selects and shows.
+struct kernels_options {
+  std::string op;
+  bool source = false;
+};
+
+std::string utc_minute(int64_t ms) {
+  auto seconds = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  ::gmtime_r(&seconds, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M", &tm);
+  return text;
+}
+
+// One line per kernel version; the validations (fingerprint:outcome, newest first) come last.
+void print_kernels(const nlohmann::json& reply, const kernels_options& selected) {
+  auto kernels = reply.value("kernels", nlohmann::json::array());
+  if (kernels.empty()) {
+    std::cout << "no kernels" << (selected.op.empty() ? "" : " for " + selected.op)
+              << " in the library\n";
+    return;
+  }
+  std::vector<std::vector<std::string>> rows{
+      {"OPERATOR", "VERSION", "DEVICE", "DTYPES", "ORIGIN", "ACCEPTED (UTC)", "HASH", "PROVED ON"}};
+  for (auto& k : kernels) {
+    std::string proofs;
+    for (auto& p : k.value("proofs", nlohmann::json::array()))
+      proofs += (proofs.empty() ? "" : ", ") + p.value("fingerprint", std::string{}) + ":" +
+                p.value("outcome", std::string{});
+    auto provenance = k.value("provenance", nlohmann::json::object());
+    rows.push_back({k.value("operator", ""),
+                    std::to_string(k.value("version", 0)) + (k.value("current", false) ? "*" : ""),
+                    k.value("device_kind", ""), joined(k.value("dtypes", nlohmann::json::array())),
+                    provenance.value("origin", "-"),
+                    utc_minute(k.value("accepted_at_ms", int64_t{0})), k.value("hash", ""),
+                    proofs.empty() ? "-" : proofs});
+  }
+  print_table(rows);
+  std::cout << "(* current: the operator's newest kernel accepted on that device kind)\n";
+}
+
+// The current kernel's source; with several device kinds, each under a comment that names it.
+int print_source(const nlohmann::json& reply, const kernels_options& selected) {
+  std::vector<nlohmann::json> current;
+  for (auto& k : reply.value("kernels", nlohmann::json::array()))
+    if (k.value("current", false))
+      current.push_back(k);
+  if (current.empty()) {
+    std::cerr << "opforge: no kernel for " << selected.op << " in the library\n";
+    return exit_unreachable;
+  }
+  for (auto& k : current) {
+    if (current.size() > 1)
+      std::cout << "# " << k.value("operator", "") << " v" << k.value("version", 0) << " on "
+                << k.value("device_kind", "") << " (" << k.value("hash", "") << ")\n";
+    std::cout << k.value("source", "");
+  }
+  return 0;
+}
+
+int list_kernels(const config& cfg, const client_options& opts, const kernels_options& selected) {
+  if (selected.source && selected.op.empty()) {
+    std::cerr << "opforge: --source needs OP, the operator whose kernel to print\n";
+    return exit_bad_config;
+  }
+  auto reply = control_request(
+      cfg.control.listen, {{"type", "kernels"}, {"op", selected.op}, {"source", selected.source}},
+      std::chrono::milliseconds{opts.timeout_ms});
+  if (!reply)
+    return fail(reply.error(), exit_unreachable);
+  if (opts.json) {
+    std::cout << reply->dump(2) << '\n';
+    return 0;
+  }
+  if (selected.source)
+    return print_source(*reply, selected);
+  print_kernels(*reply, selected);
+  return 0;
+}
+
+// What `export` asks the daemon for and hands the exporter.
+struct export_options {
+  std::string format;
+  std::string out;
+  std::string name;
+  std::string dispatch_key;
+  std::string device_kind;
+  std::string fingerprint;
+
+  void add_to(CLI::App& cmd) {
+    cmd.add_option("--format", format, "torch-library (a pip-installable package) or backendbench")
+        ->required()
+        ->check(CLI::IsMember({"torch-library", "backendbench"}));
+    cmd.add_option("--out", out, "directory to write")->required();
+    cmd.add_option("--name", name, "the package's name (torch-library)");
+    cmd.add_option("--dispatch-key", dispatch_key, "where the kernels register (torch-library)")
+        ->check(CLI::IsMember({"CUDA", "PrivateUse1", "CPU"}));
+    cmd.add_option("--device-kind", device_kind,
+                   "whose kernels to export (default: the campaigns' device kind)")
+        ->check([](const std::string& kind) {
+          return is_device_kind(kind) ? "" : "a device kind is " + std::string{device_kind_rule};
+        });
+    cmd.add_option("--fingerprint", fingerprint,
+                   "export the kernels proven on this toolchain (default: the newest of each)");
+  }
+
+  std::vector<std::string> exporter_command(const std::string& python,
+                                            const std::string& bundle) const {
+    std::vector<std::string> argv{python,     "-m",   "opforge_library", "export",
+                                  "--bundle", bundle, "--format",        format,
+                                  "--out",    out};
+    if (!name.empty())
+      argv.insert(argv.end(), {"--name", name});
+    if (!dispatch_key.empty())
+      argv.insert(argv.end(), {"--dispatch-key", dispatch_key});
+    return argv;
+  }
+};
+
+// Runs `argv` with this process's stdin, stdout and stderr, and waits: its exit status, or 128 +
+// the signal that ended it, as a shell reports it.
+caf::expected<int> run_child(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const auto& arg : argv)
+    args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  if (int err = ::posix_spawnp(&pid, args[0], nullptr, nullptr, args.data(), environ); err != 0)
+    return caf::make_error(errc::config_invalid,
+                           "cannot run " + argv[0] + ": " + std::strerror(err) +
+                               " (set python: in the config, or OPFORGE_PYTHON)");
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR)
+      return caf::make_error(errc::unspecified, std::string{"waitpid: "} + std::strerror(errno));
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Asks the daemon for the bundle, writes it to a temporary file and runs the exporter of the
+// worker package on it (PROTOCOL.md, "Control socket": export); the exporter's exit status is
+// this command's.
+int export_library(const config& cfg, const client_options& opts, const export_options& chosen) {
+  auto reply = control_request(cfg.control.listen,
+                               {{"type", "export"},
+                                {"device_kind", chosen.device_kind},
+                                {"fingerprint", chosen.fingerprint}},
+                               std::chrono::milliseconds{opts.timeout_ms});
+  if (!reply)
+    return fail(reply.error(), exit_unreachable);
+  auto kind = reply->value("device_kind", std::string{});
+  auto* bundle = reply->contains("bundle") ? &(*reply)["bundle"] : nullptr;
+  if (!bundle || !bundle->is_binary()) {
+    std::cerr << "opforge: the daemon's reply to export has no bundle\n";
+    return exit_unreachable;
+  }
+  if (reply->value("kernels", 0) == 0) {
+    std::cerr << "opforge: the library has no kernels for device kind " << kind
+              << (chosen.fingerprint.empty() ? "" : " proven on toolchain " + chosen.fingerprint)
+              << ": nothing to export\n";
+    return exit_unreachable;
+  }
+  auto pattern = (std::filesystem::temp_directory_path() / "opforge-bundle-XXXXXX").string();
+  int fd = ::mkstemp(pattern.data());
+  if (fd < 0) {
+    std::cerr << "opforge: cannot create a temporary file: " << std::strerror(errno) << '\n';
+    return exit_bad_config;
+  }
+  ::close(fd);
+  struct remove_file {
+    std::string path;
+    ~remove_file() { std::filesystem::remove(path); }
+  } cleanup{pattern};
+  const auto& bytes = bundle->get_binary();
+  std::ofstream{pattern, std::ios::binary}.write(reinterpret_cast<const char*>(bytes.data()),
+                                                 static_cast<std::streamsize>(bytes.size()));
+  std::cerr << "exporting " << reply->value("kernels", 0) << " kernels (device kind " << kind
+            << ") as " << chosen.format << " into " << chosen.out << '\n';
+  auto status = run_child(chosen.exporter_command(cfg.python, pattern));
+  if (!status)
+    return fail(status.error(), exit_bad_config);
+  return *status;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -569,8 +769,19 @@ int main(int argc, char** argv) {
     cmd->add_option("--campaign", selected.campaign,
                     "campaign id (default: every campaign; for show, the newest that has OP)");
 
+  kernels_options kernels_selected;
+  auto* kernels_cmd = app.add_subcommand(
+      "kernels", "list the kernel library: every version of every operator, or of OP");
+  kernels_cmd->add_option("OP", kernels_selected.op,
+                          "operator id (name/variant), or an OpInfo name for all its variants");
+  kernels_cmd->add_flag("--source", kernels_selected.source, "print OP's current kernel source");
+  export_options exported;
+  auto* export_cmd = app.add_subcommand(
+      "export", "write the library as a Python package or BackendBench's directory layout");
+  exported.add_to(*export_cmd);
+
   for (auto* cmd : {status_cmd, workers_cmd, shutdown_cmd, run_cmd, attach_cmd, campaigns_cmd,
-                    cancel_cmd, sessions_cmd, show_cmd}) {
+                    cancel_cmd, sessions_cmd, show_cmd, kernels_cmd, export_cmd}) {
     common.add_to(*cmd);
     client.add_to(*cmd);
   }
@@ -627,6 +838,10 @@ int main(int argc, char** argv) {
                        });
   if (cmd == sessions_cmd)
     return list_all_sessions(*cfg, client, selected);
+  if (cmd == kernels_cmd)
+    return list_kernels(*cfg, client, kernels_selected);
+  if (cmd == export_cmd)
+    return export_library(*cfg, client, exported);
   if (cmd == show_cmd)
     return run_request(*cfg, client,
                        {{"type", "show"}, {"op", selected.op}, {"campaign", selected.campaign}},

@@ -1,6 +1,7 @@
 #include "apps/serve.hpp"
 
 #include "actors/fleet/spawn_device_manager.hpp"
+#include "actors/library/library.hpp"
 #include "actors/sessions/campaign_manager.hpp"
 #include "actors/store/store.hpp"
 #include "apps/actor_query.hpp"
@@ -247,6 +248,9 @@ caf::error run(caf::actor_system& sys, const config& given, const std::string& v
   if (!store)
     return store.error();
   scope_exit stop_store{[&] { stop_actor(sys, *store, "store"); }};
+  // It holds nothing but counts, and every write it makes is a request the store answers first.
+  auto kernels = sys.spawn(library, *store, families, version);
+  scope_exit stop_library{[&] { caf::anon_send_exit(kernels, caf::exit_reason::user_shutdown); }};
   auto devices = spawn_device_manager(sys, device_manager_settings(cfg.workers), families);
   if (!devices)
     return devices.error();
@@ -261,6 +265,7 @@ caf::error run(caf::actor_system& sys, const config& given, const std::string& v
   scope_exit stop_parts{[&] { parts->stop(); }};
   parts->setup.store = *store;
   parts->setup.devices = *devices;
+  parts->setup.library = kernels;
   parts->setup.unfinished = std::move(*unfinished);
   auto campaigns = sys.spawn(campaign_manager, parts->setup);
   scope_exit stop_campaigns{[&] { stop_actor(sys, campaigns, "campaign manager"); }};
@@ -269,6 +274,7 @@ caf::error run(caf::actor_system& sys, const config& given, const std::string& v
                           *store,
                           *devices,
                           campaigns,
+                          kernels,
                           version,
                           cfg,
                           metrics_address,

@@ -155,4 +155,27 @@ using campaign_manager_actor = caf::typed_actor<
     // Stops every campaign where it stands (each resumes when the daemon starts again) and quits.
     caf::replies_to<atom::shutdown>::with<atom::ok>>;
 
+// -- the library
+// -----------------------------------------------------------------------------------
+
+/// The kernel library (actors/library/library.hpp): accepted kernels, several versions per
+/// operator, and their validations per toolchain fingerprint. Kernels are keyed by operator id
+/// and source hash, validations by source hash and fingerprint.
+using library_actor = caf::typed_actor<
+    // Adds a kernel (`proofs` holds its first validation, a pass; `provenance.origin` says where
+    // it came from, e.g. imported:<source>) and that validation in one write batch; replies with
+    // it as stored, or errc::request_invalid.
+    caf::replies_to<atom::add, contract::library_kernel>::with<kernel_version>,
+    // Records a verdict on a stored kernel (by source hash) on one toolchain; replies ok.
+    caf::replies_to<atom::validate, std::string, contract::toolchain_proof>::with<atom::ok>,
+    // The kernels of an operator id, or of every variant of an OpInfo name ("": of every
+    // operator), by operator id and oldest version first; sources only when the flag is set.
+    caf::replies_to<atom::list, std::string, bool>::with<std::vector<kernel_version>>,
+    // One kernel per operator variant for a device kind: with a fingerprint, the newest kernel
+    // that passed there; with "", the newest accepted on the device kind.
+    caf::replies_to<atom::bundle, std::string, std::string>::with<contract::library_bundle>,
+    // From a session whose checkpoint stored an accepted kernel (its key, its device kind): counts
+    // it in opforge_library_kernels.
+    caf::reacts_to<atom::accepted, std::string, std::string>>;
+
 } // namespace opforge

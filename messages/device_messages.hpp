@@ -35,7 +35,8 @@ struct device_job_result {
   std::string fingerprint{}; // the toolchain the job ran on
   int64_t elapsed_ms = 0;    // as the worker measured it
   int64_t attempt = 1;
-  std::string host{}; // the worker's host
+  std::string host{};                             // the worker's host
+  std::map<std::string, std::string> toolchain{}; // python, torch, triton...: from its hello
 };
 
 /// One registered (or recently dead) worker.
@@ -81,7 +82,7 @@ typename Inspector::result_type inspect(Inspector& f, device_job& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, device_job_result& x) {
   return f(caf::meta::type_name("device_job_result"), x.job_id, x.status, x.payload, x.error,
-           x.worker_id, x.fingerprint, x.elapsed_ms, x.attempt, x.host);
+           x.worker_id, x.fingerprint, x.elapsed_ms, x.attempt, x.host, x.toolchain);
 }
 
 template <class Inspector>

@@ -51,4 +51,14 @@ struct session_summary;
 struct campaign_status;
 struct campaign_request;
 
+// -- the library
+// -----------------------------------------------------------------------------------
+struct kernel_version;
+
+namespace contract {
+struct library_kernel;
+struct library_bundle;
+struct toolchain_proof;
+} // namespace contract
+
 } // namespace opforge

@@ -71,6 +71,8 @@ metrics::metrics(std::string version)
                        "Running operator sessions by the state they wait in")},
       sessions_ended_{family(prometheus::BuildCounter(), *registry_, "opforge_sessions_ended_total",
                              "Operator sessions that ended, by outcome (SUCCESS, FAILED)")},
+      library_kernels_{family(prometheus::BuildGauge(), *registry_, "opforge_library_kernels",
+                              "Kernels in the library by the device kind they were accepted on")},
       uptime_{family(prometheus::BuildGauge(), *registry_, "opforge_uptime_seconds",
                      "Seconds since the daemon started")
                   .Add({})} {
@@ -145,6 +147,10 @@ prometheus::Gauge& metrics::sessions(const std::string& state) {
 
 prometheus::Counter& metrics::sessions_ended(const std::string& outcome) {
   return sessions_ended_.Add({{"outcome", outcome}});
+}
+
+prometheus::Gauge& metrics::library_kernels(const std::string& device_kind) {
+  return library_kernels_.Add({{"device_kind", device_kind}});
 }
 
 } // namespace opforge

@@ -77,6 +77,12 @@ public:
   /// opforge_sessions_ended_total{outcome}: sessions that ended, SUCCESS or FAILED.
   prometheus::Counter& sessions_ended(const std::string& outcome);
 
+  // -- the library -----------------------------------------------------------------------------
+
+  /// opforge_library_kernels{device_kind}: kernels in the library (every version of every
+  /// operator) by the device kind they were accepted on.
+  prometheus::Gauge& library_kernels(const std::string& device_kind);
+
   // -- build -----------------------------------------------------------------------------------
 
   /// opforge_uptime_seconds: seconds since the daemon started.
@@ -103,6 +109,7 @@ private:
   prometheus::Family<prometheus::Counter>& summaries_;
   prometheus::Family<prometheus::Gauge>& sessions_;
   prometheus::Family<prometheus::Counter>& sessions_ended_;
+  prometheus::Family<prometheus::Gauge>& library_kernels_;
   prometheus::Gauge& uptime_;
 };
 

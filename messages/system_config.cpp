@@ -6,6 +6,7 @@
 
 #include "messages/device_messages.hpp"
 #include "messages/errors.hpp"
+#include "messages/library_messages.hpp"
 #include "messages/llm_messages.hpp"
 #include "messages/session_messages.hpp"
 #include "messages/store_messages.hpp"

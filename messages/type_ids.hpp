@@ -71,4 +71,15 @@ CAF_ADD_TYPE_ID(opforge, (opforge::campaign_status))
 CAF_ADD_TYPE_ID(opforge, (std::vector<opforge::campaign_status>))
 CAF_ADD_TYPE_ID(opforge, (opforge::campaign_request))
 
+// -- the library ---------------------------------------------------------------------------------
+CAF_ADD_ATOM(opforge, opforge::atom, add, "add")
+CAF_ADD_ATOM(opforge, opforge::atom, validate, "validate")
+CAF_ADD_ATOM(opforge, opforge::atom, bundle, "bundle")
+CAF_ADD_ATOM(opforge, opforge::atom, accepted, "accepted")
+CAF_ADD_TYPE_ID(opforge, (opforge::kernel_version))
+CAF_ADD_TYPE_ID(opforge, (std::vector<opforge::kernel_version>))
+CAF_ADD_TYPE_ID(opforge, (opforge::contract::library_kernel))
+CAF_ADD_TYPE_ID(opforge, (opforge::contract::library_bundle))
+CAF_ADD_TYPE_ID(opforge, (opforge::contract::toolchain_proof))
+
 CAF_END_TYPE_ID_BLOCK(opforge)

@@ -28,12 +28,13 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(session_record, session_id, camp
                                                 endpoint, model, budgets, state, revision, dialog,
                                                 calls_in_dialog, total_calls, consecutive_faults,
                                                 total_faults, messages, proposal, last_feedback,
-                                                verdict, toolchain, device_kind, prompt_tokens,
-                                                completion_tokens, history, end_reason)
+                                                verdict, toolchain, device_kind, toolchain_versions,
+                                                aten_overloads, prompt_tokens, completion_tokens,
+                                                history, end_reason)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(session_transition, revision, from, to, detail,
                                                 at_ms, content)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(operator_spec, op, variant, category, docstring,
-                                                dtypes)
+                                                dtypes, aten_overloads)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(campaign_spec, campaign_id, endpoint, model,
                                                 device_kind, created_ms, budgets, concurrency,
                                                 operators)

@@ -7,6 +7,7 @@
 #include "messages/contract.hpp"
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -73,6 +74,8 @@ struct session_record {
   nlohmann::json verdict;                // the latest lint or test result payload
   std::string toolchain;                 // the fingerprint of the toolchain the latest test ran on
   std::string device_kind;               // and the kind of device
+  std::map<std::string, std::string> toolchain_versions; // and its versions, as its worker said
+  std::vector<std::string> aten_overloads;               // what the operator dispatches to
   uint64_t prompt_tokens = 0;
   uint64_t completion_tokens = 0;
   std::vector<session_attempt> history;
@@ -110,6 +113,8 @@ struct operator_spec {
   std::string category;
   std::string docstring;           // with the docstrings it references
   std::vector<std::string> dtypes; // the requested dtypes the operator supports
+  // From the catalog, for the library's kernels.
+  std::vector<std::string> aten_overloads{};
 };
 
 /// What `opforge run` submits, resolved.

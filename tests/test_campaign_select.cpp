@@ -13,6 +13,7 @@ contract::catalog_operator op(const std::string& name, const std::string& varian
           .variant = variant,
           .category = category,
           .dtypes = std::move(dtypes),
+          .aten_overloads = {"aten::" + name, "aten::" + name + ".out"},
           .docstring = contract::docstring{
               .root = name,
               .nodes = {{.name = name, .depth = 0, .text = name + "(input) -> Tensor"},
@@ -48,6 +49,9 @@ TEST(CampaignSelect, ByNameTakesEveryVariantAndIntersectsDtypes) {
   EXPECT_EQ(selected->operators[1].dtypes, (std::vector<std::string>{"float32"}));
   EXPECT_EQ(selected->operators[0].docstring,
             "abs(input) -> Tensor\n\n### Referenced: torch.Tensor\nA tensor.");
+  // The library's kernels say which aten overloads they serve, as the catalog read them.
+  EXPECT_EQ(selected->operators[0].aten_overloads,
+            (std::vector<std::string>{"aten::abs", "aten::abs.out"}));
 }
 
 TEST(CampaignSelect, ByCategoryAllAndOnlyWhatIsNotCovered) {

@@ -264,6 +264,9 @@ TEST_F(DeviceManager, DispatchesInSubmissionOrderWithinFreeSlots) {
   EXPECT_EQ(result->status, "done");
   EXPECT_EQ(result->worker_id, "w1");
   EXPECT_EQ(result->fingerprint, "fp-w1");
+  // The versions behind the fingerprint go with it, for the library's record of the kernel.
+  EXPECT_EQ(result->toolchain,
+            (std::map<std::string, std::string>{{"torch", "2.13.0"}, {"triton", "3.6.0"}}));
   EXPECT_EQ(result->payload, op_payload("answered"));
   EXPECT_EQ(result->elapsed_ms, 12);
   EXPECT_EQ(result->attempt, 1);

@@ -249,6 +249,28 @@ TEST_F(ServeCampaign, TheDemoCampaignRunsEndToEndAndIsNotRepeated) {
   EXPECT_THAT(show.out, HasSubstr("accepted kernel:\n    @triton.jit\n    def abs_kernel("))
       << show.out;
 
+  // The accepted kernels are the library, each with what the catalog says it serves and the
+  // toolchain its worker announced.
+  auto kernels = opforge(data_dir, {"kernels", "--json"});
+  ASSERT_EQ(kernels.code, 0) << kernels.err;
+  std::set<std::string> listed;
+  for (const auto& k : json::parse(kernels.out).at("kernels")) {
+    listed.insert(k.at("operator").get<std::string>());
+    EXPECT_EQ(k.at("version"), 1) << k;
+    EXPECT_EQ(k.at("current"), true) << k;
+    EXPECT_EQ(k.at("device_kind"), "interpreter") << k;
+    EXPECT_EQ(k.at("provenance").at("origin"), "campaign") << k;
+    EXPECT_EQ(k.at("provenance").at("endpoint"), "demo") << k;
+    EXPECT_THAT(k.at("aten_overloads").dump(), HasSubstr("\"aten::")) << k;
+    ASSERT_EQ(k.at("proofs").size(), 1u) << k;
+    EXPECT_EQ(k.at("proofs")[0].at("outcome"), "pass") << k;
+    EXPECT_TRUE(k.at("proofs")[0].at("toolchain").contains("torch")) << k;
+  }
+  EXPECT_EQ(listed, std::set<std::string>(demo_operators.begin(), demo_operators.end()));
+  auto source = opforge(data_dir, {"kernels", "abs", "--source"});
+  ASSERT_EQ(source.code, 0) << source.err;
+  EXPECT_THAT(source.out, HasSubstr("@triton.jit\ndef abs_kernel(")) << source.out;
+
   // Each recorded answer was asked for once.
   auto served = hits(data_dir / "replay-demo.jsonl");
   EXPECT_EQ(std::multiset<hit>(served.begin(), served.end()),

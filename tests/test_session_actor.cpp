@@ -1,6 +1,7 @@
 // op_session and campaign over the real store (RocksDB) with scripted endpoint and device manager,
 // on CAF's test coordinator: retry delays pass in virtual time.
 
+#include "actors/library/kernels.hpp"
 #include "actors/sessions/campaign.hpp"
 #include "actors/sessions/op_session.hpp"
 #include "actors/store/store.hpp"
@@ -69,7 +70,12 @@ protected:
     s.budgets.max_calls_per_dialog = calls;
     s.concurrency = 2;
     for (auto& op : ops)
-      s.operators.push_back({op, "", "unary", op + "(input) -> Tensor", {"float32", "int64"}});
+      s.operators.push_back({op,
+                             "",
+                             "unary",
+                             op + "(input) -> Tensor",
+                             {"float32", "int64"},
+                             {"aten::" + op, "aten::" + op + ".out"}});
     return s;
   }
 
@@ -172,6 +178,19 @@ TEST_F(SessionActor, EveryFeedbackPathThenSuccessCheckpointedWithTheKernel) {
   EXPECT_EQ(entry["toolchain"], "scripted-toolchain");
   EXPECT_EQ(entry["dtypes"], json({"float32", "int64"}));
   EXPECT_NE(entry["source"].get<std::string>().find("def exp_wrapper(input):"), std::string::npos);
+  EXPECT_EQ(entry["aten_overloads"], json({"aten::exp", "aten::exp.out"}));
+  EXPECT_EQ(entry["origin"], "campaign");
+  EXPECT_EQ(entry["toolchain_versions"], json({{"torch", "scripted-torch"}}));
+  // Its acceptance is its first validation, stored in the same checkpoint.
+  auto validation = stored(family::validations,
+                           validation_key(entry["hash"].get<std::string>(), "scripted-toolchain"));
+  ASSERT_TRUE(validation);
+  auto proof = decode_proof(*validation);
+  ASSERT_TRUE(proof) << render(proof.error());
+  EXPECT_EQ(proof->outcome, contract::outcome::pass);
+  EXPECT_EQ(proof->tests_passed, 10);
+  EXPECT_EQ(proof->toolchain, (std::map<std::string, std::string>{{"torch", "scripted-torch"}}));
+  EXPECT_EQ(proof->validated_at_ms, entry["accepted_at_ms"].get<int64_t>());
 }
 
 TEST_F(SessionActor, AKernelIsRecordedForTheDtypesItPassed) {

@@ -486,6 +486,38 @@ TEST(SessionRecord, CorruptBytesAreErrorsNotCrashes) {
   EXPECT_EQ(render(decoded.error()), "store_corrupt: session record: schema 99, expected 1");
 }
 
+// Records and campaigns stored before the library kept aten overloads and toolchain versions.
+TEST(SessionRecord, RecordsWrittenBeforeTheLibraryFieldsDecodeWithThemEmpty) {
+  session_record r;
+  r.session_id = "c1/abs";
+  r.op = "abs";
+  r.state = session_state::success;
+  r.toolchain_versions = {{"torch", "2.13.0"}};
+  r.aten_overloads = {"aten::abs"};
+  auto stored = json::from_msgpack(encode_record(r));
+  EXPECT_EQ(stored["aten_overloads"], json({"aten::abs"}));
+  stored.erase("aten_overloads");
+  stored.erase("toolchain_versions");
+  auto old = json::to_msgpack(stored);
+  auto decoded = decode_record({reinterpret_cast<const char*>(old.data()), old.size()});
+  ASSERT_TRUE(decoded) << render(decoded.error());
+  EXPECT_EQ(decoded->op, "abs");
+  EXPECT_TRUE(decoded->aten_overloads.empty());
+  EXPECT_TRUE(decoded->toolchain_versions.empty());
+
+  stored_campaign campaign;
+  campaign.spec.operators.push_back({"abs", "", "unary", "abs(x)", {"float32"}, {"aten::abs"}});
+  auto spec = json::from_msgpack(encode_campaign(campaign));
+  spec["spec"]["operators"][0].erase("aten_overloads");
+  auto old_spec = json::to_msgpack(spec);
+  auto restored =
+      decode_campaign({reinterpret_cast<const char*>(old_spec.data()), old_spec.size()});
+  ASSERT_TRUE(restored) << render(restored.error());
+  ASSERT_EQ(restored->spec.operators.size(), 1u);
+  EXPECT_EQ(restored->spec.operators[0].dtypes, std::vector<std::string>{"float32"});
+  EXPECT_TRUE(restored->spec.operators[0].aten_overloads.empty());
+}
+
 TEST(SessionTransition, RoundTripsAndReadsEventsWrittenBeforeContent) {
   session_transition t{7,
                        session_state::generate,

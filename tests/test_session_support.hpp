@@ -217,6 +217,7 @@ scripted_jobs(job_runner_actor::stateful_pointer<scripted_jobs_state> self,
         result.worker_id = "scripted";
         result.fingerprint = "scripted-toolchain";
         result.host = reply.host;
+        result.toolchain = {{"torch", "scripted-torch"}};
         return result;
       },
       [self](atom::cancel, const std::string& job_id) {

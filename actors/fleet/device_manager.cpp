@@ -305,7 +305,8 @@ void device_manager_state::on_result(const std::string& identity, wire::result r
                                           .fingerprint = worker->second.hello.fingerprint,
                                           .elapsed_ms = result.elapsed_ms,
                                           .attempt = job.attempt,
-                                          .host = worker->second.hello.host});
+                                          .host = worker->second.hello.host,
+                                          .toolchain = worker->second.hello.toolchain});
   }
   jobs_.erase(it);
   dispatch();

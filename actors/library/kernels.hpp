@@ -3,9 +3,11 @@
 // The kernel library: every kernel a session got accepted, with its provenance, in the `kernels`
 // family. Its keys start with the operator id, so the library answers by prefix which operators
 // it covers and which kernels one operator has. The library also owns `validations` (verdicts on
-// a kernel per toolchain, keyed by `validation_key`), which the re-validation of stored kernels
-// writes.
+// a kernel per toolchain, keyed by `validation_key` over the source hash and the toolchain
+// fingerprint): an accepted kernel's first validation is its acceptance test, and re-validation
+// on another toolchain adds more.
 
+#include "messages/contract.hpp"
 #include "messages/store_messages.hpp"
 #include "messages/write_batch.hpp"
 
@@ -29,7 +31,10 @@ struct kernel_record {
   std::string hash;                                  // `content_hash(source)`, set by `add_kernel`
   std::vector<std::string> dtypes;                   // the dtypes it passed
   std::map<std::string, std::string> skipped_dtypes; // dtype -> why its test skipped it
-  // Provenance: where it came from and what it took.
+  std::vector<std::string> aten_overloads;           // what the operator dispatches to (catalog)
+  // Provenance: where it came from and what it took. `origin` is "campaign", "repair" or
+  // "imported:<source>"; records older than it are "" and came from campaigns.
+  std::string origin;
   std::string campaign_id;
   std::string session_id;
   std::string endpoint;
@@ -40,6 +45,7 @@ struct kernel_record {
   int64_t tests_run = 0;
   int64_t tests_passed = 0;
   std::string toolchain; // the worker's toolchain fingerprint of the passing test
+  std::map<std::string, std::string> toolchain_versions; // python, torch, triton...: its hello
   std::string device_kind;
   int64_t accepted_at_ms = 0; // wall clock
 };
@@ -56,6 +62,29 @@ caf::expected<kernel_record> decode_kernel(std::string_view bytes);
 
 /// The write that adds `kernel` to the library, its hash filled in.
 write_op add_kernel(kernel_record kernel);
+
+/// The validation that accepted `kernel`: a pass on its toolchain, with its test counts.
+contract::toolchain_proof acceptance_proof(const kernel_record& kernel);
+
+/// The `validations` value of a verdict, and back. Decoding errors are errc::store_corrupt.
+std::string encode_proof(const contract::toolchain_proof& proof);
+caf::expected<contract::toolchain_proof> decode_proof(std::string_view bytes);
+
+/// The write that records `proof` for the kernel whose source hashes to `kernel_hash`.
+write_op add_validation(std::string_view kernel_hash, const contract::toolchain_proof& proof);
+
+/// The writes that put an accepted kernel in the library: the kernel and its acceptance as its
+/// first validation. They belong in one batch (with the session's SUCCESS, for a session).
+std::vector<write_op> accept_kernel(const kernel_record& kernel);
+
+/// The contract's view of a stored kernel, with its validations (newest first).
+contract::library_kernel to_library_kernel(const kernel_record& kernel,
+                                           std::vector<contract::toolchain_proof> proofs);
+
+/// A kernel record from the contract's view (what `opforge import` hands the library), stamped
+/// with `proof`, its first validation.
+kernel_record from_library_kernel(const contract::library_kernel& kernel,
+                                  const contract::toolchain_proof& proof);
 
 /// The operator ids that have an accepted kernel, from the entries of a scan of `kernels`.
 std::set<std::string> covered_operators(const std::vector<key_value>& kernels);

@@ -182,7 +182,11 @@ caf::expected<selected_operators> select_operators(const contract::catalog_resul
   for (const auto& op : catalog.operators) {
     if (!wanted(op))
       continue;
-    operator_spec spec{op.name, op.variant, op.category, render_docstring(op.docstring), {}};
+    operator_spec spec{.op = op.name,
+                       .variant = op.variant,
+                       .category = op.category,
+                       .docstring = render_docstring(op.docstring),
+                       .aten_overloads = op.aten_overloads};
     auto id = operator_id(spec.op, spec.variant);
     if (selection.covered.count(id)) {
       result.skipped.push_back(id + ": already has an accepted kernel");
@@ -219,6 +223,7 @@ session_record new_session(const campaign_spec& campaign, const operator_spec& s
   r.wrapper = wrapper_name(spec.op);
   r.dtypes = spec.dtypes;
   r.docstring = spec.docstring;
+  r.aten_overloads = spec.aten_overloads;
   r.endpoint = campaign.endpoint;
   r.model = campaign.model;
   r.budgets = campaign.budgets;

@@ -68,6 +68,7 @@ caf::expected<session_services> services_for(const campaign_manager_setup& setup
   services.llm = endpoint->second.actor;
   services.jobs = setup.devices;
   services.summarizer = setup.summarizer;
+  services.library = setup.library;
   services.summarize_over_chars = setup.summarize_over_chars;
   services.templates = setup.templates;
   services.examples = setup.examples;

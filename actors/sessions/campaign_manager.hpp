@@ -35,6 +35,7 @@ struct campaign_manager_setup {
   store_actor store;
   device_manager_actor devices;
   summarizer_actor summarizer;                                            // may be null
+  library_actor library;                                                  // may be null
   size_t summarize_over_chars = summarizer_config{}.summarize_over_chars; // see session_services
   std::map<std::string, campaign_endpoint> endpoints;
   std::string default_endpoint; // used when a request names none

@@ -45,6 +45,9 @@ kernel_record accepted_kernel(const session_record& r, int64_t at_ms) {
   kernel.dtypes = std::move(tested.passed);
   for (auto& [dtype, reason] : tested.skipped)
     kernel.skipped_dtypes[dtype] = std::move(reason);
+  kernel.aten_overloads = r.aten_overloads;
+  // A session seeded with a stored kernel is repairing it.
+  kernel.origin = r.seed_kernel.empty() ? "campaign" : "repair";
   kernel.campaign_id = r.campaign_id;
   kernel.session_id = r.session_id;
   kernel.endpoint = r.endpoint;
@@ -55,6 +58,7 @@ kernel_record accepted_kernel(const session_record& r, int64_t at_ms) {
   kernel.tests_run = r.verdict.value("tests_run", int64_t{0});
   kernel.tests_passed = r.verdict.value("tests_passed", int64_t{0});
   kernel.toolchain = r.toolchain;
+  kernel.toolchain_versions = r.toolchain_versions;
   kernel.device_kind = r.device_kind;
   kernel.accepted_at_ms = at_ms;
   return kernel;
@@ -77,6 +81,11 @@ void apply(self_pointer self, step_result result) {
             st.writing = false;
             if (st.services.progress)
               self->send(st.services.progress, atom::progress_v, summarize(st.record));
+            if (st.services.library && st.record.state == session_state::success)
+              self->send(
+                  st.services.library, atom::accepted_v,
+                  kernel_key(operator_id(st.record.op, st.record.variant), st.record.proposal),
+                  st.record.device_kind);
             if (st.cancel_pending) {
               st.cancel_pending = false;
               auto ctx = session_context{*st.services.templates, st.services.examples};
@@ -257,7 +266,8 @@ void submit(self_pointer self, device_job job, std::vector<std::string> passed_o
             if (passed && wanted > 1)
               (*payload)["confirmed_on"] = passed_on;
             on_test_result(self, test_finished{std::move(*payload), result.fingerprint,
-                                               self->state.services.device_kind});
+                                               self->state.services.device_kind,
+                                               std::move(result.toolchain)});
           },
           // A worker that vanished under the job says nothing about the candidate: only a death
           // of its candidate process, which the worker reports as a `crash` verdict, does.
@@ -347,7 +357,8 @@ write_batch checkpoint(const session_record& record,
         {family::events, event_key(record.session_id, t.revision), encode_transition(t)});
   }
   if (record.state == session_state::success)
-    batch.ops.push_back(add_kernel(accepted_kernel(record, at_ms)));
+    for (auto& op : accept_kernel(accepted_kernel(record, at_ms)))
+      batch.ops.push_back(std::move(op));
   batch.sync = record.state == session_state::success || record.state == session_state::failed;
   return batch;
 }

@@ -40,13 +40,15 @@ struct session_services {
   int64_t job_deadline_ms = 30 * 60 * 1000; // wall-clock budget of one device job
   int64_t confirmations = 1;                // passing verdicts from distinct hosts a kernel needs
   campaign_actor progress; // told where each session stands after each checkpoint; may be null
+  library_actor library;   // told of the kernel a SUCCESS checkpoint stored; may be null
   std::shared_ptr<metrics> telemetry; // sessions by state and outcome; may be null
 };
 
 /// The batch that checkpoints one step: the record under `session_key`, each transition under
-/// `event_key`, and on SUCCESS the accepted kernel with its provenance (actors/library). Synced
-/// when the session ends; a process crash loses nothing either way, a power loss at most the
-/// steps since the last synced write of the database.
+/// `event_key`, and on SUCCESS the accepted kernel with its provenance and its first validation
+/// (`accept_kernel`, actors/library/kernels.hpp). Synced when the session ends; a process crash
+/// loses nothing either way, a power loss at most the steps since the last synced write of the
+/// database.
 write_batch checkpoint(const session_record& record,
                        const std::vector<session_transition>& transitions, int64_t now_ms);
 

@@ -197,6 +197,7 @@ public:
     const auto& result = event.result;
     rec_.toolchain = event.toolchain;
     rec_.device_kind = event.device_kind;
+    rec_.toolchain_versions = event.toolchain_versions;
     auto outcome = result.is_object() ? result.value("outcome", std::string{}) : std::string{};
     if (outcome == "pass") {
       // A pass is believed only when it says it ran something and everything it ran passed.

@@ -52,6 +52,7 @@ struct test_finished {
   nlohmann::json result;   // the test result payload
   std::string toolchain{}; // the fingerprint of the toolchain it ran on
   std::string device_kind{};
+  std::map<std::string, std::string> toolchain_versions{}; // python, torch, triton, ...
 };
 struct harness_faulted {
   std::string detail; // the device job failed: never a verdict on the candidate
