@@ -29,7 +29,8 @@ IDENTIFIER = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 def exported_metrics() -> set[str]:
     source = (ROOT / "messages/metrics.cpp").read_text()
     names: set[str] = set()
-    for kind, name in re.findall(r"prometheus::Build(\w+)\(\), \*registry_,\s*\"(opforge_\w+)\"", source):
+    registered = r"prometheus::Build(\w+)\(\), \*registry_,\s*\"(opforge_\w+)\""
+    for kind, name in re.findall(registered, source):
         names.add(name)
         if kind == "Histogram":
             names.update(name + suffix for suffix in HISTOGRAM_SERIES)
