@@ -15,6 +15,8 @@ apt_packages=(
   libyaml-cpp-dev libspdlog-dev libcli11-dev
   python3-venv
   prometheus # for promtool, which tests the alert rules (ops/test.sh); the server stays unused
+  zlib1g-dev # test_report decodes Chromium's screenshot of the report
+  chromium   # test_report renders the report's HTML headless (about a minute to install)
 )
 missing=()
 for pkg in "${apt_packages[@]}"; do
