@@ -1,6 +1,7 @@
 // `opforge report` against a real daemon whose store holds two finished campaigns: the report
 // request reads them back from RocksDB and the CLI writes the HTML and JSON files.
 
+#include "messages/errors.hpp"
 #include "persistence/keys.hpp"
 #include "persistence/records.hpp"
 #include "persistence/rocksdb_store.hpp"
