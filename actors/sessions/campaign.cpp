@@ -199,6 +199,7 @@ caf::expected<selected_operators> select_operators(const contract::catalog_resul
                        .variant = op.variant,
                        .category = op.category,
                        .docstring = render_docstring(op.docstring),
+                       .dtypes = {},
                        .aten_overloads = op.aten_overloads};
     auto id = operator_id(spec.op, spec.variant);
     if (selection.covered.count(id)) {
