@@ -1,6 +1,7 @@
 #include "apps/control_server.hpp"
 
 #include "actors/library/regressions.hpp"
+#include "actors/library/report.hpp"
 #include "actors/store/store.hpp"
 #include "apps/actor_query.hpp"
 #include "apps/control_client.hpp"
@@ -375,14 +376,16 @@ control_server::answer_type control_server::answer(std::string_view request) {
     return {encode(bundle(*fields))};
   if (*type == "import" || *type == "import_status")
     return {encode(import_reply(*context_.system, context_.importer, *type, *fields))};
+  if (*type == "report")
+    return {encode(report(*fields))};
   if (*type == "shutdown") {
     spdlog::info("shutdown requested over the control socket");
     return {encode({{"ok", true}}), true};
   }
-  return {encode(
-      failure("unknown request type '" + *type +
-              "' (this daemon knows: status, workers, run, campaign, campaigns, cancel, "
-              "sessions, show, kernels, regressions, export, import, import_status, shutdown)"))};
+  return {encode(failure(
+      "unknown request type '" + *type +
+      "' (this daemon knows: status, workers, run, campaign, campaigns, cancel, "
+      "sessions, show, kernels, regressions, export, import, import_status, report, shutdown)"))};
 }
 
 nlohmann::json control_server::status() const {
@@ -506,6 +509,96 @@ nlohmann::json control_server::bundle(const wire::map_reader& fields) const {
           {"fingerprint", *fingerprint},
           {"kernels", chosen->kernels.size()},
           {"bundle", nlohmann::json::binary(std::move(raw))}};
+}
+
+namespace {
+
+// A report reads every record of the campaigns it covers: pages keep each store reply small.
+constexpr uint64_t report_page = 512;
+constexpr auto report_read_bound = std::chrono::milliseconds{4000};
+
+// Every value under `prefix` of a family, decoded by `decode`.
+template <class Record, class Decode>
+caf::expected<std::vector<Record>> read_all(caf::actor_system& sys, const store_actor& store,
+                                            family f, const std::string& prefix, Decode decode) {
+  std::vector<Record> out;
+  std::string after;
+  for (;;) {
+    auto page = ask<std::vector<key_value>>(sys, report_read_bound, store, atom::scan_v, f, prefix,
+                                            after, report_page);
+    if (!page)
+      return std::move(page.error());
+    for (const auto& kv : *page) {
+      auto record = decode(kv.value);
+      if (!record)
+        return std::move(record.error());
+      out.push_back(std::move(*record));
+    }
+    if (page->size() < report_page)
+      return out;
+    after = page->back().key;
+  }
+}
+
+nlohmann::json to_json(const std::vector<coverage_row>& rows) {
+  auto out = nlohmann::json::array();
+  for (const auto& r : rows)
+    out.push_back({{"name", r.name}, {"operators", r.operators}, {"covered", r.covered}});
+  return out;
+}
+
+nlohmann::json to_json(const campaign_report& r) {
+  auto curves = nlohmann::json::array();
+  for (const auto& c : r.curves) {
+    auto points = nlohmann::json::array();
+    for (const auto& p : c.points)
+      points.push_back({{"calls", p.calls}, {"covered", p.covered}});
+    curves.push_back({{"name", c.name}, {"operators", c.operators}, {"points", points}});
+  }
+  auto passed = nlohmann::json::array();
+  for (const auto& p : r.passed)
+    passed.push_back({{"campaign", p.campaign_id},
+                      {"op", p.op},
+                      {"calls", p.calls},
+                      {"prompt_tokens", p.prompt_tokens},
+                      {"completion_tokens", p.completion_tokens}});
+  return {{"columns", r.columns},
+          {"by_category", to_json(r.by_category)},
+          {"by_dtype", to_json(r.by_dtype)},
+          {"curves", curves},
+          {"failures", r.failures},
+          {"passed", passed}};
+}
+
+} // namespace
+
+nlohmann::json control_server::report(const wire::map_reader& fields) const {
+  auto id = fields.string_or("campaign", "");
+  if (!id)
+    return failure(message(id.error()));
+  auto& sys = *context_.system;
+  auto campaigns =
+      read_all<stored_campaign>(sys, context_.store, family::campaigns, "",
+                                [](const std::string& v) { return decode_campaign(v); });
+  if (!campaigns)
+    return failure("report: campaigns unreadable: " + message(campaigns.error()));
+  if (!id->empty()) {
+    std::erase_if(*campaigns, [&](const stored_campaign& c) { return c.spec.campaign_id != *id; });
+    if (campaigns->empty())
+      return failure("report: no campaign '" + *id + "'");
+  }
+  std::vector<session_record> sessions;
+  for (const auto& c : *campaigns) {
+    auto more = read_all<session_record>(sys, context_.store, family::sessions,
+                                         session_key(c.spec.campaign_id, ""),
+                                         [](const std::string& v) { return decode_record(v); });
+    if (!more)
+      return failure("report: sessions of " + c.spec.campaign_id +
+                     " unreadable: " + message(more.error()));
+    std::move(more->begin(), more->end(), std::back_inserter(sessions));
+  }
+  auto built = build_report(*campaigns, sessions);
+  return {{"ok", true}, {"report", to_json(built)}, {"html", render_html(built)}};
 }
 
 } // namespace opforge

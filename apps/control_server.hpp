@@ -78,6 +78,8 @@ private:
   nlohmann::json regressions() const;
   /// `export`: the library_bundle for a device kind (default: the campaigns') and fingerprint.
   nlohmann::json bundle(const wire::map_reader& fields) const;
+  /// `report`: coverage, curves, failures and costs of one campaign or all, as JSON and HTML.
+  nlohmann::json report(const wire::map_reader& fields) const;
 
   control_context context_;
   int wakeup_fd_ = -1;

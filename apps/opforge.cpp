@@ -42,6 +42,8 @@ namespace {
 
 constexpr int exit_unreachable = 1;
 constexpr int exit_bad_config = 2;
+// A campaign that ran to its end with operators failed: scripts tell it from a clean run.
+constexpr int exit_operators_failed = 3;
 
 int fail(const caf::error& err, int code) {
   std::cerr << "opforge: " << message(err) << '\n';
@@ -357,7 +359,8 @@ void print_campaign_end(const nlohmann::json& c) {
 }
 
 // Follows a campaign until it ends or the user detaches (Ctrl-C). Exit status: 0 when it ended
-// "done", 1 when it was rejected, cancelled or interrupted, or the daemon went away.
+// "done" with every operator passed, 3 when done with some failed, 1 when it was rejected,
+// cancelled or interrupted, or the daemon went away.
 int follow(const config& cfg, const client_options& opts, std::string id) {
   std::signal(SIGINT, [](int) { detach_requested = 1; });
   bool tty = ::isatty(STDOUT_FILENO);
@@ -393,7 +396,9 @@ int follow(const config& cfg, const client_options& opts, std::string id) {
       if (tty)
         std::cout << '\n';
       print_campaign_end(c);
-      return c.value("state", std::string{}) == "done" ? 0 : exit_unreachable;
+      if (c.value("state", std::string{}) != "done")
+        return exit_unreachable;
+      return c.value("failed", 0) > 0 ? exit_operators_failed : 0;
     }
     for (int i = 0; i < 5 && !detach_requested; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds{100});
@@ -735,6 +740,52 @@ int list_regressions(const config& cfg, const client_options& opts) {
   return 0;
 }
 
+// What `report` covers and where it writes.
+struct report_options {
+  std::string campaign;
+  bool all = false;
+  std::string html;
+  std::string json;
+  int timeout_ms = 30000;
+
+  void add_to(CLI::App& cmd) {
+    auto* one = cmd.add_option("--campaign", campaign, "report on this campaign");
+    auto* every = cmd.add_flag("--all", all, "report on every campaign (the default)");
+    one->excludes(every);
+    cmd.add_option("--html", html, "write the report here: one HTML file with inline SVG plots");
+    cmd.add_option("--json", json, "write the report's numbers here as JSON");
+    // A report reads every session of its campaigns: far more than a status query.
+    cmd.add_option("--timeout-ms", timeout_ms, "how long to wait for the daemon")
+        ->check(CLI::PositiveNumber);
+  }
+};
+
+bool write_file(const std::string& path, const std::string& text) {
+  std::ofstream out{path, std::ios::binary | std::ios::trunc};
+  out << text;
+  out.close();
+  if (!out)
+    std::cerr << "opforge: cannot write " << path << '\n';
+  return static_cast<bool>(out);
+}
+
+int write_report(const config& cfg, const report_options& selected) {
+  if (selected.html.empty() && selected.json.empty()) {
+    std::cerr << "opforge: report needs --html FILE, --json FILE or both\n";
+    return exit_bad_config;
+  }
+  auto reply =
+      control_request(cfg.control.listen, {{"type", "report"}, {"campaign", selected.campaign}},
+                      std::chrono::milliseconds{selected.timeout_ms});
+  if (!reply)
+    return fail(reply.error(), exit_unreachable);
+  if (!selected.html.empty() && !write_file(selected.html, reply->value("html", "")))
+    return exit_unreachable;
+  if (!selected.json.empty() && !write_file(selected.json, (*reply)["report"].dump(2) + "\n"))
+    return exit_unreachable;
+  return 0;
+}
+
 // What `export` asks the daemon for and hands the exporter.
 struct export_options {
   std::string format;
@@ -916,6 +967,11 @@ int main(int argc, char** argv) {
   auto* export_cmd = app.add_subcommand(
       "export", "write the library as a Python package or BackendBench's directory layout");
   exported.add_to(*export_cmd);
+  report_options reported;
+  auto* report_cmd = app.add_subcommand(
+      "report", "coverage by category and dtype, coverage against LLM calls, failures, costs");
+  reported.add_to(*report_cmd);
+  common.add_to(*report_cmd);
 
   import_options import_opts;
   auto* import_cmd = app.add_subcommand(
@@ -1010,6 +1066,8 @@ int main(int argc, char** argv) {
   if (cmd == import_cmd)
     return run_import(cfg->control.listen, import_opts, client.json,
                       std::chrono::milliseconds{client.timeout_ms});
+  if (cmd == report_cmd)
+    return write_report(*cfg, reported);
   if (cmd == show_cmd)
     return run_request(*cfg, client,
                        {{"type", "show"}, {"op", selected.op}, {"campaign", selected.campaign}},

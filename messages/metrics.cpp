@@ -80,6 +80,9 @@ metrics::metrics(std::string version)
                        "Running operator sessions by the state they wait in")},
       sessions_ended_{family(prometheus::BuildCounter(), *registry_, "opforge_sessions_ended_total",
                              "Operator sessions that ended, by outcome (SUCCESS, FAILED)")},
+      campaign_operators_{family(prometheus::BuildGauge(), *registry_, "opforge_campaign_operators",
+                                 "Operators of each campaign by state (waiting, running, "
+                                 "succeeded, failed)")},
       library_kernels_{family(prometheus::BuildGauge(), *registry_, "opforge_library_kernels",
                               "Kernels in the library by the device kind they were accepted on")},
       uptime_{family(prometheus::BuildGauge(), *registry_, "opforge_uptime_seconds",
@@ -168,6 +171,11 @@ prometheus::Gauge& metrics::sessions(const std::string& state) {
 
 prometheus::Counter& metrics::sessions_ended(const std::string& outcome) {
   return sessions_ended_.Add({{"outcome", outcome}});
+}
+
+prometheus::Gauge& metrics::campaign_operators(const std::string& campaign,
+                                               const std::string& state) {
+  return campaign_operators_.Add({{"campaign", campaign}, {"state", state}});
 }
 
 prometheus::Gauge& metrics::library_kernels(const std::string& device_kind) {

@@ -84,6 +84,10 @@ public:
   prometheus::Gauge& sessions(const std::string& state);
   /// opforge_sessions_ended_total{outcome}: sessions that ended, SUCCESS or FAILED.
   prometheus::Counter& sessions_ended(const std::string& outcome);
+  /// opforge_campaign_operators{campaign,state}: a campaign's operators by where they stand
+  /// (waiting, running, succeeded, failed); flat succeeded+failed while work waits means no
+  /// progress, which the alert rules watch.
+  prometheus::Gauge& campaign_operators(const std::string& campaign, const std::string& state);
 
   // -- the library -----------------------------------------------------------------------------
 
@@ -120,6 +124,7 @@ private:
   prometheus::Family<prometheus::Counter>& summaries_;
   prometheus::Family<prometheus::Gauge>& sessions_;
   prometheus::Family<prometheus::Counter>& sessions_ended_;
+  prometheus::Family<prometheus::Gauge>& campaign_operators_;
   prometheus::Family<prometheus::Gauge>& library_kernels_;
   prometheus::Gauge& uptime_;
 };

@@ -15,6 +15,8 @@ apt_packages=(
   libyaml-cpp-dev libspdlog-dev libcli11-dev
   python3-venv
   prometheus # for promtool, which tests the alert rules (ops/test.sh); the server stays unused
+  zlib1g-dev # test_report decodes Chromium's screenshot of the report
+  chromium   # test_report renders the report's HTML headless (about a minute to install)
 )
 missing=()
 for pkg in "${apt_packages[@]}"; do
@@ -37,7 +39,7 @@ if ! cat "$reqs" worker/pyproject.toml | cmp -s - "$stamp"; then
   echo "setup: installing Python requirements into $venv"
   "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$reqs" 2>&1 | grep -v "^WARNING: Location" || true
   "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps -e worker 2>&1 | grep -v "^WARNING: Location" || true
-  "$venv/bin/python" -c "import torch, triton, zmq, msgpack, yaml, expecttest, xdist" \
+  "$venv/bin/python" -c "import torch, triton, zmq, msgpack, yaml, expecttest, xdist, grafana_foundation_sdk" \
     || { echo "setup: the Python environment in $venv is incomplete" >&2; exit 1; }
   cat "$reqs" worker/pyproject.toml >"$stamp"
 fi

@@ -93,6 +93,7 @@ protected:
     ASSERT_TRUE(templates) << render(templates.error());
     services.store = store;
     services.llm = sys.spawn(llm_endpoint, endpoint, telemetry);
+    services.telemetry = telemetry;
     services.templates = std::make_shared<const prompt_templates>(std::move(*templates));
     services.examples = "EXAMPLES";
     spec.campaign_id = "demo";
@@ -213,6 +214,12 @@ TEST_F(DemoCampaign, ConvergesThroughTheRealClientWithScriptedVerdicts) {
   jobs->reply_for = demo_verdict;
   services.jobs = sys.spawn(scripted_jobs, jobs);
   expect_convergence();
+  // The progress gauges end where the campaign did: everything decided, nothing left to run.
+  EXPECT_EQ(telemetry->campaign_operators("demo", "succeeded").Value(), 4);
+  EXPECT_EQ(telemetry->campaign_operators("demo", "failed").Value(), 0);
+  EXPECT_EQ(telemetry->campaign_operators("demo", "running").Value(), 0);
+  EXPECT_EQ(telemetry->campaign_operators("demo", "waiting").Value(), 0);
+  EXPECT_EQ(telemetry->sessions_ended("SUCCESS").Value(), 4);
   self->send_exit(services.jobs, caf::exit_reason::user_shutdown);
 }
 

@@ -130,6 +130,17 @@ void launch(self_pointer self, const operator_spec& op) {
             });
 }
 
+void publish_progress(const campaign_state& st) {
+  auto* telemetry = st.services.telemetry.get();
+  if (!telemetry)
+    return;
+  const auto& id = st.spec.campaign_id;
+  telemetry->campaign_operators(id, "waiting").Set(static_cast<double>(st.status.waiting));
+  telemetry->campaign_operators(id, "running").Set(static_cast<double>(st.status.running));
+  telemetry->campaign_operators(id, "succeeded").Set(static_cast<double>(st.status.succeeded));
+  telemetry->campaign_operators(id, "failed").Set(static_cast<double>(st.status.failed));
+}
+
 void launch_more(self_pointer self) {
   auto& st = self->state;
   while (!st.waiting.empty() && st.status.state == contract::campaign_state::running &&
@@ -139,6 +150,8 @@ void launch_more(self_pointer self) {
     --st.status.waiting;
     launch(self, st.spec.operators[index]);
   }
+  // Every start, verdict and cancellation passes through here, so the gauges follow the status.
+  publish_progress(st);
   if (!st.running.empty() ||
       (!st.waiting.empty() && st.status.state == contract::campaign_state::running))
     return;
@@ -469,6 +482,7 @@ campaign_actor::behavior_type campaign(campaign_actor::stateful_pointer<campaign
         st.status.state = contract::campaign_state::cancelled;
         st.status.waiting = 0;
         st.waiting.clear();
+        publish_progress(st);
         for (const auto& [op, session] : st.running)
           self->send(session, atom::cancel_v);
         if (st.started && st.running.empty())

@@ -367,30 +367,47 @@ void deliver_status(self_pointer self, const std::string& id, status_promise pro
             [promise](const caf::error& err) mutable { promise.deliver(err); });
 }
 
-// Every campaign: the stored ones, overlaid by what this daemon knows better.
+// Every campaign: the stored ones, counted from their stored sessions (so a daemon that just
+// restarted lists finished campaigns with their real counts), overlaid by what this daemon knows
+// better.
 void list_all(self_pointer self,
               caf::typed_response_promise<std::vector<campaign_status>> promise) {
+  auto failed = [promise](const caf::error& err) mutable { promise.deliver(err); };
   scan_all(
       self, family::campaigns, "",
-      [self, promise](std::vector<key_value> kvs) mutable {
-        std::map<std::string, campaign_status> all;
-        for (const auto& kv : kvs) {
-          auto campaign = decode_campaign(kv.value);
-          if (!campaign)
-            return void(promise.deliver(campaign.error()));
-          all[kv.key] = stored_status(*campaign, {});
-        }
-        for (const auto& [id, managed] : self->state.campaigns) {
-          auto status = managed.status;
-          status.finished.clear();
-          all[id] = std::move(status);
-        }
-        std::vector<campaign_status> out;
-        for (auto i = all.rbegin(); i != all.rend(); ++i)
-          out.push_back(std::move(i->second));
-        promise.deliver(std::move(out));
+      [self, promise, failed](std::vector<key_value> campaigns) mutable {
+        scan_all(
+            self, family::sessions, "",
+            [self, promise, campaigns = std::move(campaigns)](std::vector<key_value> kvs) mutable {
+              std::map<std::string, std::vector<session_record>> sessions;
+              for (const auto& kv : kvs) {
+                auto record = decode_record(kv.value);
+                if (!record)
+                  return void(promise.deliver(record.error()));
+                sessions[record->campaign_id].push_back(std::move(*record));
+              }
+              std::map<std::string, campaign_status> all;
+              for (const auto& kv : campaigns) {
+                auto campaign = decode_campaign(kv.value);
+                if (!campaign)
+                  return void(promise.deliver(campaign.error()));
+                auto status = stored_status(*campaign, sessions[kv.key]);
+                status.finished.clear();
+                all[kv.key] = std::move(status);
+              }
+              for (const auto& [id, managed] : self->state.campaigns) {
+                auto status = managed.status;
+                status.finished.clear();
+                all[id] = std::move(status);
+              }
+              std::vector<campaign_status> out;
+              for (auto i = all.rbegin(); i != all.rend(); ++i)
+                out.push_back(std::move(i->second));
+              promise.deliver(std::move(out));
+            },
+            failed);
       },
-      [promise](const caf::error& err) mutable { promise.deliver(err); });
+      failed);
 }
 
 } // namespace

@@ -1,0 +1,266 @@
+#include "actors/library/report.hpp"
+
+#include <algorithm>
+#include <array>
+#include <set>
+
+#include <spdlog/fmt/fmt.h>
+
+namespace opforge {
+
+namespace {
+
+std::string op_key(const std::string& op, const std::string& variant) {
+  return variant.empty() ? op : op + "." + variant;
+}
+
+// Which operators exist per row name, and which of them passed per column.
+struct tally {
+  std::map<std::string, std::set<std::string>> operators;
+  std::map<std::string, std::map<std::string, std::set<std::string>>> passed;
+};
+
+std::vector<coverage_row> rows_of(const tally& t, const std::vector<std::string>& columns) {
+  std::vector<coverage_row> rows;
+  for (const auto& [name, ops] : t.operators) {
+    coverage_row row{name, static_cast<uint32_t>(ops.size()), {}};
+    auto passed = t.passed.find(name);
+    for (const auto& column : columns) {
+      size_t n = 0;
+      if (passed != t.passed.end())
+        if (auto p = passed->second.find(column); p != passed->second.end())
+          n = p->second.size();
+      row.covered[column] = ops.empty() ? 0.0 : static_cast<double>(n) / ops.size();
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+coverage_curve curve_of(std::string name, uint32_t operators, std::vector<uint32_t> calls) {
+  std::sort(calls.begin(), calls.end());
+  coverage_curve curve{std::move(name), operators, {}};
+  uint32_t covered = 0;
+  for (auto c : calls) {
+    ++covered;
+    if (!curve.points.empty() && curve.points.back().calls == c)
+      curve.points.back().covered = covered;
+    else
+      curve.points.push_back({c, covered});
+  }
+  return curve;
+}
+
+} // namespace
+
+std::string report_column(const campaign_spec& spec) {
+  return spec.model.empty() ? spec.endpoint : spec.model;
+}
+
+campaign_report build_report(const std::vector<stored_campaign>& campaigns,
+                             const std::vector<session_record>& sessions) {
+  campaign_report report;
+  std::map<std::string, const campaign_spec*> specs;
+  tally categories;
+  tally dtypes;
+  // What each campaign's operator is filed under, by campaign and operator key.
+  std::map<std::pair<std::string, std::string>, const operator_spec*> listed;
+  std::set<std::string> all_operators;
+  for (const auto& campaign : campaigns) {
+    const auto& spec = campaign.spec;
+    specs[spec.campaign_id] = &spec;
+    auto column = report_column(spec);
+    if (std::find(report.columns.begin(), report.columns.end(), column) == report.columns.end())
+      report.columns.push_back(column);
+    for (const auto& op : spec.operators) {
+      auto key = op_key(op.op, op.variant);
+      listed[{spec.campaign_id, key}] = &op;
+      all_operators.insert(key);
+      categories.operators[op.category.empty() ? "uncategorized" : op.category].insert(key);
+      for (const auto& dtype : op.dtypes)
+        dtypes.operators[dtype].insert(key);
+    }
+  }
+  std::map<std::string, std::vector<uint32_t>> calls_to_pass;
+  std::map<std::string, uint32_t> fewest_calls; // the union: an operator's cheapest pass
+  for (const auto& s : sessions) {
+    auto spec = specs.find(s.campaign_id);
+    if (spec == specs.end())
+      continue;
+    auto key = op_key(s.op, s.variant);
+    auto op = listed.find({s.campaign_id, key});
+    if (op == listed.end())
+      continue;
+    if (s.state == session_state::failed) {
+      ++report.failures[s.end_reason.empty() ? "unknown" : s.end_reason];
+      continue;
+    }
+    if (s.state != session_state::success)
+      continue;
+    auto column = report_column(*spec->second);
+    const auto& category = op->second->category;
+    categories.passed[category.empty() ? "uncategorized" : category][column].insert(key);
+    for (const auto& dtype : op->second->dtypes)
+      dtypes.passed[dtype][column].insert(key);
+    calls_to_pass[s.campaign_id].push_back(s.total_calls);
+    auto [cheapest, added] = fewest_calls.emplace(key, s.total_calls);
+    if (!added)
+      cheapest->second = std::min(cheapest->second, s.total_calls);
+    report.passed.push_back(
+        {s.campaign_id, key, s.total_calls, s.prompt_tokens, s.completion_tokens});
+  }
+  report.by_category = rows_of(categories, report.columns);
+  report.by_dtype = rows_of(dtypes, report.columns);
+  for (const auto& campaign : campaigns) {
+    const auto& id = campaign.spec.campaign_id;
+    report.curves.push_back(
+        curve_of(id, static_cast<uint32_t>(campaign.spec.operators.size()), calls_to_pass[id]));
+  }
+  std::vector<uint32_t> union_calls;
+  for (const auto& [key, calls] : fewest_calls)
+    union_calls.push_back(calls);
+  report.curves.push_back(curve_of("all campaigns", static_cast<uint32_t>(all_operators.size()),
+                                   std::move(union_calls)));
+  std::sort(report.passed.begin(), report.passed.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.campaign_id, a.op) < std::tie(b.campaign_id, b.op);
+  });
+  return report;
+}
+
+namespace {
+
+std::string escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+    case '&':
+      out += "&amp;";
+      break;
+    case '<':
+      out += "&lt;";
+      break;
+    case '>':
+      out += "&gt;";
+      break;
+    case '"':
+      out += "&quot;";
+      break;
+    default:
+      out += c;
+    }
+  }
+  return out;
+}
+
+const std::array<const char*, 6> palette{"#1f77b4", "#d62728", "#2ca02c",
+                                         "#9467bd", "#ff7f0e", "#17becf"};
+
+// Plot geometry: the axes' box inside the SVG.
+constexpr double width = 640, height = 320, left = 56, right = 16, top = 16, bottom = 40;
+
+std::string coverage_table(const std::string& title, const std::vector<coverage_row>& rows,
+                           const std::vector<std::string>& columns) {
+  std::string out = fmt::format("<h2>{}</h2>\n<table><tr><th>{}</th><th>operators</th>",
+                                escape(title), title == "Coverage by dtype" ? "dtype" : "category");
+  for (const auto& c : columns)
+    out += fmt::format("<th>{} covered</th>", escape(c));
+  out += "</tr>\n";
+  for (const auto& row : rows) {
+    out += fmt::format("<tr><td>{}</td><td>{}</td>", escape(row.name), row.operators);
+    for (const auto& c : columns)
+      out += fmt::format("<td>{:.1f}%</td>", 100 * row.covered.at(c));
+    out += "</tr>\n";
+  }
+  return out + "</table>\n";
+}
+
+std::string curves_svg(const std::vector<coverage_curve>& curves) {
+  uint32_t max_calls = 1;
+  for (const auto& c : curves)
+    if (!c.points.empty())
+      max_calls = std::max(max_calls, c.points.back().calls);
+  auto x = [&](double calls) { return left + (width - left - right) * calls / max_calls; };
+  auto y = [&](double share) { return height - bottom - (height - top - bottom) * share; };
+  std::string out =
+      fmt::format("<svg id=\"coverage-curve\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" "
+                  "height=\"{}\"><rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" "
+                  "stroke=\"#888\"/>",
+                  width, height, left, top, width - left - right, height - top - bottom);
+  for (int tick = 0; tick <= 4; ++tick)
+    out += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"end\">{}%</text>",
+                       left - 4, y(tick / 4.0) + 4, tick * 25);
+  out += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\">0</text><text x=\"{}\" y=\"{}\" "
+                     "font-size=\"11\" text-anchor=\"end\">{} LLM calls per operator</text>",
+                     left, height - bottom + 14, width - right, height - bottom + 14, max_calls);
+  for (size_t i = 0; i < curves.size(); ++i) {
+    const auto& c = curves[i];
+    const char* colour = palette[i % palette.size()];
+    double denominator = std::max<uint32_t>(c.operators, 1);
+    // A step curve: coverage holds until the next operator passes.
+    double level = y(0);
+    std::string points = fmt::format("{:.1f},{:.1f}", x(0), level);
+    for (const auto& p : c.points) {
+      points += fmt::format(" {:.1f},{:.1f}", x(p.calls), level);
+      level = y(p.covered / denominator);
+      points += fmt::format(" {:.1f},{:.1f}", x(p.calls), level);
+    }
+    points += fmt::format(" {:.1f},{:.1f}", x(max_calls), level);
+    out += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"{}\" points=\"{}\"/>",
+                       colour, i + 1 == curves.size() ? 3 : 2, points);
+    out += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"12\" fill=\"{}\">{}</text>", left + 8,
+                       top + 16 + 14 * i, colour, escape(c.name));
+  }
+  return out + "</svg>\n";
+}
+
+// Horizontal bars, one per label, scaled to the largest value.
+std::string bars_svg(const std::string& id,
+                     const std::vector<std::pair<std::string, double>>& bars) {
+  double most = 1;
+  for (const auto& [label, value] : bars)
+    most = std::max(most, value);
+  double bar_height = 18, label_width = 220, plot = width - label_width - 60;
+  std::string out =
+      fmt::format("<svg id=\"{}\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\">",
+                  id, width, std::max<double>(bar_height * bars.size() + 8, 24));
+  for (size_t i = 0; i < bars.size(); ++i) {
+    const auto& [label, value] = bars[i];
+    double y = 4 + bar_height * i;
+    out += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"end\">{}</text>"
+                       "<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\"/>"
+                       "<text x=\"{:.1f}\" y=\"{}\" font-size=\"12\">{}</text>",
+                       label_width - 6, y + 13, escape(label), label_width, y + 2,
+                       plot * value / most, bar_height - 4, palette[0],
+                       label_width + plot * value / most + 4, y + 13, value);
+  }
+  return out + "</svg>\n";
+}
+
+} // namespace
+
+std::string render_html(const campaign_report& report) {
+  std::string out =
+      "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>opforge report</title>"
+      "<style>body{font-family:sans-serif;margin:24px;background:#fff}table{border-collapse:"
+      "collapse}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}td:first-child,"
+      "th:first-child{text-align:left}</style></head><body>\n<h1>opforge report</h1>\n";
+  out += coverage_table("Coverage by category", report.by_category, report.columns);
+  out += coverage_table("Coverage by dtype", report.by_dtype, report.columns);
+  out += "<h2>Coverage against LLM calls</h2>\n" + curves_svg(report.curves);
+  std::vector<std::pair<std::string, double>> failures(report.failures.begin(),
+                                                       report.failures.end());
+  out += "<h2>Failed operators by final reason</h2>\n" + bars_svg("failures", failures);
+  std::vector<std::pair<std::string, double>> calls;
+  out += "<h2>Calls and tokens per passed operator</h2>\n<table><tr><th>campaign</th><th>"
+         "operator</th><th>LLM calls</th><th>prompt tokens</th><th>completion tokens</th></tr>\n";
+  for (const auto& p : report.passed) {
+    out += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                       escape(p.campaign_id), escape(p.op), p.calls, p.prompt_tokens,
+                       p.completion_tokens);
+    calls.emplace_back(p.campaign_id + " " + p.op, p.calls);
+  }
+  out += "</table>\n" + bars_svg("calls-per-operator", calls);
+  return out + "</body></html>\n";
+}
+
+} // namespace opforge

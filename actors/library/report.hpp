@@ -1,0 +1,65 @@
+#pragma once
+
+// `opforge report`: what the campaigns achieved, computed from the stored campaigns and sessions.
+// Pure functions over store scans, so they are tested without actors; the HTML is one file with
+// inline SVG plots and nothing to fetch.
+
+#include "persistence/records.hpp"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace opforge {
+
+/// One row of TritorX's Table 1: a category (or a dtype), how many operators, and the share of
+/// them that passed per column (a campaign's model, or its endpoint when the model is unnamed).
+struct coverage_row {
+  std::string name;
+  uint32_t operators = 0;
+  std::map<std::string, double> covered; // column -> fraction in [0, 1]
+};
+
+/// Coverage against LLM calls: after `calls` answers per operator, `covered` of them passed.
+struct curve_point {
+  uint32_t calls = 0;
+  uint32_t covered = 0;
+};
+
+struct coverage_curve {
+  std::string name; // a campaign id, or "all campaigns" for the union
+  uint32_t operators = 0;
+  std::vector<curve_point> points; // ascending calls, one point per distinct count
+};
+
+/// What one passed operator cost.
+struct passed_cost {
+  std::string campaign_id;
+  std::string op;
+  uint32_t calls = 0;
+  uint64_t prompt_tokens = 0;
+  uint64_t completion_tokens = 0;
+};
+
+struct campaign_report {
+  std::vector<std::string> columns; // in order of first appearance
+  std::vector<coverage_row> by_category;
+  std::vector<coverage_row> by_dtype;
+  std::vector<coverage_curve> curves;       // one per campaign, then the union
+  std::map<std::string, uint32_t> failures; // the final end reason of failed operators -> count
+  std::vector<passed_cost> passed;
+};
+
+/// The column a campaign's operators count under.
+std::string report_column(const campaign_spec& spec);
+
+/// Builds the report over `campaigns` and the sessions they ran; sessions of other campaigns are
+/// ignored, and an operator a campaign lists but never started counts as not covered.
+campaign_report build_report(const std::vector<stored_campaign>& campaigns,
+                             const std::vector<session_record>& sessions);
+
+/// The report as one self-contained HTML page (inline SVG, no scripts, no network).
+std::string render_html(const campaign_report& report);
+
+} // namespace opforge
