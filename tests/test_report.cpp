@@ -24,7 +24,7 @@ stored_campaign campaign(std::string id, std::string model, std::vector<operator
   c.spec.endpoint = "ep-" + model;
   c.spec.model = std::move(model);
   c.spec.operators = std::move(ops);
-  c.state = "done";
+  c.state = contract::campaign_state::done;
   return c;
 }
 

@@ -24,7 +24,7 @@ stored_campaign campaign(const std::string& id, const std::string& model) {
   c.spec.model = model;
   c.spec.operators = {{"abs", "", "elementwise", "", {"float32"}},
                       {"sum", "", "reduction", "", {"float32", "int64"}}};
-  c.state = "done";
+  c.state = contract::campaign_state::done;
   c.ended_ms = 1764000000000;
   return c;
 }
