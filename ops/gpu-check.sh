@@ -22,6 +22,10 @@
 #                   Needs OPFORGE_BACKENDBENCH, a BackendBench checkout's path (relative to the
 #                   repository root on the device: copy it into an ignored folder and carry it,
 #                   e.g. .backendbench); OPFORGE_BACKENDBENCH_ARGS adds arguments (--kernels ...)
+#   library         bench/library_on_device.py: the demo's recorded final answers, config/examples,
+#                   the honest corpus and tests/fixtures/import/candidates validated on cuda; what
+#                   passed exported as a package for dispatch key CUDA under /tmp/opforge-library
+#                   (library-verdicts.json); the modelcheck step uses it when it ran first
 #   modelcheck      python -m opforge_library modelcheck --model all --size small on cuda, with
 #                   the exported package OPFORGE_MODELCHECK_PACKAGE names (a directory carried
 #                   like the BackendBench checkout; without it, no library: every overload
@@ -91,6 +95,12 @@ step backendbench backendbench.log bash -c "[ -d \"\${OPFORGE_BACKENDBENCH:-}\" 
   { echo 'backendbench: set OPFORGE_BACKENDBENCH to a BackendBench checkout'; exit 2; }; \
   python3 bench/backendbench_compare.py --backendbench \"\$OPFORGE_BACKENDBENCH\" \
   --device cuda --json '$out/backendbench.json' ${OPFORGE_BACKENDBENCH_ARGS:-}"
+step library library.log bash -c "python3 bench/library_on_device.py --device cuda \
+  --out /tmp/opforge-library --demo config/demo/answers config/examples \
+  worker/tests/corpus/honest tests/fixtures/import/candidates && \
+  cp /tmp/opforge-library/verdicts.json '$out/library-verdicts.json'"
+[ -d /tmp/opforge-library/package/opforge_kernels ] &&
+  OPFORGE_MODELCHECK_PACKAGE=${OPFORGE_MODELCHECK_PACKAGE:-/tmp/opforge-library/package/opforge_kernels}
 step modelcheck modelcheck.log python3 -m opforge_library modelcheck --model all --size small \
   --device cuda --report "$out/modelcheck.json" --capture /tmp/opforge-model-sets \
   ${OPFORGE_MODELCHECK_PACKAGE:+--package "$OPFORGE_MODELCHECK_PACKAGE"}
