@@ -37,7 +37,9 @@ def demo_kernels(answers: Path, into: Path) -> list[Path]:
         last = max(op_dir.glob("*.md"), key=lambda path: int(path.stem))
         blocks = _CODE.findall(last.read_text(encoding="utf-8"))
         target = into / f"{op_dir.name}.py"
-        target.write_text(blocks[-1], encoding="utf-8")
+        # The answer's code is the block with the kernel; a usage snippet may follow it.
+        code = next(block for block in reversed(blocks) if "@triton.jit" in block)
+        target.write_text(code, encoding="utf-8")
         files.append(target)
     return files
 
