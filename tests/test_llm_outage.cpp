@@ -277,7 +277,8 @@ TEST_F(LlmOutage, ExhaustedCassetteFailsTheSession) {
   ASSERT_NO_FATAL_FAILURE(serve_outage());
 
   auto run = opforge({"run", "--dtypes", "float32", "--endpoint", "short", "abs"}, campaign_bound);
-  EXPECT_EQ(run.code, 0) << run.out << run.err << slurp(dir / "serve.err");
+  // A campaign that ends with an operator failed says so in its exit code (README).
+  EXPECT_EQ(run.code, 3) << run.out << run.err << slurp(dir / "serve.err");
   EXPECT_THAT(run.out,
               HasSubstr("  FAIL  abs  (1 LLM calls, 1 dialogs): the endpoint refused the request "
                         "for good: rejected: HTTP 404: cassette short.jsonl holds no answer #1 "
