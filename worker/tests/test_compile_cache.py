@@ -10,6 +10,14 @@ from harness_helpers import DEVICE, request, source
 from opforge_worker.compile_cache import MAX_SOURCE_BYTES, CompileCache
 from opforge_worker.harness import Harness
 
+
+@pytest.fixture(autouse=True)
+def compiling_process(monkeypatch):
+    """Kernels loaded in this process compile: the modules that run exported packages on the
+    interpreter set TRITON_INTERPRET for their whole process, which pytest-xdist may share."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+
+
 needs_cuda = pytest.mark.skipif(
     DEVICE != "cuda", reason="needs a CUDA device: only a GPU compiles, the interpreter runs Python"
 )
