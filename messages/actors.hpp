@@ -185,6 +185,17 @@ using library_actor = caf::typed_actor<
     // it in opforge_library_kernels.
     caf::reacts_to<atom::accepted, std::string, std::string>>;
 
+/// Keeps the library proved on every toolchain its workers run (actors/library/maintenance.hpp):
+/// re-validates the current kernels on each new fingerprint at a priority below campaigns, and
+/// repairs regressions when `maintenance.repair` is auto.
+using maintenance_actor = caf::typed_actor<
+    // Re-validates every current kernel of a device kind ("" = each) on a fingerprint ("" = each
+    // live one), even where verdicts exist; replies with the work owed, or errc::request_invalid
+    // naming a fingerprint that no connected worker has.
+    caf::replies_to<atom::revalidate, std::string, std::string>::with<maintenance_status>,
+    // What re-validation owes and has done, per toolchain, and the regressions found.
+    caf::replies_to<atom::status>::with<maintenance_status>>;
+
 /// Onboards a kernel set (actors/library/importer.hpp): tests every kernel on a device worker and
 /// adds those that pass to the library as imported:<source>.
 using importer_actor = caf::typed_actor<

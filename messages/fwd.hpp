@@ -55,6 +55,8 @@ struct campaign_request;
 // -- the library
 // -----------------------------------------------------------------------------------
 struct kernel_version;
+struct revalidation_status;
+struct maintenance_status;
 struct import_request;
 struct import_status;
 

@@ -101,13 +101,19 @@ struct campaign_request {
   /// Seeded operators: each is in the campaign, its session starting from its seed; with seeds,
   /// the other variants of a seeded operator's name are not, unless selected otherwise.
   std::vector<campaign_seed> seeds{};
+  /// Test jobs run only on workers with this toolchain fingerprint ("" = any): a repair must pass
+  /// where its kernel regressed.
+  std::string fingerprint{};
+  /// Sample sets every test must also pass, beyond the defaults (e.g. `model:gpt2`, a model's
+  /// captured inputs).
+  std::vector<std::string> sample_sets{};
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, campaign_request& x) {
   return f(caf::meta::type_name("campaign_request"), x.names, x.categories, x.all, x.failed,
            x.dtypes, x.endpoint, x.device_kind, x.concurrency, x.max_dialogs,
-           x.max_calls_per_dialog, x.seeds);
+           x.max_calls_per_dialog, x.seeds, x.fingerprint, x.sample_sets);
 }
 
 } // namespace opforge

@@ -85,6 +85,11 @@ CAF_ADD_TYPE_ID(opforge, (opforge::contract::library_kernel))
 CAF_ADD_TYPE_ID(opforge, (opforge::contract::library_bundle))
 CAF_ADD_TYPE_ID(opforge, (opforge::contract::toolchain_proof))
 
+// -- maintenance ---------------------------------------------------------------------------------
+CAF_ADD_ATOM(opforge, opforge::atom, revalidate, "revalidate")
+CAF_ADD_TYPE_ID(opforge, (opforge::revalidation_status))
+CAF_ADD_TYPE_ID(opforge, (opforge::maintenance_status))
+
 // -- imports -------------------------------------------------------------------------------------
 CAF_ADD_ATOM(opforge, opforge::atom, onboard, "onboard")
 CAF_ADD_TYPE_ID(opforge, (opforge::import_request))

@@ -809,6 +809,7 @@ class ToolchainProof:
         _Field("tests_run", ("int",)),
         _Field("tests_passed", ("int",)),
         _Field("validated_at_ms", ("int",)),
+        _Field("detail", ("str",), optional=True),
     )
 
     #: the worker's toolchain fingerprint (16 hex digits)
@@ -821,6 +822,9 @@ class ToolchainProof:
     tests_passed: int = 0
     #: wall clock
     validated_at_ms: int = 0
+    #: why it did not pass: the verdict's first failing test, or the lint or harness message; "" for
+    #: a pass
+    detail: str = ""
 
     @classmethod
     def from_dict(cls, value: Any, context: str = "") -> Self:
