@@ -14,7 +14,9 @@ wheels=(
   "expecttest==$(pin expecttest)" "pytest==$(pin pytest)"
   pluggy==1.7.0 iniconfig==2.3.1 Pygments==2.21.0
   # tests/test_install.py builds the worker's own wheel, without build isolation (no registry).
-  setuptools==84.2.1
+  # Below 82: torch 2.11 on the GPU hosts requires setuptools<82, and pip refuses the exported
+  # package's install beside a newer one.
+  setuptools==80.9.0
   # opforge_library modelcheck: transformers and what it imports (pins of its install beside
   # torch 2.13, November 2026), torchvision for torch 2.11's resnet18.
   "transformers==$(pin transformers)" huggingface_hub==2.4.0 tokenizers==0.23.3 safetensors==0.8.0
