@@ -1,10 +1,9 @@
 // llm_endpoint over real HTTP on loopback, against the Python replay server: every fault mode gives
 // the right outcome and retry count, the breaker opens and recovers, cancel and shutdown reply, and
-// the API key never reaches a log, a result or a cassette.
+// the API key never reaches a log, a result or a cassette. The endpoint runs on CAF's test
+// coordinator: its waits (backoff, Retry-After, rate limit, breaker) pass in virtual time.
 
 #include "test_llm_endpoint_support.hpp"
-
-#include <thread>
 
 #include <prometheus/text_serializer.h>
 
@@ -50,13 +49,18 @@ TEST_F(LlmEndpoint, UsageIsEstimatedWhenTheServerOmitsIt) {
 TEST_F(LlmEndpoint, RateLimitedAttemptWaitsForRetryAfter) {
   start_server({fault("add", "429:1"), answer("add", "ok after 429")});
   auto endpoint = spawn_endpoint(config()); // its own backoff is at most 50 ms
-  auto result = complete(endpoint, "add");
+  auto asked = sched.clock().now();
+  auto reply = await_reply(submit(endpoint, request("add")));
+  ASSERT_TRUE(reply.result) << render(reply.error);
+  const auto& result = *reply.result;
   EXPECT_EQ(result.outcome, chat_outcome::ok) << result.error;
   EXPECT_EQ(result.content, "ok after 429");
   EXPECT_EQ(result.attempts, 2u);
   auto seen = hits();
   ASSERT_EQ(seen.size(), 2u);
-  EXPECT_GE(seen[1]["t"].get<double>() - seen[0]["t"].get<double>(), 1.0);
+  // The first attempt left when asked and the second's answer arrived when it left (virtual
+  // time stands still while a transfer is under way): between them lies the wait.
+  EXPECT_GE(reply.at - asked, 1s);
   EXPECT_EQ(metrics_ptr->llm_retries("replay", "http_429").Value(), 1);
 }
 
@@ -182,17 +186,20 @@ TEST_F(LlmEndpoint, RequestRateLimitSpacesRequestsOnceTheBurstIsSpent) {
   auto cfg = config();
   cfg.requests_per_minute = 60; // a burst of 60, then one a second
   auto endpoint = spawn_endpoint(cfg);
-  std::vector<decltype(self->request(endpoint, caf::infinite, atom::complete_v, chat_request{}))>
-      pending;
+  std::vector<llm_ticket> pending;
   for (int i = 0; i < 62; ++i)
-    pending.push_back(self->request(endpoint, caf::infinite, atom::complete_v, request("add")));
-  for (auto& handle : pending)
-    handle.receive([](chat_result& r) { EXPECT_EQ(r.outcome, chat_outcome::ok) << r.error; },
-                   [](caf::error& err) { FAIL() << render(err); });
+    pending.push_back(submit(endpoint, request("add")));
+  std::vector<llm_reply> replies;
+  for (const auto& ticket : pending) {
+    replies.push_back(await_reply(ticket));
+    ASSERT_TRUE(replies.back().result) << render(replies.back().error);
+    EXPECT_EQ(replies.back().result->outcome, chat_outcome::ok) << replies.back().result->error;
+  }
   auto seen = hits();
   ASSERT_EQ(seen.size(), 62u);
-  // The 61st and 62nd had to wait for the bucket to refill, one second each.
-  EXPECT_GE(seen[61]["t"].get<double>() - seen[0]["t"].get<double>(), 1.5);
+  // The 61st and 62nd had to wait for the bucket to refill, one second each (a reply arrives,
+  // in virtual time, when its request left).
+  EXPECT_GE(replies[61].at - replies[0].at, 1500ms);
 }
 
 TEST_F(LlmEndpoint, BreakerOpensAfterConsecutiveFailuresAndRecoversThroughHalfOpen) {
@@ -205,7 +212,6 @@ TEST_F(LlmEndpoint, BreakerOpensAfterConsecutiveFailuresAndRecoversThroughHalfOp
   auto endpoint = spawn_endpoint(cfg);
   for (int i = 0; i < 3; ++i)
     EXPECT_EQ(complete(endpoint, "add").outcome, chat_outcome::endpoint_fault);
-  auto opened = std::chrono::steady_clock::now(); // the breaker opened before the reply
   EXPECT_EQ(status(endpoint).breaker, "open");
   EXPECT_EQ(metrics_ptr->llm_breaker_state("replay").Value(), 2);
   auto refused = complete(endpoint, "add");
@@ -215,14 +221,14 @@ TEST_F(LlmEndpoint, BreakerOpensAfterConsecutiveFailuresAndRecoversThroughHalfOp
   EXPECT_EQ(hits().size(), 3u); // the open breaker did not hammer the server
 
   // Once the window passes, one probe goes out; the 4th cassette entry fails it: open again.
-  std::this_thread::sleep_until(opened + cfg.breaker_open_for);
+  // Virtual time stood still since the breaker opened, and stands still while the probe is out.
+  sched.advance_time(cfg.breaker_open_for);
   auto probe = complete(endpoint, "add");
-  auto reopened = std::chrono::steady_clock::now();
   EXPECT_EQ(probe.attempts, 1u);
   EXPECT_EQ(probe.outcome, chat_outcome::endpoint_fault);
   EXPECT_EQ(status(endpoint).breaker, "open");
 
-  std::this_thread::sleep_until(reopened + cfg.breaker_open_for);
+  sched.advance_time(cfg.breaker_open_for);
   auto recovered = complete(endpoint, "add");
   EXPECT_EQ(recovered.outcome, chat_outcome::ok) << recovered.error;
   EXPECT_EQ(recovered.content, "recovered");
@@ -236,12 +242,10 @@ TEST_F(LlmEndpoint, CancelRepliesCancelledAndAbortsTheTransfer) {
   auto endpoint = spawn_endpoint(config());
   auto req = request("add");
   auto id = req.request_id;
-  auto pending = self->request(endpoint, caf::infinite, atom::complete_v, std::move(req));
+  auto pending = submit(endpoint, std::move(req));
   wait_for_hits(1); // the server holds it: the cancel aborts a transfer under way
-  self->send(endpoint, atom::cancel_v, id);
-  chat_result result;
-  pending.receive([&](chat_result& r) { result = std::move(r); },
-                  [&](caf::error& err) { FAIL() << render(err); });
+  cancel(endpoint, id);
+  auto result = await(pending);
   EXPECT_EQ(result.outcome, chat_outcome::cancelled);
   EXPECT_EQ(result.request_id, id);
   auto after = status(endpoint);
@@ -257,30 +261,27 @@ TEST_F(LlmEndpoint, DuplicateRequestIdIsRefused) {
   start_server({fault("add", "hang")});
   auto endpoint = spawn_endpoint(config());
   auto first = request("add");
-  auto pending = self->request(endpoint, caf::infinite, atom::complete_v, first);
-  self->request(endpoint, caf::infinite, atom::complete_v, first)
-      .receive([&](chat_result&) { FAIL() << "a duplicate id was accepted"; },
-               [&](caf::error& err) { EXPECT_EQ(err, errc::request_invalid) << render(err); });
-  self->send(endpoint, atom::cancel_v, first.request_id);
-  pending.receive([](chat_result& r) { EXPECT_EQ(r.outcome, chat_outcome::cancelled); },
-                  [](caf::error& err) { FAIL() << render(err); });
+  auto pending = submit(endpoint, first);
+  auto duplicate = await_reply(submit(endpoint, first));
+  EXPECT_FALSE(duplicate.result) << "a duplicate id was accepted";
+  EXPECT_EQ(duplicate.error, errc::request_invalid) << render(duplicate.error);
+  cancel(endpoint, first.request_id);
+  EXPECT_EQ(await(pending).outcome, chat_outcome::cancelled);
 }
 
 TEST_F(LlmEndpoint, RequestIdsNeedOnlyBeUniquePerSender) {
   start_server({fault("add", "hang"), answer("add", "from the other sender")});
   auto endpoint = spawn_endpoint(config());
   auto mine = request("add");
-  auto pending = self->request(endpoint, caf::infinite, atom::complete_v, mine);
+  auto pending = submit(endpoint, mine);
   wait_for_hits(1); // mine took the hanging answer
-  caf::scoped_actor other{sys};
-  other->send(endpoint, atom::cancel_v, mine.request_id); // not theirs: ignored
-  other->request(endpoint, caf::infinite, atom::complete_v, mine)
-      .receive([](chat_result& r) { EXPECT_EQ(r.content, "from the other sender"); },
-               [](caf::error& err) { FAIL() << render(err); });
+  auto other = spawn_client(endpoint);
+  helpers.push_back(other.actor);
+  cancel(other, mine.request_id); // not theirs: ignored
+  EXPECT_EQ(await(submit(other, mine)).content, "from the other sender");
   EXPECT_EQ(status(endpoint).in_flight, 1u); // mine still hangs
-  self->send(endpoint, atom::cancel_v, mine.request_id);
-  pending.receive([](chat_result& r) { EXPECT_EQ(r.outcome, chat_outcome::cancelled); },
-                  [](caf::error& err) { FAIL() << render(err); });
+  cancel(endpoint, mine.request_id);
+  EXPECT_EQ(await(pending).outcome, chat_outcome::cancelled);
 }
 
 TEST_F(LlmEndpoint, EveryRequestGetsExactlyOneReplyUnderMixedFaults) {
@@ -294,17 +295,20 @@ TEST_F(LlmEndpoint, EveryRequestGetsExactlyOneReplyUnderMixedFaults) {
   cfg.breaker_failures = 1000;
   auto endpoint = spawn_endpoint(cfg);
   std::vector<uint64_t> ids;
-  std::vector<decltype(self->request(endpoint, caf::infinite, atom::complete_v, chat_request{}))>
-      pending;
+  std::vector<llm_ticket> pending;
   for (int i = 0; i < 40; ++i) {
     auto req = request("mix");
     ids.push_back(req.request_id);
-    pending.push_back(self->request(endpoint, caf::infinite, atom::complete_v, std::move(req)));
+    pending.push_back(submit(endpoint, std::move(req)));
   }
   std::map<uint64_t, int> replies;
-  for (auto& handle : pending)
-    handle.receive([&](chat_result& r) { ++replies[r.request_id]; },
-                   [&](caf::error& err) { ADD_FAILURE() << render(err); });
+  for (const auto& ticket : pending) {
+    auto reply = await_reply(ticket);
+    if (reply.result)
+      ++replies[reply.result->request_id];
+    else
+      ADD_FAILURE() << render(reply.error);
+  }
   ASSERT_EQ(replies.size(), ids.size());
   for (auto id : ids)
     EXPECT_EQ(replies[id], 1) << id;
@@ -321,17 +325,15 @@ TEST_F(LlmEndpoint, StoppingTheEndpointRepliesToEveryHeldRequest) {
   auto cfg = config();
   cfg.concurrency = 1; // one in flight, one queued
   auto endpoint = spawn_endpoint(cfg);
-  auto first = self->request(endpoint, caf::infinite, atom::complete_v, request("add"));
-  auto second = self->request(endpoint, caf::infinite, atom::complete_v, request("add"));
+  auto first = submit(endpoint, request("add"));
+  auto second = submit(endpoint, request("add"));
   wait_for_hits(1);
   caf::anon_send_exit(endpoint, caf::exit_reason::user_shutdown);
-  for (auto* handle : {&first, &second})
-    handle->receive(
-        [](chat_result& r) {
-          EXPECT_EQ(r.outcome, chat_outcome::cancelled);
-          EXPECT_NE(r.error.find("stopped"), std::string::npos) << r.error;
-        },
-        [](caf::error& err) { FAIL() << render(err); });
+  for (const auto& ticket : {first, second}) {
+    auto r = await(ticket);
+    EXPECT_EQ(r.outcome, chat_outcome::cancelled);
+    EXPECT_NE(r.error.find("stopped"), std::string::npos) << r.error;
+  }
 }
 
 TEST_F(LlmEndpoint, TokenTotalsAddUpPerSessionAndCampaign) {
@@ -362,9 +364,7 @@ TEST_F(LlmEndpoint, RecordedCassetteReplaysTheSameAnswers) {
   auto endpoint = spawn_endpoint(cfg);
   EXPECT_EQ(complete(endpoint, "add").content, "first");
   EXPECT_EQ(complete(endpoint, "mul").content, "second");
-  caf::anon_send_exit(endpoint, caf::exit_reason::user_shutdown);
-  self->wait_for(endpoint); // the HTTP thread writes what is queued before it stops
-  endpoints.clear();
+  stop_endpoints(); // the HTTP thread writes what is queued before it stops
 
   std::vector<nlohmann::json> recorded;
   std::ifstream in{dir / "recorded.jsonl"};
@@ -403,9 +403,7 @@ TEST_F(LlmEndpoint, ApiKeyNeverReachesLogsResultsOrCassettes) {
   for (int i = 0; i < 3; ++i)
     results.push_back(complete(endpoint, "add"));
   auto s = status(endpoint);
-  caf::anon_send_exit(endpoint, caf::exit_reason::user_shutdown);
-  self->wait_for(endpoint);
-  endpoints.clear();
+  stop_endpoints();
 
   EXPECT_EQ(results[0].error, "HTTP 401: Incorrect API key: [redacted]");
   EXPECT_EQ(results[1].content, "echo [redacted]");

@@ -1,68 +1,68 @@
+// The store actor on CAF's test coordinator over a real RocksDB in a temporary directory: the
+// actors run on the test thread, the database calls on the store's own thread.
+
 #include "actors/store/store.hpp"
 #include "messages/errors.hpp"
-#include "messages/system_config.hpp"
 #include "persistence/keys.hpp"
 #include "persistence/rocksdb_store.hpp"
 #include "persistence/schema.hpp"
+#include "tests/test_coordinated_io.hpp"
 #include "tests/test_store_support.hpp"
 
 #include <algorithm>
-#include <future>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
-#include <caf/actor_system.hpp>
-#include <caf/actor_system_config.hpp>
 #include <caf/event_based_actor.hpp>
-#include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 using namespace opforge;
 using opforge::test::opforge_code;
-using testing::HasSubstr;
+using ::testing::HasSubstr;
 
 namespace {
 
-class StoreActorTest : public ::testing::Test {
+class StoreActorTest : public opforge::testing::CoordinatedIo {
 protected:
   void SetUp() override {
-    auto spawned = spawn_store(sys_, dir_.db(), telemetry_);
+    auto spawned = spawn_store(sys, dir_.db(), telemetry_);
     ASSERT_TRUE(spawned) << render(spawned.error());
     store_ = *spawned;
   }
 
   void TearDown() override {
     if (store_)
-      caf::anon_send_exit(store_, caf::exit_reason::user_shutdown);
+      stop(store_);
+    CoordinatedIo::TearDown();
   }
 
   /// Sends `request` and returns the reply; an error reply fails the test.
   template <class Reply, class... Ts>
   Reply ask(Ts... request) {
-    Reply reply{};
-    self_->request(store_, caf::infinite, std::move(request)...)
-        .receive([&](Reply& value) { reply = std::move(value); },
-                 [&](const caf::error& err) { ADD_FAILURE() << render(err); });
-    return reply;
+    return CoordinatedIo::ask<Reply>(store_, std::move(request)...);
   }
 
   /// Writes `batch` and returns the error it is answered with.
   caf::error write_error(write_batch batch) {
-    caf::error result;
-    self_->request(store_, caf::infinite, atom::write_v, std::move(batch))
-        .receive([&](atom::ok) { ADD_FAILURE() << "the write succeeded"; },
-                 [&](const caf::error& err) { result = err; });
-    return result;
+    auto reply = wait(send_request<atom::ok>(store_, atom::write_v, std::move(batch)));
+    if (!reply.error)
+      ADD_FAILURE() << "the write succeeded";
+    return reply.error;
+  }
+
+  /// Spawns an actor that, once the actors run, sends the store what `requests` sends.
+  template <class Requests>
+  void spawn_requester(Requests requests) {
+    helpers.push_back(sys.spawn([requests, store = store_](caf::event_based_actor* requester) {
+      requests(requester, store);
+    }));
   }
 
   test::temp_dir dir_;
-  system_config cfg_;
-  caf::actor_system sys_{cfg_};
-  caf::scoped_actor self_{sys_};
   std::shared_ptr<metrics> telemetry_ = std::make_shared<metrics>("test");
   store_actor store_;
 };
@@ -83,26 +83,20 @@ TEST_F(StoreActorTest, GetFindsWhatWasWritten) {
 TEST_F(StoreActorTest, WritesAreAppliedAndAnsweredInArrivalOrder) {
   constexpr uint64_t writes = 200;
   auto answered = std::make_shared<std::vector<uint64_t>>();
-  auto all_answered = std::make_shared<std::promise<void>>();
-  auto done = all_answered->get_future();
-  sys_.spawn([=, store = store_](caf::event_based_actor* requester) {
+  spawn_requester([=](caf::event_based_actor* requester, const store_actor& store) {
     for (uint64_t i = 0; i < writes; ++i) {
       write_batch batch{{{family::campaigns, "latest", std::to_string(i)},
                          {family::events, event_key("order", i), std::to_string(i)}},
                         i % 2 == 0};
       requester->request(store, caf::infinite, atom::write_v, std::move(batch))
-          .then(
-              [=](atom::ok) {
-                answered->push_back(i);
-                if (answered->size() == writes)
-                  all_answered->set_value();
-              },
-              [=](const caf::error& err) {
-                ADD_FAILURE() << "write " << i << ": " << render(err);
-              });
+          .then([=](atom::ok) { answered->push_back(i); },
+                [=](const caf::error& err) {
+                  answered->push_back(i);
+                  ADD_FAILURE() << "write " << i << ": " << render(err);
+                });
     }
   });
-  done.wait();
+  drive([&] { return answered->size() == writes; });
   std::vector<uint64_t> in_order(writes);
   for (uint64_t i = 0; i < writes; ++i)
     in_order[i] = i;
@@ -166,10 +160,10 @@ TEST_F(StoreActorTest, FailuresReachTheRequesterAndStatus) {
 }
 
 TEST_F(StoreActorTest, ShutdownServesQueuedWritesThenClosesTheDatabase) {
-  self_->send(store_, atom::write_v,
-              write_batch{{{family::sessions, "queued", "before shutdown"}}});
+  caf::anon_send(store_, atom::write_v,
+                 write_batch{{{family::sessions, "queued", "before shutdown"}}});
   ask<atom::ok>(atom::shutdown_v);
-  self_->wait_for(store_);
+  wait_until_terminated(store_);
   auto reopened = open_rocksdb_store(dir_.db());
   ASSERT_TRUE(reopened) << render(reopened.error());
   auto value = (*reopened)->get(family::sessions, "queued");
@@ -178,23 +172,22 @@ TEST_F(StoreActorTest, ShutdownServesQueuedWritesThenClosesTheDatabase) {
 }
 
 TEST_F(StoreActorTest, RequestsAfterShutdownAreRefused) {
-  auto answered = std::make_shared<std::promise<caf::error>>();
-  auto refusal = answered->get_future();
-  sys_.spawn([=, store = store_](caf::event_based_actor* requester) {
+  auto answered = std::make_shared<std::optional<caf::error>>();
+  spawn_requester([=](caf::event_based_actor* requester, const store_actor& store) {
     requester->request(store, caf::infinite, atom::shutdown_v).then([](atom::ok) {});
     requester->request(store, caf::infinite, atom::write_v, put(family::sessions, "late", "v"))
-        .then([=](atom::ok) { answered->set_value(caf::error{}); },
-              [=](const caf::error& err) { answered->set_value(err); });
+        .then([=](atom::ok) { *answered = caf::error{}; },
+              [=](const caf::error& err) { *answered = err; });
   });
-  auto err = refusal.get();
+  drive([&] { return answered->has_value(); });
+  auto err = answered->value_or(caf::error{});
   EXPECT_EQ(opforge_code(err), errc::store_io_failed);
   EXPECT_THAT(render(err), HasSubstr(dir_.db().string() + ": the store is shutting down"));
 }
 
 TEST_F(StoreActorTest, TerminatingWithoutShutdownStillClosesTheDatabase) {
   ask<atom::ok>(atom::write_v, put(family::sessions, "j", "v"));
-  caf::anon_send_exit(store_, caf::exit_reason::kill);
-  self_->wait_for(store_);
+  stop(store_, caf::exit_reason::kill);
   store_ = nullptr;
   auto reopened = open_rocksdb_store(dir_.db());
   EXPECT_TRUE(reopened) << render(reopened.error());
@@ -204,24 +197,18 @@ TEST_F(StoreActorTest, TerminatingWithoutShutdownStillClosesTheDatabase) {
 TEST_F(StoreActorTest, EveryRequestIsAnsweredWhenTheStoreIsKilled) {
   constexpr int writes = 100;
   auto answers = std::make_shared<int>(0);
-  auto all_answered = std::make_shared<std::promise<void>>();
-  auto done = all_answered->get_future();
-  sys_.spawn([=, store = store_](caf::event_based_actor* requester) {
-    auto count = [=] {
-      if (++*answers == writes)
-        all_answered->set_value();
-    };
+  spawn_requester([=](caf::event_based_actor* requester, const store_actor& store) {
     for (int i = 0; i < writes; ++i)
       requester->request(store, caf::infinite, atom::write_v, put(family::sessions, "j", "v"))
-          .then([=](atom::ok) { count(); }, [=](const caf::error&) { count(); });
+          .then([=](atom::ok) { ++*answers; }, [=](const caf::error&) { ++*answers; });
     caf::anon_send_exit(store, caf::exit_reason::kill);
   });
-  done.wait();
+  drive([&] { return *answers == writes; });
   EXPECT_EQ(*answers, writes);
 }
 
 TEST_F(StoreActorTest, SpawnReportsOpenErrors) {
-  auto second = spawn_store(sys_, dir_.db(), telemetry_);
+  auto second = spawn_store(sys, dir_.db(), telemetry_);
   ASSERT_FALSE(second);
   EXPECT_EQ(opforge_code(second.error()), errc::store_open_failed);
   EXPECT_THAT(render(second.error()), HasSubstr("locked"));
@@ -252,20 +239,14 @@ TEST_F(StoreActorTest, ScanContinuesAfterAKey) {
 TEST_F(StoreActorTest, ConcurrentWritesShareGroupCommits) {
   constexpr uint64_t writes = 200;
   auto answered = std::make_shared<std::vector<uint64_t>>();
-  auto all_answered = std::make_shared<std::promise<void>>();
-  auto done = all_answered->get_future();
-  sys_.spawn([=, store = store_](caf::event_based_actor* requester) {
+  spawn_requester([=](caf::event_based_actor* requester, const store_actor& store) {
     for (uint64_t i = 0; i < writes; ++i)
       requester
           ->request(store, caf::infinite, atom::write_v,
                     write_batch{{{family::events, event_key("group", i), "e"}}, true})
-          .then([=](atom::ok) {
-            answered->push_back(i);
-            if (answered->size() == writes)
-              all_answered->set_value();
-          });
+          .then([=](atom::ok) { answered->push_back(i); });
   });
-  done.wait();
+  drive([&] { return answered->size() == writes; });
   ASSERT_EQ(answered->size(), writes);
   EXPECT_TRUE(std::is_sorted(answered->begin(), answered->end()));
   auto groups = telemetry_->store_write_latency().Collect().histogram.sample_count;

@@ -113,16 +113,12 @@ protected:
   }
 
   summary_result summarize(const summarizer_actor& actor, const std::string& log) {
-    summary_result result;
-    self->request(actor, caf::infinite, atom::summarize_v, summary_request{"s1", "add", log})
-        .receive([&](summary_result& r) { result = std::move(r); },
-                 [&](caf::error& err) { ADD_FAILURE() << render(err); });
-    return result;
+    return ask<summary_result>(actor, atom::summarize_v, summary_request{"s1", "add", log});
   }
 
   void TearDown() override {
     for (const auto& actor : summarizers)
-      caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+      stop(actor);
     LlmFixture::TearDown();
   }
 
@@ -169,9 +165,7 @@ TEST_F(Summarizer, LongLogGoesToTheEndpointWithTheSummaryPrompt) {
   EXPECT_EQ(short_result.method, summary_method::deterministic);
   EXPECT_EQ(hits().size(), 1u);
 
-  caf::anon_send_exit(endpoint, caf::exit_reason::user_shutdown);
-  self->wait_for(endpoint);
-  endpoints.clear();
+  stop_endpoints();
   auto recorded = nlohmann::json::parse(read_file(dir / "summary.jsonl"));
   auto prompt = recorded["request"]["messages"][0]["content"].get<std::string>();
   EXPECT_TRUE(has(prompt, "Triton kernel for the PyTorch operator `add`")) << prompt;
@@ -199,9 +193,7 @@ TEST_F(Summarizer, FailingEndpointFallsBackToTheDeterministicSummary) {
 TEST_F(Summarizer, DeadEndpointFallsBackToo) {
   start_server({});
   auto endpoint = spawn_endpoint(config("summary"));
-  caf::anon_send_exit(endpoint, caf::exit_reason::user_shutdown);
-  self->wait_for(endpoint);
-  endpoints.clear();
+  stop_endpoints();
   summarizer_config cfg;
   cfg.mode = summarizer_mode::llm;
   cfg.endpoint = "summary";

@@ -287,7 +287,7 @@ void llm_endpoint_state::init(endpoint_config config, std::shared_ptr<opforge::m
       spdlog::warn("llm {}: environment variable {} is not set; requests go without an API key",
                    cfg_.name, cfg_.api_key_env);
   }
-  auto now = clock::now();
+  auto now = this->now();
   requests_bucket_.emplace(cfg_.requests_per_minute, now);
   tokens_bucket_.emplace(cfg_.tokens_per_minute, now);
   retry_budget_ = cfg_.retry_budget_max;
@@ -322,7 +322,7 @@ caf::result<chat_result> llm_endpoint_state::accept(chat_request request) {
                                                       " is already held");
   auto ticket = next_ticket_++;
   auto& held = held_[ticket];
-  held.accepted = clock::now();
+  held.accepted = now();
   held.promise = self_->make_response_promise<chat_result>();
   held.prompt_estimate = estimate_prompt_tokens(request.messages);
   retry_budget_ = std::min(cfg_.retry_budget_max, retry_budget_ + cfg_.retry_budget_ratio);
@@ -385,7 +385,7 @@ void llm_endpoint_state::on_wakeup() {
 }
 
 void llm_endpoint_state::pump() {
-  auto now = clock::now();
+  auto now = this->now();
   if (breaker_ == breaker_state::open && now >= open_until_)
     set_breaker(breaker_state::half_open);
   if (breaker_ == breaker_state::open) {
@@ -521,7 +521,7 @@ void llm_endpoint_state::note_attempt(const attempt_verdict& verdict) {
     if (failing_since_ && down_logged_)
       spdlog::info(
           "llm {}: up again after {} s down", cfg_.name,
-          std::chrono::duration_cast<std::chrono::seconds>(clock::now() - *failing_since_).count());
+          std::chrono::duration_cast<std::chrono::seconds>(now() - *failing_since_).count());
     failing_since_.reset();
     failing_since_ms_ = 0;
     down_logged_ = false;
@@ -535,14 +535,14 @@ void llm_endpoint_state::note_attempt(const attempt_verdict& verdict) {
   last_error_ = verdict.error;
   last_error_ms_ = wall_ms();
   if (!failing_since_) {
-    failing_since_ = clock::now();
+    failing_since_ = now();
     failing_since_ms_ = last_error_ms_;
   }
   ++consecutive_failures_;
   if (breaker_ == breaker_state::half_open ||
       (breaker_ == breaker_state::closed && consecutive_failures_ >= cfg_.breaker_failures)) {
     probe_in_flight_ = false;
-    open_until_ = clock::now() + cfg_.breaker_open_for;
+    open_until_ = now() + cfg_.breaker_open_for;
     set_breaker(breaker_state::open);
   }
 }
@@ -577,7 +577,7 @@ void llm_endpoint_state::finish(uint64_t ticket, chat_result result) {
   auto& held = found->second;
   result.request_id = held.request.request_id;
   result.attempts = held.attempts;
-  result.latency = clock::now() - held.accepted;
+  result.latency = now() - held.accepted;
   auto outcome = to_string(result.outcome);
   ++finished_[outcome];
   metrics_->llm_requests(cfg_.name, outcome).Increment();
@@ -640,7 +640,7 @@ endpoint_health llm_endpoint_state::health() {
   h.outage_after_ms = cfg_.outage_after.count();
   if (!failing_since_)
     return h;
-  auto failing_for = clock::now() - *failing_since_;
+  auto failing_for = now() - *failing_since_;
   h.state = failing_for >= cfg_.outage_after ? "down" : "failing";
   if (h.state == "down" && !down_logged_) {
     down_logged_ = true;

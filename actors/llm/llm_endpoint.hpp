@@ -126,6 +126,9 @@ struct llm_endpoint_state {
   static inline const char* name = "llm_endpoint";
 
 private:
+  /// The actor system's clock: steady_clock in the daemon, virtual time under the test
+  /// coordinator, so that tests need not wait out a breaker window or a rate limit.
+  clock::time_point now() const { return self_->clock().now(); }
   void pump();
   void start_attempt(uint64_t ticket, held_request& held);
   void finish(uint64_t ticket, chat_result result);
