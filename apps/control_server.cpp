@@ -562,12 +562,20 @@ nlohmann::json to_json(const campaign_report& r) {
                       {"calls", p.calls},
                       {"prompt_tokens", p.prompt_tokens},
                       {"completion_tokens", p.completion_tokens}});
+  auto regressions = nlohmann::json::array();
+  for (const auto& t : r.regressions)
+    regressions.push_back({{"device_kind", t.device_kind},
+                           {"fingerprint", t.fingerprint},
+                           {"change", t.change},
+                           {"kernels", t.kernels},
+                           {"operators", t.operators}});
   return {{"columns", r.columns},
           {"by_category", to_json(r.by_category)},
           {"by_dtype", to_json(r.by_dtype)},
           {"curves", curves},
           {"failures", r.failures},
-          {"passed", passed}};
+          {"passed", passed},
+          {"regressions", regressions}};
 }
 
 } // namespace
@@ -597,7 +605,12 @@ nlohmann::json control_server::report(const wire::map_reader& fields) const {
                      " unreadable: " + message(more.error()));
     std::move(more->begin(), more->end(), std::back_inserter(sessions));
   }
+  auto kernels = ask<std::vector<kernel_version>>(sys, library_query_bound, context_.library,
+                                                  atom::list_v, std::string{}, false);
+  if (!kernels)
+    return failure("report: the library did not list its kernels: " + message(kernels.error()));
   auto built = build_report(*campaigns, sessions);
+  built.regressions = per_toolchain(find_regressions(*kernels));
   return {{"ok", true}, {"report", to_json(built)}, {"html", render_html(built)}};
 }
 
