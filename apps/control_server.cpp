@@ -84,6 +84,8 @@ nlohmann::json part(const caf::expected<Status>& status) {
 nlohmann::json to_json(const session_summary& s) {
   return {{"session_id", s.session_id},
           {"op", s.op},
+          {"variant", s.variant},
+          {"operator", operator_id(s.op, s.variant)},
           {"state", to_string(s.state)},
           {"end_reason", s.end_reason},
           {"dialogs", s.dialogs},
@@ -106,9 +108,12 @@ nlohmann::json to_json(const endpoint_health& h) {
 }
 
 nlohmann::json to_json(const campaign_status& c) {
-  auto finished = nlohmann::json::array();
-  for (const auto& s : c.finished)
-    finished.push_back(to_json(s));
+  auto sessions = [](const std::vector<session_summary>& list) {
+    auto out = nlohmann::json::array();
+    for (const auto& s : list)
+      out.push_back(to_json(s));
+    return out;
+  };
   auto endpoints = nlohmann::json::array();
   for (const auto& e : c.endpoints)
     endpoints.push_back(to_json(e));
@@ -129,7 +134,10 @@ nlohmann::json to_json(const campaign_status& c) {
           {"prompt_tokens", c.prompt_tokens},
           {"completion_tokens", c.completion_tokens},
           {"faults", c.faults},
-          {"finished", finished},
+          {"operator_ids", c.operator_ids},
+          {"covered", c.covered},
+          {"finished", sessions(c.finished)},
+          {"active", sessions(c.active)},
           {"endpoints", endpoints}};
 }
 
