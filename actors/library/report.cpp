@@ -293,7 +293,9 @@ std::string render_html(const campaign_report& report) {
   out += "<h2>Coverage against LLM calls</h2>\n" + curves_svg(report.curves);
   std::vector<std::pair<std::string, double>> failures(report.failures.begin(),
                                                        report.failures.end());
-  out += "<h2>Failed operators by final reason</h2>\n" + bars_svg("failures", failures);
+  out += "<h2>Failed operators by final reason</h2>\n" +
+         (failures.empty() ? "<p>None: every operator that ended was covered.</p>\n"
+                           : bars_svg("failures", failures));
   std::vector<std::pair<std::string, double>> calls;
   out += "<h2>Calls and tokens per passed operator</h2>\n<table><tr><th>campaign</th><th>"
          "operator</th><th>LLM calls</th><th>prompt tokens</th><th>completion tokens</th></tr>\n";
