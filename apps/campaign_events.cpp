@@ -162,11 +162,13 @@ json detached_event(const std::string& campaign_id) {
 std::vector<json> campaign_events(const json& c, campaign_watch& seen) {
   std::vector<json> events;
   auto state = text(c, "state");
+  // A rejected campaign never had its operators resolved.
+  bool resolved = state != "resolving" && state != "rejected";
   if (state == "resolving" && !seen.resolving) {
     seen.resolving = true;
     events.push_back(event("resolving", c, copy(c, {"endpoint", "device_kind"})));
   }
-  if (state != "resolving" && state != "rejected" && !seen.resolved) {
+  if (resolved && !seen.resolved) {
     seen.resolved = true;
     events.push_back(
         event("resolved", c, copy(c, {"endpoint", "device_kind", "operator_ids", "covered"})));
@@ -205,7 +207,7 @@ std::vector<json> campaign_events(const json& c, campaign_watch& seen) {
     fields["kernel_key"] = text(s, "kernel_key");
     events.push_back(event("operator", c, std::move(fields)));
   }
-  if (state != "resolving" && state != "rejected") {
+  if (resolved) {
     auto progress = event("progress", c,
                           copy(c, {"state", "operators", "succeeded", "failed", "running",
                                    "waiting", "states", "llm_calls", "prompt_tokens",
@@ -225,7 +227,8 @@ std::vector<json> campaign_events(const json& c, campaign_watch& seen) {
 
 void campaign_display::show(const json& e) {
   if (mode_ == mode::json_lines) {
-    out_ << e.dump() << std::endl;
+    // A failure's reason may quote a log cut mid-character: replaced, not an exception.
+    out_ << e.dump(-1, ' ', false, json::error_handler_t::replace) << std::endl;
     return;
   }
   auto kind = text(e, "event");

@@ -200,6 +200,14 @@ TEST(CampaignEvents, JsonLinesAreTheEventsOnePerLine) {
   EXPECT_EQ(n, events.size());
 }
 
+// A reason that quotes a log cut mid-character still makes a line of valid JSON.
+TEST(CampaignEvents, JsonLinesOfABrokenCharacter) {
+  std::ostringstream out;
+  campaign_display display{out, campaign_display::mode::json_lines};
+  display.show({{"event", "operator"}, {"campaign", "c1"}, {"reason", "error: caf\xc3"}});
+  EXPECT_EQ(json::parse(out.str()).at("reason"), "error: caf\xef\xbf\xbd");
+}
+
 TEST(CampaignEvents, TheTextDisplayOfALog) {
   std::ostringstream out;
   campaign_display display{out, campaign_display::mode::log};
