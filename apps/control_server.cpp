@@ -84,6 +84,8 @@ nlohmann::json part(const caf::expected<Status>& status) {
 nlohmann::json to_json(const session_summary& s) {
   return {{"session_id", s.session_id},
           {"op", s.op},
+          {"variant", s.variant},
+          {"operator", operator_id(s.op, s.variant)},
           {"state", to_string(s.state)},
           {"end_reason", s.end_reason},
           {"dialogs", s.dialogs},
@@ -106,9 +108,12 @@ nlohmann::json to_json(const endpoint_health& h) {
 }
 
 nlohmann::json to_json(const campaign_status& c) {
-  auto finished = nlohmann::json::array();
-  for (const auto& s : c.finished)
-    finished.push_back(to_json(s));
+  auto sessions = [](const std::vector<session_summary>& list) {
+    auto out = nlohmann::json::array();
+    for (const auto& s : list)
+      out.push_back(to_json(s));
+    return out;
+  };
   auto endpoints = nlohmann::json::array();
   for (const auto& e : c.endpoints)
     endpoints.push_back(to_json(e));
@@ -129,7 +134,10 @@ nlohmann::json to_json(const campaign_status& c) {
           {"prompt_tokens", c.prompt_tokens},
           {"completion_tokens", c.completion_tokens},
           {"faults", c.faults},
-          {"finished", finished},
+          {"operator_ids", c.operator_ids},
+          {"covered", c.covered},
+          {"finished", sessions(c.finished)},
+          {"active", sessions(c.active)},
           {"endpoints", endpoints}};
 }
 
@@ -562,12 +570,20 @@ nlohmann::json to_json(const campaign_report& r) {
                       {"calls", p.calls},
                       {"prompt_tokens", p.prompt_tokens},
                       {"completion_tokens", p.completion_tokens}});
+  auto regressions = nlohmann::json::array();
+  for (const auto& t : r.regressions)
+    regressions.push_back({{"device_kind", t.device_kind},
+                           {"fingerprint", t.fingerprint},
+                           {"change", t.change},
+                           {"kernels", t.kernels},
+                           {"operators", t.operators}});
   return {{"columns", r.columns},
           {"by_category", to_json(r.by_category)},
           {"by_dtype", to_json(r.by_dtype)},
           {"curves", curves},
           {"failures", r.failures},
-          {"passed", passed}};
+          {"passed", passed},
+          {"regressions", regressions}};
 }
 
 } // namespace
@@ -597,7 +613,12 @@ nlohmann::json control_server::report(const wire::map_reader& fields) const {
                      " unreadable: " + message(more.error()));
     std::move(more->begin(), more->end(), std::back_inserter(sessions));
   }
+  auto kernels = ask<std::vector<kernel_version>>(sys, library_query_bound, context_.library,
+                                                  atom::list_v, std::string{}, false);
+  if (!kernels)
+    return failure("report: the library did not list its kernels: " + message(kernels.error()));
   auto built = build_report(*campaigns, sessions);
+  built.regressions = per_toolchain(find_regressions(*kernels));
   return {{"ok", true}, {"report", to_json(built)}, {"html", render_html(built)}};
 }
 

@@ -2,6 +2,7 @@
 // over the control socket. Exit codes: 0 success, 1 the daemon is unreachable or refused the
 // request, 2 bad configuration or usage, or the daemon could not start.
 
+#include "apps/campaign_events.hpp"
 #include "apps/campaign_setup.hpp"
 #include "apps/control_client.hpp"
 #include "apps/import_command.hpp"
@@ -24,7 +25,6 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
-#include <map>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -247,155 +247,26 @@ struct run_options {
 
 volatile std::sig_atomic_t detach_requested = 0;
 
-bool ended(const std::string& state) {
-  return state != "resolving" && state != "running";
-}
-
-std::string clock_text(double seconds) {
-  auto s = static_cast<long>(std::max(seconds, 0.0));
-  char text[32];
-  std::snprintf(text, sizeof text, "%02ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
-  return text;
-}
-
-std::string tokens_text(uint64_t tokens) {
-  if (tokens < 10000)
-    return std::to_string(tokens);
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1fk", static_cast<double>(tokens) / 1000);
-  return text;
-}
-
-double now_s() {
-  return std::chrono::duration<double>{std::chrono::system_clock::now().time_since_epoch()}.count();
-}
-
-// One line: where the campaign stands, LLM use, elapsed time and a naive remaining estimate.
-std::string progress_line(const nlohmann::json& c) {
-  auto count = [&](const char* key) { return c.value(key, uint64_t{0}); };
-  if (c.value("state", std::string{}) == "resolving")
-    return "resolving: a worker is reading the catalog for the requested operators";
-  auto done = count("succeeded") + count("failed");
-  auto ended_ms = c.value("ended_ms", int64_t{0});
-  auto elapsed = (ended_ms > 0 ? static_cast<double>(ended_ms) / 1000 : now_s()) -
-                 static_cast<double>(c.value("created_ms", int64_t{0})) / 1000;
-  std::string line = "[" + clock_text(elapsed) + "] " + c.value("state", std::string{}) + ": " +
-                     std::to_string(done) + "/" + std::to_string(count("operators")) + " ended (" +
-                     std::to_string(count("succeeded")) + " passed, " +
-                     std::to_string(count("failed")) + " failed), " +
-                     std::to_string(count("running")) + " running";
-  std::string states;
-  auto by_state = c.value("states", nlohmann::json::object());
-  for (auto& [state, n] : by_state.items())
-    states += (states.empty() ? "" : " ") + state + " " + n.dump();
-  if (!states.empty())
-    line += " (" + states + ")";
-  line += ", " + std::to_string(count("waiting")) + " waiting | LLM " +
-          std::to_string(count("llm_calls")) + " calls, " +
-          tokens_text(count("prompt_tokens") + count("completion_tokens")) + " tokens";
-  if (done > 0 && done < count("operators"))
-    line += " | ~" +
-            clock_text(elapsed / static_cast<double>(done) *
-                       static_cast<double>(count("operators") - done)) +
-            " left";
-  return line;
-}
-
-// A progress line without its leading clock, so that a log gets a line only when something
-// changed. The "resolving" line has no clock.
-std::string without_clock(const std::string& line) {
-  auto end = line.find("] ");
-  return end == std::string::npos ? line : line.substr(end);
-}
-
-void print_session_line(const nlohmann::json& s) {
-  auto state = s.value("state", std::string{});
-  std::cout << "  " << (state == "SUCCESS" ? "PASS" : "FAIL") << "  " << s.value("op", "") << "  ("
-            << s.value("llm_calls", 0) << " LLM calls, " << s.value("dialogs", 0)
-            << " dialogs): " << s.value("end_reason", "") << '\n';
-}
-
-// A line for each endpoint of the campaign that went down or came back since `known` (endpoint ->
-// state) was last updated; a blip that heals before it is down says nothing.
-std::vector<std::string> endpoint_changes(const nlohmann::json& c,
-                                          std::map<std::string, std::string>& known) {
-  std::vector<std::string> lines;
-  for (const auto& e : c.value("endpoints", nlohmann::json::array())) {
-    auto name = e.value("name", std::string{});
-    auto state = e.value("state", std::string{});
-    auto& was = known[name];
-    if (state == "down" && was != "down") {
-      auto since_ms = e.value("failing_since_ms", int64_t{0});
-      lines.push_back("endpoint " + name + " down: failing for " +
-                      clock_text(now_s() - static_cast<double>(since_ms) / 1000) + " (breaker " +
-                      e.value("breaker", std::string{}) +
-                      "); last error: " + e.value("last_error", std::string{}));
-    } else if (state == "up" && was == "down") {
-      lines.push_back("endpoint " + name + " up again");
-    }
-    if (state != "failing") // failing between down and up again is still the same outage
-      was = state;
-  }
-  return lines;
-}
-
-void print_campaign_end(const nlohmann::json& c) {
-  auto state = c.value("state", std::string{});
-  std::cout << "campaign " << c.value("campaign_id", "") << " " << state;
-  if (!c.value("error", std::string{}).empty())
-    std::cout << ": " << c.value("error", "");
-  std::cout << '\n';
-  if (state == "rejected")
-    return;
-  std::cout << "  " << c.value("succeeded", 0) << " of " << c.value("operators", 0)
-            << " operators passed and are in the kernel library; " << c.value("failed", 0)
-            << " failed; " << c.value("llm_calls", 0) << " LLM calls, "
-            << tokens_text(c.value("prompt_tokens", uint64_t{0}) +
-                           c.value("completion_tokens", uint64_t{0}))
-            << " tokens, " << c.value("faults", 0) << " faults retried\n";
-  if (c.value("endpoint", std::string{}) == "demo")
-    std::cout << "  (the demo endpoint replays hand-written answers, not a model: configure "
-                 "llm.endpoints or OPFORGE_LLM_URL for real runs)\n";
-}
-
-// Follows a campaign until it ends or the user detaches (Ctrl-C). Exit status: 0 when it ended
-// "done" with every operator passed, 3 when done with some failed, 1 when it was rejected,
-// cancelled or interrupted, or the daemon went away.
-int follow(const config& cfg, const client_options& opts, std::string id) {
+// Follows a campaign until it ends or the user detaches (Ctrl-C), showing its events on `display`.
+// Exit status: 0 when it ended "done" with every operator passed, 3 when done with some failed,
+// 1 when it was rejected, cancelled or interrupted, or the daemon went away.
+int follow(const config& cfg, const client_options& opts, std::string id,
+           campaign_display& display) {
   std::signal(SIGINT, [](int) { detach_requested = 1; });
-  bool tty = ::isatty(STDOUT_FILENO);
-  size_t printed = 0;
-  std::string last_line;
-  std::map<std::string, std::string> endpoint_states;
+  campaign_watch seen;
   for (;;) {
     auto reply = control_request(cfg.control.listen, {{"type", "campaign"}, {"id", id}},
                                  std::chrono::milliseconds{opts.timeout_ms});
     if (!reply) {
-      if (tty)
-        std::cout << '\n';
+      display.close_line();
       return fail(reply.error(), exit_unreachable);
     }
     auto c = (*reply)["campaign"];
     id = c.value("campaign_id", id); // "" asked for the newest
-    auto finished = c.value("finished", nlohmann::json::array());
-    auto outages = endpoint_changes(c, endpoint_states);
-    if (tty && (printed < finished.size() || !outages.empty()))
-      std::cout << "\r\033[K";
-    // Flushed: the progress line that follows may be unchanged, and so not printed to a log.
-    for (const auto& outage : outages)
-      std::cout << outage << std::endl;
-    for (; printed < finished.size(); ++printed)
-      print_session_line(finished[printed]);
-    auto line = progress_line(c);
-    if (tty)
-      std::cout << "\r\033[K" << line << std::flush;
-    else if (without_clock(line) != last_line)
-      std::cout << line << std::endl;
-    last_line = without_clock(line);
-    if (ended(c.value("state", std::string{}))) {
-      if (tty)
-        std::cout << '\n';
-      print_campaign_end(c);
+    for (const auto& event : campaign_events(c, seen)) {
+      display.show(event);
+      if (event.value("event", std::string{}) != "finished")
+        continue;
       if (c.value("state", std::string{}) != "done")
         return exit_unreachable;
       return c.value("failed", 0) > 0 ? exit_operators_failed : 0;
@@ -403,12 +274,22 @@ int follow(const config& cfg, const client_options& opts, std::string id) {
     for (int i = 0; i < 5 && !detach_requested; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds{100});
     if (detach_requested) {
-      std::cout << (tty ? "\n" : "") << "detached: campaign " << id
-                << " goes on in the daemon; `opforge attach " << id
-                << "` follows it again, `opforge cancel " << id << "` stops it\n";
+      display.show(detached_event(id));
       return 0;
     }
+    display.redraw();
   }
+}
+
+campaign_display::mode display_mode(const client_options& opts) {
+  if (opts.json)
+    return campaign_display::mode::json_lines;
+  return ::isatty(STDOUT_FILENO) ? campaign_display::mode::terminal : campaign_display::mode::log;
+}
+
+int attach(const config& cfg, const client_options& opts, const std::string& id) {
+  campaign_display display{std::cout, display_mode(opts)};
+  return follow(cfg, opts, id, display);
 }
 
 caf::error bad_report(const std::string& path, const std::string& what) {
@@ -470,13 +351,13 @@ int run_campaign(const config& cfg, const client_options& opts, run_options run)
     std::cout << c.dump(2) << '\n';
     return 0;
   }
-  std::cout << "campaign " << id << " submitted (endpoint " << c.value("endpoint", "")
-            << ", device " << c.value("device_kind", "") << ")\n";
+  campaign_display display{std::cout, display_mode(opts)};
+  display.show(submitted_event(c));
   if (run.detach) {
     std::cout << "follow it with `opforge attach " << id << "`\n";
     return 0;
   }
-  return follow(cfg, opts, id);
+  return follow(cfg, opts, id, display);
 }
 
 void print_campaigns(const nlohmann::json& reply) {
@@ -1045,7 +926,7 @@ int main(int argc, char** argv) {
   if (cmd == run_cmd)
     return run_campaign(*cfg, client, run);
   if (cmd == attach_cmd)
-    return follow(*cfg, client, campaign_id);
+    return attach(*cfg, client, campaign_id);
   if (cmd == campaigns_cmd)
     return run_client(*cfg, client, "campaigns", print_campaigns);
   if (cmd == cancel_cmd)

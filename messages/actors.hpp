@@ -155,7 +155,7 @@ using campaign_manager_actor = caf::typed_actor<
     caf::replies_to<atom::submit, campaign_request>::with<campaign_status>,
     // Progress of the campaign with this id ("" = the newest), live or as stored.
     caf::replies_to<atom::status, std::string>::with<campaign_status>,
-    // Every campaign, newest first, without the per-session list.
+    // Every campaign, newest first, without the per-session and per-operator lists.
     caf::replies_to<atom::list>::with<std::vector<campaign_status>>,
     // Cancels a resolving or running campaign; replies with its status.
     caf::replies_to<atom::cancel, std::string>::with<campaign_status>,

@@ -29,13 +29,14 @@ struct session_summary {
   uint64_t completion_tokens = 0;
   std::string kernel_key{}; // the accepted kernel's key in the `kernels` family, on SUCCESS
   std::string endpoint{};   // the LLM endpoint it asks (it may have failed over since it began)
+  std::string variant{};    // the OpInfo variant of `op`, "" for none
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, session_summary& x) {
   return f(caf::meta::type_name("session_summary"), x.session_id, x.op, x.state, x.end_reason,
            x.dialogs, x.llm_calls, x.faults, x.prompt_tokens, x.completion_tokens, x.kernel_key,
-           x.endpoint);
+           x.endpoint, x.variant);
 }
 
 /// A campaign at a glance.
@@ -60,6 +61,9 @@ struct campaign_status {
   std::vector<session_summary> finished{}; // in the order they finished
   // The health of the endpoints the campaign may use, in failover order; empty unless it runs.
   std::vector<endpoint_health> endpoints{};
+  std::vector<std::string> operator_ids{}; // the operators it runs (`operator_id`), in order
+  std::vector<std::string> covered{}; // operators selected but left out: they already had a kernel
+  std::vector<session_summary> active{}; // the running sessions' progress, by session id
 };
 
 template <class Inspector>
@@ -67,7 +71,7 @@ typename Inspector::result_type inspect(Inspector& f, campaign_status& x) {
   return f(caf::meta::type_name("campaign_status"), x.campaign_id, x.state, x.error, x.endpoint,
            x.device_kind, x.created_ms, x.ended_ms, x.operators, x.waiting, x.running, x.succeeded,
            x.failed, x.states, x.llm_calls, x.prompt_tokens, x.completion_tokens, x.faults,
-           x.finished, x.endpoints);
+           x.finished, x.endpoints, x.operator_ids, x.covered, x.active);
 }
 
 /// A kernel to start an operator's session from (a debug-existing dialog): a failing kernel

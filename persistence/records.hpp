@@ -149,6 +149,8 @@ struct campaign_spec {
   session_budgets budgets;
   uint32_t concurrency = 8;
   std::vector<operator_spec> operators;
+  // Operator ids the selection named but left out because they already had an accepted kernel.
+  std::vector<std::string> covered;
 };
 
 /// A campaign as the `campaigns` family holds it.

@@ -2,17 +2,16 @@
 // and sessions, and the self-contained HTML, rendered by a real headless Chromium.
 
 #include "actors/library/report.hpp"
+#include "tests/chromium_support.hpp"
 #include "tests/test_store_support.hpp"
 
-#include <cstdlib>
-#include <filesystem>
 #include <fstream>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <zlib.h>
 
 using namespace opforge;
+using namespace opforge::chromium_testing;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -46,6 +45,16 @@ session_record session(const std::string& campaign_id, const std::string& op_nam
   return s;
 }
 
+session_record failed(const std::string& campaign_id, const std::string& op_name, uint32_t calls,
+                      std::string last_outcome) {
+  auto s = session(campaign_id, op_name, session_state::failed, calls,
+                   "budget spent: 1 dialogs of at most 20 calls (" + std::to_string(calls) +
+                       " calls in all)");
+  s.history.push_back({1, 1, "test", "compile_error", "first"});
+  s.history.push_back({1, calls, "test", std::move(last_outcome), "last"});
+  return s;
+}
+
 // Two models over the same four operators: "big" passes three, "small" passes one and fails two.
 struct two_models {
   std::vector<stored_campaign> campaigns{
@@ -57,83 +66,53 @@ struct two_models {
                {op("abs", "elementwise", {"float32", "int64"}),
                 op("neg", "elementwise", {"float32"}), op("sum", "reduction", {"float32"}),
                 op("cumsum", "reduction", {"float32"})})};
-  std::vector<session_record> sessions{
-      session("c-big", "abs", session_state::success, 1),
-      session("c-big", "neg", session_state::success, 3),
-      session("c-big", "sum", session_state::success, 3),
-      session("c-big", "cumsum", session_state::failed, 20, "call budget spent"),
-      session("c-small", "abs", session_state::success, 2),
-      session("c-small", "sum", session_state::failed, 20, "call budget spent"),
-      session("c-small", "cumsum", session_state::failed, 7, "dialogs exhausted"),
-      // Still running: neither covered nor failed.
-      session("c-small", "neg", session_state::prompt, 4),
-      // Another campaign's session is not counted.
-      session("c-other", "abs", session_state::success, 1)};
+  std::vector<session_record> sessions{session("c-big", "abs", session_state::success, 1),
+                                       session("c-big", "neg", session_state::success, 3),
+                                       session("c-big", "sum", session_state::success, 3),
+                                       failed("c-big", "cumsum", 20, "runtime_error"),
+                                       session("c-small", "abs", session_state::success, 2),
+                                       failed("c-small", "sum", 20, "timeout"),
+                                       failed("c-small", "cumsum", 7, "accuracy_error"),
+                                       // Still running: neither covered nor failed.
+                                       session("c-small", "neg", session_state::prompt, 4),
+                                       // Another campaign's session is not counted.
+                                       session("c-other", "abs", session_state::success, 1)};
 };
 
-// A PNG as RGB, enough for Chromium's screenshots: 8-bit RGB or RGBA, not interlaced.
-struct image {
-  uint32_t width = 0, height = 0;
-  std::vector<uint8_t> rgb;
-};
-
-uint32_t be32(const std::string& s, size_t at) {
-  return (uint32_t(uint8_t(s[at])) << 24) | (uint32_t(uint8_t(s[at + 1])) << 16) |
-         (uint32_t(uint8_t(s[at + 2])) << 8) | uint32_t(uint8_t(s[at + 3]));
+contract::toolchain_proof proof(const std::string& fingerprint, const std::string& triton,
+                                contract::outcome outcome, int64_t at_ms) {
+  contract::toolchain_proof made;
+  made.fingerprint = fingerprint;
+  made.device_kind = "interpreter";
+  made.toolchain = {{"torch", "2.13.0"}, {"triton", triton}};
+  made.outcome = outcome;
+  made.validated_at_ms = at_ms;
+  return made;
 }
 
-image decode_png(const std::string& png) {
-  image img;
-  std::string idat;
-  uint8_t colour = 0;
-  for (size_t at = 8; at + 8 <= png.size();) {
-    auto length = be32(png, at);
-    auto type = png.substr(at + 4, 4);
-    if (type == "IHDR") {
-      img.width = be32(png, at + 8);
-      img.height = be32(png, at + 12);
-      EXPECT_EQ(png[at + 16], 8) << "bit depth";
-      colour = png[at + 17];
-      EXPECT_EQ(png[at + 20], 0) << "interlaced";
-    } else if (type == "IDAT") {
-      idat += png.substr(at + 8, length);
-    }
-    at += 12 + length;
-  }
-  size_t channels = colour == 6 ? 4 : 3;
-  EXPECT_TRUE(colour == 2 || colour == 6) << "colour type " << int(colour);
-  size_t stride = img.width * channels;
-  std::vector<uint8_t> raw((stride + 1) * img.height);
-  uLongf size = raw.size();
-  EXPECT_EQ(uncompress(raw.data(), &size, reinterpret_cast<const Bytef*>(idat.data()), idat.size()),
-            Z_OK);
-  std::vector<uint8_t> prev(stride, 0), line(stride);
-  for (uint32_t y = 0; y < img.height; ++y) {
-    const uint8_t* in = &raw[y * (stride + 1)];
-    for (size_t x = 0; x < stride; ++x) {
-      int a = x >= channels ? line[x - channels] : 0, b = prev[x],
-          c = x >= channels ? prev[x - channels] : 0;
-      int p = a + b - c, pa = std::abs(p - a), pb = std::abs(p - b), pc = std::abs(p - c);
-      int predictor[] = {0, a, b, (a + b) / 2, pa <= pb && pa <= pc ? a : (pb <= pc ? b : c)};
-      line[x] = uint8_t(in[1 + x] + predictor[in[0]]);
-    }
-    for (uint32_t x = 0; x < img.width; ++x)
-      for (size_t k = 0; k < 3; ++k)
-        img.rgb.push_back(line[x * channels + k]);
-    prev = line;
-  }
-  return img;
+kernel_version kernel(const std::string& op, const std::string& variant, const std::string& hash,
+                      std::vector<contract::toolchain_proof> proofs_newest_first) {
+  kernel_version version;
+  version.kernel.op = op;
+  version.kernel.variant = variant;
+  version.kernel.hash = hash;
+  version.kernel.proofs = std::move(proofs_newest_first);
+  version.device_kind = "interpreter";
+  return version;
 }
 
-// Pixels within a small distance of `colour` (anti-aliasing blurs edges, not the inside).
-size_t pixels_of(const image& img, uint32_t colour) {
-  int want[] = {int(colour >> 16), int((colour >> 8) & 0xff), int(colour & 0xff)};
-  size_t n = 0;
-  for (size_t i = 0; i + 2 < img.rgb.size(); i += 3)
-    n += std::abs(img.rgb[i] - want[0]) + std::abs(img.rgb[i + 1] - want[1]) +
-             std::abs(img.rgb[i + 2] - want[2]) <
-         24;
-  return n;
+// Triton 3.6.0 (fingerprint aaaa) broke two versions of abs and max/binary; 3.5.1 (bbbb) broke
+// neg, which passed on 3.6.0 before; sum passes everywhere.
+std::vector<kernel_version> regressed_library() {
+  using contract::outcome;
+  auto on_351 = proof("bbbb", "3.5.1", outcome::pass, 1000);
+  auto on_36 = proof("aaaa", "3.6.0", outcome::pass, 2000);
+  auto fails_on_36 = proof("aaaa", "3.6.0", outcome::compile_error, 2000);
+  auto fails_on_351 = proof("bbbb", "3.5.1", outcome::accuracy_error, 3000);
+  return {kernel("abs", "", "h1", {fails_on_36, on_351}),
+          kernel("abs", "", "h2", {fails_on_36, on_351}),
+          kernel("max", "binary", "h3", {fails_on_36, on_351}),
+          kernel("neg", "", "h4", {fails_on_351, on_36}), kernel("sum", "", "h5", {on_36, on_351})};
 }
 
 TEST(Report, CoverageByCategoryAndDtypePerModel) {
@@ -180,8 +159,9 @@ TEST(Report, CurvesPerCampaignAndTheirUnion) {
 TEST(Report, FailuresByReasonAndCostsOfPasses) {
   two_models in;
   auto report = build_report(in.campaigns, in.sessions);
-  EXPECT_EQ(report.failures,
-            (std::map<std::string, uint32_t>{{"call budget spent", 2}, {"dialogs exhausted", 1}}));
+  // sum failed on "small" but passed on "big": only cumsum is a failed operator, under the last
+  // verdict of its newest session, "small"'s.
+  EXPECT_EQ(report.failures, (std::map<std::string, uint32_t>{{"accuracy_error", 1}}));
   ASSERT_EQ(report.passed.size(), 4u);
   EXPECT_EQ(report.passed[0].campaign_id, "c-big");
   EXPECT_EQ(report.passed[0].op, "abs");
@@ -192,11 +172,47 @@ TEST(Report, FailuresByReasonAndCostsOfPasses) {
   EXPECT_EQ(report.passed[3].campaign_id, "c-small");
 }
 
+TEST(Report, FailureReasonsAreClassesNotSentences) {
+  EXPECT_EQ(failure_reason(failed("c", "abs", 3, "lint_violation")), "lint_violation");
+  auto cancelled = failed("c", "abs", 3, "accuracy_error");
+  cancelled.end_reason = "cancelled: by request";
+  EXPECT_EQ(failure_reason(cancelled), "cancelled");
+  auto refused = session("c", "abs", session_state::failed, 1,
+                         "the endpoint refused the request for good: 404 no such answer");
+  EXPECT_EQ(failure_reason(refused), "the endpoint refused the request for good");
+  // Out of budget before any answer was judged: nothing more specific to say.
+  auto nothing = session("c", "abs", session_state::failed, 0,
+                         "budget spent: 1 dialogs of at most 2 calls (0 calls in all)");
+  EXPECT_EQ(failure_reason(nothing), "budget spent");
+  EXPECT_EQ(failure_reason(session("c", "abs", session_state::failed, 0)), "unknown");
+}
+
+TEST(Report, RegressionsPerToolchainChange) {
+  auto groups = per_toolchain(find_regressions(regressed_library()));
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[0].device_kind, "interpreter");
+  EXPECT_EQ(groups[0].fingerprint, "aaaa");
+  EXPECT_EQ(groups[0].change, "triton 3.5.1 -> 3.6.0");
+  EXPECT_EQ(groups[0].kernels, 3u);
+  EXPECT_EQ(groups[0].operators, (std::vector<std::string>{"abs", "max/binary"}));
+  EXPECT_EQ(groups[1].fingerprint, "bbbb");
+  EXPECT_EQ(groups[1].change, "triton 3.6.0 -> 3.5.1");
+  EXPECT_EQ(groups[1].kernels, 1u);
+  EXPECT_EQ(groups[1].operators, (std::vector<std::string>{"neg"}));
+  EXPECT_TRUE(per_toolchain({}).empty());
+}
+
 TEST(Report, HtmlIsSelfContained) {
   two_models in;
   in.campaigns[0].spec.operators[0].category = "<script>";
-  auto html = render_html(build_report(in.campaigns, in.sessions));
+  auto report = build_report(in.campaigns, in.sessions);
+  EXPECT_THAT(render_html(report), HasSubstr("<h2>Regressions per toolchain</h2>\n<p>None: "));
+  report.regressions = per_toolchain(find_regressions(regressed_library()));
+  auto html = render_html(report);
   EXPECT_THAT(html, HasSubstr("<tr><td>reduction</td><td>2</td><td>50.0%</td><td>0.0%</td></tr>"));
+  EXPECT_THAT(html, HasSubstr("<tr><td>interpreter</td><td>aaaa</td><td>triton 3.5.1 -&gt; "
+                              "3.6.0</td><td>3</td><td>abs, max/binary</td></tr>"));
+  EXPECT_THAT(html, HasSubstr("<svg id=\"regressions\""));
   EXPECT_THAT(html, HasSubstr("<tr><td>float32</td><td>4</td><td>75.0%</td><td>25.0%</td></tr>"));
   EXPECT_THAT(html, HasSubstr("&lt;script&gt;"));
   EXPECT_THAT(html, HasSubstr("<svg id=\"coverage-curve\""));
@@ -214,25 +230,18 @@ TEST(Report, ChromiumRendersThePlots) {
   test::temp_dir dir;
   auto page = dir.path() / "report.html";
   auto shot = dir.path() / "report.png";
-  std::ofstream{page} << render_html(build_report(in.campaigns, in.sessions));
-  const char* chromium = std::getenv("OPFORGE_CHROMIUM");
-  auto command = std::string{chromium ? chromium : "chromium"} +
-                 " --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=800,1600"
-                 " --screenshot=" +
-                 shot.string() + " file://" + page.string() + " >/dev/null 2>&1";
-  ASSERT_EQ(std::system(command.c_str()), 0) << command << " (ops/setup.sh installs chromium)";
-  std::ifstream file{shot, std::ios::binary};
-  std::string png{std::istreambuf_iterator<char>{file}, {}};
-  ASSERT_GT(png.size(), 8u);
-  auto img = decode_png(png);
+  auto report = build_report(in.campaigns, in.sessions);
+  report.regressions = per_toolchain(find_regressions(regressed_library()));
+  std::ofstream{page} << render_html(report);
+  auto img = screenshot(page, shot);
   EXPECT_EQ(img.width, 800u);
   EXPECT_EQ(img.height, 1600u);
   // Bars are filled in the first colour; the curves are 2-3 px lines of about 570 px.
   EXPECT_GT(pixels_of(img, 0x1f77b4), 2000u);
   EXPECT_GT(pixels_of(img, 0xd62728), 400u);
   EXPECT_GT(pixels_of(img, 0x2ca02c), 600u);
-  if (const char* keep = std::getenv("OPFORGE_REPORT_SCREENSHOT"))
-    std::filesystem::copy_file(shot, keep, std::filesystem::copy_options::overwrite_existing);
+  // The regressions' bars, in a colour of their own.
+  EXPECT_GT(pixels_of(img, 0xff7f0e), 1000u);
 }
 
 } // namespace

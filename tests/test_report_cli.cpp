@@ -1,6 +1,8 @@
-// `opforge report` against a real daemon whose store holds two finished campaigns: the report
-// request reads them back from RocksDB and the CLI writes the HTML and JSON files.
+// `opforge report` against a real daemon whose store holds two finished campaigns and a library
+// where a kernel regressed: the report request reads them back from RocksDB and the CLI writes
+// the HTML and JSON files.
 
+#include "actors/library/kernels.hpp"
 #include "messages/errors.hpp"
 #include "persistence/keys.hpp"
 #include "persistence/records.hpp"
@@ -54,11 +56,35 @@ protected:
     write_batch batch;
     for (const auto& c : {campaign("c1", "big"), campaign("c2", "small")})
       batch.ops.push_back({family::campaigns, c.spec.campaign_id, encode_campaign(c)});
+    auto sum_failed = session("c2", "sum", session_state::failed, 12,
+                              "budget spent: 1 dialogs of at most 12 calls (12 calls in all)");
+    sum_failed.history.push_back({1, 12, "test", "accuracy_error", "max abs error 0.5"});
     for (const auto& s : {session("c1", "abs", session_state::success, 2, "passed"),
                           session("c1", "sum", session_state::success, 5, "passed"),
-                          session("c2", "abs", session_state::success, 1, "passed"),
-                          session("c2", "sum", session_state::failed, 12, "call budget spent")})
+                          session("c2", "abs", session_state::success, 1, "passed"), sum_failed})
       batch.ops.push_back({family::sessions, session_key(s.campaign_id, s.op), encode_record(s)});
+    // c1's abs kernel, accepted on Triton 3.6.0, fails on 3.5.1.
+    kernel_record abs;
+    abs.op = "abs";
+    abs.wrapper = "abs_wrapper";
+    abs.source = "def abs_wrapper(x):\n    return x.abs()\n";
+    abs.dtypes = {"float32"};
+    abs.origin = "campaign";
+    abs.campaign_id = "c1";
+    abs.tests_run = abs.tests_passed = 4;
+    abs.toolchain = "aaaaaaaaaaaaaaaa";
+    abs.toolchain_versions = {{"torch", "2.13.0"}, {"triton", "3.6.0"}};
+    abs.device_kind = "interpreter";
+    abs.accepted_at_ms = 1764000000000;
+    for (auto& op : accept_kernel(abs))
+      batch.ops.push_back(std::move(op));
+    auto broken = acceptance_proof(abs);
+    broken.fingerprint = "bbbbbbbbbbbbbbbb";
+    broken.toolchain["triton"] = "3.5.1";
+    broken.outcome = contract::outcome::compile_error;
+    broken.tests_passed = 0;
+    broken.validated_at_ms += 60000;
+    batch.ops.push_back(add_validation(content_hash(abs.source), broken));
     ASSERT_FALSE((*db)->write(batch));
     ASSERT_FALSE((*db)->close());
     serve();
@@ -83,7 +109,11 @@ TEST_F(ReportCli, WritesHtmlAndJsonOverEveryCampaign) {
       report.at("by_category").at(1),
       json({{"name", "reduction"}, {"operators", 1}, {"covered", {{"big", 1.0}, {"small", 0.0}}}}));
   EXPECT_EQ(report.at("by_dtype").at(1).at("name"), "int64");
-  EXPECT_EQ(report.at("failures"), json({{"call budget spent", 1}}));
+  // c2 failed sum, but c1 covered it: over both campaigns no operator failed.
+  EXPECT_EQ(report.at("failures"), json::object());
+  EXPECT_EQ(report.at("regressions"), json::parse(R"([{"device_kind": "interpreter",
+      "fingerprint": "bbbbbbbbbbbbbbbb", "change": "triton 3.6.0 -> 3.5.1", "kernels": 1,
+      "operators": ["abs"]}])"));
   auto curves = report.at("curves");
   ASSERT_EQ(curves.size(), 3u);
   EXPECT_EQ(curves[2].at("name"), "all campaigns");
@@ -99,6 +129,8 @@ TEST_F(ReportCli, WritesHtmlAndJsonOverEveryCampaign) {
   EXPECT_THAT(page, HasSubstr("<svg id=\"coverage-curve\""));
   EXPECT_THAT(page,
               HasSubstr("<tr><td>elementwise</td><td>1</td><td>100.0%</td><td>100.0%</td></tr>"));
+  EXPECT_THAT(page, HasSubstr("<tr><td>interpreter</td><td>bbbbbbbbbbbbbbbb</td><td>triton 3.6.0 "
+                              "-&gt; 3.5.1</td><td>1</td><td>abs</td></tr>"));
 }
 
 TEST_F(ReportCli, OneCampaignOrAnUnknownOne) {
@@ -108,6 +140,10 @@ TEST_F(ReportCli, OneCampaignOrAnUnknownOne) {
   auto report = json::parse(slurp(numbers));
   EXPECT_EQ(report.at("columns"), json({"small"}));
   EXPECT_EQ(report.at("curves").size(), 2u);
+  // Out of budget with wrong values last.
+  EXPECT_EQ(report.at("failures"), json({{"accuracy_error", 1}}));
+  // The library's regressions, whichever campaign the report covers.
+  EXPECT_EQ(report.at("regressions").size(), 1u);
 
   auto unknown = opforge({"report", "--campaign", "nope", "--json", numbers.string()});
   EXPECT_EQ(unknown.code, 1);

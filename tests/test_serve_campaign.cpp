@@ -4,11 +4,13 @@
 // in the middle of a campaign and restarted: every session resumes from its checkpoint, no recorded
 // answer is asked for again, and the results equal those of an uninterrupted run.
 
+#include "actors/library/kernels.hpp"
 #include "actors/sessions/op_session.hpp"
 #include "actors/sessions/session_machine.hpp"
 #include "messages/errors.hpp"
 #include "persistence/keys.hpp"
 #include "persistence/rocksdb_store.hpp"
+#include "tests/chromium_support.hpp"
 #include "tests/cli_test_support.hpp"
 
 #include <iterator>
@@ -378,4 +380,153 @@ TEST_F(ServeCampaign, AKilledDaemonResumesItsCampaignToTheSameResults) {
     for (auto index = record.total_calls; index < resumed.at(op).llm_calls; ++index)
       missing.insert({op, static_cast<int>(index)});
   EXPECT_EQ(asked_after, missing);
+}
+
+// The JSON lines of `run --json` or `attach --json`, each parsed.
+std::vector<json> json_lines(const std::string& out) {
+  std::vector<json> events;
+  std::istringstream lines{out};
+  for (std::string line; std::getline(lines, line);) {
+    auto event = json::parse(line, nullptr, false);
+    EXPECT_FALSE(event.is_discarded()) << "not JSON: " << line;
+    if (!event.is_discarded())
+      events.push_back(std::move(event));
+  }
+  return events;
+}
+
+// Where the first event of `kind` (about `op`, for operator and session events) is; events.size()
+// when there is none.
+size_t first(const std::vector<json>& events, const std::string& kind, const std::string& op = "") {
+  for (size_t i = 0; i < events.size(); ++i)
+    if (events[i].at("event") == kind && (op.empty() || events[i].value("operator", "") == op))
+      return i;
+  return events.size();
+}
+
+// `run --json` streams a campaign's events as JSON lines in order; the next campaign names the
+// operators it skipped as already covered, in text and in JSON; and the report over both, with a
+// failing verdict stored for one of their kernels on another toolchain, lists that regression and
+// Chromium draws it (OPFORGE_REPORT_SCREENSHOT keeps the screenshot: bench/results/report.png).
+TEST_F(ServeCampaign, JsonEventsSkippedOperatorsAndARegression) {
+  auto data_dir = dir / "e";
+  serve_on(data_dir, "demo.yaml");
+  auto streamed = opforge(data_dir, {"run", "abs", "neg", "--json"}, campaign_bound);
+  ASSERT_EQ(streamed.code, 0) << streamed.out << streamed.err << slurp(dir / "serve.err");
+  auto events = json_lines(streamed.out);
+  ASSERT_GE(events.size(), 6u) << streamed.out;
+  EXPECT_EQ(events.front().at("event"), "submitted");
+  EXPECT_EQ(events.front().at("endpoint"), "demo");
+  EXPECT_EQ(events.front().at("device_kind"), "interpreter");
+  auto id = events.front().at("campaign").get<std::string>();
+  for (const auto& e : events)
+    EXPECT_EQ(e.at("campaign"), id) << e;
+  auto resolved = first(events, "resolved");
+  ASSERT_LT(resolved, events.size()) << streamed.out;
+  EXPECT_EQ(events[resolved].at("operator_ids"), json({"abs", "neg"}));
+  EXPECT_EQ(events[resolved].at("covered"), json::array());
+  for (size_t i = 1; i < resolved; ++i)
+    EXPECT_EQ(events[i].at("event"), "resolving") << events[i];
+  // Each operator: its sessions' states while it ran, then how it ended, as the demo script says.
+  for (const auto& op : {"abs", "neg"}) {
+    auto ended = first(events, "operator", op);
+    ASSERT_LT(ended, events.size()) << op << ": " << streamed.out;
+    const auto& e = events[ended];
+    EXPECT_EQ(e.at("passed"), true) << e;
+    EXPECT_EQ(e.at("state"), "SUCCESS") << e;
+    EXPECT_EQ(e.at("llm_calls"), demo_script.at(op).first) << e;
+    EXPECT_EQ(e.at("dialogs"), 1) << e;
+    EXPECT_THAT(e.at("reason").get<std::string>(), ::testing::StartsWith("passed ")) << e;
+    EXPECT_THAT(e.at("kernel_key").get<std::string>(), ::testing::StartsWith(op)) << e;
+    for (size_t i = 0; i < events.size(); ++i)
+      if (events[i].at("event") == "session" && events[i].at("operator") == op) {
+        EXPECT_GT(i, resolved);
+        EXPECT_LT(i, ended);
+        EXPECT_THAT(events[i].at("state").get<std::string>(),
+                    ::testing::AnyOf("PROMPT", "GENERATE", "LINT", "TEST"));
+      }
+  }
+  const auto& progress = events[events.size() - 2];
+  EXPECT_EQ(progress.at("event"), "progress");
+  EXPECT_EQ(progress.at("succeeded"), 2);
+  EXPECT_EQ(progress.at("running"), 0);
+  EXPECT_EQ(events.back(), json({{"event", "finished"},
+                                 {"campaign", id},
+                                 {"state", "done"},
+                                 {"error", ""},
+                                 {"endpoint", "demo"},
+                                 {"operators", 2},
+                                 {"succeeded", 2},
+                                 {"failed", 0},
+                                 {"llm_calls", 3},
+                                 {"prompt_tokens", events.back().at("prompt_tokens")},
+                                 {"completion_tokens", events.back().at("completion_tokens")},
+                                 {"faults", 0},
+                                 {"created_ms", events.back().at("created_ms")},
+                                 {"ended_ms", events.back().at("ended_ms")}}));
+  EXPECT_GT(events.back().at("prompt_tokens").get<int64_t>(), 0);
+  EXPECT_GE(events.back().at("ended_ms"), events.back().at("created_ms"));
+
+  // The demo's other two operators run; the two that passed are named as skipped.
+  auto text = opforge(data_dir, {"run"}, campaign_bound);
+  ASSERT_EQ(text.code, 0) << text.out << text.err;
+  EXPECT_THAT(text.out, HasSubstr("\nresolved: 2 operators to run; skipped 2 already covered (an "
+                                  "accepted kernel in the library): abs, neg\n"))
+      << text.out;
+  EXPECT_THAT(text.out, HasSubstr("  PASS  nn.functional.relu  (2 LLM calls, 1 dialogs): passed"));
+  EXPECT_THAT(text.out, HasSubstr("  PASS  sigmoid  (2 LLM calls, 1 dialogs): passed"));
+  auto attached = opforge(data_dir, {"attach", "--json"});
+  ASSERT_EQ(attached.code, 0) << attached.out << attached.err;
+  auto again = json_lines(attached.out);
+  ASSERT_EQ(again.size(), 5u) << attached.out;
+  EXPECT_EQ(again[0].at("event"), "resolved");
+  auto ran = again[0].at("operator_ids").get<std::vector<std::string>>(); // in catalog order
+  std::sort(ran.begin(), ran.end());
+  EXPECT_EQ(ran, (std::vector<std::string>{"nn.functional.relu", "sigmoid"}));
+  EXPECT_EQ(again[0].at("covered"), json({"abs", "neg"}));
+  EXPECT_EQ(again[1].at("event"), "operator");
+  EXPECT_EQ(again[2].at("event"), "operator");
+  EXPECT_EQ(again[3].at("event"), "progress");
+  EXPECT_EQ(again[4].at("event"), "finished");
+  EXPECT_EQ(again[4].at("succeeded"), 2);
+
+  // abs's kernel fails on another toolchain, one that differs in its Triton.
+  auto listed = json::parse(opforge(data_dir, {"kernels", "abs", "--json"}).out).at("kernels");
+  ASSERT_EQ(listed.size(), 1u) << listed;
+  auto accepted = listed[0].at("proofs").at(0);
+  auto old_triton = accepted.at("toolchain").at("triton").get<std::string>();
+  shut_down(data_dir);
+  contract::toolchain_proof broken;
+  broken.fingerprint = "ffffffffffffffff";
+  broken.device_kind = "interpreter";
+  broken.toolchain = accepted.at("toolchain").get<std::map<std::string, std::string>>();
+  broken.toolchain["triton"] = "3.5.1";
+  broken.outcome = contract::outcome::compile_error;
+  broken.tests_run = 1;
+  broken.validated_at_ms = accepted.at("validated_at_ms").get<int64_t>() + 1000;
+  broken.detail = "stored by test_serve_campaign";
+  {
+    auto db = open_rocksdb_store(data_dir / "store");
+    ASSERT_TRUE(db) << render(db.error());
+    ASSERT_FALSE((*db)->write({{add_validation(listed[0].at("hash").get<std::string>(), broken)}}));
+    ASSERT_FALSE((*db)->close());
+  }
+  serve_on(data_dir, "demo.yaml");
+  auto html = dir / "report.html", numbers = dir / "report.json";
+  auto reported =
+      opforge(data_dir, {"report", "--all", "--html", html.string(), "--json", numbers.string()});
+  ASSERT_EQ(reported.code, 0) << reported.err;
+  auto report = json::parse(slurp(numbers));
+  EXPECT_EQ(report.at("regressions"), json({{{"device_kind", "interpreter"},
+                                             {"fingerprint", "ffffffffffffffff"},
+                                             {"change", "triton " + old_triton + " -> 3.5.1"},
+                                             {"kernels", 1},
+                                             {"operators", {"abs"}}}}));
+  EXPECT_EQ(report.at("curves").size(), 3u);
+  EXPECT_EQ(report.at("passed").size(), 4u);
+  auto shot = dir / "report.png";
+  auto img = chromium_testing::screenshot(html, shot);
+  // The regression's bar, in its own colour.
+  EXPECT_GT(chromium_testing::pixels_of(img, 0xff7f0e), 1000u);
+  chromium_testing::keep_screenshot(shot);
 }

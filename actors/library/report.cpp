@@ -1,8 +1,11 @@
 #include "actors/library/report.hpp"
 
+#include "persistence/keys.hpp"
+
 #include <algorithm>
 #include <array>
 #include <set>
+#include <tuple>
 
 #include <spdlog/fmt/fmt.h>
 
@@ -53,6 +56,16 @@ coverage_curve curve_of(std::string name, uint32_t operators, std::vector<uint32
 
 } // namespace
 
+std::string failure_reason(const session_record& session) {
+  // The session machine's words when a session runs out of dialogs and calls.
+  if (session.end_reason.starts_with("budget spent") && !session.history.empty())
+    return session.history.back().outcome;
+  auto reason = session.end_reason.substr(0, session.end_reason.find_first_of(":("));
+  while (!reason.empty() && reason.back() == ' ')
+    reason.pop_back();
+  return reason.empty() ? "unknown" : reason;
+}
+
 std::string report_column(const campaign_spec& spec) {
   return spec.model.empty() ? spec.endpoint : spec.model;
 }
@@ -61,6 +74,7 @@ campaign_report build_report(const std::vector<stored_campaign>& campaigns,
                              const std::vector<session_record>& sessions) {
   campaign_report report;
   std::map<std::string, const campaign_spec*> specs;
+  std::map<std::string, size_t> order; // campaigns come oldest first
   tally categories;
   tally dtypes;
   // What each campaign's operator is filed under, by campaign and operator key.
@@ -69,6 +83,7 @@ campaign_report build_report(const std::vector<stored_campaign>& campaigns,
   for (const auto& campaign : campaigns) {
     const auto& spec = campaign.spec;
     specs[spec.campaign_id] = &spec;
+    order[spec.campaign_id] = order.size();
     auto column = report_column(spec);
     if (std::find(report.columns.begin(), report.columns.end(), column) == report.columns.end())
       report.columns.push_back(column);
@@ -83,6 +98,8 @@ campaign_report build_report(const std::vector<stored_campaign>& campaigns,
   }
   std::map<std::string, std::vector<uint32_t>> calls_to_pass;
   std::map<std::string, uint32_t> fewest_calls; // the union: an operator's cheapest pass
+  // An operator's newest failure: the campaign's place in `order`, and why.
+  std::map<std::string, std::pair<size_t, std::string>> newest_failure;
   for (const auto& s : sessions) {
     auto spec = specs.find(s.campaign_id);
     if (spec == specs.end())
@@ -92,7 +109,10 @@ campaign_report build_report(const std::vector<stored_campaign>& campaigns,
     if (op == listed.end())
       continue;
     if (s.state == session_state::failed) {
-      ++report.failures[s.end_reason.empty() ? "unknown" : s.end_reason];
+      std::pair<size_t, std::string> failure{order[s.campaign_id], failure_reason(s)};
+      auto [newest, added] = newest_failure.emplace(key, failure);
+      if (!added && newest->second.first < failure.first)
+        newest->second = std::move(failure);
       continue;
     }
     if (s.state != session_state::success)
@@ -109,6 +129,9 @@ campaign_report build_report(const std::vector<stored_campaign>& campaigns,
     report.passed.push_back(
         {s.campaign_id, key, s.total_calls, s.prompt_tokens, s.completion_tokens});
   }
+  for (const auto& [key, failure] : newest_failure)
+    if (!fewest_calls.count(key))
+      ++report.failures[failure.second];
   report.by_category = rows_of(categories, report.columns);
   report.by_dtype = rows_of(dtypes, report.columns);
   for (const auto& campaign : campaigns) {
@@ -125,6 +148,27 @@ campaign_report build_report(const std::vector<stored_campaign>& campaigns,
     return std::tie(a.campaign_id, a.op) < std::tie(b.campaign_id, b.op);
   });
   return report;
+}
+
+std::vector<toolchain_regressions> per_toolchain(const std::vector<regression>& regressions) {
+  std::map<std::tuple<std::string, std::string, std::string>, toolchain_regressions> groups;
+  for (const auto& r : regressions) {
+    const auto& kind = r.after.device_kind;
+    auto& group = groups[{kind, r.after.fingerprint, r.change}];
+    group.device_kind = kind;
+    group.fingerprint = r.after.fingerprint;
+    group.change = r.change;
+    ++group.kernels;
+    group.operators.push_back(operator_id(r.op, r.variant));
+  }
+  std::vector<toolchain_regressions> out;
+  for (auto& [key, group] : groups) {
+    std::sort(group.operators.begin(), group.operators.end());
+    group.operators.erase(std::unique(group.operators.begin(), group.operators.end()),
+                          group.operators.end());
+    out.push_back(std::move(group));
+  }
+  return out;
 }
 
 namespace {
@@ -214,8 +258,8 @@ std::string curves_svg(const std::vector<coverage_curve>& curves) {
 }
 
 // Horizontal bars, one per label, scaled to the largest value.
-std::string bars_svg(const std::string& id,
-                     const std::vector<std::pair<std::string, double>>& bars) {
+std::string bars_svg(const std::string& id, const std::vector<std::pair<std::string, double>>& bars,
+                     const char* colour = palette[0]) {
   double most = 1;
   for (const auto& [label, value] : bars)
     most = std::max(most, value);
@@ -226,12 +270,12 @@ std::string bars_svg(const std::string& id,
   for (size_t i = 0; i < bars.size(); ++i) {
     const auto& [label, value] = bars[i];
     double y = 4 + bar_height * i;
-    out += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"end\">{}</text>"
-                       "<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\"/>"
-                       "<text x=\"{:.1f}\" y=\"{}\" font-size=\"12\">{}</text>",
-                       label_width - 6, y + 13, escape(label), label_width, y + 2,
-                       plot * value / most, bar_height - 4, palette[0],
-                       label_width + plot * value / most + 4, y + 13, value);
+    out +=
+        fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"end\">{}</text>"
+                    "<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\"/>"
+                    "<text x=\"{:.1f}\" y=\"{}\" font-size=\"12\">{}</text>",
+                    label_width - 6, y + 13, escape(label), label_width, y + 2, plot * value / most,
+                    bar_height - 4, colour, label_width + plot * value / most + 4, y + 13, value);
   }
   return out + "</svg>\n";
 }
@@ -249,7 +293,9 @@ std::string render_html(const campaign_report& report) {
   out += "<h2>Coverage against LLM calls</h2>\n" + curves_svg(report.curves);
   std::vector<std::pair<std::string, double>> failures(report.failures.begin(),
                                                        report.failures.end());
-  out += "<h2>Failed operators by final reason</h2>\n" + bars_svg("failures", failures);
+  out += "<h2>Failed operators by final reason</h2>\n" +
+         (failures.empty() ? "<p>None: every operator that ended was covered.</p>\n"
+                           : bars_svg("failures", failures));
   std::vector<std::pair<std::string, double>> calls;
   out += "<h2>Calls and tokens per passed operator</h2>\n<table><tr><th>campaign</th><th>"
          "operator</th><th>LLM calls</th><th>prompt tokens</th><th>completion tokens</th></tr>\n";
@@ -260,6 +306,24 @@ std::string render_html(const campaign_report& report) {
     calls.emplace_back(p.campaign_id + " " + p.op, p.calls);
   }
   out += "</table>\n" + bars_svg("calls-per-operator", calls);
+  out += "<h2>Regressions per toolchain</h2>\n";
+  if (report.regressions.empty())
+    return out + "<p>None: every kernel passes on the newest toolchain it was validated on.</p>\n"
+                 "</body></html>\n";
+  out += "<table><tr><th>device kind</th><th>toolchain</th><th>change</th><th>regressed "
+         "kernels</th><th>operators</th></tr>\n";
+  std::vector<std::pair<std::string, double>> regressed;
+  for (const auto& r : report.regressions) {
+    std::string operators;
+    for (const auto& op : r.operators)
+      operators += (operators.empty() ? "" : ", ") + op;
+    out += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                       escape(r.device_kind), escape(r.fingerprint), escape(r.change), r.kernels,
+                       escape(operators));
+    regressed.emplace_back(r.change, r.kernels);
+  }
+  // A colour of its own, apart from the curves' and the other bars'.
+  out += "</table>\n" + bars_svg("regressions", regressed, palette[4]);
   return out + "</body></html>\n";
 }
 

@@ -4,6 +4,7 @@
 // Pure functions over store scans, so they are tested without actors; the HTML is one file with
 // inline SVG plots and nothing to fetch.
 
+#include "actors/library/regressions.hpp"
 #include "persistence/records.hpp"
 
 #include <cstdint>
@@ -42,14 +43,32 @@ struct passed_cost {
   uint64_t completion_tokens = 0;
 };
 
+/// What one new toolchain broke: the kernels of a device kind that passed on an earlier
+/// toolchain and fail on this one, where the change between the two reads the same.
+struct toolchain_regressions {
+  std::string device_kind;
+  std::string fingerprint;            // the toolchain they fail on
+  std::string change;                 // in words, from the last one they passed on
+  uint32_t kernels = 0;               // regressed kernels
+  std::vector<std::string> operators; // their operator ids, each once, sorted
+};
+
 struct campaign_report {
   std::vector<std::string> columns; // in order of first appearance
   std::vector<coverage_row> by_category;
   std::vector<coverage_row> by_dtype;
-  std::vector<coverage_curve> curves;       // one per campaign, then the union
-  std::map<std::string, uint32_t> failures; // the final end reason of failed operators -> count
+  std::vector<coverage_curve> curves; // one per campaign, then the union
+  // Operators that no campaign covered, each counted once under failure_reason() of its newest
+  // failed session.
+  std::map<std::string, uint32_t> failures;
   std::vector<passed_cost> passed;
+  std::vector<toolchain_regressions> regressions; // of the whole library, not only the campaigns'
 };
+
+/// Why a failed session ended, as a class that many operators share: the verdict of its last
+/// attempt when it spent its budget (what kept it from passing, e.g. accuracy_error); else its end
+/// reason without the details (e.g. "cancelled").
+std::string failure_reason(const session_record& session);
 
 /// The column a campaign's operators count under.
 std::string report_column(const campaign_spec& spec);
@@ -58,6 +77,10 @@ std::string report_column(const campaign_spec& spec);
 /// ignored, and an operator a campaign lists but never started counts as not covered.
 campaign_report build_report(const std::vector<stored_campaign>& campaigns,
                              const std::vector<session_record>& sessions);
+
+/// `regressions` (find_regressions over the library) grouped per failing toolchain and change,
+/// ordered by device kind, fingerprint and change.
+std::vector<toolchain_regressions> per_toolchain(const std::vector<regression>& regressions);
 
 /// The report as one self-contained HTML page (inline SVG, no scripts, no network).
 std::string render_html(const campaign_report& report);

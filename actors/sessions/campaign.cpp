@@ -299,6 +299,7 @@ caf::expected<selected_operators> select_operators(const contract::catalog_resul
     auto id = operator_id(spec.op, spec.variant);
     if (selection.covered.count(id)) {
       result.skipped.push_back(id + ": already has an accepted kernel");
+      result.covered.push_back(id);
       continue;
     }
     for (const auto& dtype : dtypes)
@@ -364,17 +365,25 @@ campaign_state::~campaign_state() {
       services.telemetry->sessions(to_string(progress.state)).Decrement();
 }
 
+void describe(campaign_status& status, const campaign_spec& spec) {
+  status.campaign_id = spec.campaign_id;
+  status.endpoint = spec.endpoint;
+  status.device_kind = spec.device_kind;
+  status.created_ms = spec.created_ms;
+  status.operators = spec.operators.size();
+  status.operator_ids.clear();
+  for (const auto& op : spec.operators)
+    status.operator_ids.push_back(operator_id(op.op, op.variant));
+  status.covered = spec.covered;
+}
+
 campaign_status stored_status(const stored_campaign& stored,
                               const std::vector<session_record>& sessions) {
   campaign_status status;
-  status.campaign_id = stored.spec.campaign_id;
+  describe(status, stored.spec);
   status.state = stored.state;
   status.error = stored.error;
-  status.endpoint = stored.spec.endpoint;
-  status.device_kind = stored.spec.device_kind;
-  status.created_ms = stored.spec.created_ms;
   status.ended_ms = stored.ended_ms;
-  status.operators = stored.spec.operators.size();
   for (const auto& record : sessions) {
     auto summary = summarize(record);
     if (record.state == session_state::success || record.state == session_state::failed) {
@@ -383,6 +392,7 @@ campaign_status stored_status(const stored_campaign& stored,
     }
     ++status.running;
     add_progress(status, summary);
+    status.active.push_back(std::move(summary));
   }
   auto started = status.succeeded + status.failed + status.running;
   status.waiting = status.operators > started ? status.operators - started : 0;
@@ -391,8 +401,10 @@ campaign_status stored_status(const stored_campaign& stored,
 
 campaign_status live_status(const campaign_state& st) {
   auto status = st.status;
-  for (const auto& [id, progress] : st.live)
+  for (const auto& [id, progress] : st.live) {
     add_progress(status, progress);
+    status.active.push_back(progress);
+  }
   for (const auto& endpoint : st.services.endpoints) {
     auto found = st.health.find(endpoint.name);
     endpoint_health unknown;
@@ -440,12 +452,8 @@ campaign_actor::behavior_type campaign(campaign_actor::stateful_pointer<campaign
   auto& st = self->state;
   st.spec = std::move(spec);
   st.services = std::move(services);
-  st.status.campaign_id = st.spec.campaign_id;
+  describe(st.status, st.spec);
   st.status.state = contract::campaign_state::running;
-  st.status.endpoint = st.spec.endpoint;
-  st.status.device_kind = st.spec.device_kind;
-  st.status.created_ms = st.spec.created_ms;
-  st.status.operators = st.spec.operators.size();
   for (auto& record : restored)
     st.restored.emplace(record.session_id, std::move(record));
   for (size_t i = 0; i < st.spec.operators.size(); ++i) {

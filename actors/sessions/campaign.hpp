@@ -44,6 +44,7 @@ struct operator_selection {
 struct selected_operators {
   std::vector<operator_spec> operators;
   std::vector<std::string> skipped; // "<id>: <why>", e.g. none of the requested dtypes
+  std::vector<std::string> covered; // the ids of those skipped as having an accepted kernel
 };
 
 /// Resolves `selection` against a catalog result payload (messages/PROTOCOL.md, `catalog`) and
@@ -93,6 +94,10 @@ struct campaign_state {
 
   static inline const char* name = "campaign";
 };
+
+/// Fills in what `status` says about `spec` itself: its id, endpoint, device kind, creation time,
+/// and its operators and those it left out as covered.
+void describe(campaign_status& status, const campaign_spec& spec);
 
 /// Adds an ended session to `status`.
 void count(campaign_status& status, session_summary summary);

@@ -97,11 +97,7 @@ managed_campaign& entry(self_pointer self, const std::string& id) {
 void start(self_pointer self, campaign_spec spec, std::vector<session_record> restored) {
   auto id = spec.campaign_id;
   auto& managed = entry(self, id);
-  managed.status.campaign_id = id;
-  managed.status.endpoint = spec.endpoint;
-  managed.status.device_kind = spec.device_kind;
-  managed.status.created_ms = spec.created_ms;
-  managed.status.operators = spec.operators.size();
+  describe(managed.status, spec);
   auto services = services_for(self->state.setup, spec);
   if (!services) {
     // Left as "running" in the store: it resumes once its endpoint is configured again.
@@ -209,6 +205,7 @@ void fetch_catalog(self_pointer self, std::string id, operator_selection selecti
                                                              ? std::string{"no operator selected"}
                                                              : join(selected->skipped))));
             spec.operators = std::move(selected->operators);
+            spec.covered = std::move(selected->covered);
             spdlog::info("campaign {}: {} operators on {} with endpoint {}", id,
                          spec.operators.size(), spec.device_kind, spec.endpoint);
             start(self, std::move(spec), {});
@@ -367,6 +364,14 @@ void deliver_status(self_pointer self, const std::string& id, status_promise pro
             [promise](const caf::error& err) mutable { promise.deliver(err); });
 }
 
+// A campaign as `list` shows it: counts, without the per-operator lists that `status` carries.
+campaign_status at_a_glance(campaign_status status) {
+  status.finished.clear();
+  status.operator_ids.clear();
+  status.active.clear();
+  return status;
+}
+
 // Every campaign: the stored ones, counted from their stored sessions (so a daemon that just
 // restarted lists finished campaigns with their real counts), overlaid by what this daemon knows
 // better.
@@ -391,14 +396,10 @@ void list_all(self_pointer self,
                 auto campaign = decode_campaign(kv.value);
                 if (!campaign)
                   return void(promise.deliver(campaign.error()));
-                auto status = stored_status(*campaign, sessions[kv.key]);
-                status.finished.clear();
-                all[kv.key] = std::move(status);
+                all[kv.key] = at_a_glance(stored_status(*campaign, sessions[kv.key]));
               }
               for (const auto& [id, managed] : self->state.campaigns) {
-                auto status = managed.status;
-                status.finished.clear();
-                all[id] = std::move(status);
+                all[id] = at_a_glance(managed.status);
               }
               std::vector<campaign_status> out;
               for (auto i = all.rbegin(); i != all.rend(); ++i)

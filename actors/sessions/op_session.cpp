@@ -356,6 +356,7 @@ session_summary summarize(const session_record& r) {
   session_summary s;
   s.session_id = r.session_id;
   s.op = r.op;
+  s.variant = r.variant;
   s.state = r.state;
   s.end_reason = r.end_reason;
   s.dialogs = r.dialog;
