@@ -208,7 +208,7 @@ TEST_F(SessionMachine, UnparsableAnswerGetsFormatFeedback) {
   ASSERT_EQ(record.messages.size(), 3u);
   EXPECT_EQ(record.messages[1].role, "assistant");
   EXPECT_NE(last_prompt().find("it contains no Python code: no ``` code block"), std::string::npos);
-  EXPECT_EQ(record.history.back().outcome, "format_error");
+  EXPECT_EQ(record.history.back().outcome, contract::attempt_outcome::format_error);
   EXPECT_EQ(log.back(), "FEEDBACK->GENERATE");
 }
 
@@ -226,7 +226,7 @@ TEST_F(SessionMachine, LintViolationsAreReportedWithRuleLineAndHint) {
   EXPECT_NE(last_prompt().find("- line 11, column 11 [no-torch-compute]: `torch.exp(input)`: "
                                "compute the result in a @triton.jit kernel"),
             std::string::npos);
-  EXPECT_EQ(record.history.back().outcome, "lint_violation");
+  EXPECT_EQ(record.history.back().outcome, contract::attempt_outcome::lint_violation);
   EXPECT_EQ(record.history.back().detail, "no-torch-compute");
   ASSERT_EQ(log.size(), 5u);
   EXPECT_EQ(log[3], "LINT->FEEDBACK");
