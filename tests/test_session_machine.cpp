@@ -3,6 +3,7 @@
 #include "messages/errors.hpp"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 using namespace opforge;
 using namespace std::chrono_literals;
