@@ -108,7 +108,7 @@ void print_workers_part(const nlohmann::json& part) {
   auto connected = part.value("connected", nlohmann::json::object());
   for (auto& [kind, states] : connected.items())
     for (auto& [state, count] : states.items()) {
-      if (state != "dead")
+      if (state != to_string(contract::worker_state::dead))
         live += count.get<int64_t>();
       by_kind += (by_kind.empty() ? "" : ", ") + kind + " " + state + " " + count.dump();
     }
@@ -166,7 +166,7 @@ void print_workers(const nlohmann::json& reply) {
               << text("device_name") << "  toolchain " << text("fingerprint") << "  "
               << w.value("busy", 0) << "/" << w.value("slots", 0) << " slots busy  heartbeat "
               << w.value("ms_since_heartbeat", 0) << " ms ago";
-    if (text("state") == "dead")
+    if (text("state") == to_string(contract::worker_state::dead))
       std::cout << "  DEAD (" << text("dead_reason") << ")";
     std::cout << '\n';
   }
@@ -248,7 +248,8 @@ struct run_options {
 volatile std::sig_atomic_t detach_requested = 0;
 
 bool ended(const std::string& state) {
-  return state != "resolving" && state != "running";
+  return state != to_string(contract::campaign_state::resolving) &&
+         state != to_string(contract::campaign_state::running);
 }
 
 std::string clock_text(double seconds) {
@@ -273,7 +274,7 @@ double now_s() {
 // One line: where the campaign stands, LLM use, elapsed time and a naive remaining estimate.
 std::string progress_line(const nlohmann::json& c) {
   auto count = [&](const char* key) { return c.value(key, uint64_t{0}); };
-  if (c.value("state", std::string{}) == "resolving")
+  if (c.value("state", std::string{}) == to_string(contract::campaign_state::resolving))
     return "resolving: a worker is reading the catalog for the requested operators";
   auto done = count("succeeded") + count("failed");
   auto ended_ms = c.value("ended_ms", int64_t{0});
@@ -310,9 +311,9 @@ std::string without_clock(const std::string& line) {
 
 void print_session_line(const nlohmann::json& s) {
   auto state = s.value("state", std::string{});
-  std::cout << "  " << (state == "SUCCESS" ? "PASS" : "FAIL") << "  " << s.value("op", "") << "  ("
-            << s.value("llm_calls", 0) << " LLM calls, " << s.value("dialogs", 0)
-            << " dialogs): " << s.value("end_reason", "") << '\n';
+  std::cout << "  " << (state == to_string(contract::session_state::success) ? "PASS" : "FAIL")
+            << "  " << s.value("op", "") << "  (" << s.value("llm_calls", 0) << " LLM calls, "
+            << s.value("dialogs", 0) << " dialogs): " << s.value("end_reason", "") << '\n';
 }
 
 // A line for each endpoint of the campaign that went down or came back since `known` (endpoint ->
@@ -345,7 +346,7 @@ void print_campaign_end(const nlohmann::json& c) {
   if (!c.value("error", std::string{}).empty())
     std::cout << ": " << c.value("error", "");
   std::cout << '\n';
-  if (state == "rejected")
+  if (state == to_string(contract::campaign_state::rejected))
     return;
   std::cout << "  " << c.value("succeeded", 0) << " of " << c.value("operators", 0)
             << " operators passed and are in the kernel library; " << c.value("failed", 0)
@@ -396,7 +397,7 @@ int follow(const config& cfg, const client_options& opts, std::string id) {
       if (tty)
         std::cout << '\n';
       print_campaign_end(c);
-      if (c.value("state", std::string{}) != "done")
+      if (c.value("state", std::string{}) != to_string(contract::campaign_state::done))
         return exit_unreachable;
       return c.value("failed", 0) > 0 ? exit_operators_failed : 0;
     }
@@ -612,7 +613,8 @@ void print_show(const nlohmann::json& reply) {
     auto to = e.value("to", std::string{});
     auto detail = e.value("detail", std::string{});
     auto content = e.value("content", std::string{});
-    if (from == "PROMPT" && to == "GENERATE") {
+    if (from == to_string(contract::session_state::prompt) &&
+        to == to_string(contract::session_state::generate)) {
       std::cout << '\n' << detail << '\n';
       if (!content.empty())
         std::cout << "  prompt:\n" << indented(content, 6);
@@ -625,7 +627,7 @@ void print_show(const nlohmann::json& reply) {
   }
   if (reply.value("truncated", false))
     std::cout << "(only the first " << events.size() << " transitions read)\n";
-  if (text("state") == "SUCCESS")
+  if (text("state") == to_string(contract::session_state::success))
     std::cout << "\naccepted kernel:\n" << indented(text("proposal"), 4);
 }
 
