@@ -261,7 +261,7 @@ TEST_P(SessionFeedback, EveryTestOutcomeGetsItsOwnFeedback) {
   feed(lint_finished{lint_ok});
   feed(test_finished{test_result(c.outcome, c.failure)});
   EXPECT_EQ(record.state, session_state::generate);
-  EXPECT_EQ(record.history.back().outcome, to_string(c.outcome));
+  EXPECT_EQ(record.history.back().outcome, contract::to_attempt_outcome(c.outcome));
   for (const auto& text : c.shown)
     EXPECT_NE(last_prompt().find(text), std::string::npos) << text << "\nnot in\n" << last_prompt();
   EXPECT_EQ(last_prompt().find("{{"), std::string::npos);
