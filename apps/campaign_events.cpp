@@ -1,5 +1,7 @@
 #include "apps/campaign_events.hpp"
 
+#include "messages/contract.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -34,7 +36,8 @@ json event(const char* kind, const json& campaign, json fields) {
 }
 
 bool ended(const std::string& state) {
-  return state != "resolving" && state != "running";
+  return state != to_string(contract::campaign_state::resolving) &&
+         state != to_string(contract::campaign_state::running);
 }
 
 std::string clock_text(double seconds) {
@@ -121,7 +124,7 @@ std::string finished_text(const json& e) {
   std::string out = "campaign " + text(e, "campaign") + " " + state;
   if (!text(e, "error").empty())
     out += ": " + text(e, "error");
-  if (state == "rejected")
+  if (state == to_string(contract::campaign_state::rejected))
     return out;
   out += "\n  " + std::to_string(number(e, "succeeded")) + " of " +
          std::to_string(number(e, "operators")) +
@@ -163,8 +166,9 @@ std::vector<json> campaign_events(const json& c, campaign_watch& seen) {
   std::vector<json> events;
   auto state = text(c, "state");
   // A rejected campaign never had its operators resolved.
-  bool resolved = state != "resolving" && state != "rejected";
-  if (state == "resolving" && !seen.resolving) {
+  bool resolved = state != to_string(contract::campaign_state::resolving) &&
+                  state != to_string(contract::campaign_state::rejected);
+  if (state == to_string(contract::campaign_state::resolving) && !seen.resolving) {
     seen.resolving = true;
     events.push_back(event("resolving", c, copy(c, {"endpoint", "device_kind"})));
   }
@@ -202,7 +206,7 @@ std::vector<json> campaign_events(const json& c, campaign_watch& seen) {
     const auto& s = finished[seen.finished];
     auto fields = session_fields(s);
     fields["state"] = text(s, "state");
-    fields["passed"] = text(s, "state") == "SUCCESS";
+    fields["passed"] = text(s, "state") == to_string(contract::session_state::success);
     fields["reason"] = text(s, "end_reason");
     fields["kernel_key"] = text(s, "kernel_key");
     events.push_back(event("operator", c, std::move(fields)));

@@ -59,7 +59,7 @@ nlohmann::json to_json(const device_manager_status& status) {
 
 nlohmann::json to_json(const worker_info& w) {
   return {{"worker_id", w.worker_id},
-          {"role", w.role},
+          {"role", to_string(w.role)},
           {"device_kind", w.device_kind},
           {"device_name", w.device_name},
           {"toolchain", w.toolchain},
@@ -69,7 +69,7 @@ nlohmann::json to_json(const worker_info& w) {
           {"ms_since_heartbeat", w.ms_since_heartbeat},
           {"host", w.host},
           {"pid", w.pid},
-          {"state", w.state},
+          {"state", to_string(w.state)},
           {"dead_reason", w.dead_reason}};
 }
 

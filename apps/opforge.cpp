@@ -108,7 +108,7 @@ void print_workers_part(const nlohmann::json& part) {
   auto connected = part.value("connected", nlohmann::json::object());
   for (auto& [kind, states] : connected.items())
     for (auto& [state, count] : states.items()) {
-      if (state != "dead")
+      if (state != to_string(contract::worker_state::dead))
         live += count.get<int64_t>();
       by_kind += (by_kind.empty() ? "" : ", ") + kind + " " + state + " " + count.dump();
     }
@@ -166,7 +166,7 @@ void print_workers(const nlohmann::json& reply) {
               << text("device_name") << "  toolchain " << text("fingerprint") << "  "
               << w.value("busy", 0) << "/" << w.value("slots", 0) << " slots busy  heartbeat "
               << w.value("ms_since_heartbeat", 0) << " ms ago";
-    if (text("state") == "dead")
+    if (text("state") == to_string(contract::worker_state::dead))
       std::cout << "  DEAD (" << text("dead_reason") << ")";
     std::cout << '\n';
   }
@@ -267,7 +267,7 @@ int follow(const config& cfg, const client_options& opts, std::string id,
       display.show(event);
       if (event.value("event", std::string{}) != "finished")
         continue;
-      if (c.value("state", std::string{}) != "done")
+      if (c.value("state", std::string{}) != to_string(contract::campaign_state::done))
         return exit_unreachable;
       return c.value("failed", 0) > 0 ? exit_operators_failed : 0;
     }
@@ -493,7 +493,8 @@ void print_show(const nlohmann::json& reply) {
     auto to = e.value("to", std::string{});
     auto detail = e.value("detail", std::string{});
     auto content = e.value("content", std::string{});
-    if (from == "PROMPT" && to == "GENERATE") {
+    if (from == to_string(contract::session_state::prompt) &&
+        to == to_string(contract::session_state::generate)) {
       std::cout << '\n' << detail << '\n';
       if (!content.empty())
         std::cout << "  prompt:\n" << indented(content, 6);
@@ -506,7 +507,7 @@ void print_show(const nlohmann::json& reply) {
   }
   if (reply.value("truncated", false))
     std::cout << "(only the first " << events.size() << " transitions read)\n";
-  if (text("state") == "SUCCESS")
+  if (text("state") == to_string(contract::session_state::success))
     std::cout << "\naccepted kernel:\n" << indented(text("proposal"), 4);
 }
 

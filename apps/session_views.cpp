@@ -94,7 +94,7 @@ nlohmann::json summary(const session_record& r) {
           {"faults", r.total_faults},
           {"prompt_tokens", r.prompt_tokens},
           {"completion_tokens", r.completion_tokens},
-          {"last_outcome", r.history.empty() ? std::string{} : r.history.back().outcome},
+          {"last_outcome", r.history.empty() ? std::string{} : to_string(r.history.back().outcome)},
           {"end_reason", r.end_reason}};
 }
 

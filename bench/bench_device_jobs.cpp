@@ -66,7 +66,7 @@ void answering_worker(const std::string& endpoint, int64_t slots, std::atomic<bo
 }
 
 device_job make_job(int i) {
-  return {.id = "b-" + std::to_string(i), .kind = "test", .deadline_ms = 60000};
+  return {.id = "b-" + std::to_string(i), .kind = contract::job_kind::test, .deadline_ms = 60000};
 }
 
 } // namespace

@@ -389,10 +389,11 @@ void parse(reader& in, workers_config& out) {
 }
 
 void parse(reader& in, local_worker_config& out) {
-  in.field("role", out.role, one_of({"device", "lint"}));
-  out.kind = out.role == "lint" ? "none" : "auto";
-  in.field("kind", out.kind,
-           out.role == "lint" ? one_of({std::string{no_device_kind}}) : device_kind_or_auto());
+  const auto& roles = contract::enum_traits<contract::worker_role>::names;
+  in.field("role", out.role, one_of({roles.begin(), roles.end()}));
+  auto lint = out.role == to_string(contract::worker_role::lint);
+  out.kind = lint ? std::string{no_device_kind} : "auto";
+  in.field("kind", out.kind, lint ? one_of({std::string{no_device_kind}}) : device_kind_or_auto());
   in.field("count", out.count, at_least(1));
   in.field("slots", out.slots);
 }

@@ -1,5 +1,6 @@
 #include "devices/supervisor.hpp"
 
+#include "messages/contract.hpp"
 #include "messages/errors.hpp"
 
 #include <algorithm>
@@ -44,8 +45,9 @@ caf::error check(const supervisor_config& config) {
       return caf::make_error(errc::config_invalid, "local worker " + std::to_string(i + 1) + " (" +
                                                        spec.device_kind + "): " + what);
     };
-    if (spec.role != "device" && spec.role != "lint")
-      return invalid("role must be device or lint, got '" + spec.role + "'");
+    if (!from_string<contract::worker_role>(spec.role))
+      return invalid("role must be " + contract::one_of<contract::worker_role>() + ", got '" +
+                     spec.role + "'");
     if (spec.count < 0)
       return invalid("count must not be negative");
     if (spec.slots < 1)

@@ -49,9 +49,6 @@ void pack_value(packer& p, double value) {
   p.buffer.write(bytes, sizeof bytes);
 }
 
-namespace {
-
-// msgpack::pack of an object, but for floats, which keep their type (see pack_value(double)).
 void pack_object(packer& p, const msgpack::object& o) {
   switch (o.type) {
   case msgpack::type::FLOAT32:
@@ -74,8 +71,6 @@ void pack_object(packer& p, const msgpack::object& o) {
     p.pack(o);
   }
 }
-
-} // namespace
 
 void pack_value(packer& p, bool value) {
   if (value)
@@ -126,6 +121,15 @@ read_result read_value(const msgpack::object& o, int64_t& out) {
   if (o.via.u64 > static_cast<uint64_t>(INT64_MAX))
     return problem{.reason = "bad_key", .what = "integer out of range"};
   out = static_cast<int64_t>(o.via.u64);
+  return std::nullopt;
+}
+
+read_result read_value(const msgpack::object& o, uint64_t& out) {
+  if (o.type == msgpack::type::NEGATIVE_INTEGER)
+    return problem{.reason = "bad_key", .what = "must not be negative"};
+  if (o.type != msgpack::type::POSITIVE_INTEGER)
+    return wrong_type("an integer", o);
+  out = o.via.u64;
   return std::nullopt;
 }
 

@@ -11,6 +11,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -35,6 +36,15 @@ void pack_value(packer& p, std::string_view value);
 void pack_value(packer& p, int64_t value);
 void pack_value(packer& p, double value);
 void pack_value(packer& p, bool value);
+
+// The daemon's own counters (a record's revision, a session's calls) are unsigned.
+template <std::unsigned_integral U>
+requires(!std::same_as<U, bool>) void pack_value(packer& p, U value) {
+  p.pack_uint64(value);
+}
+
+/// msgpack::pack of an object, but for floats, which keep their type (see pack_value(double)).
+void pack_object(packer& p, const msgpack::object& o);
 
 // `bytes` already is one msgpack map (checked where it entered the daemon) or empty (`{}`).
 void pack_raw_map(packer& p, const std::string& bytes);
@@ -104,10 +114,24 @@ read_result read_value(const msgpack::object& o, std::string& out);
 read_result read_value(const msgpack::object& o, int64_t& out);
 read_result read_value(const msgpack::object& o, double& out);
 read_result read_value(const msgpack::object& o, bool& out);
+read_result read_value(const msgpack::object& o, uint64_t& out);
 read_result read_raw_map(const msgpack::object& o, std::string& out);
 read_result read_raw_map(const msgpack::object& o, std::optional<std::string>& out);
 
 problem wrong_type(std::string expected, const msgpack::object& got);
+
+// An unsigned counter narrower than 64 bits: within its type's range.
+template <std::unsigned_integral U>
+requires(!std::same_as<U, bool> && !std::same_as<U, uint64_t>) read_result
+    read_value(const msgpack::object& o, U& out) {
+  uint64_t wide = 0;
+  if (auto bad = read_value(o, wide))
+    return bad;
+  if (wide > std::numeric_limits<U>::max())
+    return problem{.reason = "bad_key", .what = "integer out of range"};
+  out = static_cast<U>(wide);
+  return std::nullopt;
+}
 
 // Declared before any is defined, so that each finds the others whatever the nesting.
 template <contract_enum E>
@@ -122,12 +146,12 @@ read_result read_value(const msgpack::object& o, std::optional<T>& out);
 // The plural noun of a field type, for "expected an array of <noun>".
 template <class T>
 constexpr std::string_view noun() {
-  if constexpr (std::same_as<T, int64_t>)
+  if constexpr (std::same_as<T, bool>)
+    return "bools";
+  else if constexpr (std::integral<T>)
     return "integers";
   else if constexpr (std::same_as<T, double>)
     return "numbers";
-  else if constexpr (std::same_as<T, bool>)
-    return "bools";
   else if constexpr (std::same_as<T, std::string> || contract_enum<T>)
     return "strings";
   else

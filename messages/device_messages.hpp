@@ -17,8 +17,8 @@ namespace opforge {
 /// A job for a device worker. It waits until a worker that serves `kind` (on `device_kind`, with
 /// `fingerprint`, when those are set) has a free slot; jobs leave the queue in submission order.
 struct device_job {
-  std::string id{};          // unique among unfinished jobs; a retried job keeps it
-  std::string kind{};        // a contract::job_kind: test, lint, catalog
+  std::string id{}; // unique among unfinished jobs; a retried job keeps it
+  contract::job_kind kind = contract::job_kind::test;
   std::string payload{};     // one msgpack map, the request of PROTOCOL.md "Job payloads"
   std::string device_kind{}; // "" = any; lint workers serve lint jobs whatever this says
   std::string fingerprint{}; // "" = any toolchain
@@ -44,7 +44,7 @@ struct device_job_result {
 /// One registered (or recently dead) worker.
 struct worker_info {
   std::string worker_id{};
-  std::string role{};        // device or lint
+  contract::worker_role role = contract::worker_role::device;
   std::string device_kind{}; // cuda, interpreter, none
   std::string device_name{};
   std::map<std::string, std::string> toolchain{};
@@ -54,7 +54,7 @@ struct worker_info {
   int64_t ms_since_heartbeat = 0;
   std::string host{};
   int64_t pid = 0;
-  std::string state{};       // idle, busy, dead
+  contract::worker_state state = contract::worker_state::idle;
   std::string dead_reason{}; // e.g. "missed 3 heartbeats", when dead
 };
 

@@ -71,6 +71,7 @@ class Enum:
     name: str
     doc: str
     values: list[str]
+    base: str | None = None  # the enum whose values come first, in its order
 
 
 @dataclass
@@ -133,10 +134,15 @@ def _fields(owner: str, spec: dict, enums, structs) -> list[Field]:
 
 def load(path: Path) -> Schema:
     raw = yaml.safe_load(path.read_text())
-    enums = {
-        name: Enum(name, str(spec.get("doc", "")), [str(v) for v in spec["values"]])
-        for name, spec in raw["enums"].items()
-    }
+    enums: dict[str, Enum] = {}
+    for name, spec in raw["enums"].items():
+        base = spec.get("extends")
+        if base is not None and base not in enums:
+            raise SchemaError(f"{name}: extends {base!r}, which is not an enum defined before it")
+        values = (enums[base].values if base else []) + [str(v) for v in spec["values"]]
+        if len(set(values)) != len(values):
+            raise SchemaError(f"{name}: a value is listed twice")
+        enums[name] = Enum(name, str(spec.get("doc", "")), values, base)
     enum_values = {name: enum.values for name, enum in enums.items()}
     struct_names = set(raw["structs"])
     structs = []
@@ -337,6 +343,14 @@ def render_cpp(schema: Schema, header_name: str) -> tuple[str, str]:
             "};",
             "",
         ]
+        if enum.base:
+            h += [
+                f"/// A {enum.base} as the {enum.name} of the same name: its values come first.",
+                f"constexpr {enum.name} to_{enum.name}({enum.base} value) {{",
+                f"  return static_cast<{enum.name}>(value);",
+                "}",
+                "",
+            ]
     for s in schema.structs:  # qualified: a field may be named like its type
         h += cpp_struct(s, "contract::", structs)
     h += ["} // namespace opforge::contract", "", "namespace opforge::wire {", ""]

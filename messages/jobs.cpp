@@ -10,7 +10,7 @@ device_job lint_job(std::string id, const std::string& source, const std::string
                     int64_t deadline_ms) {
   device_job job;
   job.id = std::move(id);
-  job.kind = "lint";
+  job.kind = contract::job_kind::lint;
   job.deadline_ms = deadline_ms;
   job.payload = contract::codec::to_bytes(contract::lint_request{
       .source = source, .op = op, .wrapper = wrapper, .profile = device_kind});
@@ -22,7 +22,7 @@ device_job test_job(std::string id, const std::string& op, const std::string& va
                     const std::vector<std::string>& dtypes, const test_limits& limits) {
   device_job job;
   job.id = std::move(id);
-  job.kind = "test";
+  job.kind = contract::job_kind::test;
   job.device_kind = limits.device_kind;
   job.deadline_ms = limits.deadline_ms;
   contract::test_request request{.op = op,
@@ -41,7 +41,7 @@ device_job catalog_job(std::string id, const std::string& device_kind,
                        const std::vector<std::string>& names, int64_t deadline_ms) {
   device_job job;
   job.id = std::move(id);
-  job.kind = "catalog";
+  job.kind = contract::job_kind::catalog;
   job.device_kind = device_kind;
   job.deadline_ms = deadline_ms;
   contract::catalog_request request;

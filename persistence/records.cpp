@@ -1,140 +1,302 @@
 #include "persistence/records.hpp"
 
 #include "messages/errors.hpp"
-#include "messages/wire.hpp"
+#include "messages/msgpack_codec.hpp"
 
-#include <stdexcept>
+#include <type_traits>
+
+// The records are msgpack maps written with the contract's templates (messages/contract_codec.hpp),
+// the same maps the nlohmann-based codec before them wrote (tests/fixtures/records): a field is
+// read when present, keeps its default when absent, and a value of the wrong type or a name an
+// enum does not have makes the record corrupt. The contract's own structs inside (the verdict) use
+// their generated codecs.
 
 namespace opforge {
 
+namespace codec = contract::codec;
+
 namespace {
 
-template <class T>
-nlohmann::json contract_json(const T& value) {
-  auto bytes = contract::codec::to_bytes(value);
-  return nlohmann::json::from_msgpack(bytes.begin(), bytes.end());
-}
+enum class presence { optional, required };
 
-// A stored verdict that is not a whole lint or test result makes the record corrupt.
-template <class T>
-T contract_value(const nlohmann::json& in, const char* what) {
-  auto bytes = nlohmann::json::to_msgpack(in);
-  auto value =
-      wire::decode_as<T>({reinterpret_cast<const char*>(bytes.data()), bytes.size()}, what);
-  if (!value)
-    throw std::invalid_argument{"verdict: " + render(value.error())};
-  return std::move(*value);
+// A stored enum, read with a message that names the enum: `campaign state "paused": not one of
+// ...`. Its read_value lives beside it, where the struct reader's templates look.
+template <class E>
+struct stored_name {
+  E& value;
+};
+
+template <class E>
+std::string enum_words() {
+  std::string words{contract::enum_traits<E>::label};
+  for (auto& c : words)
+    if (c == '_')
+      c = ' ';
+  return words;
 }
 
 } // namespace
 
-// The verdict is stored as the worker's result map (the generated codec's bytes), so that a
-// record written while it was kept as the bare payload decodes the same.
-void to_json(nlohmann::json& out, const session_verdict& verdict) {
-  out = std::visit(
-      [](const auto& result) -> nlohmann::json {
-        if constexpr (std::is_same_v<std::decay_t<decltype(result)>, std::monostate>)
-          return nullptr;
-        else
-          return contract_json(result);
-      },
-      verdict.result);
-  const auto& hosts = verdict.hosts;
-  if (!hosts.confirmed_on.empty())
-    out["confirmed_on"] = hosts.confirmed_on;
-  if (!hosts.failed_on.empty())
-    out["disagreement"] = {{"passed_on", hosts.passed_on}, {"failed_on", hosts.failed_on}};
-}
-
-// A lint result says `ok`, a test result its `outcome`.
-void from_json(const nlohmann::json& in, session_verdict& verdict) {
-  verdict = {};
-  if (in.is_null())
-    return;
-  if (!in.is_object())
-    throw std::invalid_argument{"verdict: not a map"};
-  if (in.contains("outcome"))
-    verdict.result = contract_value<contract::test_result>(in, "test_result");
-  else if (in.contains("ok"))
-    verdict.result = contract_value<contract::lint_result>(in, "lint_result");
-  else
-    throw std::invalid_argument{"verdict: neither a lint result (ok) nor a test result (outcome)"};
-  verdict.hosts.confirmed_on = in.value("confirmed_on", std::vector<std::string>{});
-  if (auto disagreement = in.find("disagreement"); disagreement != in.end()) {
-    verdict.hosts.passed_on = disagreement->value("passed_on", std::vector<std::string>{});
-    verdict.hosts.failed_on = disagreement->value("failed_on", std::string{});
-  }
-}
-
-namespace contract {
-
-// States are stored by their contract names. Next to the enum, where the JSON codecs look for
-// them; a name this build does not know reads as PROMPT, as it always did.
-void to_json(nlohmann::json& out, session_state state) {
-  out = to_string(state);
-}
-
-void from_json(const nlohmann::json& in, session_state& state) {
-  state = in.is_string()
-              ? from_string<session_state>(in.get<std::string>()).value_or(session_state::prompt)
-              : session_state::prompt;
-}
-
-// A campaign state this build does not know makes the campaign unreadable: guessing could resume
-// one that ended, or drop one that runs.
-void to_json(nlohmann::json& out, campaign_state state) {
-  out = to_string(state);
-}
-
-void from_json(const nlohmann::json& in, campaign_state& state) {
-  auto known = in.is_string() ? from_string<campaign_state>(in.get<std::string>()) : std::nullopt;
-  if (!known)
-    throw std::invalid_argument{"campaign state " + in.dump() + ": not one of " +
-                                one_of<campaign_state>()};
-  state = *known;
-}
-
-} // namespace contract
-
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(session_message, role, content)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(session_attempt, dialog, call, stage, outcome,
-                                                detail)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(session_record, session_id, campaign_id, op,
-                                                variant, wrapper, dtypes, docstring, seed_kernel,
-                                                endpoint, model, budgets, state, revision, dialog,
-                                                calls_in_dialog, total_calls, consecutive_faults,
-                                                total_faults, messages, proposal, last_feedback,
-                                                verdict, toolchain, device_kind, toolchain_versions,
-                                                aten_overloads, prompt_tokens, completion_tokens,
-                                                history, end_reason)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(session_transition, revision, from, to, detail,
-                                                at_ms, content)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(operator_spec, op, variant, category, docstring,
-                                                dtypes, aten_overloads, seed_kernel, seed_feedback)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(campaign_spec, campaign_id, endpoint, model,
-                                                device_kind, created_ms, budgets, concurrency,
-                                                operators, failover, covered)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(stored_campaign, spec, state, error, ended_ms)
-
-void to_json(nlohmann::json& out, const session_budgets& b) {
-  out = {{"max_dialogs", b.max_dialogs},
-         {"max_calls_per_dialog", b.max_calls_per_dialog},
-         {"context_window_tokens", b.context_window_tokens},
-         {"reply_reserve_tokens", b.reply_reserve_tokens}};
-}
-
-void from_json(const nlohmann::json& in, session_budgets& b) {
-  session_budgets defaults;
-  b.max_dialogs = in.value("max_dialogs", defaults.max_dialogs);
-  b.max_calls_per_dialog = in.value("max_calls_per_dialog", defaults.max_calls_per_dialog);
-  b.context_window_tokens = in.value("context_window_tokens", defaults.context_window_tokens);
-  b.reply_reserve_tokens = in.value("reply_reserve_tokens", defaults.reply_reserve_tokens);
-}
+// Declared here, in the records' namespace, where the containers' templates look for them.
+void pack_value(codec::packer& p, const session_budgets& x);
+void pack_value(codec::packer& p, const session_message& x);
+void pack_value(codec::packer& p, const session_attempt& x);
+void pack_value(codec::packer& p, const operator_spec& x);
+void pack_value(codec::packer& p, const campaign_spec& x);
+codec::read_result read_value(const msgpack::object& o, session_budgets& x);
+codec::read_result read_value(const msgpack::object& o, session_message& x);
+codec::read_result read_value(const msgpack::object& o, session_attempt& x);
+codec::read_result read_value(const msgpack::object& o, operator_spec& x);
+codec::read_result read_value(const msgpack::object& o, campaign_spec& x);
 
 namespace {
 
+template <class E>
+codec::read_result read_value(const msgpack::object& o, stored_name<E>& out) {
+  std::string name;
+  if (auto bad = codec::read_value(o, name))
+    return bad;
+  auto value = from_string<E>(name);
+  if (!value)
+    return codec::problem{.reason = "bad_key",
+                          .what = enum_words<E>() + " \"" + name + "\": not one of " +
+                                  contract::one_of<E>()};
+  out.value = *value;
+  return std::nullopt;
+}
+
+// A session state this build does not know reads as PROMPT, as it always did.
+codec::read_result read_value(const msgpack::object& o, stored_name<session_state>& out) {
+  std::string name;
+  if (auto bad = codec::read_value(o, name))
+    return bad;
+  out.value = from_string<session_state>(name).value_or(session_state::prompt);
+  return std::nullopt;
+}
+
+// Each record's fields, once for both directions: `f(key, member)`, or with presence::required.
+constexpr auto budgets_fields = [](auto& x, auto&& f) {
+  f("max_dialogs", x.max_dialogs);
+  f("max_calls_per_dialog", x.max_calls_per_dialog);
+  f("context_window_tokens", x.context_window_tokens);
+  f("reply_reserve_tokens", x.reply_reserve_tokens);
+};
+
+constexpr auto message_fields = [](auto& x, auto&& f) {
+  f("role", x.role);
+  f("content", x.content);
+};
+
+// Every build wrote an attempt's stage and outcome.
+constexpr auto attempt_fields = [](auto& x, auto&& f) {
+  f("dialog", x.dialog);
+  f("call", x.call);
+  f("stage", x.stage, presence::required);
+  f("outcome", x.outcome, presence::required);
+  f("detail", x.detail);
+};
+
+// All but the verdict, which encode_record and decode_record handle with the schema.
+constexpr auto record_fields = [](auto& x, auto&& f) {
+  f("session_id", x.session_id);
+  f("campaign_id", x.campaign_id);
+  f("op", x.op);
+  f("variant", x.variant);
+  f("wrapper", x.wrapper);
+  f("dtypes", x.dtypes);
+  f("docstring", x.docstring);
+  f("seed_kernel", x.seed_kernel);
+  f("endpoint", x.endpoint);
+  f("model", x.model);
+  f("budgets", x.budgets);
+  f("state", x.state);
+  f("revision", x.revision);
+  f("dialog", x.dialog);
+  f("calls_in_dialog", x.calls_in_dialog);
+  f("total_calls", x.total_calls);
+  f("consecutive_faults", x.consecutive_faults);
+  f("total_faults", x.total_faults);
+  f("messages", x.messages);
+  f("proposal", x.proposal);
+  f("last_feedback", x.last_feedback);
+  f("toolchain", x.toolchain);
+  f("device_kind", x.device_kind);
+  f("toolchain_versions", x.toolchain_versions);
+  f("aten_overloads", x.aten_overloads);
+  f("prompt_tokens", x.prompt_tokens);
+  f("completion_tokens", x.completion_tokens);
+  f("history", x.history);
+  f("end_reason", x.end_reason);
+};
+
+constexpr auto transition_fields = [](auto& x, auto&& f) {
+  f("revision", x.revision);
+  f("from", x.from);
+  f("to", x.to);
+  f("detail", x.detail);
+  f("at_ms", x.at_ms);
+  f("content", x.content);
+};
+
+constexpr auto operator_fields = [](auto& x, auto&& f) {
+  f("op", x.op);
+  f("variant", x.variant);
+  f("category", x.category);
+  f("docstring", x.docstring);
+  f("dtypes", x.dtypes);
+  f("aten_overloads", x.aten_overloads);
+  f("seed_kernel", x.seed_kernel);
+  f("seed_feedback", x.seed_feedback);
+};
+
+constexpr auto spec_fields = [](auto& x, auto&& f) {
+  f("campaign_id", x.campaign_id);
+  f("endpoint", x.endpoint);
+  f("failover", x.failover);
+  f("model", x.model);
+  f("device_kind", x.device_kind);
+  f("created_ms", x.created_ms);
+  f("budgets", x.budgets);
+  f("concurrency", x.concurrency);
+  f("operators", x.operators);
+  f("covered", x.covered);
+};
+
+constexpr auto campaign_fields = [](auto& x, auto&& f) {
+  f("spec", x.spec);
+  f("state", x.state);
+  f("error", x.error);
+  f("ended_ms", x.ended_ms);
+};
+
+// Opens the map with room for `extra` entries that the caller writes after the fields.
+template <class T, class Fields>
+void pack_fields(codec::packer& p, const T& x, Fields fields, uint32_t extra = 0) {
+  uint32_t size = extra;
+  fields(x, [&size](std::string_view, const auto&, presence = presence::optional) { ++size; });
+  p.pack_map(size);
+  fields(x, [&p](std::string_view key, const auto& value, presence = presence::optional) {
+    codec::pack_key(p, key);
+    pack_value(p, value);
+  });
+}
+
+template <class T, class Fields>
+void read_fields(codec::struct_reader& r, T& x, Fields fields) {
+  fields(x, [&r](std::string_view key, auto& value, presence how = presence::optional) {
+    auto read = [&](auto& out) {
+      if (how == presence::required)
+        r.required(key, out);
+      else
+        r.optional(key, out);
+    };
+    using value_type = std::remove_cvref_t<decltype(value)>;
+    if constexpr (std::is_enum_v<value_type>) {
+      stored_name<value_type> name{value};
+      read(name);
+    } else {
+      read(value);
+    }
+  });
+}
+
+template <class T, class Fields>
+codec::read_result read_fields(const msgpack::object& o, T& x, Fields fields) {
+  codec::struct_reader r{o};
+  read_fields(r, x, fields);
+  return r.result();
+}
+
+const msgpack::object* member(const msgpack::object& map, std::string_view key) {
+  for (uint32_t i = 0; i < map.via.map.size; ++i) {
+    auto& [name, value] = map.via.map.ptr[i];
+    if (name.type == msgpack::type::STR &&
+        std::string_view{name.via.str.ptr, name.via.str.size} == key)
+      return &value;
+  }
+  return nullptr;
+}
+
+// The verdict is stored as the worker's result map with the hosts beside its keys, `confirmed_on`
+// and `disagreement: {passed_on, failed_on}` when there are hosts to name; nil when there is none.
+void pack_verdict(codec::packer& p, const session_verdict& verdict) {
+  auto bytes = std::visit(
+      [](const auto& result) -> std::string {
+        if constexpr (std::is_same_v<std::decay_t<decltype(result)>, std::monostate>)
+          return {};
+        else
+          return codec::to_bytes(result);
+      },
+      verdict.result);
+  if (bytes.empty()) {
+    p.pack_nil();
+    return;
+  }
+  const auto& hosts = verdict.hosts;
+  auto handle = msgpack::unpack(bytes.data(), bytes.size());
+  const auto& result = handle.get().via.map;
+  p.pack_map(result.size + !hosts.confirmed_on.empty() + !hosts.failed_on.empty());
+  for (uint32_t i = 0; i < result.size; ++i) {
+    codec::pack_object(p, result.ptr[i].key);
+    codec::pack_object(p, result.ptr[i].val);
+  }
+  if (!hosts.confirmed_on.empty()) {
+    codec::pack_key(p, "confirmed_on");
+    codec::pack_value(p, hosts.confirmed_on);
+  }
+  if (!hosts.failed_on.empty()) {
+    codec::pack_key(p, "disagreement");
+    p.pack_map(2);
+    codec::pack_key(p, "passed_on");
+    codec::pack_value(p, hosts.passed_on);
+    codec::pack_key(p, "failed_on");
+    codec::pack_value(p, hosts.failed_on);
+  }
+}
+
+// A lint result says `ok`, a test result its `outcome`; one that is not whole is corrupt.
+std::optional<std::string> read_verdict(const msgpack::object& o, session_verdict& verdict) {
+  verdict = {};
+  if (o.type == msgpack::type::NIL)
+    return std::nullopt;
+  if (o.type != msgpack::type::MAP)
+    return "not a map";
+  auto read_result = [&]<class T>(T result, const char* name) -> std::optional<std::string> {
+    if (auto bad = read_value(o, result))
+      return name + (": " + bad->message());
+    verdict.result = std::move(result);
+    return std::nullopt;
+  };
+  auto bad = member(o, "outcome") ? read_result(contract::test_result{}, "test_result")
+             : member(o, "ok")    ? read_result(contract::lint_result{}, "lint_result")
+                                  : "neither a lint result (ok) nor a test result (outcome)";
+  if (bad)
+    return bad;
+  codec::struct_reader hosts{o};
+  hosts.optional("confirmed_on", verdict.hosts.confirmed_on);
+  if (auto* disagreement = member(o, "disagreement")) {
+    codec::struct_reader sides{*disagreement};
+    sides.optional("passed_on", verdict.hosts.passed_on);
+    sides.optional("failed_on", verdict.hosts.failed_on);
+    if (auto problem = sides.result())
+      return "disagreement: " + problem->message();
+  }
+  if (auto problem = hosts.result())
+    return problem->message();
+  return std::nullopt;
+}
+
+// Records are ours: as large as they were written, but never larger than the bytes they came in.
+caf::expected<msgpack::object_handle> unpack_record(std::string_view bytes) {
+  return wire::unpack(bytes, {.max_bytes = bytes.size(), .max_elements = bytes.size()});
+}
+
+caf::error corrupt(const char* what, const std::string& why) {
+  return caf::make_error(errc::store_corrupt, std::string{what} + ": " + why);
+}
+
 // Bumped when a stored record can no longer be read as this build writes it.
-constexpr int record_schema = 1;
+constexpr int64_t record_schema = 1;
 
 // PARSE and FEEDBACK are passed through within one step, so no checkpoint ever holds them.
 bool is_resting(session_state state) {
@@ -153,65 +315,119 @@ bool is_resting(session_state state) {
   return false;
 }
 
-std::string to_msgpack(const nlohmann::json& value) {
-  auto bytes = nlohmann::json::to_msgpack(value);
-  return {bytes.begin(), bytes.end()};
+// A record that is one map of `fields`, named `what` in errors.
+template <class T, class Fields>
+caf::expected<T> decode_fields(std::string_view bytes, const char* what, Fields fields) {
+  auto handle = unpack_record(bytes);
+  if (!handle)
+    return corrupt(what, message(handle.error()));
+  T out;
+  if (auto bad = read_fields(handle->get(), out, fields))
+    return corrupt(what, bad->message());
+  return out;
 }
 
 } // namespace
 
+void pack_value(codec::packer& p, const session_budgets& x) {
+  pack_fields(p, x, budgets_fields);
+}
+
+void pack_value(codec::packer& p, const session_message& x) {
+  pack_fields(p, x, message_fields);
+}
+
+void pack_value(codec::packer& p, const session_attempt& x) {
+  pack_fields(p, x, attempt_fields);
+}
+
+void pack_value(codec::packer& p, const operator_spec& x) {
+  pack_fields(p, x, operator_fields);
+}
+
+void pack_value(codec::packer& p, const campaign_spec& x) {
+  pack_fields(p, x, spec_fields);
+}
+
+codec::read_result read_value(const msgpack::object& o, session_budgets& x) {
+  return read_fields(o, x, budgets_fields);
+}
+
+codec::read_result read_value(const msgpack::object& o, session_message& x) {
+  return read_fields(o, x, message_fields);
+}
+
+codec::read_result read_value(const msgpack::object& o, session_attempt& x) {
+  return read_fields(o, x, attempt_fields);
+}
+
+codec::read_result read_value(const msgpack::object& o, operator_spec& x) {
+  return read_fields(o, x, operator_fields);
+}
+
+codec::read_result read_value(const msgpack::object& o, campaign_spec& x) {
+  return read_fields(o, x, spec_fields);
+}
+
 std::string encode_record(const session_record& record) {
-  nlohmann::json value = record;
-  value["schema"] = record_schema;
-  return to_msgpack(value);
+  msgpack::sbuffer buffer;
+  codec::packer p{buffer};
+  pack_fields(p, record, record_fields, 2);
+  codec::pack_key(p, "verdict");
+  pack_verdict(p, record.verdict);
+  codec::pack_key(p, "schema");
+  codec::pack_value(p, record_schema);
+  return {buffer.data(), buffer.size()};
 }
 
 caf::expected<session_record> decode_record(std::string_view bytes) {
-  auto corrupt = [](const std::string& what) {
-    return caf::make_error(errc::store_corrupt, "session record: " + what);
-  };
-  try {
-    auto value = nlohmann::json::from_msgpack(bytes.begin(), bytes.end());
-    if (!value.is_object())
-      return corrupt("not a map");
-    if (value.value("schema", 0) != record_schema)
-      return corrupt("schema " + value.value("schema", nlohmann::json{}).dump() + ", expected " +
-                     std::to_string(record_schema));
-    auto record = value.get<session_record>();
-    if (!is_resting(record.state))
-      return corrupt(std::string{"stored in transient state "} + to_string(record.state));
-    return record;
-  } catch (const nlohmann::json::exception& e) {
-    return corrupt(e.what());
-  } catch (const std::invalid_argument& e) {
-    return corrupt(e.what());
-  }
+  const char* what = "session record";
+  auto handle = unpack_record(bytes);
+  if (!handle)
+    return corrupt(what, message(handle.error()));
+  const auto& value = handle->get();
+  if (value.type != msgpack::type::MAP)
+    return corrupt(what, "not a map");
+  auto* schema = member(value, "schema");
+  int64_t version = 0;
+  if (!schema || codec::read_value(*schema, version) || version != record_schema)
+    return corrupt(what, "schema " + (schema ? std::to_string(version) : std::string{"missing"}) +
+                             ", expected " + std::to_string(record_schema));
+  session_record record;
+  codec::struct_reader r{value};
+  read_fields(r, record, record_fields);
+  if (auto bad = r.result())
+    return corrupt(what, bad->message());
+  if (auto* verdict = member(value, "verdict"))
+    if (auto bad = read_verdict(*verdict, record.verdict))
+      return corrupt(what, "verdict: " + *bad);
+  if (!is_resting(record.state))
+    return corrupt(what, "stored in transient state " + to_string(record.state));
+  return record;
 }
 
 std::string encode_transition(const session_transition& transition) {
-  return to_msgpack(nlohmann::json(transition));
+  msgpack::sbuffer buffer;
+  codec::packer p{buffer};
+  pack_fields(p, transition, transition_fields);
+  return {buffer.data(), buffer.size()};
 }
 
 caf::expected<session_transition> decode_transition(std::string_view bytes) {
-  try {
-    return nlohmann::json::from_msgpack(bytes.begin(), bytes.end()).get<session_transition>();
-  } catch (const nlohmann::json::exception& e) {
-    return caf::make_error(errc::store_corrupt, std::string{"session event: "} + e.what());
-  }
+  return decode_fields<session_transition>(bytes, "session event", transition_fields);
 }
 
 std::string encode_campaign(const stored_campaign& campaign) {
-  return to_msgpack(nlohmann::json(campaign));
+  msgpack::sbuffer buffer;
+  codec::packer p{buffer};
+  pack_fields(p, campaign, campaign_fields);
+  return {buffer.data(), buffer.size()};
 }
 
+// A campaign state this build does not know makes the campaign unreadable: guessing could resume
+// one that ended, or drop one that runs.
 caf::expected<stored_campaign> decode_campaign(std::string_view bytes) {
-  try {
-    return nlohmann::json::from_msgpack(bytes.begin(), bytes.end()).get<stored_campaign>();
-  } catch (const nlohmann::json::exception& e) {
-    return caf::make_error(errc::store_corrupt, std::string{"campaign record: "} + e.what());
-  } catch (const std::invalid_argument& e) {
-    return caf::make_error(errc::store_corrupt, std::string{"campaign record: "} + e.what());
-  }
+  return decode_fields<stored_campaign>(bytes, "campaign record", campaign_fields);
 }
 
 } // namespace opforge

@@ -15,8 +15,6 @@
 
 #include <caf/expected.hpp>
 
-#include <nlohmann/json.hpp>
-
 namespace opforge {
 
 /// The contract's session states; to_string gives "PROMPT", "GENERATE", ...
@@ -29,10 +27,6 @@ struct session_budgets {
   uint64_t reply_reserve_tokens = 8192; // room kept for the answer when checking the window
 };
 
-/// JSON forms, for the records that embed budgets (sessions, campaigns).
-void to_json(nlohmann::json& out, const session_budgets& budgets);
-void from_json(const nlohmann::json& in, session_budgets& budgets);
-
 struct session_message {
   std::string role; // "user" or "assistant"
   std::string content;
@@ -41,10 +35,10 @@ struct session_message {
 /// One verdict on one answer, kept for reports and `opforge show`.
 struct session_attempt {
   uint32_t dialog = 0;
-  uint32_t call = 0;   // within the dialog, 1-based
-  std::string stage;   // "format", "lint" or "test"
-  std::string outcome; // "format_error", "lint_violation", or the test outcome
-  std::string detail;  // one line
+  uint32_t call = 0; // within the dialog, 1-based
+  contract::attempt_stage stage = contract::attempt_stage::format;
+  contract::attempt_outcome outcome = contract::attempt_outcome::format_error;
+  std::string detail; // one line
 };
 
 /// Which hosts a test verdict was seen on when acceptance asks for confirmations: a pass

@@ -97,7 +97,7 @@ std::string op_payload(const std::string& op) {
 
 device_job test_job(const std::string& id, std::string device_kind = "") {
   return {.id = id,
-          .kind = "test",
+          .kind = contract::job_kind::test,
           .payload = op_payload("exp"),
           .device_kind = std::move(device_kind),
           .deadline_ms = 600000};
@@ -232,7 +232,7 @@ TEST_F(DeviceManager, WelcomesAWorkerAndListsIt) {
   auto workers = ask<std::vector<worker_info>>(atom::workers_v);
   ASSERT_EQ(workers.size(), 1u);
   EXPECT_EQ(workers[0].worker_id, "w1");
-  EXPECT_EQ(workers[0].state, "idle");
+  EXPECT_EQ(workers[0].state, contract::worker_state::idle);
   EXPECT_EQ(workers[0].fingerprint, "fp-w1");
   EXPECT_EQ(workers[0].toolchain.at("triton"), "3.6.0");
   EXPECT_EQ(status().workers["interpreter"]["idle"], 1);
@@ -280,7 +280,10 @@ TEST_F(DeviceManager, JobsGoOnlyToWorkersThatServeThem) {
   hello("w1", worker_hello("w1", "interpreter", 4));
   hello("lint1", worker_hello("lint1", "none", 4, {contract::job_kind::lint}));
   submit(test_job("t-cuda", "cuda"));
-  submit({.id = "l-1", .kind = "lint", .device_kind = "interpreter", .deadline_ms = 1000});
+  submit({.id = "l-1",
+          .kind = contract::job_kind::lint,
+          .device_kind = "interpreter",
+          .deadline_ms = 1000});
   submit(test_job("t-interp", "interpreter"));
   auto pinned = test_job("t-pinned");
   pinned.fingerprint = "fp-elsewhere";
@@ -319,7 +322,7 @@ TEST_F(DeviceManager, AWorkerIsDeadAfterThreeMissedHeartbeats) {
   EXPECT_EQ(now.workers["interpreter"]["dead"], 1);
   auto workers = ask<std::vector<worker_info>>(atom::workers_v);
   ASSERT_EQ(workers.size(), 1u);
-  EXPECT_EQ(workers[0].state, "dead");
+  EXPECT_EQ(workers[0].state, contract::worker_state::dead);
   EXPECT_EQ(workers[0].dead_reason, "missed 3 heartbeats");
   EXPECT_EQ(workers[0].ms_since_heartbeat, 3000);
 }
@@ -561,14 +564,14 @@ TEST_F(DeviceManager, SeriesOfGoneWorkersAreRemoved) {
 }
 
 TEST_F(DeviceManager, RejectsInvalidJobs) {
-  submit({.id = "x-1", .kind = "compile", .deadline_ms = 1});
-  EXPECT_EQ(error_of("x-1"), "request_invalid: device job 'x-1': unknown kind 'compile' "
-                             "(expected test, lint or catalog)");
-  submit({.id = "x-2", .kind = "test", .payload = "\x93\x01\x02\x03", .deadline_ms = 1});
+  submit({.id = "x-2",
+          .kind = contract::job_kind::test,
+          .payload = "\x93\x01\x02\x03",
+          .deadline_ms = 1});
   EXPECT_EQ(error_of("x-2"),
             "request_invalid: device job 'x-2': payload: expected a msgpack map, got array");
   submit(test_job("x-3"));
-  submit({.id = "x-3", .kind = "lint", .deadline_ms = 1});
+  submit({.id = "x-3", .kind = contract::job_kind::lint, .deadline_ms = 1});
   EXPECT_EQ(status().queued, 1);
   EXPECT_EQ(status().submitted, 1);
 }

@@ -89,7 +89,10 @@ TEST(RealWorker, ALintWorkerStartedByTheSupervisorServesALintJob) {
   auto supervised = supervisor::start(workers);
   ASSERT_TRUE(supervised) << render(supervised.error());
 
-  device_job job{.id = "l-1", .kind = "lint", .payload = lint_payload(), .deadline_ms = 60000};
+  device_job job{.id = "l-1",
+                 .kind = contract::job_kind::lint,
+                 .payload = lint_payload(),
+                 .deadline_ms = 60000};
   std::optional<device_job_result> result;
   self->request(*manager, 120s, atom::submit_v, job)
       .receive([&](device_job_result& x) { result = std::move(x); },
@@ -109,7 +112,7 @@ TEST(RealWorker, ALintWorkerStartedByTheSupervisorServesALintJob) {
   ASSERT_TRUE(answer);
   EXPECT_TRUE(answer->boolean("ok")) << "lint answer without 'ok'";
   ASSERT_EQ(registered.size(), 1u);
-  EXPECT_EQ(registered[0].role, "lint");
+  EXPECT_EQ(registered[0].role, contract::worker_role::lint);
   EXPECT_EQ(registered[0].device_kind, "none");
   EXPECT_EQ(registered[0].worker_id, result->worker_id);
 }
@@ -156,7 +159,7 @@ TEST(RealWorker, AJobWhoseWorkerGoesSilentOrExitsGetsItsVerdictFromAnother) {
   };
   auto verdict_after = [&](const std::string& id, int signal) -> std::string {
     device_job job{.id = id,
-                   .kind = "test",
+                   .kind = contract::job_kind::test,
                    .payload = exp_test_payload(),
                    .device_kind = "interpreter",
                    .deadline_ms = 300000};

@@ -86,7 +86,7 @@ std::map<std::string, session_result> results(const fs::path& data_dir) {
   std::map<std::string, session_result> out;
   for (const auto& [op, record] : stored_sessions(data_dir))
     out[op] = {std::string{to_string(record.state)}, record.total_calls,
-               record.history.empty() ? "" : record.history.front().outcome,
+               record.history.empty() ? "" : to_string(record.history.front().outcome),
                summarize(record).kernel_key};
   return out;
 }

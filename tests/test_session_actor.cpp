@@ -297,7 +297,7 @@ TEST_F(SessionActor, APassIsConfirmedOnAnotherHostAndDisagreementIsReported) {
   {
     std::lock_guard guard{jobs->mutex};
     for (const auto& job : jobs->jobs)
-      if (job.kind == "test")
+      if (job.kind == contract::job_kind::test)
         avoided.push_back(job.avoid_hosts);
   }
   EXPECT_EQ(avoided, (std::vector<std::vector<std::string>>{{}, {"a"}, {}, {"b"}}));

@@ -46,7 +46,7 @@ chat_result answer(const chat_request& request) {
 }
 
 job_reply verdict(const device_job& job, const nlohmann::json& request) {
-  if (job.kind == "lint")
+  if (job.kind == contract::job_kind::lint)
     return done(clean_lint());
   if (request.at("source").get<std::string>().find("y = +1") != std::string::npos)
     return done(test_verdict(contract::outcome::pass, 3, 3));

@@ -40,7 +40,7 @@ namespace {
 // What the linter and the harness said about each demo answer on the interpreter.
 job_reply demo_verdict(const device_job& job, const json& request) {
   auto source = request.at("source").get<std::string>();
-  if (job.kind == "lint") {
+  if (job.kind == contract::job_kind::lint) {
     if (source.find("torch.clamp_min") == std::string::npos)
       return done(clean_lint());
     return done(contract::lint_result{
@@ -191,7 +191,7 @@ protected:
 
   std::string first_outcome(const std::string& op) {
     auto record = stored_session(op);
-    return record.history.empty() ? std::string{} : record.history.front().outcome;
+    return record.history.empty() ? std::string{} : to_string(record.history.front().outcome);
   }
 
   test::temp_dir dir;
@@ -247,7 +247,7 @@ TEST_F(DemoCampaign, LongRuntimeTracebackIsSummarizedBeforeTheNextPrompt) {
       << status.finished.front().end_reason;
   auto record = stored_session("abs");
   ASSERT_GE(record.history.size(), 2u);
-  EXPECT_EQ(record.history.front().outcome, "runtime_error");
+  EXPECT_EQ(record.history.front().outcome, contract::attempt_outcome::runtime_error);
   ASSERT_GE(record.messages.size(), 3u);
   const auto& feedback = record.messages[2];
   EXPECT_EQ(feedback.role, "user");

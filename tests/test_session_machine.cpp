@@ -3,6 +3,7 @@
 #include "messages/errors.hpp"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 using namespace opforge;
 using namespace std::chrono_literals;
@@ -208,7 +209,7 @@ TEST_F(SessionMachine, UnparsableAnswerGetsFormatFeedback) {
   ASSERT_EQ(record.messages.size(), 3u);
   EXPECT_EQ(record.messages[1].role, "assistant");
   EXPECT_NE(last_prompt().find("it contains no Python code: no ``` code block"), std::string::npos);
-  EXPECT_EQ(record.history.back().outcome, "format_error");
+  EXPECT_EQ(record.history.back().outcome, contract::attempt_outcome::format_error);
   EXPECT_EQ(log.back(), "FEEDBACK->GENERATE");
 }
 
@@ -226,7 +227,7 @@ TEST_F(SessionMachine, LintViolationsAreReportedWithRuleLineAndHint) {
   EXPECT_NE(last_prompt().find("- line 11, column 11 [no-torch-compute]: `torch.exp(input)`: "
                                "compute the result in a @triton.jit kernel"),
             std::string::npos);
-  EXPECT_EQ(record.history.back().outcome, "lint_violation");
+  EXPECT_EQ(record.history.back().outcome, contract::attempt_outcome::lint_violation);
   EXPECT_EQ(record.history.back().detail, "no-torch-compute");
   ASSERT_EQ(log.size(), 5u);
   EXPECT_EQ(log[3], "LINT->FEEDBACK");
@@ -260,7 +261,7 @@ TEST_P(SessionFeedback, EveryTestOutcomeGetsItsOwnFeedback) {
   feed(lint_finished{lint_ok});
   feed(test_finished{test_result(c.outcome, c.failure)});
   EXPECT_EQ(record.state, session_state::generate);
-  EXPECT_EQ(record.history.back().outcome, to_string(c.outcome));
+  EXPECT_EQ(record.history.back().outcome, contract::to_attempt_outcome(c.outcome));
   for (const auto& text : c.shown)
     EXPECT_NE(last_prompt().find(text), std::string::npos) << text << "\nnot in\n" << last_prompt();
   EXPECT_EQ(last_prompt().find("{{"), std::string::npos);

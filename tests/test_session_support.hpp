@@ -181,7 +181,7 @@ struct job_script {
     std::lock_guard guard{mutex};
     size_t n = 0;
     for (const auto& j : jobs)
-      n += j.kind == kind;
+      n += to_string(j.kind) == kind;
     return n;
   }
 };
@@ -207,8 +207,8 @@ scripted_jobs(job_runner_actor::stateful_pointer<scripted_jobs_state> self,
           reply = script.reply_for(job, request);
         } else {
           auto op = request.at("op").get<std::string>();
-          auto& queue = job.kind == "lint" ? script.lint[op] : script.test[op];
-          if (queue.empty() && job.kind == "lint")
+          auto& queue = job.kind == contract::job_kind::lint ? script.lint[op] : script.test[op];
+          if (queue.empty() && job.kind == contract::job_kind::lint)
             queue.push_back(done(clean_lint()));
           if (queue.empty()) {
             auto promise = self->make_response_promise<device_job_result>();

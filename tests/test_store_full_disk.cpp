@@ -131,7 +131,7 @@ gated_jobs(gated_jobs_actor::stateful_pointer<gated_jobs_state> self,
   self->state.tests = std::move(tests);
   return {
       [self](atom::submit, device_job& job) -> caf::result<device_job_result> {
-        if (job.kind == "lint")
+        if (job.kind == contract::job_kind::lint)
           return answer(job.id, opforge::testing::done(opforge::testing::clean_lint()));
         ++*self->state.tests;
         if (self->state.open)

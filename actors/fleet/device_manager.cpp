@@ -19,7 +19,7 @@ constexpr size_t departed_kept = 32;
 
 // "t-17 (test exp)": the job kind, and the operator when the payload names one.
 std::string label_of(const device_job& job) {
-  std::string label = job.id + " (" + job.kind;
+  std::string label = job.id + " (" + to_string(job.kind);
   if (auto handle = wire::unpack(job.payload))
     if (auto map = wire::map_reader::of(handle->get()))
       if (auto op = map->string_or("op", ""); op && !op->empty())
@@ -54,13 +54,17 @@ constexpr size_t max_text = 256;
 constexpr size_t max_toolchain_entries = 32;
 
 bool serves(const wire::hello& worker, const device_job& job) {
-  auto kind = contract::from_string<contract::job_kind>(job.kind);
-  return std::find(worker.jobs.begin(), worker.jobs.end(), kind) != worker.jobs.end() &&
+  return std::find(worker.jobs.begin(), worker.jobs.end(), job.kind) != worker.jobs.end() &&
          (worker.role == contract::worker_role::lint || job.device_kind.empty() ||
           job.device_kind == worker.device_kind) &&
          (job.fingerprint.empty() || job.fingerprint == worker.fingerprint) &&
          std::find(job.avoid_hosts.begin(), job.avoid_hosts.end(), worker.host) ==
              job.avoid_hosts.end();
+}
+
+// A live worker is busy while the daemon has jobs running there.
+contract::worker_state live_state(int64_t held) {
+  return held > 0 ? contract::worker_state::busy : contract::worker_state::idle;
 }
 
 } // namespace
@@ -93,9 +97,6 @@ caf::result<device_job_result> device_manager_state::submit(device_job job) {
   };
   if (job.id.empty())
     return invalid("the id is empty");
-  if (!contract::from_string<contract::job_kind>(job.kind))
-    return invalid("unknown kind '" + job.kind + "' (expected " +
-                   contract::one_of<contract::job_kind>() + ")");
   if (job.deadline_ms <= 0)
     return invalid("deadline_ms must be positive, got " + std::to_string(job.deadline_ms));
   if (jobs_.count(job.id))
@@ -121,7 +122,7 @@ void device_manager_state::cancel(const std::string& job_id) {
     return;
   auto& job = it->second;
   job.promise.deliver(caf::make_error(errc::cancelled, "job " + job.label + " was cancelled"));
-  metrics_->jobs(job.job.kind, to_string(contract::job_status::cancelled)).Increment();
+  metrics_->jobs(to_string(job.job.kind), to_string(contract::job_status::cancelled)).Increment();
   ++totals_.cancelled;
   spdlog::info("device job {} cancelled", job.label);
   if (job.worker.empty()) {
@@ -289,8 +290,8 @@ void device_manager_state::on_result(const std::string& identity, wire::result r
   worker->second.jobs.erase(result.job_id);
   if (!job.cancelled) {
     auto latency = std::chrono::duration<double>(now() - job.dispatched_at).count();
-    metrics_->job_latency(job.job.kind).Observe(latency);
-    metrics_->jobs(job.job.kind, to_string(result.status)).Increment();
+    metrics_->job_latency(to_string(job.job.kind)).Observe(latency);
+    metrics_->jobs(to_string(job.job.kind), to_string(result.status)).Increment();
     ++(result.status == contract::job_status::done     ? totals_.done
        : result.status == contract::job_status::failed ? totals_.failed
                                                        : totals_.cancelled);
@@ -374,7 +375,7 @@ void device_manager_state::retire(const std::string& identity, departure why,
     requeue(job_id, requeue_reason, id + " (" + reason + ")");
   if (why == departure::death) {
     auto info = describe(worker);
-    info.state = "dead";
+    info.state = contract::worker_state::dead;
     info.busy = 0;
     info.dead_reason = reason;
     departed_.push_back({std::move(info), worker.last_seen});
@@ -415,7 +416,7 @@ void device_manager_state::requeue(const std::string& job_id, const char* why,
 
 void device_manager_state::finish(job_map::iterator job, caf::error err, const char* outcome) {
   spdlog::error("device job failed: {}", render(err));
-  metrics_->jobs(job->second.job.kind, outcome).Increment();
+  metrics_->jobs(to_string(job->second.job.kind), outcome).Increment();
   job->second.promise.deliver(std::move(err));
   jobs_.erase(job);
 }
@@ -471,8 +472,7 @@ void device_manager_state::start(job_entry& job, worker_map::iterator worker) {
   worker->second.jobs.insert(job.job.id);
   self_->send(worker->second.device, atom::dispatch_v,
               wire::job{.job_id = job.job.id,
-                        // submit() took only kinds of the contract
-                        .kind = *contract::from_string<contract::job_kind>(job.job.kind),
+                        .kind = job.job.kind,
                         .attempt = job.attempt,
                         .deadline_ms = job.job.deadline_ms,
                         .payload = job.job.payload});
@@ -486,7 +486,7 @@ worker_info device_manager_state::describe(const worker_entry& worker) const {
   auto busy = worker.held();
   return {
       .worker_id = hello.worker_id,
-      .role = to_string(hello.role),
+      .role = hello.role,
       .device_kind = hello.device_kind,
       .device_name = hello.device_name,
       .toolchain = hello.toolchain,
@@ -497,15 +497,15 @@ worker_info device_manager_state::describe(const worker_entry& worker) const {
           std::chrono::duration_cast<std::chrono::milliseconds>(now() - worker.last_seen).count(),
       .host = hello.host,
       .pid = hello.pid,
-      .state = busy > 0 ? "busy" : "idle"};
+      .state = live_state(busy)};
 }
 
 std::map<std::string, std::map<std::string, int64_t>> device_manager_state::worker_counts() const {
   std::map<std::string, std::map<std::string, int64_t>> counts;
   for (auto& [identity, worker] : workers_)
-    ++counts[worker.hello.device_kind][worker.held() == 0 ? "idle" : "busy"];
+    ++counts[worker.hello.device_kind][to_string(live_state(worker.held()))];
   for (auto& dead : departed_)
-    ++counts[dead.info.device_kind]["dead"];
+    ++counts[dead.info.device_kind][to_string(dead.info.state)];
   return counts;
 }
 

@@ -423,7 +423,7 @@ void finish(self_pointer self, const std::string& id) {
 // Records one verdict; the last one ends the import.
 void decide(self_pointer self, const std::string& id, import_verdict verdict) {
   auto& run = self->state.imports[id];
-  if (verdict.verdict == "pass")
+  if (verdict.verdict == to_string(contract::outcome::pass))
     ++run.status.accepted;
   run.status.verdicts.push_back(std::move(verdict));
   ++run.status.decided;

@@ -227,7 +227,7 @@ void submit(self_pointer self, device_job job, std::vector<std::string> passed_o
   auto& st = self->state;
   st.job = job.id;
   auto revision = st.record.revision;
-  bool is_lint = job.kind == to_string(contract::job_kind::lint);
+  bool is_lint = job.kind == contract::job_kind::lint;
   self->request(st.services.jobs, caf::infinite, atom::submit_v, job)
       .then(
           [self, revision, is_lint, job, passed_on](device_job_result& result) mutable {

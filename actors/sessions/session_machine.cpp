@@ -94,7 +94,7 @@ public:
   void feed_back(std::string prompt, session_attempt attempt) {
     attempt.dialog = rec_.dialog;
     attempt.call = rec_.calls_in_dialog;
-    auto summary = attempt.stage + ": " + attempt.outcome +
+    auto summary = to_string(attempt.stage) + ": " + to_string(attempt.outcome) +
                    (attempt.detail.empty() ? "" : " (" + attempt.detail + ")");
     rec_.history.push_back(std::move(attempt));
     rec_.last_feedback = prompt;
@@ -143,7 +143,8 @@ public:
                                          problem->what
                                    : problem->what;
       feed_back(format_feedback(ctx_.templates, what, rec_.wrapper),
-                {0, 0, "format", "format_error", first_line(what)});
+                {0, 0, contract::attempt_stage::format, contract::attempt_outcome::format_error,
+                 first_line(what)});
       return;
     }
     auto& candidate = std::get<parsed_candidate>(parsed);
@@ -199,7 +200,7 @@ public:
     for (const auto& v : result.violations)
       rules.push_back(v.rule);
     feed_back(lint_feedback(ctx_.templates, result, rec_.wrapper),
-              {0, 0, "lint", to_string(contract::outcome::lint_violation),
+              {0, 0, contract::attempt_stage::lint, contract::attempt_outcome::lint_violation,
                first_line(join(rules, ", "))});
   }
 
@@ -208,7 +209,6 @@ public:
     rec_.toolchain = event.toolchain;
     rec_.device_kind = event.device_kind;
     rec_.toolchain_versions = event.toolchain_versions;
-    auto outcome = to_string(result.outcome);
     if (result.outcome == contract::outcome::pass) {
       // A pass is believed only when it says it ran something and everything it ran passed.
       auto run = result.tests_run;
@@ -221,8 +221,9 @@ public:
       }
       rec_.consecutive_faults = 0;
       rec_.verdict = {result, event.hosts};
-      rec_.history.push_back(
-          {rec_.dialog, rec_.calls_in_dialog, "test", outcome, std::to_string(run) + " tests"});
+      rec_.history.push_back({rec_.dialog, rec_.calls_in_dialog, contract::attempt_stage::test,
+                              contract::to_attempt_outcome(result.outcome),
+                              std::to_string(run) + " tests"});
       auto tested = dtypes_of_pass(result, rec_.dtypes);
       rec_.end_reason = "passed " + std::to_string(run) + " tests on " + join(tested.passed, ", ");
       for (const auto& [dtype, reason] : tested.skipped)
@@ -234,13 +235,13 @@ public:
     auto prompt = test_feedback(ctx_.templates, result, rec_.wrapper);
     if (!prompt) {
       // Only harness_error is not fed back besides pass: the worker's fault, not the candidate's.
-      fault(session_state::test, "harness", outcome + ": " + failure.message);
+      fault(session_state::test, "harness", to_string(result.outcome) + ": " + failure.message);
       return;
     }
     rec_.consecutive_faults = 0;
     rec_.verdict = {result, event.hosts};
     feed_back(std::move(*prompt),
-              {0, 0, "test", outcome,
+              {0, 0, contract::attempt_stage::test, contract::to_attempt_outcome(result.outcome),
                first_line((failure.dtype.empty() ? "" : failure.dtype + ": ") + failure.message)});
   }
 

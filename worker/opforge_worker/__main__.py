@@ -54,7 +54,7 @@ def serve(args: argparse.Namespace) -> int:
     from opforge_worker.connection import Worker, WorkerConfig
     from opforge_worker.jobs import handlers_for
 
-    if args.role == "lint" and args.device != device_kinds.NO_DEVICE:
+    if args.role == WorkerRole.LINT and args.device != device_kinds.NO_DEVICE:
         raise ValueError("role 'lint' runs no device: use --device none")
     keys = curve_keys.resolve(args.server_key, args.key_file)
     tools = toolchain.collect(args.device)

@@ -131,6 +131,31 @@ class WorkerState(enum.StrEnum):
     DEAD = "dead"
 
 
+class AttemptStage(enum.StrEnum):
+    """What judged one answer of a session: format (the answer's shape), lint or test."""
+
+    FORMAT = "format"
+    LINT = "lint"
+    TEST = "test"
+
+
+class AttemptOutcome(enum.StrEnum):
+    """The verdict on one answer of a session: the test's outcome, lint_violation, or
+    format_error for an answer without a candidate.
+    """
+
+    PASS = "pass"
+    COMPILE_ERROR = "compile_error"
+    RUNTIME_ERROR = "runtime_error"
+    CRASH = "crash"
+    TIMEOUT = "timeout"
+    ACCURACY_ERROR = "accuracy_error"
+    CHEAT_DETECTED = "cheat_detected"
+    LINT_VIOLATION = "lint_violation"
+    HARNESS_ERROR = "harness_error"
+    FORMAT_ERROR = "format_error"
+
+
 DTYPES: tuple[str, ...] = tuple(m.value for m in Dtype)
 WORKER_ROLES: tuple[str, ...] = tuple(m.value for m in WorkerRole)
 JOB_KINDS: tuple[str, ...] = tuple(m.value for m in JobKind)
@@ -142,6 +167,8 @@ SAMPLE_SETS: tuple[str, ...] = tuple(m.value for m in SampleSet)
 SESSION_STATES: tuple[str, ...] = tuple(m.value for m in SessionState)
 CAMPAIGN_STATES: tuple[str, ...] = tuple(m.value for m in CampaignState)
 WORKER_STATES: tuple[str, ...] = tuple(m.value for m in WorkerState)
+ATTEMPT_STAGES: tuple[str, ...] = tuple(m.value for m in AttemptStage)
+ATTEMPT_OUTCOMES: tuple[str, ...] = tuple(m.value for m in AttemptOutcome)
 
 
 class ContractError(ValueError):

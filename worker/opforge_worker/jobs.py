@@ -135,9 +135,9 @@ def _stored_samples():
 
 def handlers_for(role: str, device_kind: str, slots: int) -> tuple[dict[str, JobHandler], Any]:
     """The handlers a worker of `role` serves, and a callable that releases what they hold."""
-    if role == "lint":
-        return {"lint": _lint_job}, lambda: None
-    if role != "device":
+    if role == contract.WorkerRole.LINT:
+        return {contract.JobKind.LINT: _lint_job}, lambda: None
+    if role != contract.WorkerRole.DEVICE:
         raise ValueError(f"role {role!r}: expected one of {', '.join(contract.WORKER_ROLES)}")
     if device_kind == device_kinds.NO_DEVICE:
         known = ", ".join(device_kinds.KINDS)
@@ -149,4 +149,8 @@ def handlers_for(role: str, device_kind: str, slots: int) -> tuple[dict[str, Job
         return Harness(device_kind=device_kind, sample_cache=_stored_samples())
 
     pool = HarnessPool(slots, make_harness)
-    return {"test": pool.run_test, "catalog": _catalog_job(device_kind)}, pool.close
+    handlers = {
+        contract.JobKind.TEST: pool.run_test,
+        contract.JobKind.CATALOG: _catalog_job(device_kind),
+    }
+    return handlers, pool.close

@@ -155,3 +155,31 @@ def test_vocabulary_is_one_tuple_per_enum():
     assert contract.JOB_KINDS == ("test", "lint", "catalog")
     assert "skipped" in contract.DTYPE_OUTCOMES and "skipped" not in contract.OUTCOMES
     assert contract.SESSION_STATES[0] == "PROMPT"
+
+
+def test_an_enum_that_extends_another_lists_the_base_values_first():
+    assert contract.DTYPE_OUTCOMES[:-1] == contract.OUTCOMES
+    assert contract.DTYPE_OUTCOMES[-1] == "skipped"
+    assert contract.ATTEMPT_OUTCOMES[:-1] == contract.OUTCOMES
+    assert contract.ATTEMPT_OUTCOMES[-1] == "format_error"
+    assert contract.ATTEMPT_STAGES == ("format", "lint", "test")
+
+
+def test_an_enum_extends_only_an_enum_defined_before_it(tmp_path):
+    spec = importlib.util.spec_from_file_location(
+        "gen_contract", ROOT / "messages" / "gen_contract.py"
+    )
+    generator = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = generator
+    try:
+        spec.loader.exec_module(generator)
+        schema = tmp_path / "contract.yaml"
+        for enums, error in (
+            ("b: {extends: a, values: [y]}\n  a: {values: [x]}", "extends 'a', which is not"),
+            ("a: {values: [x]}\n  b: {extends: a, values: [x]}", "a value is listed twice"),
+        ):
+            schema.write_text(f"version: 1\nenums:\n  {enums}\nframes: {{}}\nstructs: {{}}\n")
+            with pytest.raises(generator.SchemaError, match=error):
+                generator.load(schema)
+    finally:
+        del sys.modules[spec.name]
