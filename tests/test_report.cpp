@@ -50,8 +50,10 @@ session_record failed(const std::string& campaign_id, const std::string& op_name
   auto s = session(campaign_id, op_name, session_state::failed, calls,
                    "budget spent: 1 dialogs of at most 20 calls (" + std::to_string(calls) +
                        " calls in all)");
-  s.history.push_back({1, 1, "test", "compile_error", "first"});
-  s.history.push_back({1, calls, "test", std::move(last_outcome), "last"});
+  s.history.push_back(
+      {1, 1, contract::attempt_stage::test, contract::attempt_outcome::compile_error, "first"});
+  s.history.push_back({1, calls, contract::attempt_stage::test,
+                       *from_string<contract::attempt_outcome>(last_outcome), "last"});
   return s;
 }
 

@@ -58,7 +58,8 @@ protected:
       batch.ops.push_back({family::campaigns, c.spec.campaign_id, encode_campaign(c)});
     auto sum_failed = session("c2", "sum", session_state::failed, 12,
                               "budget spent: 1 dialogs of at most 12 calls (12 calls in all)");
-    sum_failed.history.push_back({1, 12, "test", "accuracy_error", "max abs error 0.5"});
+    sum_failed.history.push_back({1, 12, contract::attempt_stage::test,
+                                  contract::attempt_outcome::accuracy_error, "max abs error 0.5"});
     for (const auto& s : {session("c1", "abs", session_state::success, 2, "passed"),
                           session("c1", "sum", session_state::success, 5, "passed"),
                           session("c2", "abs", session_state::success, 1, "passed"), sum_failed})

@@ -152,7 +152,10 @@ protected:
   }
 
   device_job job(const std::string& id) {
-    return {.id = id, .kind = "test", .payload = op_payload("exp"), .deadline_ms = 60000};
+    return {.id = id,
+            .kind = contract::job_kind::test,
+            .payload = op_payload("exp"),
+            .deadline_ms = 60000};
   }
 
   // Waits for a job's reply (the request was sent earlier, so a worker could answer first).

@@ -59,7 +59,7 @@ coverage_curve curve_of(std::string name, uint32_t operators, std::vector<uint32
 std::string failure_reason(const session_record& session) {
   // The session machine's words when a session runs out of dialogs and calls.
   if (session.end_reason.starts_with("budget spent") && !session.history.empty())
-    return session.history.back().outcome;
+    return std::string{to_string(session.history.back().outcome)};
   auto reason = session.end_reason.substr(0, session.end_reason.find_first_of(":("));
   while (!reason.empty() && reason.back() == ' ')
     reason.pop_back();
