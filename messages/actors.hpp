@@ -28,8 +28,9 @@ using store_actor = caf::typed_actor<
     caf::replies_to<atom::status>::with<store_status>,
     // Serves what is queued, syncs and closes the database, replies ok, then terminates.
     caf::replies_to<atom::shutdown>::with<atom::ok>,
-    // Internal: the I/O thread reports the outcome of request `id`.
-    caf::reacts_to<atom::io_done, uint64_t, caf::message>>;
+    // Internal: the I/O thread reports the outcome of request `id` and, for an applied write, when
+    // its group commit ended (steady-clock ticks; 0 otherwise), for the hand-back metric.
+    caf::reacts_to<atom::io_done, uint64_t, caf::message, int64_t>>;
 
 // -- devices
 // ---------------------------------------------------------------------------------------
