@@ -95,7 +95,9 @@ using llm_endpoint_actor = caf::typed_actor<
     // Internal: the backoff of the request with this ticket has passed.
     caf::reacts_to<atom::retry, uint64_t>,
     // Internal: a rate-limit window may have reopened.
-    caf::reacts_to<atom::wakeup>>;
+    caf::reacts_to<atom::wakeup>,
+    // Internal: time to probe a failing endpoint, whether or not a session calls it.
+    caf::reacts_to<atom::probe>>;
 
 /// Condenses compiler logs for feedback prompts; falls back to the deterministic summary.
 using summarizer_actor = caf::typed_actor<

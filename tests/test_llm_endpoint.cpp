@@ -4,6 +4,7 @@
 
 #include "test_llm_endpoint_support.hpp"
 
+#include <csignal>
 #include <thread>
 
 #include <prometheus/text_serializer.h>
@@ -229,6 +230,55 @@ TEST_F(LlmEndpoint, BreakerOpensAfterConsecutiveFailuresAndRecoversThroughHalfOp
   EXPECT_EQ(status(endpoint).breaker, "closed");
   EXPECT_EQ(metrics_ptr->llm_breaker_state("replay").Value(), 0);
   EXPECT_EQ(hits().size(), 5u);
+}
+
+TEST_F(LlmEndpoint, StoppedServerIsProbedDownAndBackUpWithoutAnyRequest) {
+  start_server({answer("add", "served")}, 0, true);
+  auto cfg = config();
+  cfg.probe = "models";
+  cfg.probe_interval = 100ms;
+  cfg.probe_interval_max = 400ms;
+  cfg.outage_after = 600ms;
+  cfg.max_attempts = 1;
+  cfg.breaker_failures = 1;
+  cfg.breaker_open_for = 1h; // only the probe can bring it back
+  cfg.connect_timeout = 300ms;
+  cfg.total_timeout = 300ms;
+  auto endpoint = spawn_endpoint(cfg);
+  ASSERT_EQ(complete(endpoint, "add").outcome, chat_outcome::ok);
+
+  // A stopped server takes connections but never answers: the request times out.
+  auto pid = server->pid();
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  auto failed = complete(endpoint, "add");
+  EXPECT_EQ(failed.outcome, chat_outcome::endpoint_fault);
+  auto& down = metrics_ptr->llm_down("replay");
+  auto wait_for_down = [&](double value) {
+    auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (down.Value() != value && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(20ms);
+    return down.Value();
+  };
+  // Nothing asks the endpoint anything now: its own probes find it down...
+  EXPECT_EQ(wait_for_down(1), 1);
+  EXPECT_NE(log_text.str().find("llm replay: down: every attempt for"), std::string::npos)
+      << log_text.str();
+  EXPECT_NE(log_text.str().find("health probe: "), std::string::npos) << log_text.str();
+
+  // ...and up again once the server answers.
+  ASSERT_EQ(::kill(pid, SIGCONT), 0);
+  EXPECT_EQ(wait_for_down(0), 0);
+  EXPECT_NE(log_text.str().find("llm replay: answers a health probe again"), std::string::npos)
+      << log_text.str();
+  EXPECT_NE(log_text.str().find("llm replay: up again after"), std::string::npos) << log_text.str();
+  auto now = status(endpoint);
+  EXPECT_EQ(now.health.state, "up");
+  EXPECT_EQ(now.breaker, "half_open"); // the next request goes alone, as after a pause
+  EXPECT_EQ(now.requests.at("ok") + now.requests.at("endpoint_fault"), 2u);
+
+  // The next request closes the breaker.
+  EXPECT_EQ(complete(endpoint, "add").outcome, chat_outcome::ok);
+  EXPECT_EQ(status(endpoint).breaker, "closed");
 }
 
 TEST_F(LlmEndpoint, CancelRepliesCancelledAndAbortsTheTransfer) {
