@@ -35,20 +35,20 @@ public:
   store_backend(std::shared_ptr<store> db, std::shared_ptr<metrics> telemetry)
       : db_{std::move(db)}, telemetry_{std::move(telemetry)} {}
 
-  /// Applies `group`, the ops of `batches` batches, as one RocksDB write.
-  /// `taken` holds when the actor took each batch, for how long it waited for this write.
+  /// Applies `group`, the ops of as many batches as `taken` holds (when the actor took each), as
+  /// one RocksDB write.
   caf::error write_group(const write_batch& group,
                          const std::vector<clock_type::time_point>& taken) {
-    auto batches = taken.size();
     auto start = clock_type::now();
-    for (auto at : taken)
-      telemetry_->store_queue_wait().Observe(seconds(start - at));
-    telemetry_->store_group_batches().Observe(static_cast<double>(batches));
     auto err = db_->write(group);
     telemetry_->store_write_latency().Observe(seconds(clock_type::now() - start));
     if (err)
       return note("write", std::move(err));
-    batches_written_ += batches;
+    // Only the write that applies a batch ends its wait: a failing disk retries a group often.
+    for (auto at : taken)
+      telemetry_->store_queue_wait().Observe(seconds(start - at));
+    telemetry_->store_group_batches().Observe(static_cast<double>(taken.size()));
+    batches_written_ += taken.size();
     return {};
   }
 
