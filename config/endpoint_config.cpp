@@ -204,6 +204,15 @@ caf::expected<endpoint_config> parse_endpoint(const YAML::Node& node, const std:
   in.number("breaker_failures", cfg.breaker_failures, 1, 1000);
   in.duration("breaker_open_for", cfg.breaker_open_for);
   in.duration("outage_after", cfg.outage_after);
+  in.string("probe", cfg.probe);
+  if (cfg.probe != "models" && cfg.probe != "chat" && cfg.probe != "off")
+    in.fail(in.key_path("probe"), "expected models, chat or off, got " + cfg.probe);
+  in.duration("probe_interval", cfg.probe_interval);
+  in.duration("probe_interval_max", cfg.probe_interval_max);
+  if (cfg.probe_interval.count() <= 0)
+    in.fail(in.key_path("probe_interval"), "must be positive");
+  else if (cfg.probe_interval_max < cfg.probe_interval)
+    in.fail(in.key_path("probe_interval_max"), "must not be shorter than probe_interval");
   in.string("record_to", cfg.record_to);
   in.string("cassette", cfg.cassette, replay);
   in.number("replay_latency_ms", cfg.replay_latency_ms, 0, 600'000);

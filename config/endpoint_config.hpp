@@ -16,6 +16,7 @@
 //         kind: replay                     # the real client against the replay server
 //         cassette: var/cassettes/run1.jsonl
 //     outage_after: 60s                  # failing this long = down (each endpoint may override)
+//     # each endpoint may also set probe: models | chat | off, probe_interval, probe_interval_max
 //     summarizer:
 //       mode: llm                          # llm | deterministic | off (the "without" ablation)
 //       endpoint: local-vllm
@@ -67,6 +68,15 @@ struct endpoint_config {
   // and campaigns that may fail over move their sessions to the next endpoint. Set per endpoint,
   // or for all at once as `llm.outage_after`.
   std::chrono::milliseconds outage_after{60'000};
+  // While its attempts fail, the endpoint is re-probed without waiting for a session to call it,
+  // so that it is seen down, and up again, on its own: `models` (GET base_url/models, which
+  // OpenAI, vLLM, SGLang, llama.cpp and Ollama serve), `chat` (a 1-token chat, for servers
+  // without that route), or `off`. The first probe follows the first failure by
+  // `probe_interval`; the wait doubles after each failed probe up to `probe_interval_max`. A
+  // probe gives up after `connect_timeout`.
+  std::string probe = "models";
+  std::chrono::milliseconds probe_interval{5'000};
+  std::chrono::milliseconds probe_interval_max{60'000};
   // record and replay
   std::string record_to; // cassette file every exchange is appended to; empty: no recording
   std::string cassette;  // kind replay: the cassette the replay server serves

@@ -28,8 +28,9 @@ using store_actor = caf::typed_actor<
     caf::replies_to<atom::status>::with<store_status>,
     // Serves what is queued, syncs and closes the database, replies ok, then terminates.
     caf::replies_to<atom::shutdown>::with<atom::ok>,
-    // Internal: the I/O thread reports the outcome of request `id`.
-    caf::reacts_to<atom::io_done, uint64_t, caf::message>>;
+    // Internal: the I/O thread reports the outcome of request `id` and, for an applied write, when
+    // its group commit ended (steady-clock ticks; 0 otherwise), for the hand-back metric.
+    caf::reacts_to<atom::io_done, uint64_t, caf::message, int64_t>>;
 
 // -- devices
 // ---------------------------------------------------------------------------------------
@@ -94,7 +95,9 @@ using llm_endpoint_actor = caf::typed_actor<
     // Internal: the backoff of the request with this ticket has passed.
     caf::reacts_to<atom::retry, uint64_t>,
     // Internal: a rate-limit window may have reopened.
-    caf::reacts_to<atom::wakeup>>;
+    caf::reacts_to<atom::wakeup>,
+    // Internal: time to probe a failing endpoint, whether or not a session calls it.
+    caf::reacts_to<atom::probe>>;
 
 /// Condenses compiler logs for feedback prompts; falls back to the deterministic summary.
 using summarizer_actor = caf::typed_actor<

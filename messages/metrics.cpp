@@ -8,9 +8,15 @@ namespace {
 const prometheus::Histogram::BucketBoundaries job_buckets{
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600};
 
-// Store batches are sub-millisecond without sync and a few milliseconds with it.
-const prometheus::Histogram::BucketBoundaries store_buckets{
-    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25};
+// Store batches are sub-millisecond without sync and a few milliseconds with it; a shared disk
+// stalls an fdatasync for a second or more.
+const prometheus::Histogram::BucketBoundaries store_buckets{0.00005, 0.0001, 0.00025, 0.0005, 0.001,
+                                                            0.0025,  0.005,  0.01,    0.025,  0.05,
+                                                            0.1,     0.25,   0.5,     1,      2.5};
+
+// A group commit holds from one batch (an idle store) to every session's checkpoint at once.
+const prometheus::Histogram::BucketBoundaries group_buckets{1,  2,   4,   8,   16,  32,
+                                                            64, 128, 256, 512, 1024};
 
 // A chat completion takes from a fraction of a second (replayed) to many minutes (reasoning).
 const prometheus::Histogram::BucketBoundaries llm_buckets{0.05, 0.1, 0.25, 0.5, 1,   2.5, 5,   10,
@@ -49,6 +55,17 @@ metrics::metrics(std::string version)
                                   "opforge_store_write_latency_seconds",
                                   "Time to apply one group commit of write batches to the store")
                                .Add({}, store_buckets)},
+      store_queue_wait_{family(prometheus::BuildHistogram(), *registry_,
+                               "opforge_store_queue_wait_seconds",
+                               "Time a write batch waited for the group commit it joined to start")
+                            .Add({}, store_buckets)},
+      store_handback_{family(prometheus::BuildHistogram(), *registry_,
+                             "opforge_store_handback_seconds",
+                             "Time from a group commit's end to the store answering its writers")
+                          .Add({}, store_buckets)},
+      store_group_batches_{family(prometheus::BuildHistogram(), *registry_,
+                                  "opforge_store_group_batches", "Write batches per group commit")
+                               .Add({}, group_buckets)},
       store_errors_{family(prometheus::BuildCounter(), *registry_, "opforge_store_errors_total",
                            "Failed database calls by operation")},
       store_paused_writes_{family(prometheus::BuildGauge(), *registry_,

@@ -51,6 +51,14 @@ public:
   /// opforge_store_write_latency_seconds: time to apply one group commit (the write batches that
   /// queued up meanwhile, in one RocksDB write).
   prometheus::Histogram& store_write_latency() { return store_write_latency_; }
+  /// opforge_store_queue_wait_seconds: how long a write batch waited, from the store actor taking
+  /// it to the start of the group commit it joined (mostly the group being written before it).
+  prometheus::Histogram& store_queue_wait() { return store_queue_wait_; }
+  /// opforge_store_handback_seconds: from a group commit's end to the store actor answering each
+  /// of its writers (the I/O thread's message waiting for the actor to be scheduled).
+  prometheus::Histogram& store_handback() { return store_handback_; }
+  /// opforge_store_group_batches: write batches per group commit.
+  prometheus::Histogram& store_group_batches() { return store_group_batches_; }
   /// opforge_store_errors_total{operation}: failed database calls by operation (write, resume,
   /// get, scan, status, close); a write that keeps failing counts once per attempt.
   prometheus::Counter& store_errors(const std::string& operation);
@@ -111,6 +119,9 @@ private:
   prometheus::Family<prometheus::Counter>& job_requeues_;
   prometheus::Counter& late_results_;
   prometheus::Histogram& store_write_latency_;
+  prometheus::Histogram& store_queue_wait_;
+  prometheus::Histogram& store_handback_;
+  prometheus::Histogram& store_group_batches_;
   prometheus::Family<prometheus::Counter>& store_errors_;
   prometheus::Gauge& store_paused_writes_;
   prometheus::Family<prometheus::Counter>& llm_requests_;

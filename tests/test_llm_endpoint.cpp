@@ -5,6 +5,8 @@
 
 #include "test_llm_endpoint_support.hpp"
 
+#include <csignal>
+
 #include <prometheus/text_serializer.h>
 
 using namespace opforge;
@@ -235,6 +237,63 @@ TEST_F(LlmEndpoint, BreakerOpensAfterConsecutiveFailuresAndRecoversThroughHalfOp
   EXPECT_EQ(status(endpoint).breaker, "closed");
   EXPECT_EQ(metrics_ptr->llm_breaker_state("replay").Value(), 0);
   EXPECT_EQ(hits().size(), 5u);
+}
+
+TEST_F(LlmEndpoint, StoppedServerIsProbedDownAndBackUpWithoutAnyRequest) {
+  start_server({answer("add", "served")}, 0, true);
+  auto cfg = config();
+  cfg.probe = "models";
+  cfg.probe_interval = 100ms;
+  cfg.probe_interval_max = 400ms;
+  cfg.outage_after = 600ms;
+  cfg.max_attempts = 1;
+  cfg.breaker_failures = 1;
+  cfg.breaker_open_for = 1h; // only the probe can bring it back
+  cfg.connect_timeout = 300ms;
+  cfg.total_timeout = 300ms;
+  auto endpoint = spawn_endpoint(cfg);
+  ASSERT_EQ(complete(endpoint, "add").outcome, chat_outcome::ok);
+
+  // A stopped server takes connections but never answers: the request times out.
+  auto pid = server->pid();
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  auto failed = complete(endpoint, "add");
+  EXPECT_EQ(failed.outcome, chat_outcome::endpoint_fault);
+  auto& down = metrics_ptr->llm_down("replay");
+  // A probe's transfer is real I/O that io_under_way() does not count (no request is in
+  // flight): give the HTTP thread a moment to answer, else let virtual time run to the next timer.
+  auto wait_for_down = [&](double value) {
+    auto deadline = std::chrono::steady_clock::now() + io_limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+      sched.take_handed_over();
+      sched.run();
+      if (down.Value() == value)
+        break;
+      if (!sched.wait_for_hand_over(std::chrono::steady_clock::now() + 50ms))
+        sched.trigger_timeout();
+    }
+    return down.Value();
+  };
+  // Nothing asks the endpoint anything now: its own probes find it down...
+  EXPECT_EQ(wait_for_down(1), 1);
+  EXPECT_NE(log_text.str().find("llm replay: down: every attempt for"), std::string::npos)
+      << log_text.str();
+  EXPECT_NE(log_text.str().find("health probe: "), std::string::npos) << log_text.str();
+
+  // ...and up again once the server answers.
+  ASSERT_EQ(::kill(pid, SIGCONT), 0);
+  EXPECT_EQ(wait_for_down(0), 0);
+  EXPECT_NE(log_text.str().find("llm replay: answers a health probe again"), std::string::npos)
+      << log_text.str();
+  EXPECT_NE(log_text.str().find("llm replay: up again after"), std::string::npos) << log_text.str();
+  auto now = status(endpoint);
+  EXPECT_EQ(now.health.state, "up");
+  EXPECT_EQ(now.breaker, "half_open"); // the next request goes alone, as after a pause
+  EXPECT_EQ(now.requests.at("ok") + now.requests.at("endpoint_fault"), 2u);
+
+  // The next request closes the breaker.
+  EXPECT_EQ(complete(endpoint, "add").outcome, chat_outcome::ok);
+  EXPECT_EQ(status(endpoint).breaker, "closed");
 }
 
 TEST_F(LlmEndpoint, CancelRepliesCancelledAndAbortsTheTransfer) {

@@ -141,6 +141,32 @@ llm:
             "'soon'");
 }
 
+TEST(LlmConfig, HealthProbeIsChosenPerEndpoint) {
+  auto parsed = parse(R"(
+llm:
+  endpoints:
+    - {name: a, base_url: "http://a/v1", model: m}
+    - {name: b, base_url: "http://b/v1", model: m, probe: chat, probe_interval: 2s,
+       probe_interval_max: 30s}
+)");
+  ASSERT_TRUE(parsed) << render(parsed.error());
+  EXPECT_EQ(parsed->endpoints[0].probe, "models");
+  EXPECT_EQ(parsed->endpoints[0].probe_interval, 5s);
+  EXPECT_EQ(parsed->endpoints[0].probe_interval_max, 60s);
+  EXPECT_EQ(parsed->endpoints[1].probe, "chat");
+  EXPECT_EQ(parsed->endpoints[1].probe_interval, 2s);
+  EXPECT_EQ(parsed->endpoints[1].probe_interval_max, 30s);
+  const std::string endpoint =
+      "llm:\n  endpoints:\n    - {name: a, base_url: 'http://h', model: m, ";
+  EXPECT_EQ(error_of(endpoint + "probe: ping}\n"),
+            "config_invalid: llm.endpoints[0].probe: expected models, chat or off, got ping");
+  EXPECT_EQ(error_of(endpoint + "probe_interval: 0s}\n"),
+            "config_invalid: llm.endpoints[0].probe_interval: must be positive");
+  EXPECT_EQ(error_of(endpoint + "probe_interval: 10s, probe_interval_max: 5s}\n"),
+            "config_invalid: llm.endpoints[0].probe_interval_max: must not be shorter than "
+            "probe_interval");
+}
+
 TEST(LlmConfig, DurationsReadTheirUnits) {
   EXPECT_EQ(*parse_duration("250ms"), 250ms);
   EXPECT_EQ(*parse_duration("1.5s"), 1500ms);

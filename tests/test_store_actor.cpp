@@ -147,6 +147,9 @@ TEST_F(StoreActorTest, EveryBatchIsTimed) {
   for (auto key : {"j0", "j1", "j2"})
     ask<atom::ok>(atom::write_v, put(family::sessions, key, "queued"));
   EXPECT_EQ(telemetry_->store_write_latency().Collect().histogram.sample_count, 3u);
+  // Reads are not writes: they add no hand-back.
+  ask<stored_value>(atom::get_v, family::sessions, std::string{"j0"});
+  EXPECT_EQ(telemetry_->store_handback().Collect().histogram.sample_count, 3u);
 }
 
 TEST_F(StoreActorTest, FailuresReachTheRequesterAndStatus) {
@@ -251,6 +254,13 @@ TEST_F(StoreActorTest, ConcurrentWritesShareGroupCommits) {
   EXPECT_TRUE(std::is_sorted(answered->begin(), answered->end()));
   auto groups = telemetry_->store_write_latency().Collect().histogram.sample_count;
   EXPECT_LT(groups, writes / 2);
+  // The breakdown: every batch waited for its group and was handed back once; the groups'
+  // sizes add up to the batches.
+  auto sizes = telemetry_->store_group_batches().Collect().histogram;
+  EXPECT_EQ(sizes.sample_count, groups);
+  EXPECT_EQ(sizes.sample_sum, static_cast<double>(writes));
+  EXPECT_EQ(telemetry_->store_queue_wait().Collect().histogram.sample_count, writes);
+  EXPECT_EQ(telemetry_->store_handback().Collect().histogram.sample_count, writes);
   EXPECT_EQ(ask<store_status>(atom::status_v).batches_written, writes);
   EXPECT_EQ(
       ask<std::vector<key_value>>(atom::scan_v, family::events, prefix_of("group"), uint64_t{1000})

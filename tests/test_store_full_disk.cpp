@@ -248,6 +248,9 @@ TEST_F(StoreFullDiskTest, WritesWaitForSpaceWhileReadsGoOn) {
   EXPECT_EQ(resumed.paused_writes, 0u);
   EXPECT_EQ(resumed.batches_written, 4u);
   EXPECT_EQ(telemetry_->store_paused_writes().Value(), 0);
+  // Each batch's wait ends once, with the write that applied it, however often it was retried.
+  EXPECT_EQ(telemetry_->store_queue_wait().Collect().histogram.sample_count, 4u);
+  EXPECT_EQ(telemetry_->store_handback().Collect().histogram.sample_count, 4u);
   auto jobs = scan(family::validations);
   ASSERT_EQ(jobs.size(), 4u);
   EXPECT_EQ(jobs[1].key, "during/0");

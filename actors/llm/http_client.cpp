@@ -69,8 +69,12 @@ std::unique_ptr<transfer> make_transfer(http_post post) {
   auto* e = t->easy;
   curl_easy_setopt(e, CURLOPT_URL, t->post.url.c_str());
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->headers);
-  curl_easy_setopt(e, CURLOPT_POSTFIELDS, t->post.body.data());
-  curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(t->post.body.size()));
+  if (t->post.get) {
+    curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+  } else {
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, t->post.body.data());
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(t->post.body.size()));
+  }
   curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
   curl_easy_setopt(e, CURLOPT_WRITEDATA, t.get());
   curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);

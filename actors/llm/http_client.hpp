@@ -26,6 +26,8 @@ struct http_post {
   std::string url;
   std::vector<std::string> headers; // "Name: value"; may hold the API key, so never logged
   std::string body;
+  /// A GET without a body instead (an endpoint's health probe).
+  bool get = false;
   std::chrono::milliseconds connect_timeout{10'000};
   std::chrono::milliseconds total_timeout{600'000};
 };

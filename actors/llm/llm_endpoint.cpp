@@ -19,6 +19,9 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// The HTTP thread's key for a health probe's transfer: requests' tickets start at 1.
+constexpr uint64_t health_probe_ticket = 0;
+
 bool contains_case_insensitive(std::string_view haystack, std::string_view needle) {
   return std::search(haystack.begin(), haystack.end(), needle.begin(), needle.end(),
                      [](char a, char b) {
@@ -291,6 +294,7 @@ void llm_endpoint_state::init(endpoint_config config, std::shared_ptr<opforge::m
   requests_bucket_.emplace(cfg_.requests_per_minute, now);
   tokens_bucket_.emplace(cfg_.tokens_per_minute, now);
   retry_budget_ = cfg_.retry_budget_max;
+  health_probe_wait_ = cfg_.probe_interval;
   in_flight_gauge_ = &metrics_->llm_in_flight(cfg_.name);
   breaker_gauge_ = &metrics_->llm_breaker_state(cfg_.name);
   down_gauge_ = &metrics_->llm_down(cfg_.name);
@@ -432,12 +436,17 @@ void llm_endpoint_state::start_attempt(uint64_t ticket, held_request& held) {
   http_->post(std::move(post));
 }
 
-std::vector<std::string> llm_endpoint_state::headers_for(const chat_request& request) const {
+std::vector<std::string> llm_endpoint_state::auth_headers() const {
   std::vector<std::string> headers;
   if (!api_key_.empty())
     headers.push_back("Authorization: Bearer " + api_key_);
   for (const auto& [name, value] : cfg_.headers)
     headers.push_back(name + ": " + value);
+  return headers;
+}
+
+std::vector<std::string> llm_endpoint_state::headers_for(const chat_request& request) const {
+  auto headers = auth_headers();
   headers.push_back("X-Opforge-Operator: " + header_safe(request.op));
   headers.push_back("X-Opforge-Request: " + std::to_string(request.request_id));
   headers.push_back("X-Opforge-Answer: " + std::to_string(request.answer_index));
@@ -445,6 +454,8 @@ std::vector<std::string> llm_endpoint_state::headers_for(const chat_request& req
 }
 
 void llm_endpoint_state::on_exchange(http_exchange x) {
+  if (x.ticket == health_probe_ticket)
+    return on_health_probe_answer(x);
   auto found = held_.find(x.ticket);
   if (found == held_.end() || !found->second.in_flight)
     return; // cancelled while the answer was on its way
@@ -516,28 +527,36 @@ void llm_endpoint_state::on_backoff_over(uint64_t ticket) {
   pump();
 }
 
+void llm_endpoint_state::note_answering() {
+  if (failing_since_ && down_logged_)
+    spdlog::info("llm {}: up again after {} s down", cfg_.name,
+                 std::chrono::duration_cast<std::chrono::seconds>(now() - *failing_since_).count());
+  failing_since_.reset();
+  failing_since_ms_ = 0;
+  down_logged_ = false;
+  down_gauge_->Set(0);
+  health_probe_wait_ = cfg_.probe_interval;
+}
+
+void llm_endpoint_state::note_up() {
+  note_answering();
+  consecutive_failures_ = 0;
+  probe_in_flight_ = false;
+  if (breaker_ != breaker_state::closed)
+    set_breaker(breaker_state::closed);
+}
+
 void llm_endpoint_state::note_attempt(const attempt_verdict& verdict) {
-  if (verdict.endpoint_ok) {
-    if (failing_since_ && down_logged_)
-      spdlog::info(
-          "llm {}: up again after {} s down", cfg_.name,
-          std::chrono::duration_cast<std::chrono::seconds>(now() - *failing_since_).count());
-    failing_since_.reset();
-    failing_since_ms_ = 0;
-    down_logged_ = false;
-    down_gauge_->Set(0);
-    consecutive_failures_ = 0;
-    probe_in_flight_ = false;
-    if (breaker_ != breaker_state::closed)
-      set_breaker(breaker_state::closed);
-    return;
-  }
+  if (verdict.endpoint_ok)
+    return note_up();
   last_error_ = verdict.error;
   last_error_ms_ = wall_ms();
+  unreachable_ = verdict.reason == "transport";
   if (!failing_since_) {
     failing_since_ = now();
     failing_since_ms_ = last_error_ms_;
   }
+  schedule_health_probe();
   ++consecutive_failures_;
   if (breaker_ == breaker_state::half_open ||
       (breaker_ == breaker_state::closed && consecutive_failures_ >= cfg_.breaker_failures)) {
@@ -545,6 +564,81 @@ void llm_endpoint_state::note_attempt(const attempt_verdict& verdict) {
     open_until_ = now() + cfg_.breaker_open_for;
     set_breaker(breaker_state::open);
   }
+}
+
+void llm_endpoint_state::schedule_health_probe() {
+  if (cfg_.probe == "off" || health_probe_pending_)
+    return;
+  health_probe_pending_ = true;
+  // No later than the moment it counts as down, so that it is said when it happens.
+  auto delay = std::chrono::duration_cast<clock::duration>(health_probe_wait_);
+  if (failing_since_) {
+    auto until_down = *failing_since_ + cfg_.outage_after - now();
+    if (until_down > clock::duration::zero())
+      delay = std::min(delay, until_down + 1ms);
+  }
+  self_->delayed_send(self_, delay, atom::probe_v);
+}
+
+void llm_endpoint_state::on_health_probe_due() {
+  if (!failing_since_) { // a request got through meanwhile
+    health_probe_pending_ = false;
+    return;
+  }
+  http_post probe;
+  probe.ticket = health_probe_ticket;
+  probe.headers = auth_headers();
+  probe.connect_timeout = cfg_.connect_timeout;
+  probe.total_timeout = cfg_.connect_timeout;
+  // Listing the models proves only that the server is reached again, which says nothing about
+  // an endpoint that answered with errors: there only a chat probe can tell, else the next
+  // request (through the breaker's half-open state).
+  health_probe_chats_ = cfg_.probe == "chat";
+  if (!health_probe_chats_ && !unreachable_)
+    return probe_later();
+  if (!health_probe_chats_) {
+    probe.url = cfg_.base_url + "/models";
+    probe.get = true;
+  } else {
+    probe.url = cfg_.base_url + "/chat/completions";
+    nlohmann::json body{{"model", cfg_.model},
+                        {"max_tokens", 1},
+                        {"stream", false},
+                        {"messages", {{{"role", "user"}, {"content", "ping"}}}}};
+    probe.body = body.dump();
+  }
+  http_->post(std::move(probe));
+}
+
+void llm_endpoint_state::on_health_probe_answer(const http_exchange& x) {
+  health_probe_pending_ = false;
+  if (!failing_since_)
+    return; // a request got through meanwhile
+  auto answered = x.transport_error.empty() && x.status >= 200 && x.status < 300;
+  if (answered && health_probe_chats_)
+    answered = classify_exchange(x, cfg_.context_window, 1, false).endpoint_ok;
+  if (answered) {
+    spdlog::info("llm {}: answers a health probe again", cfg_.name);
+    note_answering();
+    // The next request tests it, alone, as after the breaker's pause.
+    if (breaker_ == breaker_state::open)
+      set_breaker(breaker_state::half_open);
+    pump();
+    return;
+  }
+  last_error_ =
+      redact("health probe: " +
+             (x.transport_error.empty() ? "HTTP " + std::to_string(x.status) : x.transport_error));
+  last_error_ms_ = wall_ms();
+  unreachable_ = !x.transport_error.empty();
+  probe_later();
+}
+
+void llm_endpoint_state::probe_later() {
+  health_probe_pending_ = false;
+  health(); // says so the moment it is down, with nobody asking
+  health_probe_wait_ = std::min(health_probe_wait_ * 2, cfg_.probe_interval_max);
+  schedule_health_probe();
 }
 
 void llm_endpoint_state::set_breaker(breaker_state next) {
@@ -685,6 +779,7 @@ llm_endpoint(llm_endpoint_actor::stateful_pointer<llm_endpoint_state> self, endp
       [self](atom::http_done, http_exchange& x) { self->state.on_exchange(std::move(x)); },
       [self](atom::retry, uint64_t ticket) { self->state.on_backoff_over(ticket); },
       [self](atom::wakeup) { self->state.on_wakeup(); },
+      [self](atom::probe) { self->state.on_health_probe_due(); },
   };
 }
 

@@ -119,6 +119,7 @@ struct llm_endpoint_state {
   void on_exchange(http_exchange x);
   void on_backoff_over(uint64_t ticket);
   void on_wakeup();
+  void on_health_probe_due();
   endpoint_status status();
   /// Also logs the moment the endpoint is first seen down.
   endpoint_health health();
@@ -135,6 +136,15 @@ private:
   void fail_queued(const std::string& why);
   void set_breaker(breaker_state next);
   void note_attempt(const attempt_verdict& verdict);
+  /// The endpoint answered a request: it is up, and its breaker closes.
+  void note_up();
+  /// It answers again: clears the outage (and says so when it was down).
+  void note_answering();
+  void schedule_health_probe();
+  void on_health_probe_answer(const http_exchange& x);
+  /// Notes a down endpoint with nobody asking, and schedules the next probe, later.
+  void probe_later();
+  std::vector<std::string> auth_headers() const;
   void schedule_wakeup(clock::duration delay);
   void record(const held_request& held, const http_exchange& x, const attempt_verdict& verdict);
   std::string redact(std::string text) const;
@@ -168,6 +178,14 @@ private:
   std::string last_error_;
   int64_t last_error_ms_ = 0;
   bool down_logged_ = false;
+  // Health probes (cfg_.probe) while failing: the wait before the next, doubling up to
+  // probe_interval_max, and whether one is scheduled or on the wire (one at a time).
+  std::chrono::milliseconds health_probe_wait_{};
+  bool health_probe_pending_ = false;
+  bool health_probe_chats_ = false; // the one on the wire is a chat, not a GET of models
+  // Whether the latest failure was the server not being reached (connection refused, timeout),
+  // which a `models` probe can tell is over; an HTTP error needs a chat to tell.
+  bool unreachable_ = false;
   std::optional<token_bucket> requests_bucket_;
   std::optional<token_bucket> tokens_bucket_;
   bool wakeup_pending_ = false;

@@ -26,6 +26,8 @@ namespace opforge {
 
 namespace {
 
+using clock_type = std::chrono::steady_clock;
+
 /// The database and the bookkeeping that `status` reports. Touched only on the store's thread;
 /// each call returns the reply for the actor to deliver, a caf::error on failure.
 class store_backend {
@@ -33,15 +35,20 @@ public:
   store_backend(std::shared_ptr<store> db, std::shared_ptr<metrics> telemetry)
       : db_{std::move(db)}, telemetry_{std::move(telemetry)} {}
 
-  /// Applies `group`, the ops of `batches` batches, as one RocksDB write.
-  caf::error write_group(const write_batch& group, size_t batches) {
-    auto start = std::chrono::steady_clock::now();
+  /// Applies `group`, the ops of as many batches as `taken` holds (when the actor took each), as
+  /// one RocksDB write.
+  caf::error write_group(const write_batch& group,
+                         const std::vector<clock_type::time_point>& taken) {
+    auto start = clock_type::now();
     auto err = db_->write(group);
-    telemetry_->store_write_latency().Observe(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    telemetry_->store_write_latency().Observe(seconds(clock_type::now() - start));
     if (err)
       return note("write", std::move(err));
-    batches_written_ += batches;
+    // Only the write that applies a batch ends its wait: a failing disk retries a group often.
+    for (auto at : taken)
+      telemetry_->store_queue_wait().Observe(seconds(start - at));
+    telemetry_->store_group_batches().Observe(static_cast<double>(taken.size()));
+    batches_written_ += taken.size();
     return {};
   }
 
@@ -114,7 +121,16 @@ public:
     return caf::make_message(atom::ok_v);
   }
 
+  /// The hand-back of a write: from the end of its group commit to its answer.
+  void handed_back(clock_type::time_point written) {
+    telemetry_->store_handback().Observe(seconds(clock_type::now() - written));
+  }
+
 private:
+  static double seconds(clock_type::duration elapsed) {
+    return std::chrono::duration<double>(elapsed).count();
+  }
+
   caf::error note(const char* operation, caf::error err) {
     telemetry_->store_errors(operation).Increment();
     last_error_ = render(err);
@@ -148,6 +164,8 @@ struct io_request {
   std::function<caf::message(store_backend&)> call;
   /// Closes the database: the writes still held back are abandoned first.
   bool closes = false;
+  /// When the actor took it: the start of a checkpoint's time in the store.
+  clock_type::time_point taken = clock_type::now();
 };
 
 /// The plain thread that owns every database call. It serves requests in arrival order, except
@@ -157,7 +175,9 @@ struct io_request {
 /// writer (a session's checkpoint) pauses instead of failing.
 class io_thread {
 public:
-  using report = std::function<void(uint64_t id, caf::message outcome)>;
+  /// `written` is the end of the group commit that applied a write, and empty for the rest.
+  using report = std::function<void(uint64_t id, caf::message outcome,
+                                    std::optional<clock_type::time_point> written)>;
 
   io_thread(store_backend& backend, report done)
       : backend_{backend}, done_{std::move(done)}, thread_{[this] { run(); }} {}
@@ -216,10 +236,10 @@ private:
         group.clear();
         if (request.closes)
           abandon_held();
-        done_(request.id, request.call(backend_));
+        done_(request.id, request.call(backend_), std::nullopt);
       } else if (!store_backend::is_valid(*request.batch)) {
         // It writes nothing, so it need not wait for the writes before it.
-        done_(request.id, backend_.write_alone(*request.batch));
+        done_(request.id, backend_.write_alone(*request.batch), std::nullopt);
       } else {
         group.push_back(std::move(request));
       }
@@ -233,10 +253,12 @@ private:
   /// the batches caused.
   struct group_commit {
     std::vector<uint64_t> ids;
+    std::vector<clock_type::time_point> taken;
     write_batch batch;
 
     void add(io_request& request) {
       ids.push_back(request.id);
+      taken.push_back(request.taken);
       auto& ops = request.batch->ops;
       batch.ops.insert(batch.ops.end(), std::make_move_iterator(ops.begin()),
                        std::make_move_iterator(ops.end()));
@@ -257,15 +279,16 @@ private:
     group_commit group;
     for (auto& request : requests)
       group.add(request);
-    auto err = backend_.write_group(group.batch, group.ids.size());
+    auto err = backend_.write_group(group.batch, group.taken);
+    auto written = clock_type::now();
     if (!err) {
       for (auto id : group.ids)
-        done_(id, caf::make_message(atom::ok_v));
+        done_(id, caf::make_message(atom::ok_v), written);
       return;
     }
     if (!stops_writes(err)) {
       for (auto id : group.ids)
-        done_(id, caf::make_message(err));
+        done_(id, caf::make_message(err), std::nullopt);
       return;
     }
     held_ = std::move(group);
@@ -278,7 +301,7 @@ private:
   void retry() {
     auto err = backend_.resume();
     if (!err)
-      err = backend_.write_group(held_.batch, held_.ids.size());
+      err = backend_.write_group(held_.batch, held_.taken);
     if (err) {
       failure_ = render(err);
       backend_.set_paused(failure_, held_.ids.size());
@@ -286,8 +309,9 @@ private:
       next_retry_ = std::chrono::steady_clock::now() + delay_;
       return;
     }
+    auto written = clock_type::now();
     for (auto id : std::exchange(held_, {}).ids)
-      done_(id, caf::make_message(atom::ok_v));
+      done_(id, caf::make_message(atom::ok_v), written);
     failure_.clear();
     backend_.set_paused({}, 0);
   }
@@ -301,7 +325,8 @@ private:
       done_(id,
             caf::make_message(caf::make_error(
                 errc::store_io_failed, "the store closed while writes were failing (" + failure_ +
-                                           "); this write may not have been applied")));
+                                           "); this write may not have been applied")),
+            std::nullopt);
     backend_.set_paused(failure_, 0);
   }
 
@@ -385,9 +410,14 @@ store_actor::behavior_type store_behavior(store_pointer self, std::shared_ptr<st
   st.backend = std::make_unique<store_backend>(std::move(db), std::move(telemetry));
   // A weak reference: the thread must not keep the actor alive, or it would never terminate.
   st.io = std::make_unique<io_thread>(
-      *st.backend, [owner = self->address()](uint64_t id, caf::message outcome) {
+      *st.backend, [owner = self->address()](uint64_t id, caf::message outcome,
+                                             std::optional<clock_type::time_point> written) {
+        // The steady clock's count, as the message crosses threads of this process only; 0 for
+        // anything but an applied write.
+        auto written_ticks = written ? written->time_since_epoch().count() : 0;
         if (auto actor = caf::actor_cast<store_actor>(owner))
-          caf::anon_send(actor, atom::io_done_v, id, std::move(outcome));
+          caf::anon_send(actor, atom::io_done_v, id, std::move(outcome),
+                         static_cast<int64_t>(written_ticks));
       });
   return {
       [self, sync_every_batch](atom::write, write_batch& batch) {
@@ -419,8 +449,10 @@ store_actor::behavior_type store_behavior(store_pointer self, std::shared_ptr<st
         self->state.closing = true;
         return promise;
       },
-      [self](atom::io_done, uint64_t id, caf::message& outcome) {
+      [self](atom::io_done, uint64_t id, caf::message& outcome, int64_t written_ticks) {
         auto& st = self->state;
+        if (written_ticks != 0)
+          st.backend->handed_back(clock_type::time_point{clock_type::duration{written_ticks}});
         auto request = st.pending.find(id);
         if (request == st.pending.end())
           return;
