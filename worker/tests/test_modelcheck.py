@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from harness_helpers import DEVICE, source
+from harness_helpers import DEVICE, FLAT_NEG, source
 
 from opforge_library import modelcheck
 from opforge_worker import catalog, contract
@@ -25,13 +25,6 @@ HERE = Path(__file__).resolve().parent
 SERVED = ("aten.add.Tensor", "aten.relu.default")
 #: The operators the tests map captured calls to: a catalog of these only surveys quickly.
 CATALOG_OPS = ["add", "mul", "neg", "nn.functional.relu"]
-#: neg that reads its input as if it were contiguous: right on OpInfo's samples, wrong on the
-#: strided slice Llama's rotary embedding negates.
-FLAT_NEG = (
-    source("honest/neg")
-    .replace("    x = input.contiguous()\n", "    x = input\n")
-    .replace("torch.empty_like(x)", "torch.empty(x.shape, dtype=x.dtype, device=x.device)")
-)
 
 
 @pytest.fixture(scope="module")
