@@ -110,10 +110,11 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(session_record, session_id, camp
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(session_transition, revision, from, to, detail,
                                                 at_ms, content)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(operator_spec, op, variant, category, docstring,
-                                                dtypes, aten_overloads, seed_kernel, seed_feedback)
+                                                dtypes, aten_overloads, seed_kernel, seed_feedback,
+                                                model_samples)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(campaign_spec, campaign_id, endpoint, model,
                                                 device_kind, created_ms, budgets, concurrency,
-                                                operators, failover)
+                                                operators, failover, sample_sets)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(stored_campaign, spec, state, error, ended_ms)
 
 void to_json(nlohmann::json& out, const session_budgets& b) {
