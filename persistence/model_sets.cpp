@@ -13,7 +13,7 @@ caf::error invalid(std::string_view set, const std::string& what) {
   return caf::make_error(errc::request_invalid, "model set " + std::string{set} + ": " + what);
 }
 
-bool all_of(std::string_view text, bool (*allowed)(char)) {
+bool only_of(std::string_view text, bool (*allowed)(char)) {
   return std::all_of(text.begin(), text.end(), allowed);
 }
 
@@ -28,7 +28,7 @@ bool is_model_set(std::string_view name) {
   if (!name.starts_with(prefix))
     return false;
   auto model = name.substr(prefix.size());
-  return !model.empty() && model.size() <= 58 && all_of(model, [](char c) {
+  return !model.empty() && model.size() <= 58 && only_of(model, [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
   });
 }
@@ -43,12 +43,12 @@ caf::expected<write_batch> replace_model_set(std::string_view set, const model_s
   size_t total = 0;
   for (const auto& [id, file] : files) {
     // OpInfo names and variants: what operator_id makes of them, nothing that could split a key.
-    if (id.empty() || id.size() > 128 || !all_of(id, [](char c) {
+    if (id.empty() || id.size() > 128 || !only_of(id, [](char c) {
           return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
                  c == '_' || c == '.' || c == '/' || c == '-';
         }))
       return invalid(set, "operator id '" + printable(id) + "' is not one");
-    if (!all_of(file, [](char c) {
+    if (!only_of(file, [](char c) {
           return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
                  c == '+' || c == '/' || c == '=';
         }))
