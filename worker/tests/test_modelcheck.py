@@ -23,18 +23,19 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 #: The operators the tests map captured calls to: a catalog of these only surveys quickly.
 CATALOG_OPS = ["add", "mul", "neg", "nn.functional.relu"]
 HONEST_ADD = (CORPUS / "export" / "add.py").read_text()
-#: add that is off by one wherever a float sum exceeds 1: right on none of the model's
-#: activations, exported all the same (the exporter checks its argument mapping, not its values).
+#: add that is off by one wherever a float sum is positive: wrong on the model's activations,
+#: exported all the same (the exporter checks its argument mapping, not its values).
 WRONG_ADD = HONEST_ADD.replace(
     "        result = x.to(wide) + alpha * y.to(wide)\n",
     "        result = x.to(wide) + alpha * y.to(wide)\n"
-    "        result = tl.where(result > 1.0, result + 1.0, result)\n",
+    "        result = tl.where(result > 0.0, result + 1.0, result)\n",
 )
 
 
 def _export(root: Path, name: str, add_source: str) -> Path:
     """The package ``name`` exported from a bundle of one add kernel; returns its directory."""
-    path = root / f"{name}.py"
+    path = root / name / "add.py"  # the file's name says which OpInfo it is
+    path.parent.mkdir()
     path.write_text(add_source)
     (candidate,) = validate.read_candidates(path)
     proof = contract.ToolchainProof(
