@@ -3,6 +3,7 @@
 // the operator's part of it to the real interpreter worker (which never captured it), and a
 // kernel that passes OpInfo's samples but fails the model's own call is reported as such.
 
+#include "messages/errors.hpp"
 #include "persistence/keys.hpp"
 #include "persistence/model_sets.hpp"
 #include "persistence/records.hpp"

@@ -2,6 +2,7 @@
 // the test jobs that carry them, the store's copy of a set, and the words a failure on one gets.
 
 #include "actors/sessions/feedback.hpp"
+#include "messages/errors.hpp"
 #include "messages/jobs.hpp"
 #include "messages/wire.hpp"
 #include "persistence/keys.hpp"
