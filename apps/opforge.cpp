@@ -469,12 +469,12 @@ caf::expected<model_reports> model_operators(const std::vector<std::string>& pat
       for (const auto& op : report.missing_operators)
         if (std::find(names.begin(), names.end(), op.op) == names.end())
           names.push_back(op.op);
-      if (report.captured_inputs.empty())
+      if (!report.captured_inputs || report.captured_inputs->empty())
         continue;
       auto set = "model:" + report.model;
-      if (auto checked = replace_model_set(set, report.captured_inputs, {}); !checked)
+      if (auto checked = replace_model_set(set, *report.captured_inputs, {}); !checked)
         return bad_report(where, message(checked.error()));
-      out.sets[set] = std::move(report.captured_inputs);
+      out.sets[set] = std::move(*report.captured_inputs);
     }
   }
   return out;

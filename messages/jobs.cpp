@@ -45,7 +45,9 @@ device_job test_job(std::string id, const std::string& op, const std::string& va
         sets.push_back(name);
     request.sample_sets = std::move(sets);
   }
-  request.model_samples = limits.model_samples;
+  // Absent unless there is a file to carry, so that a job without model sets reads as it did.
+  if (!limits.model_samples.empty())
+    request.model_samples = limits.model_samples;
   job.payload = contract::codec::to_bytes(request);
   return job;
 }

@@ -64,7 +64,7 @@ TEST(ModelSets, ATestJobNamesEveryGeneratedSetThenTheModelsAndCarriesTheirFiles)
   // Without extra sets the worker's default stands: every generated set, no model's.
   auto plain = payload_of(test_job("j2", "neg", "", "src", "neg", {"float32"}, {"interpreter"}));
   EXPECT_FALSE(plain.sample_sets);
-  EXPECT_TRUE(plain.model_samples.empty());
+  EXPECT_FALSE(plain.model_samples);
 }
 
 TEST(ModelSets, ImportingASetReplacesTheOneOfItsNameWithinTheCaps) {

@@ -278,7 +278,7 @@ def check(model: str, package, args, catalog_operators):
             served = package.call_counts()
         finally:
             package.disable()
-    captured = {}
+    captured = None
     if args.capture is not None:
         root = Path(args.capture) if args.capture else None
         written = model_sets.save(model, capture, catalog_operators, root)

@@ -368,7 +368,7 @@ class _TestRun:
                 Failure("harness_error", "harness", f"bad test request: key 'sample_sets': {error}")
             )
         try:
-            for name, encoded_file in request.model_samples.items():
+            for name, encoded_file in (request.model_samples or {}).items():
                 model_sets.install(name, request.op, request.variant, encoded_file)
         except ValueError as error:
             self._stop(
