@@ -13,9 +13,10 @@
 
 namespace opforge {
 
-/// The largest control request. Requests are a handful of keys; the daemon's socket drops a larger
+/// The largest control request: a handful of keys, or a run that imports a model set (at most
+/// model_set_max_bytes, persistence/model_sets.hpp). The daemon's socket drops a larger
 /// message before reading it whole (ZMQ_MAXMSGSIZE), and the client refuses to send one.
-inline constexpr size_t control_max_request_bytes = size_t{64} << 10;
+inline constexpr size_t control_max_request_bytes = size_t{32} << 20;
 
 /// Sends `request` (a map; `v` is added) to the daemon at `endpoint` and returns its reply. Fails
 /// with errc::daemon_unreachable when nobody answers within `timeout`, and with

@@ -14,6 +14,7 @@
 #include "messages/session_messages.hpp"
 #include "messages/wire.hpp"
 #include "persistence/keys.hpp"
+#include "persistence/model_sets.hpp"
 
 #include <future>
 
@@ -223,10 +224,53 @@ caf::expected<campaign_request> run_request(const wire::map_reader& fields) {
                    flag("all", out.all), flag("failed", out.failed), strings("dtypes", out.dtypes),
                    text("endpoint", out.endpoint), text("device_kind", out.device_kind),
                    count("concurrency", out.concurrency), count("max_dialogs", out.max_dialogs),
-                   count("max_calls_per_dialog", out.max_calls_per_dialog)})
+                   count("max_calls_per_dialog", out.max_calls_per_dialog),
+                   strings("sample_sets", out.sample_sets)})
     if (err)
       return err;
   return out;
+}
+
+// Stores the model sets a `run` request carries (`model_sets`: set -> operator id -> base64
+// file, from modelcheck reports), each replacing the set of its name, before the campaign that
+// requires them resolves.
+caf::error import_model_sets(caf::actor_system& sys, const store_actor& db,
+                             const wire::map_reader& fields) {
+  auto* value = fields.find("model_sets");
+  if (!value || value->type == msgpack::type::NIL)
+    return {};
+  auto bad = caf::make_error(errc::request_invalid,
+                             "run: 'model_sets' must map set names to maps of strings");
+  auto sets = wire::map_reader::of(*value);
+  if (!sets)
+    return bad;
+  for (uint32_t i = 0; i < value->via.map.size; ++i) {
+    auto& set = value->via.map.ptr[i];
+    std::string name{set.key.via.str.ptr, set.key.via.str.size};
+    if (set.val.type != msgpack::type::MAP)
+      return bad;
+    model_set_files files;
+    for (uint32_t j = 0; j < set.val.via.map.size; ++j) {
+      auto& file = set.val.via.map.ptr[j];
+      if (file.key.type != msgpack::type::STR || file.val.type != msgpack::type::STR)
+        return bad;
+      files.emplace(std::string{file.key.via.str.ptr, file.key.via.str.size},
+                    std::string{file.val.via.str.ptr, file.val.via.str.size});
+    }
+    auto stored =
+        ask<std::vector<key_value>>(sys, library_query_bound, db, atom::scan_v, family::meta,
+                                    model_set_prefix(name), uint64_t{100000});
+    if (!stored)
+      return stored.error();
+    auto batch = replace_model_set(name, files, *stored);
+    if (!batch)
+      return batch.error();
+    auto written = ask<atom::ok>(sys, library_query_bound, db, atom::write_v, std::move(*batch));
+    if (!written)
+      return written.error();
+    spdlog::info("model set {} imported: {} operators", name, files.size());
+  }
+  return {};
 }
 
 std::string encode(const nlohmann::json& reply) {
@@ -440,6 +484,8 @@ nlohmann::json control_server::campaigns(const std::string& type,
     auto request = run_request(fields);
     if (!request)
       return failure(message(request.error()));
+    if (auto err = import_model_sets(sys, context_.store, fields))
+      return failure(message(err));
     return reply(
         ask<campaign_status>(sys, actor_query_bound, manager, atom::submit_v, std::move(*request)));
   }

@@ -13,6 +13,7 @@
 #include "messages/device_kind.hpp"
 #include "messages/errors.hpp"
 #include "messages/wire.hpp"
+#include "persistence/model_sets.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -195,6 +196,9 @@ struct run_options {
   bool all = false;
   bool failed = false;
   std::string dtypes;
+  std::string sets;
+  // Imported with the run: the model sets the --from-model reports captured, by set name.
+  std::map<std::string, model_set_files> model_sets;
   std::string endpoint;
   std::string device;
   uint32_t concurrency = 0;
@@ -211,6 +215,10 @@ struct run_options {
     cmd.add_flag("--all", all, "every operator of the catalog");
     cmd.add_flag("--failed", failed, "the operators whose sessions failed in earlier campaigns");
     cmd.add_option("--dtypes", dtypes, "comma-separated dtypes (default: campaigns.dtypes)");
+    cmd.add_option("--sets", sets,
+                   "comma-separated sample sets every test must also pass, e.g. model:gpt2 (a "
+                   "model's inputs, imported by --from-model; its reports' sets are required "
+                   "without naming them)");
     cmd.add_option("--endpoint", endpoint,
                    "LLM endpoint by name (default: the first configured); a,b fails over from a "
                    "to b while a is down");
@@ -241,6 +249,17 @@ struct run_options {
       if (!item.empty())
         list.push_back(item);
     out["dtypes"] = list;
+    auto required = nlohmann::json::array();
+    std::stringstream named{sets};
+    for (std::string item; std::getline(named, item, ',');)
+      if (!item.empty())
+        required.push_back(item);
+    for (const auto& [set, files] : model_sets)
+      if (std::find(required.begin(), required.end(), set) == required.end())
+        required.push_back(set);
+    out["sample_sets"] = required;
+    if (!model_sets.empty())
+      out["model_sets"] = model_sets;
     return out;
   }
 };
@@ -296,11 +315,19 @@ caf::error bad_report(const std::string& path, const std::string& what) {
   return caf::make_error(errc::request_invalid, "--from-model " + path + ": " + what);
 }
 
-// The missing operators of model-check reports (a file holds one model_report or a list of them),
-// each once, in the order the reports name them. The reports are read with the contract's codec:
-// nlohmann only turns the file's JSON into the msgpack that codec reads.
-caf::expected<std::vector<std::string>> model_operators(const std::vector<std::string>& paths) {
+// What model-check reports ask of a campaign: their missing operators, each once, in the order
+// the reports name them, and the model sets they captured.
+struct model_reports {
   std::vector<std::string> names;
+  std::map<std::string, model_set_files> sets;
+};
+
+// Reads model-check reports (a file holds one model_report or a list of them) with the contract's
+// codec: nlohmann only turns the file's JSON into the msgpack that codec reads. A captured set
+// that the daemon would refuse (too large) is refused here, before it is sent.
+caf::expected<model_reports> model_operators(const std::vector<std::string>& paths) {
+  model_reports out;
+  auto& names = out.names;
   for (const auto& path : paths) {
     std::ifstream in{path};
     if (!in)
@@ -312,7 +339,9 @@ caf::expected<std::vector<std::string>> model_operators(const std::vector<std::s
     for (size_t i = 0; i < reports.size(); ++i) {
       auto bytes = nlohmann::json::to_msgpack(reports[i]);
       auto where = path + (document.is_array() ? " [" + std::to_string(i) + "]" : "");
-      auto handle = wire::unpack({reinterpret_cast<const char*>(bytes.data()), bytes.size()});
+      // Room for a captured set over the daemon's cap, which replace_model_set names.
+      auto handle = wire::unpack({reinterpret_cast<const char*>(bytes.data()), bytes.size()},
+                                 {.max_bytes = 2 * control_max_request_bytes});
       if (!handle)
         return bad_report(where, message(handle.error()));
       contract::model_report report;
@@ -321,21 +350,29 @@ caf::expected<std::vector<std::string>> model_operators(const std::vector<std::s
       for (const auto& op : report.missing_operators)
         if (std::find(names.begin(), names.end(), op.op) == names.end())
           names.push_back(op.op);
+      if (!report.captured_inputs || report.captured_inputs->empty())
+        continue;
+      auto set = "model:" + report.model;
+      if (auto checked = replace_model_set(set, *report.captured_inputs, {}); !checked)
+        return bad_report(where, message(checked.error()));
+      out.sets[set] = std::move(*report.captured_inputs);
     }
   }
-  return names;
+  return out;
 }
 
 int run_campaign(const config& cfg, const client_options& opts, run_options run) {
   if (!run.from_model.empty()) {
-    auto missing = model_operators(run.from_model);
-    if (!missing)
-      return fail(missing.error(), exit_bad_config);
+    auto reports = model_operators(run.from_model);
+    if (!reports)
+      return fail(reports.error(), exit_bad_config);
+    auto* missing = &reports->names;
     if (missing->empty()) {
       std::cout << "the model reports name no missing operator: the library serves every "
                    "overload they call\n";
       return 0;
     }
+    run.model_sets = std::move(reports->sets);
     // A campaign selects operators by name: every variant of each.
     for (auto& name : *missing)
       if (std::find(run.names.begin(), run.names.end(), name) == run.names.end())

@@ -241,7 +241,8 @@ std::optional<run_result> run_campaign(caf::actor_system& sys, const prompt_temp
                     think_ms, 1, [](const chat_request&) { return true; });
     runner = sys.spawn(
         thinking<job_runner_actor, atom::submit, device_job, device_job_result, std::string>,
-        runner, think_ms, 2, [](const device_job& job) { return job.kind == "test"; });
+        runner, think_ms, 2,
+        [](const device_job& job) { return job.kind == contract::job_kind::test; });
   }
   services.llm = llm;
   services.jobs = runner;

@@ -3,6 +3,8 @@
 #include "messages/contract.hpp"
 #include "messages/contract_codec.hpp"
 
+#include <algorithm>
+
 namespace opforge {
 
 device_job lint_job(std::string id, const std::string& source, const std::string& op,
@@ -33,6 +35,19 @@ device_job test_job(std::string id, const std::string& op, const std::string& va
   for (const auto& name : dtypes)
     if (auto dtype = contract::from_string<contract::dtype>(name))
       request.dtypes.push_back(*dtype);
+  // Naming any set replaces the worker's default of every generated one, so those are named too.
+  if (!limits.extra_sets.empty()) {
+    std::vector<std::string> sets;
+    for (auto name : contract::enum_traits<contract::sample_set>::names)
+      sets.emplace_back(name);
+    for (const auto& name : limits.extra_sets)
+      if (std::find(sets.begin(), sets.end(), name) == sets.end())
+        sets.push_back(name);
+    request.sample_sets = std::move(sets);
+  }
+  // Absent unless there is a file to carry, so that a job without model sets reads as it did.
+  if (!limits.model_samples.empty())
+    request.model_samples = limits.model_samples;
   job.payload = contract::codec::to_bytes(request);
   return job;
 }

@@ -6,6 +6,7 @@
 #include "messages/device_messages.hpp"
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,12 @@ struct test_limits {
   std::string device_kind;      // where it runs
   double sample_timeout_s = 60; // per-sample limit in the candidate process
   int64_t deadline_ms = 0;      // wall-clock budget of the whole job
+  // Sets the candidate must pass beyond every generated one (`model:<name>`); empty: the
+  // generated sets only.
+  std::vector<std::string> extra_sets{};
+  // model:<name> -> the operator's file in that set, as the daemon holds it (test_request's
+  // model_samples): the worker runs the daemon's copy, wherever the set was captured.
+  std::map<std::string, std::string> model_samples{};
 };
 
 /// A lint job for `source` as a candidate for `op` with wrapper `wrapper`, with the linter
@@ -24,8 +31,9 @@ device_job lint_job(std::string id, const std::string& source, const std::string
                     const std::string& wrapper, const std::string& device_kind,
                     int64_t deadline_ms);
 
-/// A test job of `source` as `op`/`variant` over every sample set, for each of `dtypes` that is a
-/// contract dtype (others are dropped: callers check dtypes when a request arrives).
+/// A test job of `source` as `op`/`variant` over every generated sample set and
+/// `limits.extra_sets`, for each of `dtypes` that is a contract dtype (others are dropped: callers
+/// check dtypes when a request arrives).
 device_job test_job(std::string id, const std::string& op, const std::string& variant,
                     const std::string& source, const std::string& wrapper,
                     const std::vector<std::string>& dtypes, const test_limits& limits);

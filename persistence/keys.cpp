@@ -23,6 +23,14 @@ std::string session_key(std::string_view campaign_id, std::string_view operator_
   return prefix_of(campaign_id) + std::string{operator_id};
 }
 
+std::string model_set_prefix(std::string_view set) {
+  return prefix_of("model_set") + prefix_of(set);
+}
+
+std::string model_set_key(std::string_view set, std::string_view operator_id) {
+  return model_set_prefix(set) + std::string{operator_id};
+}
+
 std::string event_key(std::string_view session_id, uint64_t seq) {
   auto key = prefix_of(session_id);
   for (int shift = 8 * (seq_width - 1); shift >= 0; shift -= 8)

@@ -35,6 +35,11 @@ std::optional<uint64_t> event_seq(std::string_view key);
 /// a scan over `prefix_of(kernel_hash)` yields the kernel's verdicts on every toolchain.
 std::string validation_key(std::string_view kernel_hash, std::string_view toolchain);
 
+/// Key of operator `operator_id`'s file in model set `set` (`model:<name>`) in `family::meta`; a
+/// scan over `model_set_prefix(set)` yields the set's files.
+std::string model_set_key(std::string_view set, std::string_view operator_id);
+std::string model_set_prefix(std::string_view set);
+
 /// `key` for error messages: printable ASCII as is, other bytes as \xNN.
 std::string printable(std::string_view key);
 

@@ -147,6 +147,7 @@ constexpr auto operator_fields = [](auto& x, auto&& f) {
   f("aten_overloads", x.aten_overloads);
   f("seed_kernel", x.seed_kernel);
   f("seed_feedback", x.seed_feedback);
+  f("model_samples", x.model_samples);
 };
 
 constexpr auto spec_fields = [](auto& x, auto&& f) {
@@ -160,6 +161,7 @@ constexpr auto spec_fields = [](auto& x, auto&& f) {
   f("concurrency", x.concurrency);
   f("operators", x.operators);
   f("covered", x.covered);
+  f("sample_sets", x.sample_sets);
 };
 
 constexpr auto campaign_fields = [](auto& x, auto&& f) {

@@ -129,6 +129,10 @@ struct operator_spec {
   std::vector<std::string> aten_overloads{}; // from the catalog, for the library's kernels
   std::string seed_kernel{};   // a repair's starting point (session_record.seed_kernel)
   std::string seed_feedback{}; // why the seed failed: the first dialog's status
+  // The campaign's model sets (`model:<name>`) -> this operator's file in each, as the daemon
+  // holds it (base64; "" when the model never called it). Copied in when the campaign starts, so
+  // that a resumed campaign tests on the set it started with.
+  std::map<std::string, std::string> model_samples{};
 };
 
 /// What `opforge run` submits, resolved.
@@ -145,6 +149,8 @@ struct campaign_spec {
   std::vector<operator_spec> operators;
   // Operator ids the selection named but left out because they already had an accepted kernel.
   std::vector<std::string> covered;
+  // Sample sets every test must pass beyond the defaults (campaign_request.sample_sets).
+  std::vector<std::string> sample_sets{};
 };
 
 /// A campaign as the `campaigns` family holds it.

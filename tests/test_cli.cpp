@@ -318,8 +318,8 @@ TEST_F(CliTest, MalformedControlRequestsGetErrorReplies) {
 }
 
 // The data directory, the store and the control socket are their owner's alone; another user is
-// told so rather than "no daemon answers"; a request over 64 KiB is dropped before it is read and
-// the CLI never sends one.
+// told so rather than "no daemon answers"; a request over 32 MiB (room for a model set) is dropped
+// before it is read.
 TEST_F(CliTest, TheDaemonsFilesAndSocketAreItsOwnersAlone) {
   serve("");
   auto mode = [](const fs::path& path) { return fs::status(path).permissions() & fs::perms::all; };
@@ -357,12 +357,9 @@ TEST_F(CliTest, TheDaemonsFilesAndSocketAreItsOwnersAlone) {
   req.set(zmq::sockopt::linger, 0);
   req.set(zmq::sockopt::rcvtimeo, 2000);
   req.connect("ipc://" + (data / "control.sock").string());
-  req.send(zmq::buffer(std::string(200 << 10, 'x')), zmq::send_flags::none);
+  req.send(zmq::buffer(std::string((32 << 20) + 1, 'x')), zmq::send_flags::none);
   zmq::message_t reply;
   EXPECT_FALSE(req.recv(reply)) << "an oversized request was answered";
-  auto big = run({"show", std::string(70000, 'x'), "--data-dir", data.string()});
-  EXPECT_EQ(big.code, 1);
-  EXPECT_NE(big.err.find("the control socket takes at most 65536"), std::string::npos) << big.err;
   EXPECT_EQ(run({"status", "--data-dir", data.string()}).code, 0);
   EXPECT_EQ(run({"shutdown", "--data-dir", data.string()}).code, 0);
   EXPECT_EQ(wait_for_daemon(), 0);

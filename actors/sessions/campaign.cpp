@@ -108,6 +108,8 @@ void launch(self_pointer self, const operator_spec& op) {
   // Only the sessions hold the campaign's handle: in its own state it would keep it alive forever.
   auto services = st.services;
   services.progress = caf::actor_cast<campaign_actor>(self);
+  services.extra_sets = st.spec.sample_sets;
+  services.model_samples = op.model_samples;
   choose_endpoint(st, record, services);
   auto session = self->spawn(op_session, std::move(record), std::move(services));
   st.running.emplace(id, session);

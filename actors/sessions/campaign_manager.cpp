@@ -9,6 +9,7 @@
 #include "messages/jobs.hpp"
 #include "messages/wire.hpp"
 #include "persistence/keys.hpp"
+#include "persistence/model_sets.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -176,14 +177,16 @@ caf::expected<std::vector<std::string>> failed_names(const std::vector<key_value
 // Asks a worker of the campaign's device kind for the catalog of `names` (all when empty), then
 // selects the operators and starts the campaign.
 void fetch_catalog(self_pointer self, std::string id, operator_selection selection,
-                   std::vector<std::string> dtypes, campaign_spec spec) {
+                   std::vector<std::string> dtypes, campaign_spec spec,
+                   std::map<std::string, model_set_files> model_sets) {
   auto job = catalog_job("catalog:" + id, spec.device_kind,
                          selection.all || !selection.categories.empty() ? std::vector<std::string>{}
                                                                         : selection.names,
                          catalog_deadline_ms);
   self->request(self->state.setup.devices, caf::infinite, atom::submit_v, std::move(job))
       .then(
-          [self, id, selection, dtypes, spec](device_job_result& result) mutable {
+          [self, id, selection, dtypes, spec,
+           model_sets = std::move(model_sets)](device_job_result& result) mutable {
             if (entry(self, id).status.state != contract::campaign_state::resolving)
               return;
             if (result.status != contract::job_status::done)
@@ -206,6 +209,11 @@ void fetch_catalog(self_pointer self, std::string id, operator_selection selecti
                                                              : join(selected->skipped))));
             spec.operators = std::move(selected->operators);
             spec.covered = std::move(selected->covered);
+            for (auto& op : spec.operators)
+              for (const auto& [set, files] : model_sets) {
+                auto file = files.find(operator_id(op.op, op.variant));
+                op.model_samples[set] = file == files.end() ? "" : file->second;
+              }
             spdlog::info("campaign {}: {} operators on {} with endpoint {}", id,
                          spec.operators.size(), spec.device_kind, spec.endpoint);
             start(self, std::move(spec), {});
@@ -217,7 +225,35 @@ void fetch_catalog(self_pointer self, std::string id, operator_selection selecti
           });
 }
 
-// Resolves a submitted request in the background: failed operators, covered ones, the catalog.
+// Reads the model sets among `sets` from the store, one after the other, then hands them over. A
+// set the daemon does not hold rejects the campaign: its tests could not require it.
+void load_model_sets(self_pointer self, std::string id, std::vector<std::string> sets,
+                     std::map<std::string, model_set_files> loaded,
+                     std::function<void(std::map<std::string, model_set_files>)> then) {
+  auto next = std::find_if(sets.begin(), sets.end(), [&](const std::string& set) {
+    return is_model_set(set) && !loaded.count(set);
+  });
+  if (next == sets.end())
+    return then(std::move(loaded));
+  auto set = *next;
+  scan_all(
+      self, family::meta, model_set_prefix(set),
+      [self, id, set, sets = std::move(sets), loaded = std::move(loaded),
+       then](std::vector<key_value> entries) mutable {
+        auto files = read_model_set(set, entries);
+        if (files.empty())
+          return reject(self, id,
+                        invalid("the daemon holds no model set " + set +
+                                ": import it with `opforge run --from-model REPORT`, REPORT from "
+                                "`python -m opforge_library modelcheck --capture`"));
+        loaded.emplace(set, std::move(files));
+        load_model_sets(self, id, std::move(sets), std::move(loaded), std::move(then));
+      },
+      [self, id](const caf::error& err) { reject(self, id, err); });
+}
+
+// Resolves a submitted request in the background: model sets, failed operators, covered ones,
+// the catalog.
 void resolve(self_pointer self, std::string id, campaign_request request, campaign_spec spec) {
   operator_selection selection{
       request.names, request.categories, request.all, {}, request.seeds, {}};
@@ -229,30 +265,38 @@ void resolve(self_pointer self, std::string id, campaign_request request, campai
   auto dtypes = request.dtypes;
   auto on_error = [self, id](const caf::error& err) { reject(self, id, err); };
   auto with_kernels = [self, id, selection, dtypes, spec,
-                       on_error](std::vector<std::string> failed) mutable {
+                       on_error](std::vector<std::string> failed,
+                                 std::map<std::string, model_set_files> model_sets) mutable {
     for (auto& name : failed)
       selection.names.push_back(std::move(name));
     scan_all(
         self, family::kernels, "",
-        [self, id, selection, dtypes, spec](std::vector<key_value> kernels) mutable {
+        [self, id, selection, dtypes, spec,
+         model_sets = std::move(model_sets)](std::vector<key_value> kernels) mutable {
           selection.covered = covered_operators(kernels);
-          fetch_catalog(self, id, std::move(selection), std::move(dtypes), std::move(spec));
+          fetch_catalog(self, id, std::move(selection), std::move(dtypes), std::move(spec),
+                        std::move(model_sets));
         },
         on_error);
   };
-  if (!request.failed)
-    return with_kernels({});
-  scan_all(
-      self, family::sessions, "",
-      [self, id, with_kernels](std::vector<key_value> sessions) mutable {
-        auto names = failed_names(sessions);
-        if (!names)
-          return reject(self, id, names.error());
-        if (names->empty())
-          return reject(self, id, invalid("no operator failed in an earlier campaign"));
-        with_kernels(std::move(*names));
-      },
-      on_error);
+  auto with_failed = [self, id, failed = request.failed, with_kernels,
+                      on_error](std::map<std::string, model_set_files> model_sets) mutable {
+    if (!failed)
+      return with_kernels({}, std::move(model_sets));
+    scan_all(
+        self, family::sessions, "",
+        [self, id, with_kernels,
+         model_sets = std::move(model_sets)](std::vector<key_value> sessions) mutable {
+          auto names = failed_names(sessions);
+          if (!names)
+            return reject(self, id, names.error());
+          if (names->empty())
+            return reject(self, id, invalid("no operator failed in an earlier campaign"));
+          with_kernels(std::move(*names), std::move(model_sets));
+        },
+        on_error);
+  };
+  load_model_sets(self, id, spec.sample_sets, {}, std::move(with_failed));
 }
 
 // Checks what can be checked at once and fills in the defaults.
@@ -310,6 +354,11 @@ caf::expected<campaign_spec> accept(const campaign_manager_setup& setup,
     if (!contract::from_string<contract::dtype>(dtype))
       return invalid("dtype '" + dtype + "': must be one of " +
                      contract::one_of<contract::dtype>());
+  for (const auto& set : request.sample_sets)
+    if (!contract::from_string<contract::sample_set>(set) && !is_model_set(set))
+      return invalid("sample set '" + set + "': must be one of " +
+                     contract::one_of<contract::sample_set>() + " or model:<name>");
+  spec.sample_sets = request.sample_sets;
   auto or_default = [](uint32_t value, int64_t fallback) {
     return value > 0 ? value : static_cast<uint32_t>(fallback);
   };

@@ -159,6 +159,12 @@ std::string lint_feedback(const prompt_templates& templates,
                                                        {"wrapper", std::string{wrapper}}});
 }
 
+std::string model_set_failure(const contract::test_failure& failure) {
+  if (!failure.sample_set.starts_with("model:"))
+    return "";
+  return "passes OpInfo's samples but fails " + failure.sample_set + " inputs";
+}
+
 std::optional<std::string> test_feedback(const prompt_templates& templates,
                                          const contract::test_result& test_result,
                                          std::string_view wrapper) {
@@ -178,6 +184,10 @@ std::optional<std::string> test_feedback(const prompt_templates& templates,
       {"cuda_error", truncate_middle(failure.cuda_error, short_field_limit)},
       {"diff", truncate_middle(describe_diff(failure.diff), diff_limit)},
   };
+  // A real model's call: the shape or stride that breaks the kernel is one it must handle.
+  if (auto model = model_set_failure(failure); !model.empty())
+    values["message"] = "The kernel " + model + " (how the model " + failure.sample_set.substr(6) +
+                        " really calls this operator). " + values["message"];
   // Required placeholders never render empty: the model is told that the worker said nothing.
   for (const auto& name : placeholders_of(*kind).required)
     if (values[name].empty())

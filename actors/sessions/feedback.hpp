@@ -52,6 +52,10 @@ std::string lint_feedback(const prompt_templates& templates,
 /// The prompt for a failed test result; nullopt when its outcome is not one that is fed
 /// back (see `feedback_kind_for`). A `lint_violation` lists the refusal's findings as a lint
 /// report, with the output contract for `wrapper`.
+/// "fails model:<name> inputs" when `failure` is in a model's captured inputs (a model set runs
+/// after every generated one, so the operator's OpInfo samples passed); "" otherwise.
+std::string model_set_failure(const contract::test_failure& failure);
+
 std::optional<std::string> test_feedback(const prompt_templates& templates,
                                          const contract::test_result& test_result,
                                          std::string_view wrapper);

@@ -16,6 +16,7 @@
 #include "persistence/keys.hpp"
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -50,6 +51,10 @@ struct session_services {
   double sample_timeout_s = 60;             // per-sample limit in the candidate process
   int64_t job_deadline_ms = 30 * 60 * 1000; // wall-clock budget of one device job
   int64_t confirmations = 1;                // passing verdicts from distinct hosts a kernel needs
+  // The campaign's sets beyond the generated ones, and its operator's file in each model set
+  // (operator_spec.model_samples): set per session by its campaign.
+  std::vector<std::string> extra_sets;
+  std::map<std::string, std::string> model_samples;
   campaign_actor progress; // told where each session stands after each checkpoint; may be null
   library_actor library;   // told of the kernel a SUCCESS checkpoint stored; may be null
   std::shared_ptr<metrics> telemetry; // sessions by state and outcome; may be null

@@ -240,9 +240,11 @@ public:
     }
     rec_.consecutive_faults = 0;
     rec_.verdict = {result, event.hosts};
+    auto model = model_set_failure(failure);
     feed_back(std::move(*prompt),
               {0, 0, contract::attempt_stage::test, contract::to_attempt_outcome(result.outcome),
-               first_line((failure.dtype.empty() ? "" : failure.dtype + ": ") + failure.message)});
+               first_line((failure.dtype.empty() ? "" : failure.dtype + ": ") +
+                          (model.empty() ? "" : model + ": ") + failure.message)});
   }
 
   void on(const harness_faulted& event) { fault(rec_.state, "harness", event.detail); }

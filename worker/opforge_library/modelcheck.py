@@ -14,7 +14,9 @@ wall time of each run, and the covered overloads whose kernel disagrees with ATe
 own inputs: a kernel that passed OpInfo's samples and fails the model.
 
 ``--capture`` also writes the model's inputs per operator as the sample set ``model:<name>``
-(``opforge_worker.model_sets``) where the judge finds them: ``validate --sets model:gpt2``.
+(``opforge_worker.model_sets``) where the judge finds them: ``validate --sets model:gpt2``; the
+report then carries the set too (``captured_inputs``), which ``opforge run --from-model OUT.json``
+imports into the daemon, whose test jobs send it to whichever worker runs them.
 
 ``--device cpu`` runs Triton kernels on the interpreter (TRITON_INTERPRET=1, dispatch key CPU),
 with tiny inputs by default: what CI runs.
@@ -276,12 +278,13 @@ def check(model: str, package, args, catalog_operators):
             served = package.call_counts()
         finally:
             package.disable()
+    captured = None
     if args.capture is not None:
-        written = model_sets.save(
-            model, capture, catalog_operators, Path(args.capture) if args.capture else None
-        )
+        root = Path(args.capture) if args.capture else None
+        written = model_sets.save(model, capture, catalog_operators, root)
         calls = sum(written.values())
         print(f"{model}: model:{model} holds {calls} calls of {len(written)} operators")
+        captured = model_sets.encoded(model, root)
     missing = sorted(set(capture.counts) - covered)
     max_abs, max_rel = deviation(actual, expected)
     return contract.ModelReport(
@@ -295,6 +298,7 @@ def check(model: str, package, args, catalog_operators):
         seconds_with_library=with_library,
         seconds_without_library=without,
         failing_overloads=failing,
+        captured_inputs=captured,
     )
 
 

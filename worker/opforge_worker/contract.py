@@ -346,6 +346,7 @@ class TestRequest:
             charset="a-z0-9_.:-",
         ),
         _Field("timeout_s", ("float",), positive=True),
+        _Field("model_samples", ("optional", ("dict", ("str",))), optional=True),
     )
 
     #: OpInfo name, e.g. exp, nn.functional.relu
@@ -366,6 +367,10 @@ class TestRequest:
     sample_sets: list[str] | None = None
     #: per-sample wall time limit in the candidate process
     timeout_s: float = 0.0
+    #: model:<name> set -> this operator's captured inputs in that set, as the daemon stores them
+    #: (base64 of the worker's set file; "": the model never called it). The worker runs these
+    #: instead of a set of that name it holds itself, so that a remote worker runs the daemon's set
+    model_samples: dict[str, str] | None = None
 
     @classmethod
     def from_dict(cls, value: Any, context: str = "") -> Self:
@@ -976,6 +981,7 @@ class ModelReport:
         _Field("seconds_with_library", ("float",)),
         _Field("seconds_without_library", ("float",)),
         _Field("failing_overloads", ("list", ("str",)), optional=True),
+        _Field("captured_inputs", ("optional", ("dict", ("str",))), optional=True),
     )
 
     model: str = ""
@@ -994,6 +1000,9 @@ class ModelReport:
     #: covered overloads whose library kernel disagrees with eager ATen on the model's own inputs
     #: (its captured calls): kernels that pass OpInfo yet fail the model
     failing_overloads: list[str] = field(default_factory=list)
+    #: with --capture: the sample set model:<model>, operator id (name, or name/variant) -> base64
+    #: of its set file; `opforge run --from-model` imports it into the daemon
+    captured_inputs: dict[str, str] | None = None
 
     @classmethod
     def from_dict(cls, value: Any, context: str = "") -> Self:

@@ -85,7 +85,7 @@ from pathlib import Path
 import torch
 
 from opforge_worker import compile_cache as compile_cache_module
-from opforge_worker import contract, device_kinds, sample_sets
+from opforge_worker import contract, device_kinds, model_sets, sample_sets
 from opforge_worker import opinfo as opinfo_db
 from opforge_worker import samples as samples_module
 from opforge_worker.judge import Judge, Reference, ReplyError, report_verdict
@@ -367,6 +367,17 @@ class _TestRun:
             self._stop(
                 Failure("harness_error", "harness", f"bad test request: key 'sample_sets': {error}")
             )
+        try:
+            for name, encoded_file in (request.model_samples or {}).items():
+                model_sets.install(name, request.op, request.variant, encoded_file)
+        except ValueError as error:
+            self._stop(
+                Failure(
+                    "harness_error", "harness", f"bad test request: key 'model_samples': {error}"
+                )
+            )
+        except OSError as error:
+            self._stop(Failure("harness_error", "harness", f"model set not stored here: {error}"))
         opinfo = self.harness.samples.find(request.op, request.variant)
         if opinfo is None:
             self._stop(

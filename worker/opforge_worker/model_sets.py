@@ -21,6 +21,7 @@ schema's order (``torch.add`` for ``aten.add.Tensor``), where ``softmax`` does n
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import os
@@ -203,6 +204,50 @@ def save(model: str, capture: Capture, catalog_operators, root: Path | None = No
         f"{op}.{variant}" if variant else op: len(calls)
         for (op, variant), calls in by_operator.items()
     }
+
+
+# -- the daemon's copy -------------------------------------------------------------------------
+# The daemon owns the sets its campaigns require (``opforge run --from-model`` imports a report's
+# ``captured_inputs``) and sends each test job its operator's file, so that a worker on another
+# host runs the set it never captured.
+
+
+def operator_id(op: str, variant: str) -> str:
+    """How the daemon names an operator: ``name``, or ``name/variant``."""
+    return f"{op}/{variant}" if variant else op
+
+
+def encoded(model: str, root: Path | None = None) -> dict[str, str]:
+    """The set ``model:<model>`` as a report carries it: operator id -> base64 of its file."""
+    files = sorted(((root or directory()) / model).glob("*.pt"))
+    return {
+        operator_id(*path.stem.partition("@")[::2]): base64.b64encode(path.read_bytes()).decode()
+        for path in files
+    }
+
+
+def install(name: str, op: str, variant: str, encoded_file: str) -> None:
+    """Puts the daemon's file of set ``name`` for an operator where ``generate`` finds it
+    (replacing this host's own capture of that name); "" says the model never called it."""
+    if not is_model_set(name):
+        raise ValueError(f"{name!r} is not a model set ({PREFIX}<name>)")
+    path = _file(name[len(PREFIX) :], op, variant)
+    if not encoded_file:
+        path.unlink(missing_ok=True)
+        return
+    try:
+        body = base64.b64decode(encoded_file, validate=True)
+    except ValueError as error:
+        raise ValueError(f"{name} for {op}: not base64: {error}") from None
+    try:
+        if path.read_bytes() == body:
+            return  # rewriting it would change its version and drop the samples cached from it
+    except OSError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=path.parent, delete=False, suffix=".tmp") as out:
+        out.write(body)
+    os.replace(out.name, path)
 
 
 # -- samples ----------------------------------------------------------------------------------

@@ -19,6 +19,15 @@ def source(name: str) -> str:
     return (CORPUS / f"{name}.py").read_text()
 
 
+#: neg that reads its input as if it were contiguous: right on OpInfo's samples, wrong on a strided
+#: slice (the one Llama's rotary embedding negates).
+FLAT_NEG = (
+    source("honest/neg")
+    .replace("    x = input.contiguous()\n", "    x = input\n")
+    .replace("torch.empty_like(x)", "torch.empty(x.shape, dtype=x.dtype, device=x.device)")
+)
+
+
 def request(name: str, op: str, dtypes=("float32",), wrapper=None, **overrides) -> dict:
     """A test request for the corpus candidate ``name``, its wrapper named after the op."""
     return {

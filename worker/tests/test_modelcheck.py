@@ -1,62 +1,94 @@
 """``python -m opforge_library modelcheck``: real architectures (tiny configs) on the interpreter
-with a package that serves aten.add.Tensor and aten.relu.default, and the model sets
-(``model:<name>``) it captures, judged by ``validate``."""
+with packages the real exporter (``python -m opforge_library export``) made of a library bundle
+serving add, and the model sets (``model:<name>``) it captures, judged by ``validate``."""
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import json
 import os
-import shutil
-import sys
 from pathlib import Path
 
+import msgpack
 import pytest
-from harness_helpers import DEVICE, source
+from harness_helpers import CORPUS, DEVICE, FLAT_NEG, source
 
 from opforge_library import modelcheck
-from opforge_worker import catalog, contract
+from opforge_library.__main__ import main as library_main
+from opforge_worker import catalog, contract, model_sets, validate
 from opforge_worker.__main__ import main as worker_main
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
-HERE = Path(__file__).resolve().parent
-SERVED = ("aten.add.Tensor", "aten.relu.default")
 #: The operators the tests map captured calls to: a catalog of these only surveys quickly.
 CATALOG_OPS = ["add", "mul", "neg", "nn.functional.relu"]
-#: neg that reads its input as if it were contiguous: right on OpInfo's samples, wrong on the
-#: strided slice Llama's rotary embedding negates.
-FLAT_NEG = (
-    source("honest/neg")
-    .replace("    x = input.contiguous()\n", "    x = input\n")
-    .replace("torch.empty_like(x)", "torch.empty(x.shape, dtype=x.dtype, device=x.device)")
+HONEST_ADD = (CORPUS / "export" / "add.py").read_text()
+#: add that is off by one wherever a float sum is positive: wrong on the model's activations,
+#: exported all the same (the exporter checks its argument mapping, not its values).
+WRONG_ADD = HONEST_ADD.replace(
+    "        result = x.to(wide) + alpha * y.to(wide)\n",
+    "        result = x.to(wide) + alpha * y.to(wide)\n"
+    "        result = tl.where(result > 0.0, result + 1.0, result)\n",
 )
+
+
+def _export(root: Path, name: str, add_source: str) -> Path:
+    """The package ``name`` exported from a bundle of one add kernel; returns its directory."""
+    path = root / name / "add.py"  # the file's name says which OpInfo it is
+    path.parent.mkdir()
+    path.write_text(add_source)
+    (candidate,) = validate.read_candidates(path)
+    proof = contract.ToolchainProof(
+        fingerprint="0123456789abcdef",
+        device_kind=DEVICE,
+        toolchain={},
+        outcome="pass",
+        tests_run=1,
+        tests_passed=1,
+        validated_at_ms=1,
+    )
+    kernel = contract.LibraryKernel(
+        op=candidate.op,
+        wrapper=candidate.wrapper,
+        source=candidate.source,
+        hash=f"{abs(hash(candidate.source)):016x}"[:16],
+        dtypes=["float32"],
+        aten_overloads=["aten.add.Tensor"],
+        provenance={"origin": "campaign"},
+        proofs=[proof],
+    )
+    bundle = contract.LibraryBundle(
+        device_kind=DEVICE, fingerprint="", daemon_version="t", kernels=[kernel]
+    )
+    (root / f"{name}.msgpack").write_bytes(msgpack.packb(bundle.to_dict()))
+    out = root / f"{name}-out"
+    arguments = ["--bundle", str(root / f"{name}.msgpack"), "--format", "torch-library"]
+    code = library_main(
+        ["export", *arguments, "--out", str(out), "--name", name, "--device-kind", DEVICE]
+    )
+    assert code == 0
+    return out / name
 
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory):
-    """A package directory (``minilib``), a small catalog and a model-set directory."""
+    """The honest and the wrong package, a small catalog and a model-set directory."""
     root = tmp_path_factory.mktemp("modelcheck")
-    (root / "minilib").mkdir()
-    shutil.copy(HERE / "minilib_package.py", root / "minilib" / "__init__.py")
+    _export(root, "honestlib", HONEST_ADD)
+    _export(root, "wronglib", WRONG_ADD)
     built = catalog.build(DEVICE, ops=CATALOG_OPS)
     (root / "catalog.json").write_text(json.dumps(built))
     return root
 
 
-def _package(work):
-    sys.path.insert(0, str(work))
-    try:
-        return importlib.import_module("minilib")
-    finally:
-        sys.path.remove(str(work))
+def _package(work, name="honestlib"):
+    return modelcheck.load_package(str(work / f"{name}-out" / name))
 
 
-def _check(work, model, *extra):
-    out = work / f"{model}.json"
+def _check(work, model, *extra, package="honestlib"):
+    out = work / f"{model}-{package}.json"
     code = modelcheck.main(
-        ["--model", model, "--package", str(work / "minilib"), "--device", "cpu"]
+        ["--model", model, "--package", str(work / f"{package}-out" / package), "--device", "cpu"]
         + ["--report", str(out), "--catalog", str(work / "catalog.json"), *extra]
     )
     return code, out
@@ -84,8 +116,9 @@ def test_gpt2_report_counts_calls_served_and_missing(work):
     # overloads it covers, and some of the model's.
     served = package.call_counts()
     assert report.served_calls == sum(served.values()) > 0
-    assert served["aten.add.Tensor"] <= report.aten_calls["aten.add.Tensor"]
-    assert report.missing_overloads == sorted(set(report.aten_calls) - set(SERVED))
+    assert 0 < served["aten.add.Tensor"] <= report.aten_calls["aten.add.Tensor"]
+    assert "aten.add.Tensor" in package.covered()
+    assert report.missing_overloads == sorted(set(report.aten_calls) - set(package.covered()))
     assert "aten.mul.Tensor" in report.missing_overloads
     assert contract.ModelOperator(op="mul") in report.missing_operators
     assert all(op.op in CATALOG_OPS for op in report.missing_operators)
@@ -95,12 +128,7 @@ def test_gpt2_report_counts_calls_served_and_missing(work):
 
 
 def test_a_wrong_kernel_shows_as_deviation_and_failing_overload(work, llama):
-    package = _package(work)
-    package.WRONG_ABOVE = 0.0
-    try:
-        code, out = _check(work, "llama")
-    finally:
-        package.WRONG_ABOVE = None
+    code, out = _check(work, "llama", package="wronglib")
 
     assert code == 0
     report = contract.ModelReport.from_dict(json.loads(out.read_text()))
@@ -132,6 +160,9 @@ def test_captured_llama_set_passes_an_honest_kernel_and_fails_a_flat_one(
         "mul.pt",
         "neg.pt",
     ]
+    # The report carries the set, as `opforge run --from-model` imports it into the daemon.
+    assert llama.captured_inputs == model_sets.encoded("llama", work / "sets")
+    assert sorted(llama.captured_inputs) == ["add", "mul", "neg"]
     (tmp_path / "honest").mkdir()
     (tmp_path / "honest" / "neg.py").write_text(source("honest/neg"))
     (tmp_path / "flat").mkdir()
