@@ -143,6 +143,27 @@ nlohmann::json to_json(const contract::toolchain_proof& p) {
           {"validated_at_ms", p.validated_at_ms}};
 }
 
+nlohmann::json to_json(const revalidation_status& r) {
+  return {{"device_kind", r.device_kind},
+          {"fingerprint", r.fingerprint},
+          {"toolchain", r.toolchain},
+          {"live", r.live},
+          {"requested_at_ms", r.requested_at_ms},
+          {"owed", r.owed},
+          {"running", r.running},
+          {"passed", r.passed},
+          {"failed", r.failed}};
+}
+
+nlohmann::json to_json(const maintenance_status& m) {
+  auto toolchains = nlohmann::json::array();
+  for (const auto& r : m.toolchains)
+    toolchains.push_back(to_json(r));
+  return {{"toolchains", toolchains},
+          {"regressions", m.regressions},
+          {"repair_campaigns", m.repair_campaigns}};
+}
+
 // A kernel as `kernels` lists it; its source only when it was asked for.
 nlohmann::json to_json(const kernel_version& v) {
   const auto& k = v.kernel;
@@ -372,6 +393,8 @@ control_server::answer_type control_server::answer(std::string_view request) {
     return {encode(kernels(*fields))};
   if (*type == "regressions")
     return {encode(regressions())};
+  if (*type == "revalidate")
+    return {encode(revalidate(*fields))};
   if (*type == "export")
     return {encode(bundle(*fields))};
   if (*type == "import" || *type == "import_status")
@@ -385,23 +408,29 @@ control_server::answer_type control_server::answer(std::string_view request) {
   return {encode(failure(
       "unknown request type '" + *type +
       "' (this daemon knows: status, workers, run, campaign, campaigns, cancel, "
-      "sessions, show, kernels, regressions, export, import, import_status, report, shutdown)"))};
+      "sessions, show, kernels, regressions, revalidate, export, import, import_status, report, "
+      "shutdown)"))};
 }
 
 nlohmann::json control_server::status() const {
   using namespace std::chrono;
   auto uptime = duration<double>{steady_clock::now() - context_.started}.count();
-  return {{"ok", true},
-          {"version", context_.version},
-          {"pid", ::getpid()},
-          {"uptime_s", uptime},
-          {"data_dir", context_.cfg.data_dir.string()},
-          {"control", context_.cfg.control.listen},
-          {"metrics", context_.metrics_address},
-          {"store", part(ask<store_status>(*context_.system, actor_query_bound, context_.store,
-                                           atom::status_v))},
-          {"workers", part(ask<device_manager_status>(*context_.system, actor_query_bound,
-                                                      context_.devices, atom::status_v))}};
+  nlohmann::json out{
+      {"ok", true},
+      {"version", context_.version},
+      {"pid", ::getpid()},
+      {"uptime_s", uptime},
+      {"data_dir", context_.cfg.data_dir.string()},
+      {"control", context_.cfg.control.listen},
+      {"metrics", context_.metrics_address},
+      {"store", part(ask<store_status>(*context_.system, actor_query_bound, context_.store,
+                                       atom::status_v))},
+      {"workers", part(ask<device_manager_status>(*context_.system, actor_query_bound,
+                                                  context_.devices, atom::status_v))}};
+  if (context_.maintenance)
+    out["maintenance"] = part(ask<maintenance_status>(*context_.system, actor_query_bound,
+                                                      context_.maintenance, atom::status_v));
+  return out;
 }
 
 nlohmann::json control_server::workers() const {
@@ -489,6 +518,23 @@ nlohmann::json control_server::regressions() const {
                    {"before", to_json(r.before)},
                    {"after", to_json(r.after)}});
   return {{"ok", true}, {"regressions", out}};
+}
+
+nlohmann::json control_server::revalidate(const wire::map_reader& fields) const {
+  auto device_kind = fields.string_or("device_kind", "");
+  auto fingerprint = fields.string_or("fingerprint", "");
+  if (!device_kind || !fingerprint)
+    return failure(message(!device_kind ? device_kind.error() : fingerprint.error()));
+  if (!context_.maintenance)
+    return failure("this daemon runs no maintenance actor");
+  // It asks the device manager, writes the request and lists the library before it answers.
+  auto owed = ask<maintenance_status>(*context_.system, library_query_bound, context_.maintenance,
+                                      atom::revalidate_v, *device_kind, *fingerprint);
+  if (!owed)
+    return failure(message(owed.error()));
+  auto out = to_json(*owed);
+  out["ok"] = true;
+  return out;
 }
 
 nlohmann::json control_server::bundle(const wire::map_reader& fields) const {
