@@ -1,6 +1,7 @@
 #include "apps/control_server.hpp"
 
 #include "actors/library/regressions.hpp"
+#include "actors/library/repair.hpp"
 #include "actors/library/report.hpp"
 #include "actors/store/store.hpp"
 #include "apps/actor_query.hpp"
@@ -140,7 +141,8 @@ nlohmann::json to_json(const contract::toolchain_proof& p) {
           {"outcome", to_string(p.outcome)},
           {"tests_run", p.tests_run},
           {"tests_passed", p.tests_passed},
-          {"validated_at_ms", p.validated_at_ms}};
+          {"validated_at_ms", p.validated_at_ms},
+          {"detail", p.detail}};
 }
 
 nlohmann::json to_json(const revalidation_status& r) {
@@ -395,6 +397,9 @@ control_server::answer_type control_server::answer(std::string_view request) {
     return {encode(regressions())};
   if (*type == "revalidate")
     return {encode(revalidate(*fields))};
+
+  if (*type == "repair")
+    return {encode(repair(*fields))};
   if (*type == "export")
     return {encode(bundle(*fields))};
   if (*type == "import" || *type == "import_status")
@@ -408,8 +413,8 @@ control_server::answer_type control_server::answer(std::string_view request) {
   return {encode(failure(
       "unknown request type '" + *type +
       "' (this daemon knows: status, workers, run, campaign, campaigns, cancel, "
-      "sessions, show, kernels, regressions, revalidate, export, import, import_status, report, "
-      "shutdown)"))};
+      "sessions, show, kernels, regressions, revalidate, repair, export, import, import_status, "
+      "report, shutdown)"))};
 }
 
 nlohmann::json control_server::status() const {
@@ -535,6 +540,45 @@ nlohmann::json control_server::revalidate(const wire::map_reader& fields) const 
   auto out = to_json(*owed);
   out["ok"] = true;
   return out;
+}
+
+nlohmann::json control_server::repair(const wire::map_reader& fields) const {
+  auto fingerprint = fields.string_or("fingerprint", "");
+  auto endpoint = fields.string_or("endpoint", "");
+  if (!fingerprint || !endpoint)
+    return failure(message(!fingerprint ? fingerprint.error() : endpoint.error()));
+  // Sources too: each session starts from the regressed kernel.
+  auto list = ask<std::vector<kernel_version>>(*context_.system, library_query_bound,
+                                               context_.library, atom::list_v, std::string{}, true);
+  if (!list)
+    return failure(message(list.error()));
+  auto regressions = find_regressions(*list);
+  if (!fingerprint->empty())
+    std::erase_if(regressions,
+                  [&](const regression& r) { return r.after.fingerprint != *fingerprint; });
+  auto out = nlohmann::json::array();
+  for (auto& request : repair_campaigns(regressions, *list)) {
+    request.endpoint = *endpoint;
+    auto seeded = nlohmann::json::array();
+    for (const auto& seed : request.seeds)
+      seeded.push_back(operator_id(seed.op, seed.variant));
+    auto pinned = request.fingerprint;
+    auto started = ask<campaign_status>(*context_.system, actor_query_bound, context_.campaigns,
+                                        atom::submit_v, std::move(request));
+    if (!started) {
+      std::string submitted;
+      for (const auto& c : out)
+        submitted += " " + c.value("campaign_id", std::string{});
+      return failure("the repair campaign for toolchain " + pinned +
+                     " did not start: " + message(started.error()) +
+                     (submitted.empty() ? "" : " (started before it:" + submitted + ")"));
+    }
+    auto c = to_json(*started);
+    c["fingerprint"] = pinned;
+    c["seeded"] = seeded;
+    out.push_back(std::move(c));
+  }
+  return {{"ok", true}, {"regressions", regressions.size()}, {"campaigns", out}};
 }
 
 nlohmann::json control_server::bundle(const wire::map_reader& fields) const {

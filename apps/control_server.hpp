@@ -80,6 +80,8 @@ private:
   /// `revalidate`: re-validation asked by hand of a device kind and fingerprint ("" = each live
   /// one); what it owes.
   nlohmann::json revalidate(const wire::map_reader& fields) const;
+  /// `repair`: starts the campaigns that repair the regressions (of one fingerprint, or all).
+  nlohmann::json repair(const wire::map_reader& fields) const;
   /// `export`: the library_bundle for a device kind (default: the campaigns') and fingerprint.
   nlohmann::json bundle(const wire::map_reader& fields) const;
   /// `report`: coverage, curves, failures and costs of one campaign or all, as JSON and HTML.

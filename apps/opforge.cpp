@@ -5,6 +5,7 @@
 #include "apps/campaign_setup.hpp"
 #include "apps/control_client.hpp"
 #include "apps/import_command.hpp"
+#include "apps/repair_command.hpp"
 #include "apps/serve.hpp"
 #include "apps/worker_keys.hpp"
 #include "config/config.hpp"
@@ -730,7 +731,8 @@ int list_kernels(const config& cfg, const client_options& opts, const kernels_op
   return 0;
 }
 
-// One line per regressed kernel: the toolchain change in words, the verdict before and after.
+// One line per regressed kernel: the toolchain change in words, the verdict before and after, and
+// last, as it may be long, why it fails now.
 int list_regressions(const config& cfg, const client_options& opts) {
   auto reply = control_request(cfg.control.listen, {{"type", "regressions"}},
                                std::chrono::milliseconds{opts.timeout_ms});
@@ -750,10 +752,13 @@ int list_regressions(const config& cfg, const client_options& opts) {
            " (" + std::to_string(proof.value("tests_passed", 0)) + "/" +
            std::to_string(proof.value("tests_run", 0)) + ")";
   };
-  std::vector<std::vector<std::string>> rows{{"OPERATOR", "HASH", "CHANGE", "BEFORE", "AFTER"}};
-  for (auto& r : regressions)
+  std::vector<std::vector<std::string>> rows{
+      {"OPERATOR", "HASH", "CHANGE", "BEFORE", "AFTER", "FAILURE"}};
+  for (auto& r : regressions) {
+    auto failure = r["after"].value("detail", std::string{});
     rows.push_back({r.value("operator", ""), r.value("hash", ""), r.value("change", ""),
-                    verdict(r["before"]), verdict(r["after"])});
+                    verdict(r["before"]), verdict(r["after"]), failure.empty() ? "-" : failure});
+  }
   print_table(rows);
   return 0;
 }
@@ -1008,6 +1013,11 @@ int main(int argc, char** argv) {
   revalidate_cmd->add_option("--fingerprint", revalidate_fingerprint,
                              "the toolchain fingerprint of a connected worker (default: each)");
   revalidate_cmd->add_option("--device", revalidate_device, "the device kind (default: each)");
+  repair_options repair;
+  auto* repair_cmd = app.add_subcommand(
+      "repair", "start sessions that repair the regressions, each seeded with the regressed kernel "
+                "and tested on the toolchain it fails on");
+  repair.add_to(*repair_cmd);
   export_options exported;
   auto* export_cmd = app.add_subcommand(
       "export", "write the library as a Python package or BackendBench's directory layout");
@@ -1025,7 +1035,7 @@ int main(int argc, char** argv) {
 
   for (auto* cmd : {status_cmd, workers_cmd, shutdown_cmd, run_cmd, attach_cmd, campaigns_cmd,
                     cancel_cmd, sessions_cmd, show_cmd, kernels_cmd, regressions_cmd,
-                    revalidate_cmd, export_cmd, import_cmd}) {
+                    revalidate_cmd, repair_cmd, export_cmd, import_cmd}) {
     common.add_to(*cmd);
     client.add_to(*cmd);
   }
@@ -1112,6 +1122,9 @@ int main(int argc, char** argv) {
                         {"device_kind", revalidate_device},
                         {"fingerprint", revalidate_fingerprint}},
                        print_revalidation);
+  if (cmd == repair_cmd)
+    return run_repair(cfg->control.listen, repair, client.json,
+                      std::chrono::milliseconds{client.timeout_ms});
   if (cmd == export_cmd)
     return export_library(*cfg, client, exported);
   if (cmd == import_cmd)

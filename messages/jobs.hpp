@@ -16,6 +16,7 @@ struct test_limits {
   std::string device_kind;      // where it runs
   double sample_timeout_s = 60; // per-sample limit in the candidate process
   int64_t deadline_ms = 0;      // wall-clock budget of the whole job
+  std::string fingerprint{};    // the toolchain it must run on ("" = any)
 };
 
 /// A lint job for `source` as a candidate for `op` with wrapper `wrapper`, with the linter

@@ -113,7 +113,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(operator_spec, op, variant, cate
                                                 dtypes, aten_overloads, seed_kernel, seed_feedback)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(campaign_spec, campaign_id, endpoint, model,
                                                 device_kind, created_ms, budgets, concurrency,
-                                                operators, failover)
+                                                operators, failover, fingerprint)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(stored_campaign, spec, state, error, ended_ms)
 
 void to_json(nlohmann::json& out, const session_budgets& b) {

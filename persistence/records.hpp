@@ -149,6 +149,9 @@ struct campaign_spec {
   session_budgets budgets;
   uint32_t concurrency = 8;
   std::vector<operator_spec> operators;
+  // Test jobs run only on workers with this toolchain fingerprint ("" = any): a repair is proved
+  // where its kernel regressed. Campaigns stored before it decode with "".
+  std::string fingerprint{};
 };
 
 /// A campaign as the `campaigns` family holds it.

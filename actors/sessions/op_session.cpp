@@ -290,7 +290,7 @@ void run_job(self_pointer self, contract::job_kind kind, const std::string& sour
                               st.services.job_deadline_ms)
                    : test_job(std::move(id), r.op, r.variant, source, r.wrapper, r.dtypes,
                               {st.services.device_kind, st.services.sample_timeout_s,
-                               st.services.job_deadline_ms}));
+                               st.services.job_deadline_ms, st.services.fingerprint}));
 }
 
 // Carries out what the record asks for next; after faults, once the back-off has passed.
