@@ -343,7 +343,10 @@ TEST_F(Maintenance, RevalidateByHandForcesVerdictsAndSurvivesARestart) {
   EXPECT_EQ(opforge_code(refused), errc::request_invalid);
   EXPECT_THAT(message(refused), HasSubstr("no connected device worker has toolchain "
                                           "fingerprint 'nosuch'"));
-  script->answered_limit = 1;
+  {
+    std::lock_guard guard{script->lock};
+    script->answered_limit = 1;
+  }
   maintenance_status owed;
   self_
       ->request(actor, caf::infinite, atom::revalidate_v, std::string{"interpreter"},
