@@ -223,8 +223,12 @@ void repair_new(self_pointer self, const std::vector<regression>& found) {
             for (auto& request : repair_campaigns(fresh, kernels)) {
               std::vector<regression> covered;
               for (const auto& r : fresh)
-                if (r.after.fingerprint == request.fingerprint)
-                  covered.push_back(r);
+                for (const auto& seed : request.seeds)
+                  if (r.after.fingerprint == request.fingerprint && seed.op == r.op &&
+                      seed.variant == r.variant) {
+                    covered.push_back(r);
+                    break;
+                  }
               self->request(self->state.setup.campaigns, caf::infinite, atom::submit_v,
                             std::move(request))
                   .then(
