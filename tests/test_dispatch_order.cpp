@@ -3,6 +3,8 @@
 
 #include "actors/fleet/device_manager.hpp"
 
+#include <vector>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

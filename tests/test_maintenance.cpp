@@ -109,6 +109,33 @@ scripted_fleet(maintenance_fleet_actor::stateful_pointer<fleet_state> self,
   };
 }
 
+/// Records the campaigns it is asked to start and names them r-1, r-2...
+struct campaigns_state {
+  std::shared_ptr<std::vector<campaign_request>> started;
+  static inline const char* name = "scripted-campaigns";
+};
+
+campaign_manager_actor::behavior_type
+scripted_campaigns(campaign_manager_actor::stateful_pointer<campaigns_state> self,
+                   std::shared_ptr<std::vector<campaign_request>> started) {
+  self->state.started = std::move(started);
+  auto named = [](const std::string& id) {
+    campaign_status status;
+    status.campaign_id = id;
+    return status;
+  };
+  return {
+      [self, named](atom::submit, campaign_request& request) {
+        self->state.started->push_back(std::move(request));
+        return named("r-" + std::to_string(self->state.started->size()));
+      },
+      [named](atom::status, const std::string& id) { return named(id); },
+      [](atom::list) { return std::vector<campaign_status>{}; },
+      [named](atom::cancel, const std::string& id) { return named(id); },
+      [](atom::shutdown) { return atom::ok_v; },
+  };
+}
+
 worker_info worker(const std::string& device_kind, const std::string& fingerprint) {
   return {.worker_id = "w-" + fingerprint,
           .role = "device",
@@ -166,9 +193,12 @@ protected:
   }
 
   /// A maintenance actor (a daemon's lifetime of it) over a fresh scripted fleet.
-  maintenance_actor start(std::shared_ptr<fleet_script> script, bool enabled = true) {
+  maintenance_actor start(std::shared_ptr<fleet_script> script, bool enabled = true,
+                          campaign_manager_actor campaigns = {}) {
     auto fleet = sys_.spawn(scripted_fleet, script);
     maintenance_setup setup;
+    setup.campaigns = campaigns;
+    setup.repair = static_cast<bool>(campaigns);
     setup.fleet = fleet;
     setup.library = library_;
     setup.store = store_;
@@ -343,7 +373,10 @@ TEST_F(Maintenance, RevalidateByHandForcesVerdictsAndSurvivesARestart) {
   EXPECT_EQ(opforge_code(refused), errc::request_invalid);
   EXPECT_THAT(message(refused), HasSubstr("no connected device worker has toolchain "
                                           "fingerprint 'nosuch'"));
-  script->answered_limit = 1;
+  {
+    std::lock_guard guard{script->lock};
+    script->answered_limit = 1;
+  }
   maintenance_status owed;
   self_
       ->request(actor, caf::infinite, atom::revalidate_v, std::string{"interpreter"},
@@ -372,4 +405,34 @@ TEST_F(Maintenance, RevalidateByHandForcesVerdictsAndSurvivesARestart) {
   EXPECT_EQ(now.toolchains[0].owed, 0u);
   EXPECT_EQ(now.toolchains[0].passed, 2u);
   EXPECT_EQ(verdicts(old_abs_, "old").size(), 1u); // not current: never asked again
+}
+
+TEST_F(Maintenance, WithRepairAutoANewRegressionStartsOneRepairCampaignAcrossRestarts) {
+  auto started = std::make_shared<std::vector<campaign_request>>();
+  auto campaigns = sys_.spawn(scripted_campaigns, started);
+  spawned_.push_back(caf::actor_cast<caf::actor>(campaigns));
+  auto script = std::make_shared<fleet_script>();
+  script->workers = {worker("interpreter", "new")};
+  script->failing["exp"] = "max abs error 0.5 at [3]";
+  auto actor = start(script, true, campaigns);
+  ASSERT_TRUE(eventually([&] { return status(actor).repair_campaigns.size() == 1; }));
+  EXPECT_EQ(status(actor).repair_campaigns, std::vector<std::string>{"r-1"});
+  ASSERT_EQ(started->size(), 1u);
+  const auto& request = started->front();
+  EXPECT_EQ(request.fingerprint, "new");
+  EXPECT_EQ(request.device_kind, "interpreter");
+  ASSERT_EQ(request.seeds.size(), 1u);
+  EXPECT_EQ(request.seeds[0].op, "exp");
+  EXPECT_EQ(request.seeds[0].kernel, "def exp_wrapper(x):\n    return x.exp()\n");
+  EXPECT_THAT(request.seeds[0].feedback, HasSubstr("max abs error 0.5 at [3]"));
+  stop(actor);
+  // The repair was stored: a restarted daemon lists it and starts no second one.
+  auto again = std::make_shared<fleet_script>();
+  again->workers = {worker("interpreter", "new")};
+  auto restarted = start(again, true, campaigns);
+  ASSERT_TRUE(eventually([&] { return status(restarted).regressions == 1; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds{200});
+  EXPECT_EQ(status(restarted).repair_campaigns, std::vector<std::string>{"r-1"});
+  EXPECT_EQ(started->size(), 1u);
+  EXPECT_TRUE(again->jobs().empty());
 }

@@ -1,13 +1,22 @@
 #include "actors/library/maintenance.hpp"
 
+// CAF 0.17 deserializes a vector's items into a default-initialized local, which GCC takes for
+// uninitialized when the item is an enum (library_kernel's dtypes, in the library's replies).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 #include "actors/library/importer.hpp"
 #include "actors/library/regressions.hpp"
 #include "actors/library/repair.hpp"
 #include "messages/errors.hpp"
+#include "messages/family.hpp"
 #include "messages/jobs.hpp"
 #include "messages/msgpack_codec.hpp"
+#include "messages/store_messages.hpp"
 #include "messages/wire.hpp"
+#include "messages/write_batch.hpp"
 #include "persistence/keys.hpp"
+
+#include <algorithm>
 
 #include <msgpack.hpp>
 #include <spdlog/spdlog.h>
@@ -214,8 +223,12 @@ void repair_new(self_pointer self, const std::vector<regression>& found) {
             for (auto& request : repair_campaigns(fresh, kernels)) {
               std::vector<regression> covered;
               for (const auto& r : fresh)
-                if (r.after.fingerprint == request.fingerprint)
-                  covered.push_back(r);
+                for (const auto& seed : request.seeds)
+                  if (r.after.fingerprint == request.fingerprint && seed.op == r.op &&
+                      seed.variant == r.variant) {
+                    covered.push_back(r);
+                    break;
+                  }
               self->request(self->state.setup.campaigns, caf::infinite, atom::submit_v,
                             std::move(request))
                   .then(
@@ -432,8 +445,10 @@ maintenance(maintenance_actor::stateful_pointer<maintenance_state> self, mainten
                     if (work.status.live && (device_kind.empty() || id.first == device_kind) &&
                         (fingerprint.empty() || id.second == fingerprint))
                       targets.insert(id);
-                  if (targets.empty())
-                    return promise.deliver(no_worker(device_kind, fingerprint));
+                  if (targets.empty()) {
+                    promise.deliver(no_worker(device_kind, fingerprint));
+                    return;
+                  }
                   auto at = now_ms();
                   write_batch batch{{}, true};
                   for (const auto& [kind, print] : targets)
@@ -451,8 +466,9 @@ maintenance(maintenance_actor::stateful_pointer<maintenance_state> self, mainten
                                          targets.size());
                             poll(self, [self, promise, targets](const caf::error& err) mutable {
                               if (err)
-                                return promise.deliver(err);
-                              promise.deliver(snapshot(self->state, targets));
+                                promise.deliver(err);
+                              else
+                                promise.deliver(snapshot(self->state, targets));
                             });
                           },
                           [promise](const caf::error& err) mutable { promise.deliver(err); });
