@@ -73,6 +73,27 @@ nlohmann::json to_json(const worker_info& w) {
           {"dead_reason", w.dead_reason}};
 }
 
+nlohmann::json to_json(const revalidation_status& r) {
+  return {{"device_kind", r.device_kind},
+          {"fingerprint", r.fingerprint},
+          {"toolchain", r.toolchain},
+          {"live", r.live},
+          {"requested_at_ms", r.requested_at_ms},
+          {"owed", r.owed},
+          {"running", r.running},
+          {"passed", r.passed},
+          {"failed", r.failed}};
+}
+
+nlohmann::json to_json(const maintenance_status& m) {
+  auto toolchains = nlohmann::json::array();
+  for (const auto& r : m.toolchains)
+    toolchains.push_back(to_json(r));
+  return {{"toolchains", toolchains},
+          {"regressions", m.regressions},
+          {"repair_campaigns", m.repair_campaigns}};
+}
+
 // An actor's part of `status`: its report, or why there is none.
 template <class Status>
 nlohmann::json part(const caf::expected<Status>& status) {
@@ -141,27 +162,6 @@ nlohmann::json to_json(const contract::toolchain_proof& p) {
           {"tests_run", p.tests_run},
           {"tests_passed", p.tests_passed},
           {"validated_at_ms", p.validated_at_ms}};
-}
-
-nlohmann::json to_json(const revalidation_status& r) {
-  return {{"device_kind", r.device_kind},
-          {"fingerprint", r.fingerprint},
-          {"toolchain", r.toolchain},
-          {"live", r.live},
-          {"requested_at_ms", r.requested_at_ms},
-          {"owed", r.owed},
-          {"running", r.running},
-          {"passed", r.passed},
-          {"failed", r.failed}};
-}
-
-nlohmann::json to_json(const maintenance_status& m) {
-  auto toolchains = nlohmann::json::array();
-  for (const auto& r : m.toolchains)
-    toolchains.push_back(to_json(r));
-  return {{"toolchains", toolchains},
-          {"regressions", m.regressions},
-          {"repair_campaigns", m.repair_campaigns}};
 }
 
 // A kernel as `kernels` lists it; its source only when it was asked for.
