@@ -171,7 +171,14 @@ def main() -> int:
                 "3600000",
             )
         import_s = time.monotonic() - imported
-        kernels = daemon.json("kernels", "--source")["kernels"]
+        # Sources come one operator at a time (`kernels OP --source`).
+        kernels = [
+            listed
+            for current in daemon.json("kernels")["kernels"]
+            if current["current"]
+            for listed in daemon.json("kernels", current["operator"], "--source")["kernels"]
+            if listed["hash"] == current["hash"] and listed["current"]
+        ]
         count = library_files(kernels, library)
         print(
             f"library: {count} current kernels from {len(args.sets)} sets (import took {import_s:.1f} s)"

@@ -96,7 +96,8 @@ protected:
   nlohmann::json toolchain_status() {
     auto status = run({"status", "--json", "--data-dir", data.string()});
     EXPECT_EQ(status.code, 0) << status.err;
-    for (auto& t : nlohmann::json::parse(status.out)["maintenance"]["toolchains"])
+    auto reply = nlohmann::json::parse(status.out);
+    for (auto& t : reply["maintenance"]["toolchains"])
       if (t["fingerprint"] == fingerprint)
         return t;
     return {};
