@@ -1,6 +1,7 @@
 #include "apps/control_server.hpp"
 
 #include "actors/library/regressions.hpp"
+#include "actors/library/repair.hpp"
 #include "actors/library/report.hpp"
 #include "actors/store/store.hpp"
 #include "apps/actor_query.hpp"
@@ -72,6 +73,27 @@ nlohmann::json to_json(const worker_info& w) {
           {"pid", w.pid},
           {"state", to_string(w.state)},
           {"dead_reason", w.dead_reason}};
+}
+
+nlohmann::json to_json(const revalidation_status& r) {
+  return {{"device_kind", r.device_kind},
+          {"fingerprint", r.fingerprint},
+          {"toolchain", r.toolchain},
+          {"live", r.live},
+          {"requested_at_ms", r.requested_at_ms},
+          {"owed", r.owed},
+          {"running", r.running},
+          {"passed", r.passed},
+          {"failed", r.failed}};
+}
+
+nlohmann::json to_json(const maintenance_status& m) {
+  auto toolchains = nlohmann::json::array();
+  for (const auto& r : m.toolchains)
+    toolchains.push_back(to_json(r));
+  return {{"toolchains", toolchains},
+          {"regressions", m.regressions},
+          {"repair_campaigns", m.repair_campaigns}};
 }
 
 // An actor's part of `status`: its report, or why there is none.
@@ -149,7 +171,8 @@ nlohmann::json to_json(const contract::toolchain_proof& p) {
           {"outcome", to_string(p.outcome)},
           {"tests_run", p.tests_run},
           {"tests_passed", p.tests_passed},
-          {"validated_at_ms", p.validated_at_ms}};
+          {"validated_at_ms", p.validated_at_ms},
+          {"detail", p.detail}};
 }
 
 // A kernel as `kernels` lists it; its source only when it was asked for.
@@ -424,6 +447,10 @@ control_server::answer_type control_server::answer(std::string_view request) {
     return {encode(kernels(*fields))};
   if (*type == "regressions")
     return {encode(regressions())};
+  if (*type == "revalidate")
+    return {encode(revalidate(*fields))};
+  if (*type == "repair")
+    return {encode(repair(*fields))};
   if (*type == "export")
     return {encode(bundle(*fields))};
   if (*type == "import" || *type == "import_status")
@@ -437,23 +464,29 @@ control_server::answer_type control_server::answer(std::string_view request) {
   return {encode(failure(
       "unknown request type '" + *type +
       "' (this daemon knows: status, workers, run, campaign, campaigns, cancel, "
-      "sessions, show, kernels, regressions, export, import, import_status, report, shutdown)"))};
+      "sessions, show, kernels, regressions, revalidate, repair, export, import, import_status, "
+      "report, shutdown)"))};
 }
 
 nlohmann::json control_server::status() const {
   using namespace std::chrono;
   auto uptime = duration<double>{steady_clock::now() - context_.started}.count();
-  return {{"ok", true},
-          {"version", context_.version},
-          {"pid", ::getpid()},
-          {"uptime_s", uptime},
-          {"data_dir", context_.cfg.data_dir.string()},
-          {"control", context_.cfg.control.listen},
-          {"metrics", context_.metrics_address},
-          {"store", part(ask<store_status>(*context_.system, actor_query_bound, context_.store,
-                                           atom::status_v))},
-          {"workers", part(ask<device_manager_status>(*context_.system, actor_query_bound,
-                                                      context_.devices, atom::status_v))}};
+  nlohmann::json out{
+      {"ok", true},
+      {"version", context_.version},
+      {"pid", ::getpid()},
+      {"uptime_s", uptime},
+      {"data_dir", context_.cfg.data_dir.string()},
+      {"control", context_.cfg.control.listen},
+      {"metrics", context_.metrics_address},
+      {"store", part(ask<store_status>(*context_.system, actor_query_bound, context_.store,
+                                       atom::status_v))},
+      {"workers", part(ask<device_manager_status>(*context_.system, actor_query_bound,
+                                                  context_.devices, atom::status_v))}};
+  if (context_.maintenance)
+    out["maintenance"] = part(ask<maintenance_status>(*context_.system, actor_query_bound,
+                                                      context_.maintenance, atom::status_v));
+  return out;
 }
 
 nlohmann::json control_server::workers() const {
@@ -543,6 +576,62 @@ nlohmann::json control_server::regressions() const {
                    {"before", to_json(r.before)},
                    {"after", to_json(r.after)}});
   return {{"ok", true}, {"regressions", out}};
+}
+
+nlohmann::json control_server::revalidate(const wire::map_reader& fields) const {
+  auto device_kind = fields.string_or("device_kind", "");
+  auto fingerprint = fields.string_or("fingerprint", "");
+  if (!device_kind || !fingerprint)
+    return failure(message(!device_kind ? device_kind.error() : fingerprint.error()));
+  if (!context_.maintenance)
+    return failure("this daemon runs no maintenance actor");
+  // It asks the device manager, writes the request and lists the library before it answers.
+  auto owed = ask<maintenance_status>(*context_.system, library_query_bound, context_.maintenance,
+                                      atom::revalidate_v, *device_kind, *fingerprint);
+  if (!owed)
+    return failure(message(owed.error()));
+  auto out = to_json(*owed);
+  out["ok"] = true;
+  return out;
+}
+
+nlohmann::json control_server::repair(const wire::map_reader& fields) const {
+  auto fingerprint = fields.string_or("fingerprint", "");
+  auto endpoint = fields.string_or("endpoint", "");
+  if (!fingerprint || !endpoint)
+    return failure(message(!fingerprint ? fingerprint.error() : endpoint.error()));
+  // Sources too: each session starts from the regressed kernel.
+  auto list = ask<std::vector<kernel_version>>(*context_.system, library_query_bound,
+                                               context_.library, atom::list_v, std::string{}, true);
+  if (!list)
+    return failure(message(list.error()));
+  auto regressions = find_regressions(*list);
+  if (!fingerprint->empty())
+    std::erase_if(regressions,
+                  [&](const regression& r) { return r.after.fingerprint != *fingerprint; });
+  auto out = nlohmann::json::array();
+  for (auto& request : repair_campaigns(regressions, *list)) {
+    request.endpoint = *endpoint;
+    auto seeded = nlohmann::json::array();
+    for (const auto& seed : request.seeds)
+      seeded.push_back(operator_id(seed.op, seed.variant));
+    auto pinned = request.fingerprint;
+    auto started = ask<campaign_status>(*context_.system, actor_query_bound, context_.campaigns,
+                                        atom::submit_v, std::move(request));
+    if (!started) {
+      std::string submitted;
+      for (const auto& c : out)
+        submitted += " " + c.value("campaign_id", std::string{});
+      return failure("the repair campaign for toolchain " + pinned +
+                     " did not start: " + message(started.error()) +
+                     (submitted.empty() ? "" : " (started before it:" + submitted + ")"));
+    }
+    auto c = to_json(*started);
+    c["fingerprint"] = pinned;
+    c["seeded"] = seeded;
+    out.push_back(std::move(c));
+  }
+  return {{"ok", true}, {"regressions", regressions.size()}, {"campaigns", out}};
 }
 
 nlohmann::json control_server::bundle(const wire::map_reader& fields) const {

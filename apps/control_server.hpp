@@ -39,6 +39,7 @@ struct control_context {
   /// Called once the reply to a `shutdown` request has been sent.
   std::function<void()> request_shutdown;
   importer_actor importer;
+  maintenance_actor maintenance; // may be null: no `revalidate`, no maintenance in `status`
 };
 
 class control_server {
@@ -76,6 +77,11 @@ private:
   nlohmann::json kernels(const wire::map_reader& fields) const;
   /// `regressions`: kernels that passed on one toolchain and fail on a later one.
   nlohmann::json regressions() const;
+  /// `revalidate`: re-validation asked by hand of a device kind and fingerprint ("" = each live
+  /// one); what it owes.
+  nlohmann::json revalidate(const wire::map_reader& fields) const;
+  /// `repair`: starts the campaigns that repair the regressions (of one fingerprint, or all).
+  nlohmann::json repair(const wire::map_reader& fields) const;
   /// `export`: the library_bundle for a device kind (default: the campaigns') and fingerprint.
   nlohmann::json bundle(const wire::map_reader& fields) const;
   /// `report`: coverage, curves, failures and costs of one campaign or all, as JSON and HTML.

@@ -6,6 +6,7 @@
 #include "apps/campaign_setup.hpp"
 #include "apps/control_client.hpp"
 #include "apps/import_command.hpp"
+#include "apps/repair_command.hpp"
 #include "apps/serve.hpp"
 #include "apps/worker_keys.hpp"
 #include "config/config.hpp"
@@ -137,6 +138,22 @@ void print_store_part(const nlohmann::json& part) {
     std::cout << ", last error: " << last;
 }
 
+// Re-validation per toolchain: "interpreter 0123abcd live: 3 owed (1 running), 40 passed, 2
+// failed", then the regressions.
+void print_maintenance_part(const nlohmann::json& part) {
+  auto toolchains = part.value("toolchains", nlohmann::json::array());
+  if (toolchains.empty())
+    std::cout << "no toolchains seen yet";
+  for (size_t i = 0; i < toolchains.size(); ++i) {
+    const auto& t = toolchains[i];
+    std::cout << (i ? "; " : "") << t.value("device_kind", std::string{}) << " "
+              << t.value("fingerprint", std::string{}) << (t.value("live", false) ? " live" : "")
+              << ": " << t.value("owed", 0) << " owed (" << t.value("running", 0) << " running), "
+              << t.value("passed", 0) << " passed, " << t.value("failed", 0) << " failed";
+  }
+  std::cout << "; " << part.value("regressions", 0) << " regressions";
+}
+
 void print_status(const nlohmann::json& reply) {
   auto text = [&](const char* key) { return reply.value(key, std::string{}); };
   std::cout << "opforge " << text("version") << ", pid " << reply.value("pid", 0) << ", up "
@@ -148,6 +165,8 @@ void print_status(const nlohmann::json& reply) {
             << '\n';
   print_part("workers   ", reply["workers"], print_workers_part);
   print_part("store     ", reply["store"], print_store_part);
+  if (reply.contains("maintenance"))
+    print_part("maintenance ", reply["maintenance"], print_maintenance_part);
 }
 
 // One line per worker: id, role and device kind, device, toolchain fingerprint, slots in use,
@@ -631,7 +650,8 @@ int list_kernels(const config& cfg, const client_options& opts, const kernels_op
   return 0;
 }
 
-// One line per regressed kernel: the toolchain change in words, the verdict before and after.
+// One line per regressed kernel: the toolchain change in words, the verdict before and after, and
+// last, as it may be long, why it fails now.
 int list_regressions(const config& cfg, const client_options& opts) {
   auto reply = control_request(cfg.control.listen, {{"type", "regressions"}},
                                std::chrono::milliseconds{opts.timeout_ms});
@@ -651,12 +671,34 @@ int list_regressions(const config& cfg, const client_options& opts) {
            " (" + std::to_string(proof.value("tests_passed", 0)) + "/" +
            std::to_string(proof.value("tests_run", 0)) + ")";
   };
-  std::vector<std::vector<std::string>> rows{{"OPERATOR", "HASH", "CHANGE", "BEFORE", "AFTER"}};
-  for (auto& r : regressions)
+  std::vector<std::vector<std::string>> rows{
+      {"OPERATOR", "HASH", "CHANGE", "BEFORE", "AFTER", "FAILURE"}};
+  for (auto& r : regressions) {
+    auto failure = r["after"].value("detail", std::string{});
     rows.push_back({r.value("operator", ""), r.value("hash", ""), r.value("change", ""),
-                    verdict(r["before"]), verdict(r["after"])});
+                    verdict(r["before"]), verdict(r["after"]), failure.empty() ? "-" : failure});
+  }
   print_table(rows);
   return 0;
+}
+
+// What re-validation asked by hand owes: one row per toolchain it applies to.
+void print_revalidation(const nlohmann::json& reply) {
+  std::vector<std::vector<std::string>> rows{
+      {"DEVICE", "FINGERPRINT", "OWED", "RUNNING", "PASSED", "FAILED", "TOOLCHAIN"}};
+  for (const auto& t : reply.value("toolchains", nlohmann::json::array())) {
+    std::string tools;
+    for (const auto& [name, version] : t.value("toolchain", nlohmann::json::object()).items())
+      if (!version.get<std::string>().empty())
+        tools += (tools.empty() ? "" : " ") + name + " " + version.get<std::string>();
+    rows.push_back({t.value("device_kind", std::string{}), t.value("fingerprint", std::string{}),
+                    std::to_string(t.value("owed", 0)), std::to_string(t.value("running", 0)),
+                    std::to_string(t.value("passed", 0)), std::to_string(t.value("failed", 0)),
+                    tools});
+  }
+  print_table(rows);
+  std::cout << "(verdicts older than this request no longer count there; `opforge status` "
+               "shows the progress)\n";
 }
 
 // What `report` covers and where it writes.
@@ -882,6 +924,19 @@ int main(int argc, char** argv) {
   kernels_cmd->add_flag("--source", kernels_selected.source, "print OP's current kernel source");
   auto* regressions_cmd = app.add_subcommand(
       "regressions", "kernels that passed on an earlier toolchain and fail on a newer one");
+  std::string revalidate_fingerprint;
+  std::string revalidate_device;
+  auto* revalidate_cmd = app.add_subcommand(
+      "revalidate", "test the library's current kernels again on live toolchains, even where "
+                    "verdicts exist, and print what that owes");
+  revalidate_cmd->add_option("--fingerprint", revalidate_fingerprint,
+                             "the toolchain fingerprint of a connected worker (default: each)");
+  revalidate_cmd->add_option("--device", revalidate_device, "the device kind (default: each)");
+  repair_options repair;
+  auto* repair_cmd = app.add_subcommand(
+      "repair", "start sessions that repair the regressions, each seeded with the regressed kernel "
+                "and tested on the toolchain it fails on");
+  repair.add_to(*repair_cmd);
   export_options exported;
   auto* export_cmd = app.add_subcommand(
       "export", "write the library as a Python package or BackendBench's directory layout");
@@ -897,9 +952,9 @@ int main(int argc, char** argv) {
       "import", "test a kernel set on a device worker; those that pass enter the library");
   import_opts.add_to(*import_cmd);
 
-  for (auto* cmd :
-       {status_cmd, workers_cmd, shutdown_cmd, run_cmd, attach_cmd, campaigns_cmd, cancel_cmd,
-        sessions_cmd, show_cmd, kernels_cmd, regressions_cmd, export_cmd, import_cmd}) {
+  for (auto* cmd : {status_cmd, workers_cmd, shutdown_cmd, run_cmd, attach_cmd, campaigns_cmd,
+                    cancel_cmd, sessions_cmd, show_cmd, kernels_cmd, regressions_cmd,
+                    revalidate_cmd, repair_cmd, export_cmd, import_cmd}) {
     common.add_to(*cmd);
     client.add_to(*cmd);
   }
@@ -980,6 +1035,15 @@ int main(int argc, char** argv) {
     return list_kernels(*cfg, client, kernels_selected);
   if (cmd == regressions_cmd)
     return list_regressions(*cfg, client);
+  if (cmd == revalidate_cmd)
+    return run_request(*cfg, client,
+                       {{"type", "revalidate"},
+                        {"device_kind", revalidate_device},
+                        {"fingerprint", revalidate_fingerprint}},
+                       print_revalidation);
+  if (cmd == repair_cmd)
+    return run_repair(cfg->control.listen, repair, client.json,
+                      std::chrono::milliseconds{client.timeout_ms});
   if (cmd == export_cmd)
     return export_library(*cfg, client, exported);
   if (cmd == import_cmd)

@@ -3,6 +3,7 @@
 #include "actors/fleet/spawn_device_manager.hpp"
 #include "actors/library/importer.hpp"
 #include "actors/library/library.hpp"
+#include "actors/library/maintenance.hpp"
 #include "actors/sessions/campaign_manager.hpp"
 #include "actors/store/store.hpp"
 #include "apps/actor_query.hpp"
@@ -188,15 +189,16 @@ void stop_actor(caf::actor_system& sys, const Handle& actor, const char* name) {
     spdlog::error("{} did not stop cleanly: {}", name, render(done.error()));
 }
 
-device_manager_config device_manager_settings(const workers_config& cfg, worker_auth auth) {
+device_manager_config device_manager_settings(const config& cfg, worker_auth auth) {
   device_manager_config out;
   out.auth = std::move(auth);
-  out.listen = cfg.listen;
-  out.max_frame_bytes = static_cast<size_t>(cfg.max_frame_bytes);
-  out.heartbeat = std::chrono::milliseconds{cfg.heartbeat_ms};
-  out.liveness = cfg.liveness;
-  out.max_attempts = cfg.max_attempts;
-  out.max_slots = cfg.max_slots;
+  out.listen = cfg.workers.listen;
+  out.max_frame_bytes = static_cast<size_t>(cfg.workers.max_frame_bytes);
+  out.heartbeat = std::chrono::milliseconds{cfg.workers.heartbeat_ms};
+  out.liveness = cfg.workers.liveness;
+  out.max_attempts = cfg.workers.max_attempts;
+  out.max_slots = cfg.workers.max_slots;
+  out.background_max_wait = std::chrono::seconds{cfg.maintenance.background_max_wait_s};
   return out;
 }
 
@@ -276,6 +278,25 @@ importer_actor start_importer(caf::actor_system& sys, const campaign_manager_set
   return sys.spawn(importer, std::move(out));
 }
 
+// Re-validation tests kernels as campaigns do (limits), below them, and repairs through them.
+maintenance_actor start_maintenance(caf::actor_system& sys, const config& cfg,
+                                    const campaign_manager_setup& setup,
+                                    campaign_manager_actor campaigns,
+                                    std::shared_ptr<metrics> families) {
+  maintenance_setup out;
+  out.fleet = caf::actor_cast<maintenance_fleet_actor>(setup.devices);
+  out.library = setup.library;
+  out.store = setup.store;
+  out.campaigns = std::move(campaigns);
+  out.telemetry = std::move(families);
+  out.enabled = cfg.maintenance.enabled;
+  out.poll = std::chrono::milliseconds{cfg.maintenance.poll_ms};
+  out.repair = cfg.maintenance.repair == "auto";
+  out.sample_timeout_s = static_cast<double>(setup.defaults.sample_timeout_s);
+  out.job_deadline_ms = setup.defaults.job_deadline_s * 1000;
+  return sys.spawn(maintenance, std::move(out));
+}
+
 // The daemon's actors and threads, from start to a clean stop. They start in this order and stop
 // in reverse, on every path out, so nothing is left waiting on a part already gone.
 caf::error run(caf::actor_system& sys, const config& given, const std::string& version,
@@ -302,8 +323,7 @@ caf::error run(caf::actor_system& sys, const config& given, const std::string& v
   // It holds nothing but counts, and every write it makes is a request the store answers first.
   auto kernels = sys.spawn(library, *store, families, version);
   scope_exit stop_library{[&] { caf::anon_send_exit(kernels, caf::exit_reason::user_shutdown); }};
-  auto devices =
-      spawn_device_manager(sys, device_manager_settings(cfg.workers, keys->auth), families);
+  auto devices = spawn_device_manager(sys, device_manager_settings(cfg, keys->auth), families);
   if (!devices)
     return devices.error();
   scope_exit stop_devices{[&] { stop_actor(sys, *devices, "device manager"); }};
@@ -323,6 +343,9 @@ caf::error run(caf::actor_system& sys, const config& given, const std::string& v
   scope_exit stop_campaigns{[&] { stop_actor(sys, campaigns, "campaign manager"); }};
   auto importer = start_importer(sys, parts->setup, campaigns);
   scope_exit stop_importer{[&] { caf::anon_send_exit(importer, caf::exit_reason::user_shutdown); }};
+  auto maintainer = start_maintenance(sys, cfg, parts->setup, campaigns, families);
+  scope_exit stop_maintainer{
+      [&] { caf::anon_send_exit(maintainer, caf::exit_reason::user_shutdown); }};
   zmq::context_t zmq;
   control_context context{&sys,
                           *store,
@@ -335,6 +358,7 @@ caf::error run(caf::actor_system& sys, const config& given, const std::string& v
                           std::chrono::steady_clock::now(),
                           [&stop] { stop.request(); }};
   context.importer = importer;
+  context.maintenance = maintainer;
   auto control = control_server::start(zmq, context);
   if (!control)
     return control.error();

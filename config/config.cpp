@@ -440,6 +440,13 @@ void parse(reader& in, acceptance_config& out) {
   in.field("confirmations", out.confirmations, at_least(1));
 }
 
+void parse(reader& in, maintenance_config& out) {
+  in.field("enabled", out.enabled);
+  in.field("poll_ms", out.poll_ms, at_least(10));
+  in.field("repair", out.repair, one_of({"off", "auto"}));
+  in.field("background_max_wait_s", out.background_max_wait_s, at_least(0));
+}
+
 void parse(reader& in, config& out) {
   in.field("data_dir", out.data_dir);
   in.section("log", out.log);
@@ -452,6 +459,7 @@ void parse(reader& in, config& out) {
   in.delegate("llm", out.llm, parse_llm_section);
   in.section("campaigns", out.campaigns);
   in.section("acceptance", out.acceptance);
+  in.section("maintenance", out.maintenance);
 }
 
 caf::expected<YAML::Node> read_file(const std::filesystem::path& file) {

@@ -123,6 +123,18 @@ struct acceptance_config {
   int64_t confirmations = 1;
 };
 
+/// Re-validation of the library on the workers' toolchains (actors/library/maintenance.hpp).
+struct maintenance_config {
+  /// Off: a toolchain is re-validated only when `opforge revalidate` asks.
+  bool enabled = true;
+  /// How often the workers' fingerprints and the library are looked at.
+  int64_t poll_ms = 5000;
+  /// `auto`: each new regression starts a repair campaign; `off`: `opforge repair` does.
+  std::string repair = "off";
+  /// How long a re-validation job waits behind campaign jobs before it goes ahead of them.
+  int64_t background_max_wait_s = 30;
+};
+
 struct config {
   std::filesystem::path data_dir = "var";
   log_config log;
@@ -140,6 +152,7 @@ struct config {
   llm_config llm;
   campaigns_config campaigns;
   acceptance_config acceptance;
+  maintenance_config maintenance;
 
   /// The build's OPFORGE_PYTHON, or `python3` when the build named none.
   static std::string default_python();

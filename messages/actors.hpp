@@ -197,7 +197,9 @@ using maintenance_actor = caf::typed_actor<
     // naming a fingerprint that no connected worker has.
     caf::replies_to<atom::revalidate, std::string, std::string>::with<maintenance_status>,
     // What re-validation owes and has done, per toolchain, and the regressions found.
-    caf::replies_to<atom::status>::with<maintenance_status>>;
+    caf::replies_to<atom::status>::with<maintenance_status>,
+    // Private: time to look at the workers' toolchains and the library again.
+    caf::reacts_to<atom::tick>>;
 
 /// Onboards a kernel set (actors/library/importer.hpp): tests every kernel on a device worker and
 /// adds those that pass to the library as imported:<source>.

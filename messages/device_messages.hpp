@@ -15,7 +15,9 @@
 namespace opforge {
 
 /// A job for a device worker. It waits until a worker that serves `kind` (on `device_kind`, with
-/// `fingerprint`, when those are set) has a free slot; jobs leave the queue in submission order.
+/// `fingerprint`, when those are set) has a free slot; jobs leave the queue in submission order,
+/// background jobs after the others unless they waited too long (dispatch_order in
+/// actors/fleet/device_manager.hpp).
 struct device_job {
   std::string id{}; // unique among unfinished jobs; a retried job keeps it
   contract::job_kind kind = contract::job_kind::test;
@@ -24,6 +26,7 @@ struct device_job {
   std::string fingerprint{}; // "" = any toolchain
   int64_t deadline_ms = 0;   // the worker's wall-clock budget for the whole job
   std::vector<std::string> avoid_hosts{}; // hosts that must not run it (a confirmation's)
+  bool background = false; // maintenance work: yields to campaigns and imports, never starves
 };
 
 /// The answer of the worker that ran a job. Errors (cancelled, lost, invalid) arrive as a
@@ -78,7 +81,7 @@ struct device_manager_status {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, device_job& x) {
   return f(caf::meta::type_name("device_job"), x.id, x.kind, x.payload, x.device_kind,
-           x.fingerprint, x.deadline_ms, x.avoid_hosts);
+           x.fingerprint, x.deadline_ms, x.avoid_hosts, x.background);
 }
 
 template <class Inspector>

@@ -26,6 +26,7 @@ device_job test_job(std::string id, const std::string& op, const std::string& va
   job.id = std::move(id);
   job.kind = contract::job_kind::test;
   job.device_kind = limits.device_kind;
+  job.fingerprint = limits.fingerprint;
   job.deadline_ms = limits.deadline_ms;
   contract::test_request request{.op = op,
                                  .variant = variant,

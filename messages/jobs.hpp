@@ -23,6 +23,7 @@ struct test_limits {
   // model:<name> -> the operator's file in that set, as the daemon holds it (test_request's
   // model_samples): the worker runs the daemon's copy, wherever the set was captured.
   std::map<std::string, std::string> model_samples{};
+  std::string fingerprint{}; // the toolchain it must run on ("" = any)
 };
 
 /// A lint job for `source` as a candidate for `op` with wrapper `wrapper`, with the linter

@@ -102,6 +102,13 @@ metrics::metrics(std::string version)
                                  "succeeded, failed)")},
       library_kernels_{family(prometheus::BuildGauge(), *registry_, "opforge_library_kernels",
                               "Kernels in the library by the device kind they were accepted on")},
+      library_passing_{family(prometheus::BuildGauge(), *registry_, "opforge_library_passing",
+                              "Current kernels passing on each live toolchain fingerprint")},
+      validations_pending_{family(prometheus::BuildGauge(), *registry_,
+                                  "opforge_validations_pending",
+                                  "Current kernels owed a re-validation on each live toolchain")},
+      regressions_{family(prometheus::BuildGauge(), *registry_, "opforge_regressions",
+                          "Kernels that passed on one toolchain and fail on a later one")},
       uptime_{family(prometheus::BuildGauge(), *registry_, "opforge_uptime_seconds",
                      "Seconds since the daemon started")
                   .Add({})} {
@@ -197,6 +204,27 @@ prometheus::Gauge& metrics::campaign_operators(const std::string& campaign,
 
 prometheus::Gauge& metrics::library_kernels(const std::string& device_kind) {
   return library_kernels_.Add({{"device_kind", device_kind}});
+}
+
+prometheus::Gauge& metrics::library_passing(const std::string& device_kind,
+                                            const std::string& fingerprint) {
+  return library_passing_.Add({{"device_kind", device_kind}, {"fingerprint", fingerprint}});
+}
+
+prometheus::Gauge& metrics::validations_pending(const std::string& device_kind,
+                                                const std::string& fingerprint) {
+  return validations_pending_.Add({{"device_kind", device_kind}, {"fingerprint", fingerprint}});
+}
+
+void metrics::remove_toolchain(const std::string& device_kind, const std::string& fingerprint) {
+  prometheus::Labels labels{{"device_kind", device_kind}, {"fingerprint", fingerprint}};
+  for (auto* gauges : {&library_passing_, &validations_pending_})
+    if (gauges->Has(labels))
+      gauges->Remove(&gauges->Add(labels));
+}
+
+prometheus::Gauge& metrics::regressions(const std::string& device_kind) {
+  return regressions_.Add({{"device_kind", device_kind}});
 }
 
 } // namespace opforge

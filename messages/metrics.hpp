@@ -102,6 +102,20 @@ public:
   /// opforge_library_kernels{device_kind}: kernels in the library (every version of every
   /// operator) by the device kind they were accepted on.
   prometheus::Gauge& library_kernels(const std::string& device_kind);
+  /// opforge_library_passing{device_kind,fingerprint}: current kernels of the device kind whose
+  /// newest verdict on the fingerprint (a live worker's toolchain) is a pass: the library's
+  /// coverage there.
+  prometheus::Gauge& library_passing(const std::string& device_kind,
+                                     const std::string& fingerprint);
+  /// opforge_validations_pending{device_kind,fingerprint}: current kernels still owed a
+  /// re-validation on a live toolchain; flat above zero means re-validation is stuck.
+  prometheus::Gauge& validations_pending(const std::string& device_kind,
+                                         const std::string& fingerprint);
+  /// Drops both per-fingerprint series of a toolchain no live worker has any more.
+  void remove_toolchain(const std::string& device_kind, const std::string& fingerprint);
+  /// opforge_regressions{device_kind}: kernels that passed on one toolchain and fail on a later
+  /// one of the device kind.
+  prometheus::Gauge& regressions(const std::string& device_kind);
 
   // -- build -----------------------------------------------------------------------------------
 
@@ -137,6 +151,9 @@ private:
   prometheus::Family<prometheus::Counter>& sessions_ended_;
   prometheus::Family<prometheus::Gauge>& campaign_operators_;
   prometheus::Family<prometheus::Gauge>& library_kernels_;
+  prometheus::Family<prometheus::Gauge>& library_passing_;
+  prometheus::Family<prometheus::Gauge>& validations_pending_;
+  prometheus::Family<prometheus::Gauge>& regressions_;
   prometheus::Gauge& uptime_;
 };
 

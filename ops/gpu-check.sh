@@ -31,6 +31,12 @@
 #                   like the BackendBench checkout; without it, no library: every overload
 #                   missing): the share of aten calls served, the deviation and both wall times
 #                   per model (modelcheck.json, for bench/results/), the model sets captured
+#   revalidate      bench/revalidate_bench.py on cuda: the daemon, packed here with
+#                   `ops/pack-daemon.sh` and carried as .daemon (carry [".whl", ".daemon"]), with
+#                   one cuda worker of 1 slot imports config/examples, the honest corpus and the
+#                   import fixtures, then times one `validate` sweep of the library's current
+#                   kernels against `opforge revalidate` of them on the worker's fingerprint
+#                   (revalidate.json, for bench/results/; issue 19's goal: at most 1.1x)
 # Everything it saw lands in $OUT (at most 8 files: the device tool's limit), each step's exit
 # status in $OUT/summary.txt. Exit status: non-zero if any step failed.
 # One device command may run 10 minutes and the whole check takes longer: name the steps of each
@@ -104,5 +110,7 @@ step library library.log bash -c "python3 bench/library_on_device.py --device cu
 step modelcheck modelcheck.log python3 -m opforge_library modelcheck --model all --size small \
   --device cuda --report "$out/modelcheck.json" --capture /tmp/opforge-model-sets \
   ${OPFORGE_MODELCHECK_PACKAGE:+--package "$OPFORGE_MODELCHECK_PACKAGE"}
+step revalidate revalidate.log python3 bench/revalidate_bench.py --device cuda \
+  --opforge .daemon/opforge --python python3 --json "$out/revalidate.json"
 cat "$out/summary.txt"
 exit $status

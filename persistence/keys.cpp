@@ -47,6 +47,20 @@ std::optional<uint64_t> event_seq(std::string_view key) {
   return seq;
 }
 
+std::string maintenance_prefix() {
+  return prefix_of("maintenance");
+}
+
+std::string revalidation_request_key(std::string_view device_kind, std::string_view fingerprint) {
+  return maintenance_prefix() + prefix_of("revalidate") + prefix_of(device_kind) +
+         std::string{fingerprint};
+}
+
+std::string repair_started_key(std::string_view kernel_hash, std::string_view fingerprint) {
+  return maintenance_prefix() + prefix_of("repaired") + prefix_of(kernel_hash) +
+         std::string{fingerprint};
+}
+
 std::string validation_key(std::string_view kernel_hash, std::string_view toolchain) {
   auto key = prefix_of(kernel_hash);
   key += toolchain;

@@ -40,6 +40,18 @@ std::string validation_key(std::string_view kernel_hash, std::string_view toolch
 std::string model_set_key(std::string_view set, std::string_view operator_id);
 std::string model_set_prefix(std::string_view set);
 
+/// The `family::meta` keys of the maintenance actor (actors/library/maintenance.hpp) start with
+/// this; a prefix scan yields them all.
+std::string maintenance_prefix();
+
+/// Key in `family::meta` of the re-validation asked by hand of device kind `device_kind` on
+/// toolchain `fingerprint`: verdicts older than the request do not count there.
+std::string revalidation_request_key(std::string_view device_kind, std::string_view fingerprint);
+
+/// Key in `family::meta` of the repair campaign started for the regression of kernel
+/// `kernel_hash` on toolchain `fingerprint`, so no restart starts it again.
+std::string repair_started_key(std::string_view kernel_hash, std::string_view fingerprint);
+
 /// `key` for error messages: printable ASCII as is, other bytes as \xNN.
 std::string printable(std::string_view key);
 

@@ -162,6 +162,7 @@ constexpr auto spec_fields = [](auto& x, auto&& f) {
   f("operators", x.operators);
   f("covered", x.covered);
   f("sample_sets", x.sample_sets);
+  f("fingerprint", x.fingerprint);
 };
 
 constexpr auto campaign_fields = [](auto& x, auto&& f) {

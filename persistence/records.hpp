@@ -151,6 +151,9 @@ struct campaign_spec {
   std::vector<std::string> covered;
   // Sample sets every test must pass beyond the defaults (campaign_request.sample_sets).
   std::vector<std::string> sample_sets{};
+  // Test jobs run only on workers with this toolchain fingerprint ("" = any): a repair is proved
+  // where its kernel regressed. Campaigns stored before it decode with "".
+  std::string fingerprint{};
 };
 
 /// A campaign as the `campaigns` family holds it.

@@ -310,8 +310,8 @@ TEST_F(CliTest, MalformedControlRequestsGetErrorReplies) {
             "malformed request: frame_malformed: key 'type': expected a string, got int");
   EXPECT_EQ(error_of(pack({{"v", 1}, {"type", "launch"}})),
             "unknown request type 'launch' (this daemon knows: status, workers, run, campaign, "
-            "campaigns, cancel, sessions, show, kernels, regressions, export, import, "
-            "import_status, report, shutdown)");
+            "campaigns, cancel, sessions, show, kernels, regressions, revalidate, repair, export, "
+            "import, import_status, report, shutdown)");
   EXPECT_EQ(ask(pack({{"v", 1}, {"type", "status"}}))["ok"], true);
   EXPECT_EQ(run({"shutdown", "--data-dir", data.string()}).code, 0);
   EXPECT_EQ(wait_for_daemon(), 0);

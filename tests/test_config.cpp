@@ -340,6 +340,19 @@ TEST_F(ConfigTest, AcceptanceAndSlotCapsAreAtLeastOne) {
             "config_invalid: DIR/opforge.yaml:1: 'workers.max_slots' must be >= 1, got 0");
 }
 
+TEST_F(ConfigTest, MaintenanceSection) {
+  auto cfg = load_file("maintenance: {enabled: false, poll_ms: 250, repair: auto, "
+                       "background_max_wait_s: 5}\n");
+  ASSERT_TRUE(cfg) << failure(cfg);
+  EXPECT_FALSE(cfg->maintenance.enabled);
+  EXPECT_EQ(cfg->maintenance.poll_ms, 250);
+  EXPECT_EQ(cfg->maintenance.repair, "auto");
+  EXPECT_EQ(cfg->maintenance.background_max_wait_s, 5);
+  EXPECT_EQ(failure(load_file("maintenance: {repair: always}\n")),
+            "config_invalid: DIR/opforge.yaml:1: 'maintenance.repair' must be one of off, auto; "
+            "got 'always'");
+}
+
 // A count of slots below 1, or any word but auto, is refused naming both choices.
 TEST_F(ConfigTest, SlotsMustBeACountOrAuto) {
   auto cases = std::vector<std::pair<std::string, std::string>>{

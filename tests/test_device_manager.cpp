@@ -589,3 +589,25 @@ TEST_F(DeviceManager, ShutdownSaysGoodbyeAndAnswersEveryJob) {
   EXPECT_EQ(error_of("t-2"), "cancelled: job t-2 (test exp): the daemon shut down");
   EXPECT_TRUE(outbox->closed());
 }
+
+// Re-validation's jobs are background: they wait behind campaign jobs, but one that waited
+// `background_max_wait` (30 s) takes the next free slot, so it progresses under steady load.
+TEST_F(DeviceManager, CampaignJobsGoFirstAndABackgroundJobThatWaitedLongEnoughNext) {
+  hello("w1");
+  submit(test_job("c-1"));
+  auto background = test_job("b-1");
+  background.background = true;
+  submit(background);
+  submit(test_job("c-2"));
+  EXPECT_EQ(dispatched(), (strings{"w1:c-1#1"}));
+  answer("w1", "c-1");
+  EXPECT_EQ(dispatched(), (strings{"w1:c-2#1"}));
+  submit(test_job("c-3"));
+  for (int second = 0; second < 30; ++second)
+    tick({"w1"}, 1);
+  answer("w1", "c-2");
+  EXPECT_EQ(dispatched(), (strings{"w1:b-1#1"}));
+  answer("w1", "b-1");
+  EXPECT_EQ(dispatched(), (strings{"w1:c-3#1"}));
+  ASSERT_TRUE(result_of("b-1"));
+}

@@ -68,6 +68,7 @@ protected:
     batch.ops.push_back(add_validation(content_hash(old_abs.source), proof));
     proof.outcome = contract::outcome::accuracy_error;
     proof.tests_passed = 5;
+    proof.detail = "float32 sample_inputs #5: abs error 2 at [3]";
     batch.ops.push_back(add_validation(content_hash(new_abs.source), proof));
     ASSERT_FALSE((*db)->write(batch));
     ASSERT_FALSE((*db)->close());
@@ -143,7 +144,8 @@ TEST_F(LibraryCli, RegressionsNameTheKernelTheToolchainChangeAndBothVerdicts) {
   EXPECT_THAT(listed.out, HasSubstr("OPERATOR  HASH"));
   EXPECT_THAT(listed.out, HasSubstr("abs       " + new_hash +
                                     "  triton 3.6.0 -> 3.5.1  aaaaaaaaaaaaaaaa:pass (8/8)  "
-                                    "bbbbbbbbbbbbbbbb:accuracy_error (5/8)"));
+                                    "bbbbbbbbbbbbbbbb:accuracy_error (5/8)  float32 "
+                                    "sample_inputs #5: abs error 2 at [3]\n"));
   // The older `abs` passes on both toolchains and `max` was never tried on the second.
   EXPECT_THAT(listed.out, ::testing::Not(HasSubstr(content_hash(old_abs.source))));
   EXPECT_THAT(listed.out, ::testing::Not(HasSubstr("max")));
@@ -160,6 +162,29 @@ TEST_F(LibraryCli, RegressionsNameTheKernelTheToolchainChangeAndBothVerdicts) {
   EXPECT_EQ(regressions[0].at("after").at("outcome"), "accuracy_error");
   EXPECT_EQ(regressions[0].at("after").at("fingerprint"), "bbbbbbbbbbbbbbbb");
   EXPECT_EQ(regressions[0].at("after").at("tests_passed"), 5);
+  EXPECT_EQ(regressions[0].at("after").at("detail"),
+            "float32 sample_inputs #5: abs error 2 at [3]");
+  EXPECT_EQ(regressions[0].at("before").at("detail"), "");
+}
+
+// The older `abs` still passes where the newer one regressed, so nothing needs repairing there
+// (test_toolchain_repair runs a repair through real workers).
+TEST_F(LibraryCli, RepairLeavesARegressionThatAnOlderKernelServes) {
+  auto repaired = opforge({"repair"});
+  ASSERT_EQ(repaired.code, 0) << repaired.err;
+  EXPECT_EQ(repaired.out, "every regression is served on its toolchain by another kernel already: "
+                          "nothing to repair\n");
+  auto as_json = opforge({"repair", "--json"});
+  ASSERT_EQ(as_json.code, 0) << as_json.err;
+  auto reply = json::parse(as_json.out);
+  EXPECT_EQ(reply.at("regressions"), 1);
+  EXPECT_EQ(reply.at("campaigns"), json::array());
+  auto elsewhere = opforge({"repair", "--fingerprint", "cccccccccccccccc"});
+  ASSERT_EQ(elsewhere.code, 0) << elsewhere.err;
+  EXPECT_EQ(elsewhere.out,
+            "no regressions on toolchain cccccccccccccccc in the library: nothing to repair\n");
+  auto campaigns = opforge({"campaigns"});
+  EXPECT_EQ(campaigns.out, "no campaigns yet: start one with `opforge run`\n");
 }
 
 TEST_F(LibraryCli, KernelsSourcePrintsTheCurrentKernel) {

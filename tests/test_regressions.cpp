@@ -114,6 +114,11 @@ TEST(PendingValidations, KernelsWithoutAVerdictOnTheFingerprintOnceEach) {
             std::vector<std::string>{});
   EXPECT_EQ(pending_validations(kernels, "cuda", "1a1c5f2a38e568a5"),
             std::vector<std::string>{"cccc000000000003"});
+  // Re-validation asked by hand at 1500: the verdicts made before it no longer count.
+  EXPECT_EQ(pending_validations(kernels, "interpreter", "7ddb87fa1b81d26b", 1500),
+            (std::vector<std::string>{"aaaa000000000001", "bbbb000000000002"}));
+  EXPECT_EQ(pending_validations(kernels, "interpreter", "1a1c5f2a38e568a5", 1500),
+            std::vector<std::string>{"aaaa000000000001"});
 }
 
 } // namespace

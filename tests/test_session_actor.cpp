@@ -404,6 +404,26 @@ TEST_F(SessionActor, CampaignRunsEveryOperatorAndResumesWhatWasUnfinished) {
   EXPECT_EQ(chat->calls("neg"), 2u);
 }
 
+// A repair is tested where its kernel regressed: every test job of the campaign's sessions names
+// the campaign's toolchain; lint jobs, which need no device, do not.
+TEST_F(SessionActor, TestJobsArePinnedToTheCampaignsFingerprint) {
+  services.fingerprint = "1a1c5f2a38e568a5";
+  chat->add("abs", chat_outcome::ok, good_answer("abs"));
+  jobs->add_test("abs", done(failure_result(outcome::timeout, {})));
+  chat->add("abs", chat_outcome::ok, good_answer("abs", 1));
+  jobs->add_test("abs", done(pass));
+  auto summary = run(record("abs"));
+  EXPECT_EQ(summary.state, session_state::success);
+  std::lock_guard guard{jobs->mutex};
+  size_t tests = 0;
+  for (const auto& job : jobs->jobs) {
+    EXPECT_EQ(job.fingerprint, job.kind == contract::job_kind::test ? "1a1c5f2a38e568a5" : "")
+        << job.id;
+    tests += job.kind == contract::job_kind::test;
+  }
+  EXPECT_EQ(tests, 2u);
+}
+
 TEST_F(SessionActor, CancelledCampaignCancelsItsRunningSessionAndStartsNoOther) {
   auto s = spec({"abs", "neg", "sigmoid"});
   s.concurrency = 1;

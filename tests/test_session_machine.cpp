@@ -657,6 +657,26 @@ TEST(SessionRecord, RecordsWrittenBeforeTheLibraryFieldsDecodeWithThemEmpty) {
   EXPECT_TRUE(restored->spec.operators[0].aten_overloads.empty());
 }
 
+// A repair campaign is pinned to the toolchain its kernel regressed on, after a restart too; specs
+// stored before the pin existed run anywhere.
+TEST(CampaignRecord, TheFingerprintIsStoredAndOldSpecsDecodeWithoutOne) {
+  stored_campaign campaign;
+  campaign.spec.campaign_id = "c1";
+  campaign.spec.fingerprint = "1a1c5f2a38e568a5";
+  auto stored = json::from_msgpack(encode_campaign(campaign));
+  EXPECT_EQ(stored["spec"]["fingerprint"], "1a1c5f2a38e568a5");
+  auto decoded = decode_campaign(encode_campaign(campaign));
+  ASSERT_TRUE(decoded) << render(decoded.error());
+  EXPECT_EQ(decoded->spec.fingerprint, "1a1c5f2a38e568a5");
+
+  stored["spec"].erase("fingerprint");
+  auto old = json::to_msgpack(stored);
+  auto legacy = decode_campaign({reinterpret_cast<const char*>(old.data()), old.size()});
+  ASSERT_TRUE(legacy) << render(legacy.error());
+  EXPECT_EQ(legacy->spec.campaign_id, "c1");
+  EXPECT_EQ(legacy->spec.fingerprint, "");
+}
+
 TEST(SessionTransition, RoundTripsAndReadsEventsWrittenBeforeContent) {
   session_transition t{7,
                        session_state::generate,

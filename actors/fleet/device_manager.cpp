@@ -85,6 +85,23 @@ void device_manager_state::init(device_manager_config config, std::shared_ptr<me
   outbox_ = std::move(outbox);
 }
 
+std::vector<uint64_t> dispatch_order(std::vector<queued_job> queue,
+                                     int64_t background_max_wait_ms) {
+  auto rank = [background_max_wait_ms](const queued_job& job) {
+    if (!job.background)
+      return 1;
+    return job.waited_ms >= background_max_wait_ms ? 0 : 2;
+  };
+  std::stable_sort(queue.begin(), queue.end(), [&](const queued_job& a, const queued_job& b) {
+    return std::pair{rank(a), a.seq} < std::pair{rank(b), b.seq};
+  });
+  std::vector<uint64_t> order;
+  order.reserve(queue.size());
+  for (const auto& job : queue)
+    order.push_back(job.seq);
+  return order;
+}
+
 caf::actor_clock::time_point device_manager_state::now() const {
   return self_->clock().now();
 }
@@ -107,9 +124,11 @@ caf::result<device_job_result> device_manager_state::submit(device_job job) {
   auto label = label_of(job);
   auto promise = self_->make_response_promise<device_job_result>();
   auto id = job.id;
-  jobs_.emplace(
-      id,
-      job_entry{.job = std::move(job), .label = std::move(label), .promise = promise, .seq = seq});
+  jobs_.emplace(id, job_entry{.job = std::move(job),
+                              .label = std::move(label),
+                              .promise = promise,
+                              .seq = seq,
+                              .queued_at = now()});
   queue_.emplace(seq, id);
   ++totals_.submitted;
   dispatch();
@@ -410,6 +429,7 @@ void device_manager_state::requeue(const std::string& job_id, const char* why,
   ++job.attempt;
   metrics_->job_requeues(why).Increment();
   ++totals_.requeued;
+  job.queued_at = now();
   queue_.emplace(job.seq, job_id);
   spdlog::info("device job {} requeued for attempt {}", job.label, job.attempt);
 }
@@ -422,21 +442,32 @@ void device_manager_state::finish(job_map::iterator job, caf::error err, const c
 }
 
 void device_manager_state::dispatch() {
-  // Once every slot is taken the rest of the queue cannot move: stopping there keeps a result's
-  // cost independent of the queue's length.
+  // Nothing moves while every slot is taken, so the queue is only ordered when a slot is free,
+  // and offering stops once none is left.
   int64_t free_slots = 0;
   for (auto& [identity, worker] : workers_)
     free_slots += std::max<int64_t>(0, worker.hello.slots - worker.held());
-  for (auto it = queue_.begin(); it != queue_.end() && free_slots > 0;) {
-    auto& job = jobs_.at(it->second);
-    auto worker = pick_worker(job);
-    if (worker == workers_.end()) {
-      ++it;
-      continue;
+  if (free_slots > 0 && !queue_.empty()) {
+    std::vector<queued_job> waiting;
+    waiting.reserve(queue_.size());
+    auto at = now();
+    for (const auto& [seq, id] : queue_) {
+      const auto& job = jobs_.at(id);
+      waiting.push_back(
+          {seq, job.job.background,
+           std::chrono::duration_cast<std::chrono::milliseconds>(at - job.queued_at).count()});
     }
-    start(job, worker);
-    --free_slots;
-    it = queue_.erase(it);
+    for (auto seq : dispatch_order(std::move(waiting), config_.background_max_wait.count())) {
+      if (free_slots == 0)
+        break;
+      auto& job = jobs_.at(queue_.at(seq));
+      auto worker = pick_worker(job);
+      if (worker == workers_.end())
+        continue;
+      start(job, worker);
+      --free_slots;
+      queue_.erase(seq);
+    }
   }
   update_gauges();
 }

@@ -37,7 +37,22 @@ struct device_manager_config {
   int64_t max_slots = 64;
   /// How the workers socket admits workers (none by default: tests on loopback and ipc).
   worker_auth auth;
+  /// How long a background job waits behind other jobs before it goes ahead of them.
+  std::chrono::milliseconds background_max_wait{30000};
 };
+
+/// A queued job as the dispatch rule sees it.
+struct queued_job {
+  uint64_t seq = 0; // submission order
+  bool background = false;
+  int64_t waited_ms = 0; // since it was queued (again)
+};
+
+/// The order in which queued jobs are offered free slots: background jobs that waited at least
+/// `background_max_wait_ms`, then the other jobs, then the other background jobs, each group in
+/// submission order. Campaigns thus go first, and a background job still gets the next slot its
+/// worker frees once it has waited long enough, so maintenance always makes progress.
+std::vector<uint64_t> dispatch_order(std::vector<queued_job> queue, int64_t background_max_wait_ms);
 
 class device_manager_state {
 public:
@@ -78,6 +93,7 @@ private:
     std::string worker{};              // routing identity while dispatched
     uint64_t dispatch = 0; // number of the current dispatch, which its deadline timer carries
     caf::actor_clock::time_point dispatched_at{};
+    caf::actor_clock::time_point queued_at{}; // when it last entered the queue
     bool cancelled = false; // already answered; the worker still holds the slot until it lets go
   };
 

@@ -58,7 +58,7 @@ std::vector<regression> find_regressions(const std::vector<kernel_version>& kern
 
 std::vector<std::string> pending_validations(const std::vector<kernel_version>& kernels,
                                              const std::string& device_kind,
-                                             const std::string& fingerprint) {
+                                             const std::string& fingerprint, int64_t since_ms) {
   std::vector<std::string> pending;
   std::set<std::string> seen;
   for (const auto& version : kernels) {
@@ -66,7 +66,7 @@ std::vector<std::string> pending_validations(const std::vector<kernel_version>& 
       continue;
     bool judged = false;
     for (const auto& proof : version.kernel.proofs)
-      judged = judged || proof.fingerprint == fingerprint;
+      judged = judged || (proof.fingerprint == fingerprint && proof.validated_at_ms >= since_ms);
     if (!judged)
       pending.push_back(version.kernel.hash);
   }

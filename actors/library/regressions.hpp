@@ -7,6 +7,7 @@
 
 #include "messages/library_messages.hpp"
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -34,9 +35,10 @@ std::vector<regression> find_regressions(const std::vector<kernel_version>& kern
 /// The re-validation a new toolchain owes (the maintenance actor's pending work, derived from
 /// the validations family alone so a restart neither repeats nor loses a verdict): the source
 /// hashes of `kernels` accepted on `device_kind` that have no verdict yet on `fingerprint`, each
-/// once, in the kernels' order.
+/// once, in the kernels' order. Verdicts made before `since_ms` (a re-validation asked by hand)
+/// do not count.
 std::vector<std::string> pending_validations(const std::vector<kernel_version>& kernels,
                                              const std::string& device_kind,
-                                             const std::string& fingerprint);
+                                             const std::string& fingerprint, int64_t since_ms = 0);
 
 } // namespace opforge

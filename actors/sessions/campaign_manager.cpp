@@ -83,6 +83,7 @@ caf::expected<session_services> services_for(const campaign_manager_setup& setup
   services.templates = setup.templates;
   services.examples = setup.examples;
   services.device_kind = spec.device_kind;
+  services.fingerprint = spec.fingerprint;
   services.sample_timeout_s = static_cast<double>(setup.defaults.sample_timeout_s);
   services.job_deadline_ms = setup.defaults.job_deadline_s * 1000;
   services.confirmations = setup.acceptance.confirmations;
@@ -269,6 +270,22 @@ void resolve(self_pointer self, std::string id, campaign_request request, campai
                                  std::map<std::string, model_set_files> model_sets) mutable {
     for (auto& name : failed)
       selection.names.push_back(std::move(name));
+    // Pinned to a toolchain, an operator is covered where a kernel of it passed there (the
+    // library's bundle for that fingerprint): a regressed one is not, so its repair runs.
+    if (!spec.fingerprint.empty() && self->state.setup.library) {
+      self->request(self->state.setup.library, caf::infinite, atom::bundle_v, spec.device_kind,
+                    spec.fingerprint)
+          .then(
+              [self, id, selection, dtypes, spec,
+               model_sets = std::move(model_sets)](contract::library_bundle& served) mutable {
+                for (const auto& kernel : served.kernels)
+                  selection.covered.insert(operator_id(kernel.op, kernel.variant));
+                fetch_catalog(self, id, std::move(selection), std::move(dtypes), std::move(spec),
+                              std::move(model_sets));
+              },
+              on_error);
+      return;
+    }
     scan_all(
         self, family::kernels, "",
         [self, id, selection, dtypes, spec,
@@ -344,6 +361,7 @@ caf::expected<campaign_spec> accept(const campaign_manager_setup& setup,
     return invalid("name the operators to work on, or use --category, --all or --failed");
   }
   spec.device_kind = request.device_kind.empty() ? defaults.device_kind : request.device_kind;
+  spec.fingerprint = request.fingerprint;
   if (!is_device_kind(spec.device_kind) || spec.device_kind == no_device_kind)
     return invalid("device kind '" + spec.device_kind +
                    "': must be a device kind other than none (" + std::string{device_kind_rule} +

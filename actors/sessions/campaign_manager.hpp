@@ -2,7 +2,8 @@
 
 // campaign_manager: the daemon's one owner of campaigns. It turns an `opforge run` request into a
 // campaign (resolving operators against a device worker's catalog, leaving out operators that
-// already have an accepted kernel), resumes the campaigns a previous daemon left running, answers
+// already have an accepted kernel, or for a campaign pinned to a toolchain fingerprint, a kernel
+// that passed there), resumes the campaigns a previous daemon left running, answers
 // progress queries for running and stored campaigns, and cancels. Campaigns are linked to it, so
 // stopping it stops them where they stand; their checkpoints say where.
 

@@ -291,7 +291,7 @@ void run_job(self_pointer self, contract::job_kind kind, const std::string& sour
                    : test_job(std::move(id), r.op, r.variant, source, r.wrapper, r.dtypes,
                               {st.services.device_kind, st.services.sample_timeout_s,
                                st.services.job_deadline_ms, st.services.extra_sets,
-                               st.services.model_samples}));
+                               st.services.model_samples, st.services.fingerprint}));
 }
 
 // Carries out what the record asks for next; after faults, once the back-off has passed.

@@ -48,6 +48,7 @@ struct session_services {
   std::shared_ptr<const prompt_templates> templates;
   std::string examples;                     // the worked examples, ready for the initial prompt
   std::string device_kind = "interpreter";  // where tests run; also the lint profile
+  std::string fingerprint;                  // the toolchain tests must run on ("" = any)
   double sample_timeout_s = 60;             // per-sample limit in the candidate process
   int64_t job_deadline_ms = 30 * 60 * 1000; // wall-clock budget of one device job
   int64_t confirmations = 1;                // passing verdicts from distinct hosts a kernel needs
