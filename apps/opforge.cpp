@@ -152,6 +152,11 @@ void print_maintenance_part(const nlohmann::json& part) {
               << t.value("passed", 0) << " passed, " << t.value("failed", 0) << " failed";
   }
   std::cout << "; " << part.value("regressions", 0) << " regressions";
+  std::string repairs;
+  for (const auto& id : part.value("repair_campaigns", nlohmann::json::array()))
+    repairs += (repairs.empty() ? "" : ", ") + id.get<std::string>();
+  if (!repairs.empty())
+    std::cout << ", repaired by campaign(s) " << repairs;
 }
 
 void print_status(const nlohmann::json& reply) {
