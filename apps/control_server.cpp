@@ -574,7 +574,8 @@ nlohmann::json control_server::regressions() const {
                    {"hash", r.hash},
                    {"change", r.change},
                    {"before", to_json(r.before)},
-                   {"after", to_json(r.after)}});
+                   {"after", to_json(r.after)},
+                   {"served_by", r.served_by}});
   return {{"ok", true}, {"regressions", out}};
 }
 

@@ -677,11 +677,13 @@ int list_regressions(const config& cfg, const client_options& opts) {
            std::to_string(proof.value("tests_run", 0)) + ")";
   };
   std::vector<std::vector<std::string>> rows{
-      {"OPERATOR", "HASH", "CHANGE", "BEFORE", "AFTER", "FAILURE"}};
+      {"OPERATOR", "HASH", "CHANGE", "BEFORE", "AFTER", "SERVED BY", "FAILURE"}};
   for (auto& r : regressions) {
     auto failure = r["after"].value("detail", std::string{});
+    auto served_by = r.value("served_by", std::string{});
     rows.push_back({r.value("operator", ""), r.value("hash", ""), r.value("change", ""),
-                    verdict(r["before"]), verdict(r["after"]), failure.empty() ? "-" : failure});
+                    verdict(r["before"]), verdict(r["after"]), served_by.empty() ? "-" : served_by,
+                    failure.empty() ? "-" : failure});
   }
   print_table(rows);
   return 0;

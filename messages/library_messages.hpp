@@ -52,7 +52,7 @@ typename Inspector::result_type inspect(Inspector& f, revalidation_status& x) {
 /// The maintenance actor's view: every toolchain it knows, and what it found.
 struct maintenance_status {
   std::vector<revalidation_status> toolchains{};
-  uint64_t regressions = 0;
+  uint64_t regressions = 0; // that no other kernel of the operator serves (passes there)
   std::vector<std::string> repair_campaigns{}; // campaigns it started to repair regressions
 };
 

@@ -80,6 +80,33 @@ TEST(FindRegressions, AKernelThatPassedBeforeAndFailsOnTheNewToolchain) {
   EXPECT_EQ(found[0].before.outcome, outcome::pass);
   EXPECT_EQ(found[0].after.fingerprint, "1a1c5f2a38e568a5");
   EXPECT_EQ(found[0].after.outcome, outcome::runtime_error);
+  EXPECT_EQ(found[0].served_by, "");
+}
+
+TEST(FindRegressions, StaysListedAfterItsRepairNamingTheKernelThatPassesThere) {
+  using contract::outcome;
+  auto regressed = kernel("square", "aaaa000000000001",
+                          {proof("1a1c5f2a38e568a5", triton_351, outcome::runtime_error, 2000),
+                           proof("7ddb87fa1b81d26b", triton_36, outcome::pass, 1000)});
+  // Another operator's kernel that passes on 3.5.1 repairs nothing of square's.
+  auto other_op = kernel("exp", "bbbb000000000002",
+                         {proof("1a1c5f2a38e568a5", triton_351, outcome::pass, 2500)});
+  auto repair = kernel("square", "eeee000000000005",
+                       {proof("7ddb87fa1b81d26b", triton_36, outcome::pass, 3500),
+                        proof("1a1c5f2a38e568a5", triton_351, outcome::pass, 3000)});
+  // A repair that then failed there again is no repair.
+  auto failed_repair = kernel("square", "ffff000000000006",
+                              {proof("1a1c5f2a38e568a5", triton_351, outcome::timeout, 4000),
+                               proof("1a1c5f2a38e568a5", triton_351, outcome::pass, 3000)});
+
+  auto before = find_regressions({regressed, other_op, failed_repair});
+  ASSERT_EQ(before.size(), 1u);
+  EXPECT_EQ(before[0].served_by, "");
+
+  auto after = find_regressions({regressed, other_op, failed_repair, repair});
+  ASSERT_EQ(after.size(), 1u);
+  EXPECT_EQ(after[0].hash, "aaaa000000000001");
+  EXPECT_EQ(after[0].served_by, "eeee000000000005");
 }
 
 TEST(FindRegressions, AFailureOlderThanThePassIsNoRegression) {

@@ -282,6 +282,15 @@ TEST_F(ToolchainRepair, RealDrop) {
   EXPECT_EQ(proof_on(square[0], new_fingerprint)->at("outcome"), "pass");
   EXPECT_EQ(proof_on(square[0], old_fingerprint)->at("outcome"), "runtime_error");
   EXPECT_TRUE(opforge_json({"repair"}).at("campaigns").empty()); // nothing left to repair
+  // The regression stays listed (the old kernel still fails on 3.5.1), named as repaired, and
+  // no longer counts as one that needs work.
+  regressions = opforge_json({"regressions"});
+  ASSERT_EQ(regressions.at("regressions").size(), 1u) << regressions.dump(1);
+  EXPECT_EQ(regressions.at("regressions").at(0).at("served_by"), square[1].at("hash"));
+  EXPECT_TRUE(eventually([&] {
+    return opforge_json({"status"}).value("maintenance", json::object()).value("regressions", 1) ==
+           0;
+  })) << opforge_json({"status"}).dump(1);
 
   // 5. Export per toolchain: on each, the newest kernel proved there, the repair on both now.
   on_old = export_for(old_fingerprint, "old-repaired");

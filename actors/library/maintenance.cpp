@@ -198,8 +198,10 @@ void update_metrics(self_pointer self, const std::vector<regression>& found) {
   std::map<std::string, double> per_kind;
   for (const auto& kind : state.regression_kinds)
     per_kind[kind] = 0;
+  // A regression another kernel serves is history: the gauge's alert is for what needs work.
   for (const auto& r : found)
-    per_kind[r.after.device_kind] += 1;
+    if (r.served_by.empty())
+      per_kind[r.after.device_kind] += 1;
   for (const auto& [kind, count] : per_kind) {
     telemetry->regressions(kind).Set(count);
     state.regression_kinds.insert(kind);
@@ -300,7 +302,8 @@ void refresh(self_pointer self, const std::vector<kernel_version>& kernels) {
     }
   }
   auto found = find_regressions(kernels);
-  state.regressions = found.size();
+  state.regressions = static_cast<uint64_t>(
+      std::count_if(found.begin(), found.end(), [](const auto& r) { return r.served_by.empty(); }));
   update_metrics(self, found);
   if (state.setup.repair && state.setup.campaigns)
     repair_new(self, found);

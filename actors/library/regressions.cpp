@@ -30,13 +30,34 @@ std::string toolchain_change(const std::map<std::string, std::string>& before,
   return words;
 }
 
+namespace {
+
+// Each fingerprint's verdict now: proofs are newest first, so the first one seen of it.
+std::map<std::string, const contract::toolchain_proof*> newest_proofs(const kernel_version& v) {
+  std::map<std::string, const contract::toolchain_proof*> newest;
+  for (const auto& proof : v.kernel.proofs)
+    newest.try_emplace(proof.fingerprint, &proof);
+  return newest;
+}
+
+std::string passing_elsewhere(const std::vector<kernel_version>& kernels, const regression& r) {
+  for (const auto& other : kernels) {
+    if (other.kernel.hash == r.hash || other.kernel.op != r.op || other.kernel.variant != r.variant)
+      continue;
+    auto newest = newest_proofs(other);
+    auto there = newest.find(r.after.fingerprint);
+    if (there != newest.end() && there->second->outcome == contract::outcome::pass)
+      return other.kernel.hash;
+  }
+  return {};
+}
+
+} // namespace
+
 std::vector<regression> find_regressions(const std::vector<kernel_version>& kernels) {
   std::vector<regression> found;
   for (const auto& version : kernels) {
-    // Proofs are newest first: the first one seen of a fingerprint is its verdict now.
-    std::map<std::string, const contract::toolchain_proof*> newest;
-    for (const auto& proof : version.kernel.proofs)
-      newest.try_emplace(proof.fingerprint, &proof);
+    auto newest = newest_proofs(version);
     for (const auto& [fingerprint, failed] : newest) {
       if (failed->outcome == contract::outcome::pass)
         continue;
@@ -51,6 +72,7 @@ std::vector<regression> find_regressions(const std::vector<kernel_version>& kern
         continue;
       found.push_back({version.kernel.op, version.kernel.variant, version.kernel.hash,
                        toolchain_change(passed->toolchain, failed->toolchain), *passed, *failed});
+      found.back().served_by = passing_elsewhere(kernels, found.back());
     }
   }
   return found;

@@ -21,6 +21,10 @@ struct regression {
   std::string change;               // the toolchain change in words: "triton 3.6.0 -> 3.5.1"
   contract::toolchain_proof before; // the newest pass on another fingerprint
   contract::toolchain_proof after;  // the failing verdict
+  // Another kernel of the operator variant whose newest verdict on the failing fingerprint is a
+  // pass (a repair, or an older version that still passes there), so the library still serves
+  // the operator on that toolchain; "" while none does.
+  std::string served_by;
 };
 
 /// What differs between two toolchains, key by key in key order ("triton 3.6.0 -> 3.5.1, ..."),
@@ -29,7 +33,8 @@ std::string toolchain_change(const std::map<std::string, std::string>& before,
                              const std::map<std::string, std::string>& after);
 
 /// Every regressed kernel of `kernels`, in their order. For each fingerprint only its newest
-/// verdict counts, so a kernel that failed and then passed again there is no regression.
+/// verdict counts, so a kernel that failed and then passed again there is no regression. A
+/// regression stays listed after its repair (the kernel still fails there), with `served_by`.
 std::vector<regression> find_regressions(const std::vector<kernel_version>& kernels);
 
 /// The re-validation a new toolchain owes (the maintenance actor's pending work, derived from
