@@ -6,6 +6,7 @@
 // seeded with the failing kernels, which the demo's recorded answers then repair.
 
 #include "actors/library/kernels.hpp"
+#include "apps/control_client.hpp"
 #include "messages/errors.hpp"
 #include "persistence/keys.hpp"
 #include "persistence/records.hpp"
@@ -218,10 +219,10 @@ TEST_F(Import, RepairStartsSessionsSeededWithTheFailingKernels) {
 }
 
 TEST_F(Import, LargeSetsTravelInPartsAndOversizedFilesAreRefused) {
-  // Forty folders of 3 KB each are over one control request; none defines its impl, so they are
-  // judged without a device.
+  // Forty folders of 1 MiB each are over one control request (32 MiB, bounded so that a run can
+  // carry a model's sample set); none defines its impl, so they are judged without a device.
   auto set = dir / "many";
-  std::string padding(3000, '#');
+  std::string padding(size_t{1} << 20, '#');
   for (int i = 0; i < 40; ++i) {
     auto folder = "op" + std::to_string(i) + "__default";
     fs::create_directories(set / folder);
@@ -234,11 +235,16 @@ TEST_F(Import, LargeSetsTravelInPartsAndOversizedFilesAreRefused) {
   for (const auto& [path, verdict] : got)
     EXPECT_EQ(verdict, "invalid") << path;
 
+  // A file over one request's room is refused before anything is sent; the room is the limit
+  // less 4 KiB for the request itself, and a file costs its path, its bytes and 32 more.
   auto big = dir / "big";
   fs::create_directories(big);
-  std::ofstream{big / "abs.py"} << std::string(70000, '#') << "\n";
+  std::ofstream{big / "abs.py"} << std::string(control_max_request_bytes, '#') << "\n";
   auto refused = opforge({"import", big.string(), "--layout", "candidates"});
   EXPECT_EQ(refused.code, 2);
-  EXPECT_THAT(refused.err, HasSubstr("abs.py is 70039 bytes; a control request carries at most "
-                                     "61440 bytes of kernels, so it cannot be sent"));
+  EXPECT_THAT(refused.err,
+              HasSubstr("abs.py is " + std::to_string(control_max_request_bytes + 1 + 6 + 32) +
+                        " bytes; a control request carries at most " +
+                        std::to_string(control_max_request_bytes - 4096) +
+                        " bytes of kernels, so it cannot be sent"));
 }
