@@ -1,5 +1,6 @@
 #include "apps/campaign_events.hpp"
 
+#include "apps/control_protocol.hpp"
 #include "messages/contract.hpp"
 
 #include <algorithm>
@@ -29,8 +30,8 @@ json copy(const json& from, std::initializer_list<const char*> keys) {
   return out;
 }
 
-json event(const char* kind, const json& campaign, json fields) {
-  json out{{"event", kind}, {"campaign", text(campaign, "campaign_id")}};
+json event(campaign_event kind, const json& campaign, json fields) {
+  json out{{"event", to_string(kind)}, {"campaign", text(campaign, "campaign_id")}};
   out.update(fields);
   return out;
 }
@@ -132,7 +133,7 @@ std::string finished_text(const json& e) {
          " failed; " + std::to_string(number(e, "llm_calls")) + " LLM calls, " +
          tokens_text(number(e, "prompt_tokens") + number(e, "completion_tokens")) + " tokens, " +
          std::to_string(number(e, "faults")) + " faults retried";
-  if (text(e, "endpoint") == "demo")
+  if (text(e, "endpoint") == demo_endpoint_name)
     out += "\n  (the demo endpoint replays hand-written answers, not a model: configure "
            "llm.endpoints or OPFORGE_LLM_URL for real runs)";
   return out;
@@ -154,12 +155,16 @@ json session_fields(const json& s) {
 
 } // namespace
 
+std::optional<campaign_event> event_kind(const json& event) {
+  return from_string<campaign_event>(text(event, "event"));
+}
+
 json submitted_event(const json& campaign) {
-  return event("submitted", campaign, copy(campaign, {"endpoint", "device_kind"}));
+  return event(campaign_event::submitted, campaign, copy(campaign, {"endpoint", "device_kind"}));
 }
 
 json detached_event(const std::string& campaign_id) {
-  return {{"event", "detached"}, {"campaign", campaign_id}};
+  return {{"event", to_string(campaign_event::detached)}, {"campaign", campaign_id}};
 }
 
 std::vector<json> campaign_events(const json& c, campaign_watch& seen) {
@@ -170,12 +175,12 @@ std::vector<json> campaign_events(const json& c, campaign_watch& seen) {
                   state != to_string(contract::campaign_state::rejected);
   if (state == to_string(contract::campaign_state::resolving) && !seen.resolving) {
     seen.resolving = true;
-    events.push_back(event("resolving", c, copy(c, {"endpoint", "device_kind"})));
+    events.push_back(event(campaign_event::resolving, c, copy(c, {"endpoint", "device_kind"})));
   }
   if (resolved && !seen.resolved) {
     seen.resolved = true;
-    events.push_back(
-        event("resolved", c, copy(c, {"endpoint", "device_kind", "operator_ids", "covered"})));
+    events.push_back(event(campaign_event::resolved, c,
+                           copy(c, {"endpoint", "device_kind", "operator_ids", "covered"})));
   }
   // A blip that heals before the endpoint is down says nothing; failing between down and up
   // again is still the same outage.
@@ -184,8 +189,9 @@ std::vector<json> campaign_events(const json& c, campaign_watch& seen) {
     auto now = text(e, "state");
     auto& was = seen.endpoints[name];
     if ((now == "down" && was != "down") || (now == "up" && was == "down"))
-      events.push_back(event(
-          "endpoint", c, copy(e, {"name", "state", "breaker", "last_error", "failing_since_ms"})));
+      events.push_back(
+          event(campaign_event::endpoint, c,
+                copy(e, {"name", "state", "breaker", "last_error", "failing_since_ms"})));
     if (now != "failing")
       was = now;
   }
@@ -197,7 +203,7 @@ std::vector<json> campaign_events(const json& c, campaign_watch& seen) {
     if (was == seen.sessions.end() || was->second != resting[id]) {
       auto fields = session_fields(s);
       fields["state"] = resting[id];
-      events.push_back(event("session", c, std::move(fields)));
+      events.push_back(event(campaign_event::session, c, std::move(fields)));
     }
   }
   seen.sessions = std::move(resting);
@@ -209,10 +215,10 @@ std::vector<json> campaign_events(const json& c, campaign_watch& seen) {
     fields["passed"] = text(s, "state") == to_string(contract::session_state::success);
     fields["reason"] = text(s, "end_reason");
     fields["kernel_key"] = text(s, "kernel_key");
-    events.push_back(event("operator", c, std::move(fields)));
+    events.push_back(event(campaign_event::operator_, c, std::move(fields)));
   }
   if (resolved) {
-    auto progress = event("progress", c,
+    auto progress = event(campaign_event::progress, c,
                           copy(c, {"state", "operators", "succeeded", "failed", "running",
                                    "waiting", "states", "llm_calls", "prompt_tokens",
                                    "completion_tokens", "faults", "created_ms", "ended_ms"}));
@@ -223,7 +229,7 @@ std::vector<json> campaign_events(const json& c, campaign_watch& seen) {
   }
   if (ended(state))
     events.push_back(event(
-        "finished", c,
+        campaign_event::finished, c,
         copy(c, {"state", "error", "endpoint", "operators", "succeeded", "failed", "llm_calls",
                  "prompt_tokens", "completion_tokens", "faults", "created_ms", "ended_ms"})));
   return events;
@@ -235,8 +241,11 @@ void campaign_display::show(const json& e) {
     out_ << e.dump(-1, ' ', false, json::error_handler_t::replace) << std::endl;
     return;
   }
-  auto kind = text(e, "event");
-  if (kind == "progress") {
+  auto kind = event_kind(e);
+  if (!kind)
+    return;
+  switch (*kind) {
+  case campaign_event::progress:
     progress_ = e;
     if (mode_ == mode::log) {
       out_ << progress_line(e) << std::endl;
@@ -245,24 +254,26 @@ void campaign_display::show(const json& e) {
     line_open_ = true;
     redraw();
     return;
+  case campaign_event::submitted:
+    return line("campaign " + text(e, "campaign") + " submitted (endpoint " + text(e, "endpoint") +
+                    ", device " + text(e, "device_kind") + ")",
+                false);
+  case campaign_event::resolving:
+    return line("resolving: a worker is reading the catalog for the requested operators", false);
+  case campaign_event::resolved:
+    return line(resolved_text(e), false);
+  case campaign_event::endpoint:
+    return line(endpoint_text(e), false);
+  case campaign_event::operator_:
+    return line(operator_text(e), false);
+  case campaign_event::finished:
+    return line(finished_text(e), true);
+  case campaign_event::detached:
+    return line(detached_text(e), true);
+  case campaign_event::session:
+    // In the progress line's count of sessions by state.
+    return;
   }
-  if (kind == "submitted")
-    line("campaign " + text(e, "campaign") + " submitted (endpoint " + text(e, "endpoint") +
-             ", device " + text(e, "device_kind") + ")",
-         false);
-  else if (kind == "resolving")
-    line("resolving: a worker is reading the catalog for the requested operators", false);
-  else if (kind == "resolved")
-    line(resolved_text(e), false);
-  else if (kind == "endpoint")
-    line(endpoint_text(e), false);
-  else if (kind == "operator")
-    line(operator_text(e), false);
-  else if (kind == "finished")
-    line(finished_text(e), true);
-  else if (kind == "detached")
-    line(detached_text(e), true);
-  // `session` events are in the progress line's count of sessions by state.
 }
 
 void campaign_display::redraw() {

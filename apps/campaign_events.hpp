@@ -5,15 +5,47 @@
 // to show it: the text display for people, or JSON lines for scripts (`--json`). The README's
 // "Campaigns" section documents the event kinds and their fields.
 
+#include "messages/enum_names.hpp"
+
+#include <array>
 #include <cstddef>
+#include <cstdint>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 namespace opforge {
+
+/// An event's kind, its `event` field: the word scripts reading `--json` match on. `operator` is a
+/// C++ keyword, hence `operator_` (the wire says "operator").
+enum class campaign_event : uint8_t {
+  submitted,
+  resolving,
+  resolved,
+  endpoint,
+  session,
+  operator_,
+  progress,
+  finished,
+  detached,
+};
+
+template <>
+struct contract::enum_traits<campaign_event> {
+  static constexpr std::string_view label = "campaign_event";
+  static constexpr std::array<std::string_view, 9> names{"submitted", "resolving", "resolved",
+                                                         "endpoint",  "session",   "operator",
+                                                         "progress",  "finished",  "detached"};
+  static_assert(names.size() - 1 == static_cast<size_t>(campaign_event::detached));
+};
+
+/// The kind of `event`, or nullopt when it has none this follower knows.
+std::optional<campaign_event> event_kind(const nlohmann::json& event);
 
 /// What a follower has already reported of one campaign.
 struct campaign_watch {

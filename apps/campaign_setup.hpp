@@ -7,6 +7,7 @@
 
 #include "actors/llm/replay_launcher.hpp"
 #include "actors/sessions/campaign_manager.hpp"
+#include "apps/control_protocol.hpp"
 #include "config/config.hpp"
 #include "messages/metrics.hpp"
 
@@ -21,9 +22,6 @@
 #include <caf/expected.hpp>
 
 namespace opforge {
-
-/// The endpoint `opforge run` replays when no LLM endpoint is configured.
-inline constexpr const char* demo_endpoint_name = "demo";
 
 /// The endpoints a daemon serves campaigns with, before any actor exists.
 struct endpoint_plan {

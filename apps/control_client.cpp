@@ -94,8 +94,10 @@ nlohmann::json to_json(const msgpack::object& obj) {
 
 } // namespace
 
-caf::expected<nlohmann::json> control_request(const std::string& endpoint, nlohmann::json request,
+caf::expected<nlohmann::json> control_request(const std::string& endpoint, request_type type,
+                                              nlohmann::json request,
                                               std::chrono::milliseconds timeout) {
+  request["type"] = to_string(type);
   request["v"] = wire::protocol_version;
   auto bytes = nlohmann::json::to_msgpack(request);
   if (bytes.size() > control_max_request_bytes)

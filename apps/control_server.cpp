@@ -305,6 +305,14 @@ nlohmann::json failure(const std::string& what) {
   return {{"ok", false}, {"error", what}};
 }
 
+// Every request type, as the error for an unknown one lists them: "status, workers, ...".
+std::string request_types() {
+  std::string out;
+  for (auto name : contract::enum_traits<request_type>::names)
+    out += (out.empty() ? "" : ", ") + std::string{name};
+  return out;
+}
+
 } // namespace
 
 caf::expected<std::unique_ptr<control_server>> control_server::start(zmq::context_t& zmq,
@@ -422,50 +430,55 @@ control_server::answer_type control_server::answer(std::string_view request) {
   auto type = fields->string("type");
   if (!type)
     return malformed(type.error());
-  if (*type == "status")
-    return {encode(status())};
-  if (*type == "workers")
-    return {encode(workers())};
-  if (*type == "run" || *type == "campaign" || *type == "campaigns" || *type == "cancel")
-    return {encode(campaigns(*type, *fields))};
-  if (*type == "sessions") {
-    auto campaign = fields->string_or("campaign", "");
-    auto state = fields->string_or("state", "");
-    auto after = fields->string_or("after", "");
-    if (!campaign || !state || !after)
-      return malformed(!campaign ? campaign.error() : !state ? state.error() : after.error());
-    return {encode(list_sessions(*context_.system, context_.store, {*campaign, *state, *after}))};
-  }
-  if (*type == "show") {
-    auto op = fields->string("op");
-    auto campaign = fields->string_or("campaign", "");
-    if (!op || !campaign)
-      return malformed(op ? campaign.error() : op.error());
-    return {encode(show_session(*context_.system, context_.store, *op, *campaign))};
-  }
-  if (*type == "kernels")
-    return {encode(kernels(*fields))};
-  if (*type == "regressions")
-    return {encode(regressions())};
-  if (*type == "revalidate")
-    return {encode(revalidate(*fields))};
-  if (*type == "repair")
-    return {encode(repair(*fields))};
-  if (*type == "export")
-    return {encode(bundle(*fields))};
-  if (*type == "import" || *type == "import_status")
-    return {encode(import_reply(*context_.system, context_.importer, *type, *fields))};
-  if (*type == "report")
-    return {encode(report(*fields))};
-  if (*type == "shutdown") {
-    spdlog::info("shutdown requested over the control socket");
-    return {encode({{"ok", true}}), true};
-  }
-  return {encode(failure(
-      "unknown request type '" + *type +
-      "' (this daemon knows: status, workers, run, campaign, campaigns, cancel, "
-      "sessions, show, kernels, regressions, revalidate, repair, export, import, import_status, "
-      "report, shutdown)"))};
+  // No default: -Wswitch names a type added to request_type and not handled here.
+  auto known = from_string<request_type>(*type);
+  if (known)
+    switch (*known) {
+    case request_type::status:
+      return {encode(status())};
+    case request_type::workers:
+      return {encode(workers())};
+    case request_type::run:
+    case request_type::campaign:
+    case request_type::campaigns:
+    case request_type::cancel:
+      return {encode(campaigns(*known, *fields))};
+    case request_type::sessions: {
+      auto campaign = fields->string_or("campaign", "");
+      auto state = fields->string_or("state", "");
+      auto after = fields->string_or("after", "");
+      if (!campaign || !state || !after)
+        return malformed(!campaign ? campaign.error() : !state ? state.error() : after.error());
+      return {encode(list_sessions(*context_.system, context_.store, {*campaign, *state, *after}))};
+    }
+    case request_type::show: {
+      auto op = fields->string("op");
+      auto campaign = fields->string_or("campaign", "");
+      if (!op || !campaign)
+        return malformed(op ? campaign.error() : op.error());
+      return {encode(show_session(*context_.system, context_.store, *op, *campaign))};
+    }
+    case request_type::kernels:
+      return {encode(kernels(*fields))};
+    case request_type::regressions:
+      return {encode(regressions())};
+    case request_type::revalidate:
+      return {encode(revalidate(*fields))};
+    case request_type::repair:
+      return {encode(repair(*fields))};
+    case request_type::export_:
+      return {encode(bundle(*fields))};
+    case request_type::import:
+    case request_type::import_status:
+      return {encode(import_reply(*context_.system, context_.importer, *known, *fields))};
+    case request_type::report:
+      return {encode(report(*fields))};
+    case request_type::shutdown:
+      spdlog::info("shutdown requested over the control socket");
+      return {encode({{"ok", true}}), true};
+    }
+  return {encode(failure("unknown request type '" + *type +
+                         "' (this daemon knows: " + request_types() + ")"))};
 }
 
 nlohmann::json control_server::status() const {
@@ -504,8 +517,7 @@ nlohmann::json control_server::workers() const {
 
 namespace opforge {
 
-nlohmann::json control_server::campaigns(const std::string& type,
-                                         const wire::map_reader& fields) const {
+nlohmann::json control_server::campaigns(request_type type, const wire::map_reader& fields) const {
   auto& sys = *context_.system;
   const auto& manager = context_.campaigns;
   auto reply = [](const caf::expected<campaign_status>& status) {
@@ -513,7 +525,7 @@ nlohmann::json control_server::campaigns(const std::string& type,
       return failure(message(status.error()));
     return nlohmann::json{{"ok", true}, {"campaign", to_json(*status)}};
   };
-  if (type == "run") {
+  if (type == request_type::run) {
     auto request = run_request(fields);
     if (!request)
       return failure(message(request.error()));
@@ -522,7 +534,7 @@ nlohmann::json control_server::campaigns(const std::string& type,
     return reply(
         ask<campaign_status>(sys, actor_query_bound, manager, atom::submit_v, std::move(*request)));
   }
-  if (type == "campaigns") {
+  if (type == request_type::campaigns) {
     auto list = ask<std::vector<campaign_status>>(sys, actor_query_bound, manager, atom::list_v);
     if (!list)
       return failure(message(list.error()));
@@ -534,7 +546,7 @@ nlohmann::json control_server::campaigns(const std::string& type,
   auto id = fields.string_or("id", "");
   if (!id)
     return failure(message(id.error()));
-  if (type == "cancel") {
+  if (type == request_type::cancel) {
     if (id->empty())
       return failure("cancel: name the campaign ('id')");
     return reply(ask<campaign_status>(sys, actor_query_bound, manager, atom::cancel_v, *id));

@@ -4,6 +4,7 @@
 // decodes each request with the bounded msgpack codec, answers it, and never dies of bad input.
 // The requests and replies are documented in messages/PROTOCOL.md, section "Control socket".
 
+#include "apps/control_protocol.hpp"
 #include "config/config.hpp"
 #include "messages/actors.hpp"
 #include "messages/msgpack_codec.hpp"
@@ -72,7 +73,7 @@ private:
   nlohmann::json status() const;
   nlohmann::json workers() const;
   /// `run`, `campaign`, `campaigns` and `cancel`: what the campaign manager says.
-  nlohmann::json campaigns(const std::string& type, const wire::map_reader& fields) const;
+  nlohmann::json campaigns(request_type type, const wire::map_reader& fields) const;
   /// `kernels`: the library's kernels, of one operator or all.
   nlohmann::json kernels(const wire::map_reader& fields) const;
   /// `regressions`: kernels that passed on one toolchain and fail on a later one.

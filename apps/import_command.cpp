@@ -217,8 +217,7 @@ int run_import(const std::string& control, const import_options& options, bool j
     auto listed = nlohmann::json::array();
     for (const auto& file : (*parts)[i])
       listed.push_back({{"path", file.path}, {"source", file.source}});
-    nlohmann::json request{{"type", "import"},
-                           {"id", id},
+    nlohmann::json request{{"id", id},
                            {"more", i + 1 < parts->size()},
                            {"layout", options.layout},
                            {"source", source},
@@ -226,7 +225,7 @@ int run_import(const std::string& control, const import_options& options, bool j
                            {"dtypes", split(options.dtypes)},
                            {"repair", options.repair},
                            {"files", std::move(listed)}};
-    auto reply = control_request(control, std::move(request), timeout);
+    auto reply = control_request(control, request_type::import, std::move(request), timeout);
     if (!reply)
       return fail(reply.error(), exit_refused);
     id = (*reply)["import"].value("import_id", id);
@@ -237,7 +236,7 @@ int run_import(const std::string& control, const import_options& options, bool j
               << " as imported:" << source << '\n';
   std::string last_line;
   for (;;) {
-    auto reply = control_request(control, {{"type", "import_status"}, {"id", id}}, timeout);
+    auto reply = control_request(control, request_type::import_status, {{"id", id}}, timeout);
     if (!reply) {
       if (tty)
         std::cout << '\n';

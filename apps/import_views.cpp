@@ -116,9 +116,9 @@ nlohmann::json to_json(const import_status& s) {
 } // namespace
 
 nlohmann::json import_reply(caf::actor_system& sys, const importer_actor& importer,
-                            const std::string& type, const wire::map_reader& fields) {
+                            request_type type, const wire::map_reader& fields) {
   auto status = [&]() -> caf::expected<import_status> {
-    if (type != "import") {
+    if (type != request_type::import) {
       auto id = fields.string("id");
       if (!id)
         return id.error();

@@ -4,6 +4,7 @@
 // socket"): what the importer is asked and answers, as control replies. They block on the
 // importer for a bounded time: call them from the control thread, never from an actor.
 
+#include "apps/control_protocol.hpp"
 #include "messages/actors.hpp"
 #include "messages/msgpack_codec.hpp"
 
@@ -22,6 +23,6 @@ inline constexpr size_t max_import_files_per_request = 200;
 /// The reply to `import` (one part of a kernel set) or `import_status` (`type`): `ok: true` with
 /// `import`, the import's status; or `ok: false` with a one-line error.
 nlohmann::json import_reply(caf::actor_system& sys, const importer_actor& importer,
-                            const std::string& type, const wire::map_reader& fields);
+                            request_type type, const wire::map_reader& fields);
 
 } // namespace opforge

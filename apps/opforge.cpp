@@ -197,9 +197,9 @@ void print_workers(const nlohmann::json& reply) {
   }
 }
 
-int run_request(const config& cfg, const client_options& opts, nlohmann::json request,
-                const std::function<void(const nlohmann::json&)>& print) {
-  auto reply = control_request(cfg.control.listen, std::move(request),
+int run_request(const config& cfg, const client_options& opts, request_type type,
+                nlohmann::json fields, const std::function<void(const nlohmann::json&)>& print) {
+  auto reply = control_request(cfg.control.listen, type, std::move(fields),
                                std::chrono::milliseconds{opts.timeout_ms});
   if (!reply)
     return fail(reply.error(), exit_unreachable);
@@ -257,8 +257,7 @@ struct run_options {
   }
 
   nlohmann::json request() const {
-    nlohmann::json out{{"type", "run"},
-                       {"names", names},
+    nlohmann::json out{{"names", names},
                        {"categories", categories},
                        {"all", all},
                        {"failed", failed},
@@ -298,7 +297,7 @@ int follow(const config& cfg, const client_options& opts, std::string id,
   std::signal(SIGINT, [](int) { detach_requested = 1; });
   campaign_watch seen;
   for (;;) {
-    auto reply = control_request(cfg.control.listen, {{"type", "campaign"}, {"id", id}},
+    auto reply = control_request(cfg.control.listen, request_type::campaign, {{"id", id}},
                                  std::chrono::milliseconds{opts.timeout_ms});
     if (!reply) {
       display.close_line();
@@ -308,7 +307,7 @@ int follow(const config& cfg, const client_options& opts, std::string id,
     id = c.value("campaign_id", id); // "" asked for the newest
     for (const auto& event : campaign_events(c, seen)) {
       display.show(event);
-      if (event.value("event", std::string{}) != "finished")
+      if (event_kind(event) != campaign_event::finished)
         continue;
       if (c.value("state", std::string{}) != to_string(contract::campaign_state::done))
         return exit_unreachable;
@@ -402,7 +401,7 @@ int run_campaign(const config& cfg, const client_options& opts, run_options run)
       if (std::find(run.names.begin(), run.names.end(), name) == run.names.end())
         run.names.push_back(std::move(name));
   }
-  auto reply = control_request(cfg.control.listen, run.request(),
+  auto reply = control_request(cfg.control.listen, request_type::run, run.request(),
                                std::chrono::milliseconds{opts.timeout_ms});
   if (!reply)
     return fail(reply.error(), exit_unreachable);
@@ -437,9 +436,9 @@ void print_campaigns(const nlohmann::json& reply) {
   }
 }
 
-int run_client(const config& cfg, const client_options& opts, const std::string& type,
+int run_client(const config& cfg, const client_options& opts, request_type type,
                void (*print)(const nlohmann::json&)) {
-  return run_request(cfg, opts, {{"type", type}}, print);
+  return run_request(cfg, opts, type, {}, print);
 }
 
 // -- sessions and show -------------------------------------------------------------------------
@@ -489,12 +488,11 @@ void print_sessions(const nlohmann::json& reply, const session_options& selected
 // The daemon lists sessions a page at a time; this reads every page into one reply.
 int list_all_sessions(const config& cfg, const client_options& opts,
                       const session_options& selected) {
-  nlohmann::json request{
-      {"type", "sessions"}, {"campaign", selected.campaign}, {"state", selected.state}};
+  nlohmann::json request{{"campaign", selected.campaign}, {"state", selected.state}};
   auto all = nlohmann::json::array();
   for (;;) {
-    auto reply =
-        control_request(cfg.control.listen, request, std::chrono::milliseconds{opts.timeout_ms});
+    auto reply = control_request(cfg.control.listen, request_type::sessions, request,
+                                 std::chrono::milliseconds{opts.timeout_ms});
     if (!reply)
       return fail(reply.error(), exit_unreachable);
     for (auto& s : (*reply)["sessions"])
@@ -640,9 +638,9 @@ int list_kernels(const config& cfg, const client_options& opts, const kernels_op
     std::cerr << "opforge: --source needs OP, the operator whose kernel to print\n";
     return exit_bad_config;
   }
-  auto reply = control_request(
-      cfg.control.listen, {{"type", "kernels"}, {"op", selected.op}, {"source", selected.source}},
-      std::chrono::milliseconds{opts.timeout_ms});
+  auto reply = control_request(cfg.control.listen, request_type::kernels,
+                               {{"op", selected.op}, {"source", selected.source}},
+                               std::chrono::milliseconds{opts.timeout_ms});
   if (!reply)
     return fail(reply.error(), exit_unreachable);
   if (opts.json) {
@@ -658,7 +656,7 @@ int list_kernels(const config& cfg, const client_options& opts, const kernels_op
 // One line per regressed kernel: the toolchain change in words, the verdict before and after, and
 // last, as it may be long, why it fails now.
 int list_regressions(const config& cfg, const client_options& opts) {
-  auto reply = control_request(cfg.control.listen, {{"type", "regressions"}},
+  auto reply = control_request(cfg.control.listen, request_type::regressions, {},
                                std::chrono::milliseconds{opts.timeout_ms});
   if (!reply)
     return fail(reply.error(), exit_unreachable);
@@ -743,7 +741,7 @@ int write_report(const config& cfg, const report_options& selected) {
     return exit_bad_config;
   }
   auto reply =
-      control_request(cfg.control.listen, {{"type", "report"}, {"campaign", selected.campaign}},
+      control_request(cfg.control.listen, request_type::report, {{"campaign", selected.campaign}},
                       std::chrono::milliseconds{selected.timeout_ms});
   if (!reply)
     return fail(reply.error(), exit_unreachable);
@@ -816,11 +814,10 @@ caf::expected<int> run_child(const std::vector<std::string>& argv) {
 // worker package on it (PROTOCOL.md, "Control socket": export); the exporter's exit status is
 // this command's.
 int export_library(const config& cfg, const client_options& opts, const export_options& chosen) {
-  auto reply = control_request(cfg.control.listen,
-                               {{"type", "export"},
-                                {"device_kind", chosen.device_kind},
-                                {"fingerprint", chosen.fingerprint}},
-                               std::chrono::milliseconds{opts.timeout_ms});
+  auto reply =
+      control_request(cfg.control.listen, request_type::export_,
+                      {{"device_kind", chosen.device_kind}, {"fingerprint", chosen.fingerprint}},
+                      std::chrono::milliseconds{opts.timeout_ms});
   if (!reply)
     return fail(reply.error(), exit_unreachable);
   auto kind = reply->value("device_kind", std::string{});
@@ -1020,17 +1017,17 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (cmd == status_cmd)
-    return run_client(*cfg, client, "status", print_status);
+    return run_client(*cfg, client, request_type::status, print_status);
   if (cmd == workers_cmd)
-    return run_client(*cfg, client, "workers", print_workers);
+    return run_client(*cfg, client, request_type::workers, print_workers);
   if (cmd == run_cmd)
     return run_campaign(*cfg, client, run);
   if (cmd == attach_cmd)
     return attach(*cfg, client, campaign_id);
   if (cmd == campaigns_cmd)
-    return run_client(*cfg, client, "campaigns", print_campaigns);
+    return run_client(*cfg, client, request_type::campaigns, print_campaigns);
   if (cmd == cancel_cmd)
-    return run_request(*cfg, client, {{"type", "cancel"}, {"id", campaign_id}},
+    return run_request(*cfg, client, request_type::cancel, {{"id", campaign_id}},
                        [&campaign_id](const nlohmann::json&) {
                          std::cout << "campaign " << campaign_id
                                    << " is being cancelled: running sessions stop, waiting ones "
@@ -1043,11 +1040,10 @@ int main(int argc, char** argv) {
   if (cmd == regressions_cmd)
     return list_regressions(*cfg, client);
   if (cmd == revalidate_cmd)
-    return run_request(*cfg, client,
-                       {{"type", "revalidate"},
-                        {"device_kind", revalidate_device},
-                        {"fingerprint", revalidate_fingerprint}},
-                       print_revalidation);
+    return run_request(
+        *cfg, client, request_type::revalidate,
+        {{"device_kind", revalidate_device}, {"fingerprint", revalidate_fingerprint}},
+        print_revalidation);
   if (cmd == repair_cmd)
     return run_repair(cfg->control.listen, repair, client.json,
                       std::chrono::milliseconds{client.timeout_ms});
@@ -1059,9 +1055,8 @@ int main(int argc, char** argv) {
   if (cmd == report_cmd)
     return write_report(*cfg, reported);
   if (cmd == show_cmd)
-    return run_request(*cfg, client,
-                       {{"type", "show"}, {"op", selected.op}, {"campaign", selected.campaign}},
-                       print_show);
-  return run_client(*cfg, client, "shutdown",
+    return run_request(*cfg, client, request_type::show,
+                       {{"op", selected.op}, {"campaign", selected.campaign}}, print_show);
+  return run_client(*cfg, client, request_type::shutdown,
                     [](const nlohmann::json&) { std::cout << "the daemon is shutting down\n"; });
 }

@@ -18,9 +18,8 @@ void repair_options::add_to(CLI::App& cmd) {
 int run_repair(const std::string& control, const repair_options& options, bool json,
                std::chrono::milliseconds timeout) {
   auto reply = control_request(
-      control,
-      {{"type", "repair"}, {"fingerprint", options.fingerprint}, {"endpoint", options.endpoint}},
-      timeout);
+      control, request_type::repair,
+      {{"fingerprint", options.fingerprint}, {"endpoint", options.endpoint}}, timeout);
   if (!reply) {
     std::cerr << "opforge: " << message(reply.error()) << '\n';
     return 1;

@@ -200,6 +200,21 @@ TEST(CampaignEvents, JsonLinesAreTheEventsOnePerLine) {
   EXPECT_EQ(n, events.size());
 }
 
+// The follower reads each event's kind back from the word it wrote. A kind it does not know shows
+// nothing, and neither does a session change, which only the progress line counts.
+TEST(CampaignEvents, KindsReadBackAndTheUnknownShowNothing) {
+  for (const auto& e : all_events())
+    EXPECT_EQ(to_string(event_kind(e).value()), e.at("event"));
+  EXPECT_EQ(event_kind(detached_event("c1")), campaign_event::detached);
+  EXPECT_EQ(event_kind({{"event", "stalled"}}), std::nullopt);
+  EXPECT_EQ(event_kind(json::object()), std::nullopt);
+  std::ostringstream out;
+  campaign_display display{out, campaign_display::mode::log};
+  display.show({{"event", "stalled"}, {"campaign", "c1"}});
+  display.show({{"event", "session"}, {"campaign", "c1"}, {"operator", "abs"}});
+  EXPECT_EQ(out.str(), "");
+}
+
 // A reason that quotes a log cut mid-character still makes a line of valid JSON.
 TEST(CampaignEvents, JsonLinesOfABrokenCharacter) {
   std::ostringstream out;
