@@ -108,7 +108,7 @@ step library library.log bash -c "python3 bench/library_on_device.py --device cu
 [ -d /tmp/opforge-library/package/opforge_kernels ] &&
   OPFORGE_MODELCHECK_PACKAGE=${OPFORGE_MODELCHECK_PACKAGE:-/tmp/opforge-library/package/opforge_kernels}
 step modelcheck modelcheck.log python3 -m opforge_library modelcheck --model all --size small \
-  --device cuda --report "$out/modelcheck.json" --capture /tmp/opforge-model-sets \
+  --device-kind cuda --report "$out/modelcheck.json" --capture /tmp/opforge-model-sets \
   ${OPFORGE_MODELCHECK_PACKAGE:+--package "$OPFORGE_MODELCHECK_PACKAGE"}
 step revalidate revalidate.log python3 bench/revalidate_bench.py --device cuda \
   --opforge .daemon/opforge --python python3 --json "$out/revalidate.json"

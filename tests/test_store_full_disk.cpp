@@ -2,6 +2,16 @@
 // frees again. Writes are held back (sessions pause), reads go on, the failure shows in status and
 // metrics, and once space is back every held write is applied exactly once. Needs root for the
 // mount (CI and the dev machines run as root); elsewhere it is skipped.
+//
+// The actors (store, campaign, sessions) run on CAF's test coordinator, on the test thread, and
+// every step before the disk is freed is ordered by messages alone: the store's thread serves
+// requests in the order they reach the actor, so a status asked after some writes sees them held.
+// Only the recovery once the disk is freed takes real time, and cannot take virtual time, as no
+// actor's timer drives it: RocksDB clears its full-disk error from a thread of its own, which
+// looks at the free space every 5 s (SstFileManagerImpl::ClearError), and the store's thread
+// retries the held writes on its own steady-clock backoff (100 ms doubling to 2 s, store.cpp's
+// io_thread). There the test thread blocks until the store's thread answers (CoordinatedIo::drive,
+// at most io_limit), without sleeping or polling: about 5.5 s for each test that frees the disk.
 
 #include "actors/sessions/campaign.hpp"
 #include "actors/store/store.hpp"
@@ -11,27 +21,23 @@
 #include "messages/session_messages.hpp"
 #include "messages/system_config.hpp"
 #include "persistence/keys.hpp"
+#include "tests/test_coordinated_io.hpp"
 #include "tests/test_session_support.hpp"
 #include "tests/test_store_support.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
-#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <functional>
-#include <future>
 #include <map>
+#include <memory>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
-#include <caf/actor_system.hpp>
-#include <caf/event_based_actor.hpp>
-#include <caf/scoped_actor.hpp>
+#include <caf/actor_cast.hpp>
+#include <caf/send.hpp>
 
 #include <fcntl.h>
 #include <gmock/gmock.h>
@@ -41,7 +47,7 @@
 #include <unistd.h>
 
 using namespace opforge;
-using namespace std::chrono_literals;
+using opforge::testing::awaited;
 using ::testing::HasSubstr;
 
 namespace {
@@ -107,7 +113,7 @@ using gated_jobs_actor = job_runner_actor::extend<caf::reacts_to<atom::run>>;
 struct gated_jobs_state {
   std::vector<std::pair<std::string, caf::typed_response_promise<device_job_result>>> held;
   bool open = false;
-  std::shared_ptr<std::atomic<size_t>> tests;
+  std::shared_ptr<size_t> tests;
   static inline const char* name = "gated_jobs";
 };
 
@@ -127,7 +133,7 @@ opforge::testing::job_reply passed() {
 
 gated_jobs_actor::behavior_type
 gated_jobs(gated_jobs_actor::stateful_pointer<gated_jobs_state> self,
-           std::shared_ptr<std::atomic<size_t>> tests) {
+           std::shared_ptr<size_t> tests) {
   self->state.tests = std::move(tests);
   return {
       [self](atom::submit, device_job& job) -> caf::result<device_job_result> {
@@ -150,56 +156,32 @@ gated_jobs(gated_jobs_actor::stateful_pointer<gated_jobs_state> self,
   };
 }
 
-/// Writes `batch` from an actor of its own; the future holds the answer (no error for ok).
-std::future<caf::error> write_async(caf::actor_system& sys, store_actor store, write_batch batch) {
-  auto answer = std::make_shared<std::promise<caf::error>>();
-  auto future = answer->get_future();
-  sys.spawn([=, batch = std::move(batch)](caf::event_based_actor* requester) mutable {
-    requester->request(store, caf::infinite, atom::write_v, std::move(batch))
-        .then([=](atom::ok) { answer->set_value(caf::error{}); },
-              [=](const caf::error& err) { answer->set_value(err); });
-  });
-  return future;
-}
+using pending_write = std::shared_ptr<awaited<atom::ok>>;
 
-bool ready(const std::future<caf::error>& future, std::chrono::milliseconds wait = 0ms) {
-  return future.wait_for(wait) == std::future_status::ready;
-}
-
-template <class Condition>
-bool eventually(Condition condition, std::chrono::milliseconds limit = 20s) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > deadline)
-      return false;
-    std::this_thread::sleep_for(20ms);
-  }
-  return true;
-}
-
-class StoreFullDiskTest : public ::testing::Test {
+class StoreFullDiskTest : public opforge::testing::CoordinatedIo {
 protected:
   void SetUp() override {
     if (auto why = disk_.mount(); !why.empty())
       GTEST_SKIP() << "cannot mount a tmpfs (" << why << "); this test needs root";
-    auto spawned = spawn_store(sys_, disk_.path() / "db", telemetry_);
+    auto spawned = spawn_store(sys, disk_.path() / "db", telemetry_);
     ASSERT_TRUE(spawned) << render(spawned.error());
     store_ = *spawned;
   }
 
   void TearDown() override {
     if (store_)
-      self_->request(store_, caf::infinite, atom::shutdown_v)
-          .receive([](atom::ok) {}, [](const caf::error&) {});
+      stop(store_);
+    CoordinatedIo::TearDown();
   }
 
   template <class Reply, class... Ts>
   Reply ask(Ts... request) {
-    Reply reply{};
-    self_->request(store_, caf::infinite, std::move(request)...)
-        .receive([&](Reply& value) { reply = std::move(value); },
-                 [&](const caf::error& err) { ADD_FAILURE() << render(err); });
-    return reply;
+    return CoordinatedIo::ask<Reply>(store_, std::move(request)...);
+  }
+
+  /// Sends a write that is answered once the actors run and the store's thread has applied it.
+  pending_write send_write(write_batch batch) {
+    return send_request<atom::ok>(store_, atom::write_v, std::move(batch));
   }
 
   store_status status() { return ask<store_status>(atom::status_v); }
@@ -208,30 +190,33 @@ protected:
     return ask<std::vector<key_value>>(atom::scan_v, f, std::string{}, uint64_t{1'000'000});
   }
 
+  // After the actor system (CoordinatedIo's), so destroyed before it: the store is stopped by
+  // then, in TearDown.
   small_disk disk_;
-  system_config cfg_;
-  caf::actor_system sys_{cfg_};
-  caf::scoped_actor self_{sys_};
   std::shared_ptr<metrics> telemetry_ = std::make_shared<metrics>("test");
   store_actor store_;
 };
+
+bool all_answered(const std::vector<pending_write>& writes) {
+  return std::all_of(writes.begin(), writes.end(), [](const auto& w) { return w->arrived; });
+}
 
 TEST_F(StoreFullDiskTest, WritesWaitForSpaceWhileReadsGoOn) {
   ask<atom::ok>(atom::write_v, write_batch{{{family::validations, "before", "v"}}, true});
   disk_.fill();
   // Big enough to cross a page of the log, so it cannot slip into space the log already has.
   std::string value(64 * 1024, 'v');
-  std::vector<std::future<caf::error>> writes;
+  std::vector<pending_write> writes;
   for (int i = 0; i < 3; ++i)
-    writes.push_back(write_async(
-        sys_, store_,
+    writes.push_back(send_write(
         write_batch{{{family::validations, "during/" + std::to_string(i), value}}, true}));
-  ASSERT_TRUE(eventually([&] { return status().paused_writes == 3; }));
+  // Asked after the writes, so served after the store's thread tried them.
   auto paused = status();
+  ASSERT_EQ(paused.paused_writes, 3u);
   EXPECT_THAT(paused.write_failure, HasSubstr("space"));
   EXPECT_EQ(paused.batches_written, 1u); // the first write, before the disk filled
   for (const auto& write : writes)
-    EXPECT_FALSE(ready(write));
+    EXPECT_FALSE(write->arrived);
   EXPECT_GE(telemetry_->store_errors("write").Value(), 1);
   EXPECT_EQ(telemetry_->store_paused_writes().Value(), 3);
   // Reads are served meanwhile.
@@ -239,10 +224,9 @@ TEST_F(StoreFullDiskTest, WritesWaitForSpaceWhileReadsGoOn) {
   EXPECT_EQ(before.value, std::optional<std::string>{"v"});
 
   disk_.free_space();
-  for (auto& write : writes) {
-    ASSERT_TRUE(ready(write, 20s));
-    EXPECT_FALSE(write.get());
-  }
+  ASSERT_TRUE(drive([&] { return all_answered(writes); })); // the store's retry, in real time
+  for (const auto& write : writes)
+    EXPECT_FALSE(write->error) << render(write->error);
   auto resumed = status();
   EXPECT_EQ(resumed.write_failure, "");
   EXPECT_EQ(resumed.paused_writes, 0u);
@@ -259,19 +243,16 @@ TEST_F(StoreFullDiskTest, WritesWaitForSpaceWhileReadsGoOn) {
 
 TEST_F(StoreFullDiskTest, ShutdownWithHeldWritesAnswersThemAndCloses) {
   disk_.fill();
-  auto write =
-      write_async(sys_, store_,
-                  write_batch{{{family::validations, "never", std::string(64 * 1024, 'v')}}, true});
-  ASSERT_TRUE(eventually([&] { return status().paused_writes == 1; }));
+  auto held =
+      send_write(write_batch{{{family::validations, "never", std::string(64 * 1024, 'v')}}, true});
+  ASSERT_EQ(status().paused_writes, 1u);
   auto store = std::exchange(store_, store_actor{});
   // Whether the close could sync its log does not matter here; that it ends does.
-  self_->request(store, caf::infinite, atom::shutdown_v)
-      .receive([](atom::ok) {}, [](const caf::error&) {});
-  self_->wait_for(store);
-  ASSERT_TRUE(ready(write, 5s));
-  auto err = write.get();
-  EXPECT_EQ(test::opforge_code(err), errc::store_io_failed);
-  EXPECT_THAT(render(err), HasSubstr("closed while writes were failing"));
+  wait(send_request<atom::ok>(store, atom::shutdown_v));
+  wait_until_terminated(store);
+  ASSERT_TRUE(held->arrived);
+  EXPECT_EQ(test::opforge_code(held->error), errc::store_io_failed);
+  EXPECT_THAT(render(held->error), HasSubstr("closed while writes were failing"));
 }
 
 TEST_F(StoreFullDiskTest, CampaignPausesOnAFullDiskAndFinishesOnceFreed) {
@@ -285,12 +266,14 @@ TEST_F(StoreFullDiskTest, CampaignPausesOnAFullDiskAndFinishesOnceFreed) {
                               wrapper_name(request.op) +
                               "(input):\n    k[(1,)](input)\n    return input\n```\n");
   };
-  auto tests = std::make_shared<std::atomic<size_t>>(0);
-  auto jobs = sys_.spawn(gated_jobs, tests);
+  auto tests = std::make_shared<size_t>(0);
+  auto jobs = sys.spawn(gated_jobs, tests);
   session_services services;
   services.store = store_;
-  services.llm = sys_.spawn(opforge::testing::scripted_chat, chat);
+  services.llm = sys.spawn(opforge::testing::scripted_chat, chat);
   services.jobs = jobs;
+  helpers.push_back(caf::actor_cast<caf::actor>(services.llm));
+  helpers.push_back(caf::actor_cast<caf::actor>(jobs));
   services.templates = std::make_shared<const prompt_templates>(std::move(*templates));
   services.examples = "EXAMPLES";
   campaign_spec spec;
@@ -301,30 +284,29 @@ TEST_F(StoreFullDiskTest, CampaignPausesOnAFullDiskAndFinishesOnceFreed) {
     auto op = "op" + std::to_string(i);
     spec.operators.push_back({op, "", "test", op + "(input) -> Tensor", {"float32"}});
   }
-  auto run = sys_.spawn(campaign, spec, services, std::vector<session_record>{});
-  auto outcome = std::make_shared<std::promise<campaign_status>>();
-  auto finished = outcome->get_future();
-  sys_.spawn([=](caf::event_based_actor* requester) {
-    requester->request(run, caf::infinite, atom::run_v)
-        .then([=](campaign_status& s) { outcome->set_value(std::move(s)); },
-              [=](const caf::error& err) {
-                ADD_FAILURE() << render(err);
-                outcome->set_value({});
-              });
-  });
-  ASSERT_TRUE(eventually([&] { return *tests == sessions; })); // every session waits at TEST
+  auto run = sys.spawn(campaign, spec, services, std::vector<session_record>{});
+  helpers.push_back(caf::actor_cast<caf::actor>(run));
+  auto finished = send_request<campaign_status>(run, atom::run_v);
+  ASSERT_TRUE(drive([&] { return *tests == sessions; })); // every session waits at TEST
 
   disk_.fill();
-  self_->send(jobs, atom::run_v); // every SUCCESS checkpoint now meets a full disk
-  ASSERT_TRUE(eventually([&] { return status().paused_writes > 0; }));
-  // The campaign stays paused, it does not fail.
-  EXPECT_EQ(finished.wait_for(300ms), std::future_status::timeout);
+  caf::anon_send(jobs, atom::run_v); // every SUCCESS checkpoint now meets a full disk
+  // Each status is served after the checkpoints that reached the store before it. A small one
+  // may still fit the log's last page, and its session goes on to its next, until one is held.
+  auto paused = status();
+  while (paused.paused_writes == 0 && !finished->arrived)
+    paused = status();
+  ASSERT_GT(paused.paused_writes, 0u);
+  // The campaign stays paused, it does not fail: every actor has run until idle, and what is
+  // left waits on the held writes.
+  EXPECT_FALSE(finished->arrived);
   EXPECT_EQ(scan(family::sessions).size(), sessions); // reads go on
   EXPECT_LT(scan(family::kernels).size(), sessions);
 
   disk_.free_space();
-  ASSERT_EQ(finished.wait_for(20s), std::future_status::ready);
-  auto result = finished.get();
+  ASSERT_TRUE(drive([&] { return finished->arrived; })); // the store's retry, in real time
+  ASSERT_FALSE(finished->error) << render(finished->error);
+  auto result = finished->value.value_or(campaign_status{});
   EXPECT_EQ(result.succeeded, sessions);
   EXPECT_EQ(result.failed, 0u);
   EXPECT_EQ(status().paused_writes, 0u);
@@ -342,8 +324,6 @@ TEST_F(StoreFullDiskTest, CampaignPausesOnAFullDiskAndFinishesOnceFreed) {
     for (size_t i = 0; i < seqs.size(); ++i)
       EXPECT_EQ(seqs[i], seqs.front() + i) << session;
   }
-  for (auto actor : {caf::actor_cast<caf::actor>(services.llm), caf::actor_cast<caf::actor>(jobs)})
-    self_->send_exit(actor, caf::exit_reason::user_shutdown);
 }
 
 } // namespace

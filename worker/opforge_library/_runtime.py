@@ -2,7 +2,9 @@
 ``torch.library`` for the ATen overloads its manifest covers.
 
 Copied verbatim into every exported package (beside ``_adapter.py``), so it imports only torch,
-triton and the package's own modules.
+triton and the package's own modules. It knows no device kind by name: what the package's kind
+needs (its dispatch key, the environment triton must be imported in) is in the manifest, where
+the exporter wrote it from the worker's registry (``opforge_worker/device_kinds.py``).
 
 - A call is served by the library's kernel only where the judge tested its kind: the signature
   of its typed arguments (dtypes, Python number types) is one the exporter recorded from the
@@ -34,7 +36,6 @@ import triton.language as tl
 
 from ._adapter import Adapter
 
-_DEFAULT_KEYS = {"interpreter": "CPU", "cuda": "CUDA"}
 #: Dimensions the copy kernel indexes; a destination with more must be contiguous.
 _COPY_DIMS = 4
 _COPY_BLOCK = 1024
@@ -225,13 +226,15 @@ class Library:
             if key != self._dispatch_key:
                 raise RuntimeError(f"{self.package} is enabled for {self._dispatch_key}, not {key}")
             return
-        if (
-            self.manifest["device_kind"] == "interpreter"
-            and os.environ.get("TRITON_INTERPRET") != "1"
-        ):
+        unset = [
+            f"{name}={value}"
+            for name, value in self.manifest["triton_environment"].items()
+            if os.environ.get(name) != value
+        ]
+        if unset:
             raise RuntimeError(
-                f"{self.package} holds kernels for Triton's interpreter: set TRITON_INTERPRET=1 "
-                "before anything imports triton"
+                f"{self.package} holds kernels for device kind {self.manifest['device_kind']!r}: "
+                f"set {' '.join(unset)} before anything imports triton"
             )
         if not hasattr(torch.library, "get_kernel"):
             raise RuntimeError(
@@ -311,11 +314,6 @@ class Library:
             module = importlib.import_module(f"{self.package}.kernels.{kernel}")
             found = self._wrappers[kernel] = getattr(module, entry["wrapper"])
         return found
-
-
-def default_dispatch_key(device_kind: str) -> str:
-    """CUDA's own key for a GPU, CPU for the interpreter, PrivateUse1 for a new device."""
-    return _DEFAULT_KEYS.get(device_kind, "PrivateUse1")
 
 
 def _resolve(name: str):

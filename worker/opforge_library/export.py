@@ -36,9 +36,8 @@ import msgpack
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from opforge_library import _runtime
 from opforge_library._adapter import Adapter
-from opforge_worker import contract
+from opforge_worker import contract, device_kinds
 from opforge_worker.opinfo import find_opinfo, samples_for
 
 HERE = Path(__file__).resolve().parent
@@ -50,6 +49,11 @@ RUNTIME_MODULES = ("_adapter.py", "_runtime.py")
 BUILD_BACKEND = "_opforge_build.py"
 SAMPLE_SEED = 0
 FORMAT_VERSION = 1
+#: What a package registers under for a device kind this worker's registry does not know (one a
+#: newer worker announced): torch's key for an out-of-tree device.
+UNKNOWN_KIND_DISPATCH_KEY = "PrivateUse1"
+#: The dtype traced and verified for a kernel none of whose own dtypes the CPU has.
+FALLBACK_DTYPE = contract.Dtype.FLOAT32
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -314,7 +318,9 @@ def plan_kernel(kernel: contract.LibraryKernel, wrapper) -> Plan:
         plan.unmapped.update(dict.fromkeys(listed, plan.problem))
         return plan
     cpu = {str(d).removeprefix("torch.") for d in opinfo.supported_dtypes("cpu")}
-    traced = [d for d in kernel.dtypes if d in cpu] or (["float32"] if "float32" in cpu else [])
+    traced = [d for d in kernel.dtypes if d in cpu] or (
+        [FALLBACK_DTYPE] if FALLBACK_DTYPE in cpu else []
+    )
     traces = {dtype: trace(opinfo, getattr(torch, dtype)) for dtype in traced}
     if not listed:  # an older library: the catalog's overloads, as the catalog finds them
         listed = sorted(set().union(*(t.overloads for t in traces.values())))
@@ -402,7 +408,7 @@ def _plan_functional(name, kernel, wrapper, traces, opinfo) -> dict | str:
         return "no OpInfo sample dispatches to it alone: a step of the operator's decomposition"
     if not signatures:
         return "every OpInfo sample needs an argument the wrapper has no place for"
-    base = "float32" if "float32" in signatures else next(iter(signatures))
+    base = FALLBACK_DTYPE if FALLBACK_DTYPE in signatures else next(iter(signatures))
     accepted = set()
     for dtype in kernel.dtypes:
         tested = signatures.get(dtype) or {_substitute(s, base, dtype) for s in signatures[base]}
@@ -418,6 +424,19 @@ def _plan_functional(name, kernel, wrapper, traces, opinfo) -> dict | str:
 
 
 # -- writing --------------------------------------------------------------------------------------
+
+
+def default_dispatch_key(device_kind: str) -> str:
+    """The key a package of ``device_kind`` registers under unless ``--dispatch-key`` says."""
+    kind = device_kinds.KINDS.get(device_kind)
+    return kind.dispatch_key if kind else UNKNOWN_KIND_DISPATCH_KEY
+
+
+def triton_environment(device_kind: str) -> dict[str, str]:
+    """What the package demands of the environment before triton is imported (the manifest's
+    ``triton_environment``, checked by ``enable()``); nothing for a kind the registry lacks."""
+    kind = device_kinds.KINDS.get(device_kind)
+    return dict(kind.triton_environment) if kind else {}
 
 
 def read_bundle(path: Path) -> contract.LibraryBundle:
@@ -477,6 +496,7 @@ def manifest_of(bundle, name, dispatch_key, kernels, covered, unmapped) -> dict:
         "name": name,
         "version": "0.1.0" + (f"+{fingerprint}" if fingerprint else ""),
         "device_kind": bundle.device_kind,
+        "triton_environment": triton_environment(bundle.device_kind),
         "fingerprint": bundle.fingerprint,
         "daemon_version": bundle.daemon_version,
         "dispatch_key": dispatch_key,
@@ -538,7 +558,7 @@ overload with its kernel, dtypes, toolchains and provenance, and the overloads i
 with the reason. It needs torch (2.9 or later) and triton, nothing of opforge.
 
     python -m pip install .      # offline too: the build needs nothing but Python
-    {interpret}python -c "import torch, {name}; {name}.enable(); print({name}.covered())"
+    {environment}python -c "import torch, {name}; {name}.enable(); print({name}.covered())"
 
 Calls of dtypes, devices or argument kinds the kernels were not validated on go to PyTorch's
 own kernels.
@@ -564,7 +584,9 @@ def write_torch_library(bundle, out: Path, name: str, dispatch_key: str) -> dict
         "covered": len(covered),
         "device_kind": bundle.device_kind,
         "dispatch_key": dispatch_key,
-        "interpret": "TRITON_INTERPRET=1 " if bundle.device_kind == "interpreter" else "",
+        "environment": "".join(
+            f"{name}={value} " for name, value in manifest["triton_environment"].items()
+        ),
     }
     (package / "__init__.py").write_text(_INIT.format(**facts), encoding="utf-8")
     (out / "pyproject.toml").write_text(
@@ -646,7 +668,7 @@ def main(argv: list[str]) -> int:
         )
         return 2
     if args.format == "torch-library":
-        key = args.dispatch_key or _runtime.default_dispatch_key(bundle.device_kind)
+        key = args.dispatch_key or default_dispatch_key(bundle.device_kind)
         manifest = write_torch_library(bundle, args.out, args.name, key)
         where = args.out / args.name
     else:

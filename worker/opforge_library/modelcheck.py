@@ -1,7 +1,7 @@
 """``python -m opforge_library modelcheck``: run real model architectures with an exported library.
 
     python -m opforge_library modelcheck --model resnet18|gpt2|llama|all [--package NAME_OR_DIR]
-        --device cpu|cuda --report OUT.json [--size tiny|small] [--dtype float32]
+        --device-kind interpreter|cuda --report OUT.json [--size tiny|small] [--dtype float32]
         [--capture [DIR]] [--catalog CATALOG.json]
 
 Each model is built from code with seeded random weights (torchvision's resnet18; GPT-2 and Llama
@@ -18,8 +18,10 @@ own inputs: a kernel that passed OpInfo's samples and fails the model.
 report then carries the set too (``captured_inputs``), which ``opforge run --from-model OUT.json``
 imports into the daemon, whose test jobs send it to whichever worker runs them.
 
-``--device cpu`` runs Triton kernels on the interpreter (TRITON_INTERPRET=1, dispatch key CPU),
-with tiny inputs by default: what CI runs.
+The device kind (``opforge_worker.device_kinds``) is the exported package's: the model runs on
+its torch device, and ``--device-kind interpreter`` runs Triton kernels on the interpreter
+(TRITON_INTERPRET=1, dispatch key CPU, the model on the CPU), with tiny inputs by default: what CI
+runs.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ import os
 import sys
 import time
 from pathlib import Path
+
+from opforge_worker import device_kinds
+from opforge_worker.device_kinds import DeviceKind
 
 MODELS = ("resnet18", "gpt2", "llama")
 SIZES = ("tiny", "small")
@@ -58,9 +63,9 @@ def _require(model: str):
         ) from None
 
 
-def build(model: str, size: str, dtype, device: str):
-    """``(module, inputs)``: the model with seeded random weights, eval mode, on ``device``, and
-    the keyword arguments (or one tensor) of one forward pass."""
+def build(model: str, size: str, dtype, torch_device: str):
+    """``(module, inputs)``: the model with seeded random weights, eval mode, on ``torch_device``,
+    and the keyword arguments (or one tensor) of one forward pass."""
     import torch
 
     torch.manual_seed(0)
@@ -117,11 +122,11 @@ def build(model: str, size: str, dtype, device: str):
             transformers.GPT2LMHeadModel if model == "gpt2" else transformers.LlamaForCausalLM
         )(config)
         inputs = {"input_ids": torch.randint(0, config.vocab_size, (1, tokens))}
-    module = module.to(device=device, dtype=dtype).eval()
+    module = module.to(device=torch_device, dtype=dtype).eval()
     if isinstance(inputs, dict):
-        inputs = {key: value.to(device) for key, value in inputs.items()}
+        inputs = {key: value.to(torch_device) for key, value in inputs.items()}
     else:
-        inputs = inputs.to(device=device, dtype=dtype)
+        inputs = inputs.to(device=torch_device, dtype=dtype)
     return module, inputs
 
 
@@ -132,20 +137,19 @@ def _forward(module, inputs):
     return output if isinstance(output, torch.Tensor) else output["logits"]
 
 
-def _timed(module, inputs, device: str):
-    """The output of one forward pass and its wall time. On CUDA, a first pass (Triton compiles,
-    cuBLAS picks its kernels) is not timed: call ``_warm`` before."""
-    import torch
-
+def _timed(module, inputs, kind: DeviceKind):
+    """The output of one forward pass and its wall time, its queued device work included. Where
+    a first pass compiles (Triton; cuBLAS picks its kernels), it is not timed: call ``_warm``
+    before."""
     start = time.perf_counter()
     output = _forward(module, inputs)
-    if device == "cuda":
-        torch.cuda.synchronize()
+    if kind.synchronize is not None:
+        kind.synchronize()
     return output, time.perf_counter() - start
 
 
-def _warm(module, inputs, device: str) -> None:
-    if device == "cuda":
+def _warm(module, inputs, kind: DeviceKind) -> None:
+    if kind.compiles_on_first_launch:
         _forward(module, inputs)
 
 
@@ -260,21 +264,22 @@ def check(model: str, package, args, catalog_operators):
     from opforge_worker import contract, model_sets
 
     dtype = getattr(torch, args.dtype)
-    module, inputs = build(model, args.size, dtype, args.device)
+    kind = device_kinds.lookup(args.device_kind)
+    module, inputs = build(model, args.size, dtype, kind.torch_device)
     package.disable()
     capture = model_sets.Capture()
     with torch.no_grad():
         with capture:
             _forward(module, inputs)
-        _warm(module, inputs, args.device)
-        expected, without = _timed(module, inputs, args.device)
+        _warm(module, inputs, kind)
+        expected, without = _timed(module, inputs, kind)
         covered = set(package.covered())
         failing = _failing_overloads(package, capture, covered)
         package.enable()
         try:
-            _warm(module, inputs, args.device)
+            _warm(module, inputs, kind)
             package.reset_counts()
-            actual, with_library = _timed(module, inputs, args.device)
+            actual, with_library = _timed(module, inputs, kind)
             served = package.call_counts()
         finally:
             package.disable()
@@ -325,7 +330,7 @@ def _catalog_operators(args) -> list[dict]:
         return json.loads(Path(args.catalog).read_text())["operators"]
     from opforge_worker import catalog
 
-    return catalog.build("cuda" if args.device == "cuda" else "interpreter")["operators"]
+    return catalog.build(args.device_kind)["operators"]
 
 
 def parser() -> argparse.ArgumentParser:
@@ -336,7 +341,9 @@ def parser() -> argparse.ArgumentParser:
     )
     root.add_argument("--model", required=True, choices=[*MODELS, "all"])
     root.add_argument("--package", help="the exported package: a directory or a module name")
-    root.add_argument("--device", required=True, choices=["cpu", "cuda"])
+    root.add_argument(
+        "--device-kind", required=True, choices=device_kinds.KINDS, help="the package's"
+    )
     root.add_argument("--report", required=True, help="write the report(s) here, as JSON")
     root.add_argument("--size", default="tiny", choices=SIZES, help="tiny: CI's; small: real")
     root.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
@@ -356,9 +363,9 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
-    if args.device == "cpu":
-        # Before triton is imported (by the package): the interpreter is chosen at import.
-        os.environ.setdefault("TRITON_INTERPRET", "1")
+    # Before triton is imported (by the package): the interpreter is chosen at import.
+    for name, value in device_kinds.lookup(args.device_kind).triton_environment.items():
+        os.environ.setdefault(name, value)
     models = MODELS if args.model == "all" else (args.model,)
     reports, failed = [], False
     try:

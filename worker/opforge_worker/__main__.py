@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from opforge_worker import device_kinds, toolchain
-from opforge_worker.contract import WorkerRole
+from opforge_worker.contract import Outcome, WorkerRole
 
 
 def resolve_slots(requested: int | str, device_kind: str) -> int:
@@ -126,7 +126,7 @@ def validate(args: argparse.Namespace) -> int:
                 "processes_started": validation.processes_started,
             },
         )
-    return 0 if all(result["outcome"] == "pass" for result in results) else 1
+    return 0 if all(result["outcome"] == Outcome.PASS for result in results) else 1
 
 
 def fingerprint(args: argparse.Namespace) -> int:

@@ -78,6 +78,7 @@ from opforge_worker.checks import (
     output_structure,
     tensor_leaves,
 )
+from opforge_worker.contract import Outcome
 from opforge_worker.device_kinds import DeviceKind
 from opforge_worker.ipc import recv_message, send_message
 from opforge_worker.transport import ReplyStaging, decode_inputs, to_device
@@ -340,7 +341,7 @@ class CandidateServer:
         self._verify_state(reply)
         if reply["status"] == "ok" and not callable(self.namespace.get(header["wrapper"])):
             reply.update(
-                status="runtime_error",
+                status=Outcome.RUNTIME_ERROR,
                 message=f"the source defines no function named {header['wrapper']!r}",
             )
         if reply["status"] == "ok":
@@ -402,7 +403,7 @@ class CandidateServer:
         """Wait for the group's calls and send their replies, with their tensors' bytes, in one
         message; whether the process must be replaced."""
         began, data = time.perf_counter(), b""
-        if group[-1]["status"] == "crash":  # a device fault: nothing can be copied any more
+        if group[-1]["status"] == Outcome.CRASH:  # a device fault: nothing can be copied any more
             self.staging.clear()
         else:
             try:
@@ -413,7 +414,7 @@ class CandidateServer:
         calls = [reply for reply in group if "index" in reply]
         calls[-1]["run_s"] = calls[-1].get("run_s", 0.0) + time.perf_counter() - began
         last = group[-1]
-        if last["status"] == "crash" or last is not calls[-1]:
+        if last["status"] == Outcome.CRASH or last is not calls[-1]:
             # The device ran the group's calls without waiting for each: a fault may be any of
             # theirs, and the judge tells which by running them again one at a time.
             first = calls[0]["index"]
@@ -564,16 +565,16 @@ class CandidateServer:
         )
         message = _clip(f"{type(error).__name__}: {error}")
         if isinstance(error, SyntaxError | CompilationError | BackendCompileError):
-            return {"status": "compile_error", "message": message, "compile_log": backtrace}
+            return {"status": Outcome.COMPILE_ERROR, "message": message, "compile_log": backtrace}
         if _is_device_fault(error):
             return {
-                "status": "crash",
+                "status": Outcome.CRASH,
                 "message": message,
                 "cuda_error": _clip(str(error)),
                 "backtrace": backtrace,
                 "recycle": True,
             }
-        return {"status": "runtime_error", "message": message, "backtrace": backtrace}
+        return {"status": Outcome.RUNTIME_ERROR, "message": message, "backtrace": backtrace}
 
     def _from_candidate(self, error: BaseException):
         """The traceback from the candidate's first frame on: harness frames are noise there.
@@ -600,7 +601,7 @@ def _harness_error(error: Exception) -> dict:
     # The candidate's code runs inside _guarded, which catches what it raises: what arrives here
     # is the harness's fault, and must not look like a crash.
     return {
-        "status": "harness_error",
+        "status": Outcome.HARNESS_ERROR,
         "message": f"candidate process: {error!r}",
         "backtrace": _clip(traceback.format_exc()),
         "recycle": True,

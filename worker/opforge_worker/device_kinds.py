@@ -3,7 +3,8 @@
 A kind is what a worker announces in ``hello`` and what the daemon routes test jobs by; the daemon
 takes any name a worker announces (bounded in length and charset), so adding an accelerator means
 one entry in ``KINDS`` here plus its linter profile (``data/linter/<kind>.yaml``). Nothing else in
-the worker compares kind names.
+the worker's packages compares kind names: what an exported package needs of its kind, the
+exporter writes into its manifest from here.
 
 This module is read in the candidate process before it confines itself, so it imports no torch or
 triton at module level: the hooks import them when they run.
@@ -37,8 +38,19 @@ class DeviceKind:
     torch_device: str
     #: The device OpInfo's dtype tables are asked about: the dtypes a kernel must handle here.
     opinfo_device: str
-    #: Set in the candidate process's scrubbed environment.
+    #: Set in the candidate process's scrubbed environment; holds ``triton_environment``.
     environment: Mapping[str, str]
+    #: What a process must have in its environment before it imports triton to run this kind's
+    #: kernels (Triton picks its interpreter at import): an exported package refuses to enable
+    #: without it, and modelcheck sets it.
+    triton_environment: Mapping[str, str]
+    #: The torch.library dispatch key an exported package registers its kernels under unless
+    #: told otherwise: the key of ``torch_device``'s tensors (PrivateUse1 for an out-of-tree one).
+    dispatch_key: str
+    #: Whether a kernel's first launch compiles it (Triton's JIT; the device libraries pick their
+    #: algorithms on first use too), so that a first pass is slower than the ones after it; the
+    #: interpreter runs the source as it is.
+    compiles_on_first_launch: bool
     #: Whether the candidate gets a PID namespace of its own; without one the judge, as child
     #: subreaper, kills the descendants that left the process group.
     pid_namespace: bool
@@ -141,6 +153,7 @@ def _cuda_toolchain() -> dict[str, str]:
 
 
 INTERPRETER_DEVICE_NAME = "cpu (triton interpreter)"
+_INTERPRETED = MappingProxyType({"TRITON_INTERPRET": "1"})
 
 
 def _interpreter_toolchain() -> dict[str, str]:
@@ -156,7 +169,10 @@ KINDS: Mapping[str, DeviceKind] = MappingProxyType(
                 torch_device="cpu",
                 opinfo_device="cpu",
                 # Triton runs kernels in its interpreter; hiding GPUs keeps torch off them.
-                environment=MappingProxyType({"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}),
+                environment=MappingProxyType({**_INTERPRETED, "CUDA_VISIBLE_DEVICES": ""}),
+                triton_environment=_INTERPRETED,
+                dispatch_key="CPU",
+                compiles_on_first_launch=False,
                 pid_namespace=True,
                 runtime_writable=(),
                 memory_policy=MemoryPolicy.ADDRESS_SPACE,
@@ -177,6 +193,9 @@ KINDS: Mapping[str, DeviceKind] = MappingProxyType(
                 torch_device="cuda",
                 opinfo_device="cuda",
                 environment=MappingProxyType({}),
+                triton_environment=MappingProxyType({}),
+                dispatch_key="CUDA",
+                compiles_on_first_launch=True,
                 # cuInit fails with error 304 inside a PID namespace (an H100, driver 580).
                 pid_namespace=False,
                 # The CUDA driver names its threads by opening /proc/self/task/<tid>/comm with

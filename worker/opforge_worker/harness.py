@@ -88,6 +88,7 @@ from opforge_worker import compile_cache as compile_cache_module
 from opforge_worker import contract, device_kinds, model_sets, sample_sets
 from opforge_worker import opinfo as opinfo_db
 from opforge_worker import samples as samples_module
+from opforge_worker.contract import Outcome
 from opforge_worker.judge import Judge, Reference, ReplyError, report_verdict
 from opforge_worker.linter import Profile, lint_source, load_profile
 from opforge_worker.results import Failure, ResultBuilder
@@ -344,7 +345,7 @@ class _TestRun:
             self.harness._discard_process()
             self.result.record_failure(
                 Failure(
-                    "harness_error",
+                    Outcome.HARNESS_ERROR,
                     "harness",
                     f"harness failure: {error!r}",
                     backtrace=traceback.format_exc(),
@@ -356,7 +357,9 @@ class _TestRun:
         try:
             request = self.spec = contract.TestRequest.from_dict(self.request)
         except contract.ContractError as error:
-            self._stop(Failure("harness_error", "harness", f"bad test request: {error.detail}"))
+            self._stop(
+                Failure(Outcome.HARNESS_ERROR, "harness", f"bad test request: {error.detail}")
+            )
         try:
             # The contract bounds set names; which sets exist (model:<name> ones included) is
             # this worker's to say.
@@ -365,7 +368,11 @@ class _TestRun:
             )
         except ValueError as error:
             self._stop(
-                Failure("harness_error", "harness", f"bad test request: key 'sample_sets': {error}")
+                Failure(
+                    Outcome.HARNESS_ERROR,
+                    "harness",
+                    f"bad test request: key 'sample_sets': {error}",
+                )
             )
         try:
             for name, encoded_file in (request.model_samples or {}).items():
@@ -373,16 +380,20 @@ class _TestRun:
         except ValueError as error:
             self._stop(
                 Failure(
-                    "harness_error", "harness", f"bad test request: key 'model_samples': {error}"
+                    Outcome.HARNESS_ERROR,
+                    "harness",
+                    f"bad test request: key 'model_samples': {error}",
                 )
             )
         except OSError as error:
-            self._stop(Failure("harness_error", "harness", f"model set not stored here: {error}"))
+            self._stop(
+                Failure(Outcome.HARNESS_ERROR, "harness", f"model set not stored here: {error}")
+            )
         opinfo = self.harness.samples.find(request.op, request.variant)
         if opinfo is None:
             self._stop(
                 Failure(
-                    "harness_error",
+                    Outcome.HARNESS_ERROR,
                     "harness",
                     f"no OpInfo named {request.op!r} with variant {request.variant!r} "
                     "in this torch",
@@ -397,7 +408,9 @@ class _TestRun:
             self._run_dtype(opinfo, dtype)
         if not self.result.tested:
             reasons = "; ".join(f"{d}: {r}" for d, r in self.result.skip_reasons.items())
-            self._stop(Failure("harness_error", "harness", f"no dtype could be tested: {reasons}"))
+            self._stop(
+                Failure(Outcome.HARNESS_ERROR, "harness", f"no dtype could be tested: {reasons}")
+            )
 
     def _static_gate(self) -> None:
         """Refuse, before it runs, a source that breaks a rule of ``refused_before_test``; a
@@ -409,7 +422,7 @@ class _TestRun:
         refused = gate.refused(request.source, request.op, request.wrapper)
         if refused:
             cheats = [text for refusal, text in refused if refusal == "cheat"]
-            outcome = "cheat_detected" if cheats else "lint_violation"
+            outcome = Outcome.CHEAT_DETECTED if cheats else Outcome.LINT_VIOLATION
             ordered = cheats + [text for refusal, text in refused if refusal != "cheat"]
             more = f" ({len(ordered) - 1} more in findings)" if len(ordered) > 1 else ""
             self._stop(
@@ -446,7 +459,7 @@ class _TestRun:
         if not samples:
             self._stop(
                 Failure(
-                    "harness_error",
+                    Outcome.HARNESS_ERROR,
                     "harness",
                     f"the sample sets {', '.join(self.sample_sets)} yield no samples for {dtype}",
                     dtype=dtype,
@@ -467,7 +480,7 @@ class _TestRun:
         except Exception as error:
             self._stop(
                 Failure(
-                    "harness_error",
+                    Outcome.HARNESS_ERROR,
                     "harness",
                     f"sample generation failed for set {sample_set}: "
                     f"{type(error).__name__}: {error}",
@@ -510,7 +523,10 @@ class _TestRun:
                 failure.sample_index = sample.index
                 failure.sample = failure.sample or sample.label()
                 self.result.record_failure(failure)
-                if self.mode == "first_failure" or self.deaths >= _MAX_PROCESS_DEATHS:
+                if (
+                    self.mode == contract.TestMode.FIRST_FAILURE
+                    or self.deaths >= _MAX_PROCESS_DEATHS
+                ):
                     raise _StopTest
                 return index + 1
         finally:
@@ -551,19 +567,19 @@ class _TestRun:
         the reference of the call before it on other values of the same shapes, if any."""
         reference = sample.reference
         if reference is None:
-            return Failure("harness_error", "harness", sample.reference_error)
+            return Failure(Outcome.HARNESS_ERROR, "harness", sample.reference_error)
         process = batch.process
         reply, reply_blob = self._next_reply(batch)
         if isinstance(reply, Failure):
             return reply
-        if reply.get("status") == "crash" and reply.get("calls_in_flight", 1) > 1:
+        if reply.get("status") == Outcome.CRASH and reply.get("calls_in_flight", 1) > 1:
             self.harness._discard_process()
             batch.ended = True
             raise _InDoubt
         try:
             failure = self.judge.verdict(reply, reply_blob, reference, earlier)
         except ReplyError as error:
-            failure = Failure("harness_error", "harness", str(error))
+            failure = Failure(Outcome.HARNESS_ERROR, "harness", str(error))
             reply["recycle"] = True
         if failure:
             failure.stdout, failure.stderr = self._output(process, reply.get("output_marks"))
@@ -607,7 +623,7 @@ class _TestRun:
         self.harness._discard_process()
         batch.ended = True
         batch.received.clear()
-        return Failure("harness_error", "harness", problem), b""
+        return Failure(Outcome.HARNESS_ERROR, "harness", problem), b""
 
     def _end_batch(self, batch: _Batch) -> None:
         """Read the batch to its end, after telling the candidate process to stop when calls are
@@ -646,7 +662,7 @@ class _TestRun:
         try:
             failure = report_verdict({"status": "ok", "findings": batch_end.get("findings", [])})
         except (ReplyError, TypeError, ValueError):
-            failure = Failure("harness_error", "harness", "malformed batch_end findings")
+            failure = Failure(Outcome.HARNESS_ERROR, "harness", "malformed batch_end findings")
         if failure is not None and self.result.failure is None:
             self._stop(failure)
 
@@ -655,7 +671,7 @@ class _TestRun:
         try:
             process = self.harness.process()
         except SandboxStartError as error:
-            self._stop(Failure("harness_error", "harness", str(error)))
+            self._stop(Failure(Outcome.HARNESS_ERROR, "harness", str(error)))
         self.result.sandbox = process.report
         if self.loaded_in is process:
             return process
@@ -683,7 +699,7 @@ class _TestRun:
         try:
             failure = report_verdict(reply)
         except ReplyError as error:
-            failure = Failure("harness_error", "harness", str(error))
+            failure = Failure(Outcome.HARNESS_ERROR, "harness", str(error))
         if failure:
             failure.stdout, failure.stderr = self._output(process)
             if reply.get("recycle"):
@@ -702,10 +718,10 @@ class _TestRun:
             self.harness._discard_process()
             raise JobCancelled(f"test of {self.request.get('op')} cancelled") from None
         except CandidateTimedOut as error:
-            failure = Failure("timeout", "timeout", str(error))
+            failure = Failure(Outcome.TIMEOUT, "timeout", str(error))
         except CandidateDied as error:
             failure = Failure(
-                "crash",
+                Outcome.CRASH,
                 "crash",
                 str(error),
                 signal=error.signal_name or "",
@@ -714,7 +730,7 @@ class _TestRun:
             )
         except CandidateProtocolError as error:
             self.harness._discard_process()
-            return Failure("harness_error", "harness", str(error)), b""
+            return Failure(Outcome.HARNESS_ERROR, "harness", str(error)), b""
         if in_group:
             self.harness._discard_process()
             raise _InDoubt

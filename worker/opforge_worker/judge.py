@@ -27,6 +27,7 @@ import torch
 
 from opforge_worker.checks import tensor_leaves
 from opforge_worker.compare import bitwise_equal, compare_structure, dtype_name, tensor_diff
+from opforge_worker.contract import Outcome
 from opforge_worker.results import Failure
 from opforge_worker.settings import Settings, Tolerance
 from opforge_worker.transport import TransportError, decode_tensors, encode_tensors
@@ -191,8 +192,8 @@ def _storages(value) -> set[int]:
 
 #: Failing statuses of a candidate call, with the check name and the detail each carries.
 _DETAIL_OF_STATUS = {
-    "compile_error": ("compile", "compile_log"),
-    "runtime_error": ("runtime", "backtrace"),
+    Outcome.COMPILE_ERROR: ("compile", "compile_log"),
+    Outcome.RUNTIME_ERROR: ("runtime", "backtrace"),
 }
 
 
@@ -204,9 +205,9 @@ def report_verdict(reply: dict) -> Failure | None:
     """
     findings = [f"{check}: {message}" for check, message in reply.get("findings", ())]
     status = reply.get("status")
-    if status == "crash":
+    if status == Outcome.CRASH:
         return Failure(
-            "crash",
+            Outcome.CRASH,
             "crash",
             reply.get("message", ""),
             findings=findings,
@@ -214,10 +215,12 @@ def report_verdict(reply: dict) -> Failure | None:
             cuda_error=reply.get("cuda_error", ""),
         )
     if findings:
-        return Failure("cheat_detected", reply["findings"][0][0], findings[0], findings=findings)
-    if status == "harness_error":
         return Failure(
-            "harness_error",
+            Outcome.CHEAT_DETECTED, reply["findings"][0][0], findings[0], findings=findings
+        )
+    if status == Outcome.HARNESS_ERROR:
+        return Failure(
+            Outcome.HARNESS_ERROR,
             "harness",
             reply.get("message", ""),
             backtrace=reply.get("backtrace", ""),
@@ -402,13 +405,13 @@ class Judge:
         message, diff = found
         if earlier is not None and not self._compare(reply, outputs, earlier):
             return Failure(
-                "cheat_detected",
+                Outcome.CHEAT_DETECTED,
                 "fresh_inputs",
                 "fresh_inputs: the result for fresh values of a sample that passed is the "
                 "earlier call's result: results were reused across calls; " + message,
                 diff=diff,
             )
-        return Failure("accuracy_error", "accuracy", message, diff=diff)
+        return Failure(Outcome.ACCURACY_ERROR, "accuracy", message, diff=diff)
 
     def _compare(self, reply: dict, outputs: list[torch.Tensor], reference: Reference):
         """compare_structure of the outputs with ``reference``'s, and where that fails and
@@ -475,7 +478,7 @@ class Judge:
             if not written:
                 if not bitwise_equal(actual_after, before):
                     return Failure(
-                        "cheat_detected",
+                        Outcome.CHEAT_DETECTED,
                         "mutation",
                         f"mutation: wrapper modified input {index} "
                         f"({_describe_value(before)}); {self.opinfo.name} does not "
@@ -488,7 +491,7 @@ class Judge:
                 diff = tensor_diff(actual_after, expected_after, tolerance, twin)
             if diff:
                 return Failure(
-                    "accuracy_error",
+                    Outcome.ACCURACY_ERROR,
                     "accuracy",
                     f"input {index} after the call (the operator writes it): {diff['reason']}",
                     diff=diff,

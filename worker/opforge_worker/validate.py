@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from opforge_worker import device_kinds
-from opforge_worker.contract import Dtype, Outcome
+from opforge_worker.contract import Dtype, Outcome, TestMode
 
 #: The dtypes a run checks by default: the contract's, less the ones a bring-up does not target.
 TARGET_DTYPES = tuple(d.value for d in Dtype if d not in (Dtype.FLOAT64, Dtype.BOOL))
@@ -264,7 +264,7 @@ def validate_one(
         "source": candidate.source,
         "wrapper": candidate.wrapper,
         "dtypes": chosen,
-        "mode": "all",
+        "mode": TestMode.ALL,
         "sample_sets": list(sets),
         "seed": seed,
         "timeout_s": timeout_s,

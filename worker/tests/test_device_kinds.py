@@ -13,7 +13,7 @@ from opforge_worker import device_kinds, toolchain
 from opforge_worker.device_kinds import KINDS, MemoryPolicy, lookup
 from opforge_worker.linter import load_profile
 
-PACKAGE = Path(__file__).resolve().parents[1] / "opforge_worker"
+WORKER = Path(__file__).resolve().parents[1]
 #: The daemon's bound on the names workers announce (messages/device_kind.hpp).
 DAEMON_RULE = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 
@@ -48,6 +48,16 @@ def test_the_kinds_differ_where_their_runtimes_do():
     assert cuda.memory_policy is MemoryPolicy.RESIDENT and not cuda.pid_namespace
     assert cuda.runtime_writable == ("/proc/self/task",)
     assert device_kinds.OPINFO_DEVICES == ("cpu", "cuda")
+    assert (interpreter.dispatch_key, cuda.dispatch_key) == ("CPU", "CUDA")
+    assert interpreter.triton_environment == {"TRITON_INTERPRET": "1"}
+    assert cuda.triton_environment == {}
+    assert cuda.compiles_on_first_launch and not interpreter.compiles_on_first_launch
+
+
+@pytest.mark.parametrize("name", sorted(KINDS))
+def test_a_candidate_gets_what_triton_needs_for_its_kind(name):
+    kind = lookup(name)
+    assert kind.triton_environment.items() <= kind.environment.items()
 
 
 @pytest.mark.parametrize("name", sorted(KINDS))
@@ -74,7 +84,9 @@ def kind_comparisons(path: Path) -> list[str]:
 
 
 def test_no_module_but_the_registry_compares_kind_names():
-    scanned = [p for p in PACKAGE.rglob("*.py") if p.name != "device_kinds.py"]
+    # The library's exporter, model check and exported runtime included.
+    scanned = [p for p in WORKER.glob("opforge_*/**/*.py") if p.name != "device_kinds.py"]
+    assert {p.parent.name for p in scanned} >= {"opforge_worker", "opforge_library", "linter"}
     assert len(scanned) > 20
     assert [hit for path in scanned for hit in kind_comparisons(path)] == []
 

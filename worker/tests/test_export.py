@@ -21,6 +21,7 @@ import torch
 
 from opforge_library import export
 from opforge_worker import compare, contract, settings, validate
+from opforge_worker.device_kinds import lookup
 from opforge_worker.opinfo import find_opinfo, samples_for
 
 DEVICE = os.environ.get("OPFORGE_TEST_DEVICE", "interpreter")
@@ -134,6 +135,7 @@ def test_the_manifest_lists_what_is_served_and_what_is_not_with_why(exported, pa
     assert "aten.t.default" not in manifest["covered"]
     assert "view" in manifest["unmapped"]["aten.t.default"]["reason"]
     assert (manifest["device_kind"], manifest["dispatch_key"]) == (DEVICE, KEY)
+    assert manifest["triton_environment"] == lookup(DEVICE).triton_environment
     (abs_kernel,) = [k for k in manifest["kernels"].values() if k["op"] == "abs"]
     assert abs_kernel["provenance"]["campaign_id"] == "c1"
     assert abs_kernel["toolchains"][0]["fingerprint"] == PROOF.fingerprint
@@ -248,6 +250,22 @@ def test_only_the_interpreters_package_needs_the_interpreter(package, monkeypatc
         package.enable()
         assert package.is_enabled()
         package.disable()
+
+
+def test_a_kind_the_registry_lacks_exports_for_an_out_of_tree_device(tmp_path):
+    bundle = write_bundle(tmp_path / "b.msgpack", make_bundle(KERNELS[:1], device_kind="npu"))
+    out = tmp_path / "out"
+    arguments = ["--bundle", str(bundle), "--format", "torch-library", "--out", str(out)]
+    assert export.main(arguments) == 0
+    manifest = json.loads((out / "opforge_kernels" / "manifest.json").read_text())
+    assert (manifest["device_kind"], manifest["dispatch_key"]) == ("npu", "PrivateUse1")
+    assert manifest["triton_environment"] == {}
+    assert "\n    python -c" in (out / "README.md").read_text()
+
+
+def test_the_interpreters_readme_sets_what_enable_demands(exported):
+    readme = (exported / "README.md").read_text()
+    assert ("TRITON_INTERPRET=1 python -c" in readme) == (DEVICE == "interpreter")
 
 
 def test_pip_installs_the_package_into_a_fresh_venv(exported, tmp_path):

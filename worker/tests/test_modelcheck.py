@@ -17,8 +17,10 @@ from opforge_library import modelcheck
 from opforge_library.__main__ import main as library_main
 from opforge_worker import catalog, contract, model_sets, validate
 from opforge_worker.__main__ import main as worker_main
+from opforge_worker.device_kinds import lookup
 
-os.environ.setdefault("TRITON_INTERPRET", "1")
+for _name, _value in lookup(DEVICE).triton_environment.items():
+    os.environ.setdefault(_name, _value)
 
 #: The operators the tests map captured calls to: a catalog of these only surveys quickly.
 CATALOG_OPS = ["add", "mul", "neg", "nn.functional.relu"]
@@ -88,8 +90,9 @@ def _package(work, name="honestlib"):
 def _check(work, model, *extra, package="honestlib"):
     out = work / f"{model}-{package}.json"
     code = modelcheck.main(
-        ["--model", model, "--package", str(work / f"{package}-out" / package), "--device", "cpu"]
-        + ["--report", str(out), "--catalog", str(work / "catalog.json"), *extra]
+        ["--model", model, "--package", str(work / f"{package}-out" / package)]
+        + ["--device-kind", DEVICE, "--report", str(out)]
+        + ["--catalog", str(work / "catalog.json"), *extra]
     )
     return code, out
 
