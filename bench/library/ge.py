@@ -9,15 +9,42 @@ NARROW_FLOATS = (torch.float16, torch.bfloat16, torch.float32)
 
 
 @triton.jit
-def widen_kernel(v, KIND: tl.constexpr):
-    # The operation's type: 2 float64, 1 float32 (narrower floats widen exactly and round once at
-    # the store), 0 int64 (integers and bools; int32 results wrap as ATen's at the store).
-    if KIND == 2:
-        w = v.to(tl.float64)
-    elif KIND == 1:
-        w = v.to(tl.float32)
+def to_float32_kernel(v):
+    # bfloat16 widens through its bits, exactly everywhere: the interpreter's own conversion
+    # loses subnormals and their signs.
+    if v.dtype == tl.bfloat16:
+        w = (v.to(tl.int16, bitcast=True).to(tl.int32) << 16).to(tl.float32, bitcast=True)
     else:
+        w = v.to(tl.float32)
+    return w
+
+
+@triton.jit
+def to_output_kernel(y, dtype: tl.constexpr):
+    # To bfloat16 rounded to nearest even through the bits (the interpreter truncates); to any
+    # other dtype by conversion.
+    if dtype == tl.bfloat16:
+        u = y.to(tl.float32).to(tl.int32, bitcast=True)
+        r = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+        r = tl.where(y != y, 0x7FC0, r)
+        z = r.to(tl.int16).to(tl.bfloat16, bitcast=True)
+    else:
+        z = y.to(dtype)
+    return z
+
+
+@triton.jit
+def widen_kernel(v, KIND: tl.constexpr):
+    # The operation's type: 0 int64 (integers and bools; int32 results wrap as ATen's at the
+    # store), 1 float32 (narrower floats widen exactly and round once at the store), 2 float64.
+    if KIND == 0:
         w = v.to(tl.int64)
+    elif KIND == 1:
+        w = to_float32_kernel(v)
+    elif v.dtype == tl.bfloat16:
+        w = to_float32_kernel(v).to(tl.float64)
+    else:
+        w = v.to(tl.float64)
     return w
 
 
@@ -28,7 +55,7 @@ def ge_kernel(a_ptr, b_ptr, out_ptr, n, KIND: tl.constexpr, BLOCK: tl.constexpr)
     a = widen_kernel(tl.load(a_ptr + offsets, mask=mask), KIND)
     b = widen_kernel(tl.load(b_ptr + offsets, mask=mask), KIND)
     y = a >= b
-    tl.store(out_ptr + offsets, y.to(out_ptr.dtype.element_ty), mask=mask)
+    tl.store(out_ptr + offsets, to_output_kernel(y, out_ptr.dtype.element_ty), mask=mask)
 
 
 def operand(value, like):

@@ -7,15 +7,40 @@ BLOCK = 1024
 
 
 @triton.jit
+def to_float32_kernel(v):
+    # bfloat16 widens through its bits, exactly everywhere: the interpreter's own conversion
+    # loses subnormals and their signs.
+    if v.dtype == tl.bfloat16:
+        w = (v.to(tl.int16, bitcast=True).to(tl.int32) << 16).to(tl.float32, bitcast=True)
+    else:
+        w = v.to(tl.float32)
+    return w
+
+
+@triton.jit
+def to_output_kernel(y, dtype: tl.constexpr):
+    # To bfloat16 rounded to nearest even through the bits (the interpreter truncates); to any
+    # other dtype by conversion.
+    if dtype == tl.bfloat16:
+        u = y.to(tl.float32).to(tl.int32, bitcast=True)
+        r = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+        r = tl.where(y != y, 0x7FC0, r)
+        z = r.to(tl.int16).to(tl.bfloat16, bitcast=True)
+    else:
+        z = y.to(dtype)
+    return z
+
+
+@triton.jit
 def lerp_kernel(s_ptr, e_ptr, w_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n
-    start = tl.load(s_ptr + offsets, mask=mask).to(tl.float32)
-    end = tl.load(e_ptr + offsets, mask=mask).to(tl.float32)
-    weight = tl.load(w_ptr + offsets, mask=mask).to(tl.float32)
+    start = to_float32_kernel(tl.load(s_ptr + offsets, mask=mask))
+    end = to_float32_kernel(tl.load(e_ptr + offsets, mask=mask))
+    weight = to_float32_kernel(tl.load(w_ptr + offsets, mask=mask))
     diff = end - start
     y = tl.where(tl.abs(weight) < 0.5, start + weight * diff, end - diff * (1.0 - weight))
-    tl.store(out_ptr + offsets, y.to(out_ptr.dtype.element_ty), mask=mask)
+    tl.store(out_ptr + offsets, to_output_kernel(y, out_ptr.dtype.element_ty), mask=mask)
 
 
 def lerp(input, end, weight):

@@ -2,20 +2,61 @@
 # Hand-written for the bench library (bench/library/README.md), not LLM output.
 # where: OpInfo calls it as where(input, condition, other) for torch.where(condition, input,
 # other). The three broadcast (expanded, then copied contiguous); input and other promote as
-# ATen's do, a Python number at full precision; the selected value is converted once, exactly
-# where both operands already have the result's type.
+# ATen's do, a Python number at full precision; the selected value is converted once to the
+# result's type (exactly where the operand already has it).
 BLOCK = 1024
+NARROW_FLOATS = (torch.float16, torch.bfloat16, torch.float32)
 
 
 @triton.jit
-def where_kernel(c_ptr, a_ptr, b_ptr, out_ptr, n, BLOCK: tl.constexpr):
+def to_float32_kernel(v):
+    # bfloat16 widens through its bits, exactly everywhere: the interpreter's own conversion
+    # loses subnormals and their signs.
+    if v.dtype == tl.bfloat16:
+        w = (v.to(tl.int16, bitcast=True).to(tl.int32) << 16).to(tl.float32, bitcast=True)
+    else:
+        w = v.to(tl.float32)
+    return w
+
+
+@triton.jit
+def to_output_kernel(y, dtype: tl.constexpr):
+    # To bfloat16 rounded to nearest even through the bits (the interpreter truncates); to any
+    # other dtype by conversion.
+    if dtype == tl.bfloat16:
+        u = y.to(tl.float32).to(tl.int32, bitcast=True)
+        r = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+        r = tl.where(y != y, 0x7FC0, r)
+        z = r.to(tl.int16).to(tl.bfloat16, bitcast=True)
+    else:
+        z = y.to(dtype)
+    return z
+
+
+@triton.jit
+def widen_kernel(v, KIND: tl.constexpr):
+    # The operation's type: 0 int64 (integers and bools; int32 results wrap as ATen's at the
+    # store), 1 float32 (narrower floats widen exactly and round once at the store), 2 float64.
+    if KIND == 0:
+        w = v.to(tl.int64)
+    elif KIND == 1:
+        w = to_float32_kernel(v)
+    elif v.dtype == tl.bfloat16:
+        w = to_float32_kernel(v).to(tl.float64)
+    else:
+        w = v.to(tl.float64)
+    return w
+
+
+@triton.jit
+def where_kernel(c_ptr, a_ptr, b_ptr, out_ptr, n, KIND: tl.constexpr, BLOCK: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n
     condition = tl.load(c_ptr + offsets, mask=mask) != 0
-    dtype = out_ptr.dtype.element_ty
-    a = tl.load(a_ptr + offsets, mask=mask).to(dtype)
-    b = tl.load(b_ptr + offsets, mask=mask).to(dtype)
-    tl.store(out_ptr + offsets, tl.where(condition, a, b), mask=mask)
+    a = widen_kernel(tl.load(a_ptr + offsets, mask=mask), KIND)
+    b = widen_kernel(tl.load(b_ptr + offsets, mask=mask), KIND)
+    y = tl.where(condition, a, b)
+    tl.store(out_ptr + offsets, to_output_kernel(y, out_ptr.dtype.element_ty), mask=mask)
 
 
 def operand(value, like):
@@ -24,6 +65,13 @@ def operand(value, like):
         return value
     dtype = torch.float64 if isinstance(value, float) else None
     return torch.as_tensor(value, dtype=dtype, device=like.device)
+
+
+def kind(dtype):
+    """widen_kernel's KIND for an operation computed in dtype."""
+    if dtype == torch.float64:
+        return 2
+    return 1 if dtype in NARROW_FLOATS else 0
 
 
 def where(input, condition, other):
@@ -36,5 +84,5 @@ def where(input, condition, other):
     out = torch.empty(shape, dtype=dtype, device=input.device)
     n = out.numel()
     if n:
-        where_kernel[(triton.cdiv(n, BLOCK),)](c, a, b, out, n, BLOCK=BLOCK)
+        where_kernel[(triton.cdiv(n, BLOCK),)](c, a, b, out, n, KIND=kind(dtype), BLOCK=BLOCK)
     return out
