@@ -1,7 +1,8 @@
 # ruff: noqa: F821 (a candidate: the harness provides torch, triton and tl)
 # Hand-written for the bench library (bench/library/README.md), not LLM output.
-# copysign: |input| with the sign bit of other (-0.0 and a
-# negative NaN included); integers give floats.
+# copysign: the magnitude bits of input with the sign bit of
+# other (-0.0 and a negative NaN included), set on the bits: Triton's -x is 0 - x, which loses
+# the sign of zero. Integers give floats.
 # Operands broadcast (expanded, then copied contiguous) and promote as ATen's do; a Python
 # number takes part at full precision.
 BLOCK = 1024
@@ -54,8 +55,15 @@ def copysign_kernel(a_ptr, b_ptr, out_ptr, n, KIND: tl.constexpr, BLOCK: tl.cons
     mask = offsets < n
     a = widen_kernel(tl.load(a_ptr + offsets, mask=mask), KIND)
     b = widen_kernel(tl.load(b_ptr + offsets, mask=mask), KIND)
-    negative = b.to(tl.float32).to(tl.int32, bitcast=True) < 0
-    y = tl.where(negative, -tl.abs(a), tl.abs(a))
+    if KIND == 2:
+        magnitude = a.to(tl.int64, bitcast=True) & 0x7FFFFFFFFFFFFFFF
+        negative = b.to(tl.int64, bitcast=True) < 0
+        y = tl.where(negative, ~(magnitude ^ 0x7FFFFFFFFFFFFFFF), magnitude)
+        y = y.to(tl.float64, bitcast=True)
+    else:
+        magnitude = a.to(tl.int32, bitcast=True) & 0x7FFFFFFF
+        negative = b.to(tl.int32, bitcast=True) < 0
+        y = tl.where(negative, ~(magnitude ^ 0x7FFFFFFF), magnitude).to(tl.float32, bitcast=True)
     tl.store(out_ptr + offsets, to_output_kernel(y, out_ptr.dtype.element_ty), mask=mask)
 
 

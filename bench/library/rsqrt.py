@@ -1,6 +1,7 @@
 # ruff: noqa: F821 (a candidate: the harness provides torch, triton and tl)
 # Hand-written for the bench library (bench/library/README.md), not LLM output.
-# rsqrt: 1/sqrt(x); rsqrt(-0.0) is -inf.
+# rsqrt: 1/sqrt(x); rsqrt(-0.0) is -inf. A subnormal x (which a GPU
+# flushes to zero) is m * 2^-149 with m its integer significand: rsqrt(m) * 2^74.5.
 BLOCK = 1024
 
 
@@ -35,7 +36,12 @@ def rsqrt_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     mask = offsets < n
     # Computed in float32 and rounded once at the store; integers arrive as ATen converts them.
     x = to_float32_kernel(tl.load(x_ptr + offsets, mask=mask))
-    y = tl.rsqrt(x)
+    bits = x.to(tl.int32, bitcast=True)
+    magnitude = bits & 0x7FFFFFFF
+    subnormal = (magnitude != 0) & (magnitude < 0x00800000)
+    scaled = tl.rsqrt(magnitude.to(tl.float32)) * (18889465931478580854784.0 * 1.4142135623730951)
+    scaled = tl.where(bits < 0, float("nan"), scaled)
+    y = tl.where(subnormal, scaled, tl.rsqrt(x))
     tl.store(out_ptr + offsets, to_output_kernel(y, out_ptr.dtype.element_ty), mask=mask)
 
 

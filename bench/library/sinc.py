@@ -1,6 +1,6 @@
 # ruff: noqa: F821 (a candidate: the harness provides torch, triton and tl)
 # Hand-written for the bench library (bench/library/README.md), not LLM output.
-# sinc: sin(pi x) / (pi x), 1 at 0, with pi x rounded to
+# sinc: sin(pi x) / (pi x), 1 near 0, with pi x rounded to
 # float32 first as ATen does.
 BLOCK = 1024
 
@@ -37,7 +37,9 @@ def sinc_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     # Computed in float32 and rounded once at the store; integers arrive as ATen converts them.
     x = to_float32_kernel(tl.load(x_ptr + offsets, mask=mask))
     p = x * 3.141592653589793
-    y = tl.where(x == 0.0, 1.0, tl.sin(p) / p)
+    # Below 1e-4 in magnitude sinc is 1 - (pi x)^2 / 6, which rounds to 1 in float32 (so do
+    # subnormals, which a GPU flushes to zero before sin would see them).
+    y = tl.where(tl.abs(x) < 1.0e-4, 1.0, tl.sin(p) / p)
     tl.store(out_ptr + offsets, to_output_kernel(y, out_ptr.dtype.element_ty), mask=mask)
 
 

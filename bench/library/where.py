@@ -75,13 +75,16 @@ def kind(dtype):
 
 
 def where(input, condition, other):
-    other = operand(other, input)
-    dtype = torch.result_type(input, other)
+    # Either value may be a Python number; two of them give the default dtype of their kind.
+    first = input if isinstance(input, torch.Tensor) else torch.as_tensor(input)
+    dtype = torch.result_type(first, other)
+    input = operand(input, condition)
+    other = operand(other, condition)
     shape = torch.broadcast_shapes(condition.shape, input.shape, other.shape)
     c = condition.expand(shape).contiguous()
     a = input.expand(shape).contiguous()
     b = other.expand(shape).contiguous()
-    out = torch.empty(shape, dtype=dtype, device=input.device)
+    out = torch.empty(shape, dtype=dtype, device=condition.device)
     n = out.numel()
     if n:
         where_kernel[(triton.cdiv(n, BLOCK),)](c, a, b, out, n, KIND=kind(dtype), BLOCK=BLOCK)
