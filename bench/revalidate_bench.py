@@ -10,7 +10,8 @@ tests/fixtures/import/candidates and bench/library, the hand-written bench libra
 50 operators), and then times:
 
   warm  `opforge revalidate --fingerprint F --device K` on the worker's own fingerprint, right
-        after the import, from the request until the daemon owes nothing there and runs nothing.
+        after the import (on its worker, of --import-slots slots), from the request until the
+        daemon owes nothing there and runs nothing.
         Its worker had just run the same tests: samples and references in memory, every source
         loaded and compiled in its warm candidate process. Every test still runs (each verdict
         is recomputed: nothing caches verdicts), but nothing is generated or compiled.
@@ -201,6 +202,12 @@ def main() -> int:
     parser.add_argument("--opforge", type=Path, default=ROOT / "build/opforge")
     parser.add_argument("--python", default=sys.executable, help="the workers' interpreter")
     parser.add_argument("--slots", type=int, default=1, help="the device worker's slots")
+    parser.add_argument(
+        "--import-slots",
+        type=int,
+        help="the device worker's slots for the import and the warm re-validation (default: "
+        "--slots); the cold re-validation, timed against the one-process sweep, uses --slots",
+    )
     parser.add_argument("--json", type=Path, help="write the numbers here")
     parser.add_argument("--keep", action="store_true", help="keep the data directory")
     parser.add_argument("sets", nargs="*", default=DEFAULT_SETS)
@@ -210,7 +217,8 @@ def main() -> int:
     data, config, library = work / "data", work / "opforge.yaml", work / "library"
     data.mkdir()
     library.mkdir()
-    write_config(config, args.device, args.slots, args.python)
+    import_slots = args.import_slots or args.slots
+    write_config(config, args.device, import_slots, args.python)
     daemon, worker = start(args.opforge, data, config, work / "cache-import")
     try:
         fingerprint = worker["fingerprint"]
@@ -274,6 +282,7 @@ def main() -> int:
         )
 
         daemon.stop()
+        write_config(config, args.device, args.slots, args.python)
         restarted = time.monotonic()
         daemon, worker = start(args.opforge, data, config, work / "cache-revalidate")
         if worker["fingerprint"] != fingerprint:
@@ -288,6 +297,7 @@ def main() -> int:
             "toolchain": worker.get("toolchain", {}),
             "fingerprint": fingerprint,
             "slots": args.slots,
+            "import_slots": import_slots,
             "sets": args.sets,
             "kernels": count,
             "import_s": round(import_s, 2),

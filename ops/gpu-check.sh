@@ -40,7 +40,8 @@
 #                   the worker's fingerprint (warm, right after the import; cold, from a restart
 #                   with empty caches) against one `validate` sweep in a fresh process with an
 #                   empty cache (revalidate.json, for bench/results/; issue 19's goal: at most
-#                   1.1x, cold against the sweep)
+#                   1.1x, cold against the sweep); OPFORGE_REVALIDATE_ARGS adds arguments
+#                   (--import-slots 8, the sets)
 # Everything it saw lands in $OUT (at most 8 files: the device tool's limit), each step's exit
 # status in $OUT/summary.txt. Exit status: non-zero if any step failed.
 # One device command may run 10 minutes and the whole check takes longer: name the steps of each
@@ -117,6 +118,7 @@ step modelcheck modelcheck.log python3 -m opforge_library modelcheck --model all
 step benchlib benchlib.log python3 -m opforge_worker validate bench/library --device cuda \
   --dtypes bfloat16,float16,float32,int32,int64 --json "$out/benchlib.json"
 step revalidate revalidate.log python3 bench/revalidate_bench.py --device cuda \
-  --opforge .daemon/opforge --python python3 --json "$out/revalidate.json"
+  --opforge .daemon/opforge --python python3 --json "$out/revalidate.json" \
+  ${OPFORGE_REVALIDATE_ARGS:-}
 cat "$out/summary.txt"
 exit $status
