@@ -1,7 +1,9 @@
 # ruff: noqa: F821 (a candidate: the harness provides torch, triton and tl)
 # Hand-written for the bench library (bench/library/README.md), not LLM output.
-# lerp: ATen's two-sided form, start + w (end - start) for w < 0.5 and end - (end - start)(1 - w)
-# otherwise (exact at both ends), in float32, rounded once at the store. The weight is a tensor
+# lerp: ATen's two-sided form, start + w (end - start) for |w| < 0.5 and end - (end - start)(1 - w)
+# otherwise (exact at both ends), in float64, rounded once at the store: there neither
+# end - start nor its product with the weight overflows where the result does not (ATen fuses
+# them into one fma; the interpreter's fma rounds between them). The weight is a tensor
 # or a Python number; all three broadcast (expanded, then copied contiguous).
 BLOCK = 1024
 
@@ -35,9 +37,9 @@ def to_output_kernel(y, dtype: tl.constexpr):
 def lerp_kernel(s_ptr, e_ptr, w_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n
-    start = to_float32_kernel(tl.load(s_ptr + offsets, mask=mask))
-    end = to_float32_kernel(tl.load(e_ptr + offsets, mask=mask))
-    weight = to_float32_kernel(tl.load(w_ptr + offsets, mask=mask))
+    start = to_float32_kernel(tl.load(s_ptr + offsets, mask=mask)).to(tl.float64)
+    end = to_float32_kernel(tl.load(e_ptr + offsets, mask=mask)).to(tl.float64)
+    weight = to_float32_kernel(tl.load(w_ptr + offsets, mask=mask)).to(tl.float64)
     diff = end - start
     y = tl.where(tl.abs(weight) < 0.5, start + weight * diff, end - diff * (1.0 - weight))
     tl.store(out_ptr + offsets, to_output_kernel(y, out_ptr.dtype.element_ty), mask=mask)
