@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -54,6 +55,7 @@ DEFAULT_SETS = [
     "bench/library",
 ]
 DTYPES = "bfloat16,float16,float32,int32,int64"  # campaigns.dtypes, which `import` tests
+MARKER = re.compile(r"^#\s*opforge:.*\n", re.MULTILINE)
 
 
 class Daemon:
@@ -128,14 +130,17 @@ maintenance:
 
 
 def library_files(kernels: list[dict], into: Path) -> int:
-    """The current kernels as candidate files named after their operator; how many."""
+    """The current kernels as candidate files named after their operator variant; how many.
+    The source's own markers go: a `variants=` marker would make validate test every variant
+    it names in each variant's file, work the library does once per kernel."""
     count = 0
     for kernel in kernels:
         if not kernel.get("current"):
             continue
         name = kernel["op"] + (f".{kernel['variant']}" if kernel["variant"] else "")
         marker = f"# opforge: wrapper={kernel['wrapper']}\n"
-        (into / f"{name}.py").write_text(marker + kernel["source"], encoding="utf-8")
+        source = MARKER.sub("", kernel["source"])
+        (into / f"{name}.py").write_text(marker + source, encoding="utf-8")
         count += 1
     return count
 
