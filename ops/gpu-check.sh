@@ -41,7 +41,9 @@
 #                   with empty caches) against one `validate` sweep in a fresh process with an
 #                   empty cache (revalidate.json, for bench/results/; issue 19's goal: at most
 #                   1.1x, cold against the sweep); OPFORGE_REVALIDATE_ARGS adds arguments
-#                   (--import-slots 8, the sets)
+#                   (--import-slots 8, the sets). With the whole bench library it outlasts one
+#                   10-minute command on an H100; bench/results/revalidate-h100.md has the
+#                   command that times a 53-kernel library (8.6 min)
 # Everything it saw lands in $OUT (at most 8 files: the device tool's limit), each step's exit
 # status in $OUT/summary.txt. Exit status: non-zero if any step failed.
 # One device command may run 10 minutes and the whole check takes longer: name the steps of each
