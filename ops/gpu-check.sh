@@ -31,12 +31,19 @@
 #                   like the BackendBench checkout; without it, no library: every overload
 #                   missing): the share of aten calls served, the deviation and both wall times
 #                   per model (modelcheck.json, for bench/results/), the model sets captured
+#   benchlib        `validate bench/library --device cuda` over the campaigns' default dtypes: the
+#                   hand-written bench library, each kernel's verdict on cuda (benchlib.json)
 #   revalidate      bench/revalidate_bench.py on cuda: the daemon, packed here with
 #                   `ops/pack-daemon.sh` and carried as .daemon (carry [".whl", ".daemon"]), with
-#                   one cuda worker of 1 slot imports config/examples, the honest corpus and the
-#                   import fixtures, then times one `validate` sweep of the library's current
-#                   kernels against `opforge revalidate` of them on the worker's fingerprint
-#                   (revalidate.json, for bench/results/; issue 19's goal: at most 1.1x)
+#                   one cuda worker of 1 slot imports config/examples, the honest corpus, the
+#                   import fixtures and bench/library, then times `opforge revalidate` of them on
+#                   the worker's fingerprint (warm, right after the import; cold, from a restart
+#                   with empty caches) against one `validate` sweep in a fresh process with an
+#                   empty cache (revalidate.json, for bench/results/; issue 19's goal: at most
+#                   1.1x, cold against the sweep); OPFORGE_REVALIDATE_ARGS adds arguments
+#                   (--import-slots 8, the sets). With the whole bench library it outlasts one
+#                   10-minute command on an H100; bench/results/revalidate-h100.md has the
+#                   command that times a 53-kernel library (8.6 min)
 # Everything it saw lands in $OUT (at most 8 files: the device tool's limit), each step's exit
 # status in $OUT/summary.txt. Exit status: non-zero if any step failed.
 # One device command may run 10 minutes and the whole check takes longer: name the steps of each
@@ -110,7 +117,10 @@ step library library.log bash -c "python3 bench/library_on_device.py --device cu
 step modelcheck modelcheck.log python3 -m opforge_library modelcheck --model all --size small \
   --device-kind cuda --report "$out/modelcheck.json" --capture /tmp/opforge-model-sets \
   ${OPFORGE_MODELCHECK_PACKAGE:+--package "$OPFORGE_MODELCHECK_PACKAGE"}
+step benchlib benchlib.log python3 -m opforge_worker validate bench/library --device cuda \
+  --dtypes bfloat16,float16,float32,int32,int64 --json "$out/benchlib.json"
 step revalidate revalidate.log python3 bench/revalidate_bench.py --device cuda \
-  --opforge .daemon/opforge --python python3 --json "$out/revalidate.json"
+  --opforge .daemon/opforge --python python3 --json "$out/revalidate.json" \
+  ${OPFORGE_REVALIDATE_ARGS:-}
 cat "$out/summary.txt"
 exit $status

@@ -1,0 +1,88 @@
+# ruff: noqa: F821 (a candidate: the harness provides torch, triton and tl)
+# Hand-written for the bench library (bench/library/README.md), not LLM output.
+# bitwise_xor: integers (and bools) only, in int64, wrapped to
+# the result's width at the store.
+# Operands broadcast (expanded, then copied contiguous) and promote as ATen's do; a Python
+# number takes part at full precision.
+BLOCK = 1024
+NARROW_FLOATS = (torch.float16, torch.bfloat16, torch.float32)
+
+
+@triton.jit
+def to_float32_kernel(v):
+    # bfloat16 widens through its bits, exactly everywhere: the interpreter's own conversion
+    # loses subnormals and their signs.
+    if v.dtype == tl.bfloat16:
+        w = (v.to(tl.int16, bitcast=True).to(tl.int32) << 16).to(tl.float32, bitcast=True)
+    else:
+        w = v.to(tl.float32)
+    return w
+
+
+@triton.jit
+def to_output_kernel(y, dtype: tl.constexpr):
+    # To bfloat16 rounded to nearest even through the bits (the interpreter truncates); to any
+    # other dtype by conversion.
+    if dtype == tl.bfloat16:
+        u = y.to(tl.float32).to(tl.int32, bitcast=True)
+        r = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+        r = tl.where(y != y, 0x7FC0, r)
+        z = r.to(tl.int16).to(tl.bfloat16, bitcast=True)
+    else:
+        z = y.to(dtype)
+    return z
+
+
+@triton.jit
+def widen_kernel(v, KIND: tl.constexpr):
+    # The operation's type: 0 int64 (integers and bools; int32 results wrap as ATen's at the
+    # store), 1 float32 (narrower floats widen exactly and round once at the store), 2 float64.
+    if KIND == 0:
+        w = v.to(tl.int64)
+    elif KIND == 1:
+        w = to_float32_kernel(v)
+    elif v.dtype == tl.bfloat16:
+        w = to_float32_kernel(v).to(tl.float64)
+    else:
+        w = v.to(tl.float64)
+    return w
+
+
+@triton.jit
+def bitwise_xor_kernel(a_ptr, b_ptr, out_ptr, n, KIND: tl.constexpr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    a = widen_kernel(tl.load(a_ptr + offsets, mask=mask), KIND)
+    b = widen_kernel(tl.load(b_ptr + offsets, mask=mask), KIND)
+    y = a ^ b
+    tl.store(out_ptr + offsets, to_output_kernel(y, out_ptr.dtype.element_ty), mask=mask)
+
+
+def operand(value, like):
+    """A tensor for a Python number, at its full precision (ATen computes with a scalar in the
+    operation's type, not rounded to the tensor's dtype first)."""
+    if isinstance(value, torch.Tensor):
+        return value
+    dtype = torch.float64 if isinstance(value, float) else None
+    return torch.as_tensor(value, dtype=dtype, device=like.device)
+
+
+def kind(dtype):
+    """widen_kernel's KIND for an operation computed in dtype."""
+    if dtype == torch.float64:
+        return 2
+    return 1 if dtype in NARROW_FLOATS else 0
+
+
+def bitwise_xor(input, other):
+    other = operand(other, input)
+    common = torch.result_type(input, other)
+    dtype = common
+    shape = torch.broadcast_shapes(input.shape, other.shape)
+    a = input.expand(shape).contiguous()
+    b = other.expand(shape).contiguous()
+    out = torch.empty(shape, dtype=dtype, device=input.device)
+    n = out.numel()
+    if n:
+        bitwise_xor_kernel[(triton.cdiv(n, BLOCK),)](a, b, out, n, KIND=kind(common), BLOCK=BLOCK)
+    return out

@@ -1,0 +1,116 @@
+# ruff: noqa: F821 (a candidate: the harness provides torch, triton and tl)
+# Hand-written for the bench library (bench/library/README.md), not LLM output.
+# clamp: min(max(input, min), max) with either bound a tensor, a Python number or None,
+# broadcast (expanded, then copied contiguous) and promoted as ATen's do. Selects, not
+# tl.minimum/maximum: a NaN input stays NaN, and a NaN bound gives NaN, as in ATen; where
+# min > max the result is max. Integers in integer arithmetic.
+BLOCK = 1024
+NARROW_FLOATS = (torch.float16, torch.bfloat16, torch.float32)
+
+
+@triton.jit
+def to_float32_kernel(v):
+    # bfloat16 widens through its bits, exactly everywhere: the interpreter's own conversion
+    # loses subnormals and their signs.
+    if v.dtype == tl.bfloat16:
+        w = (v.to(tl.int16, bitcast=True).to(tl.int32) << 16).to(tl.float32, bitcast=True)
+    else:
+        w = v.to(tl.float32)
+    return w
+
+
+@triton.jit
+def to_output_kernel(y, dtype: tl.constexpr):
+    # To bfloat16 rounded to nearest even through the bits (the interpreter truncates); to any
+    # other dtype by conversion.
+    if dtype == tl.bfloat16:
+        u = y.to(tl.float32).to(tl.int32, bitcast=True)
+        r = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+        r = tl.where(y != y, 0x7FC0, r)
+        z = r.to(tl.int16).to(tl.bfloat16, bitcast=True)
+    else:
+        z = y.to(dtype)
+    return z
+
+
+@triton.jit
+def widen_kernel(v, KIND: tl.constexpr):
+    # The operation's type: 0 int64 (integers and bools; int32 results wrap as ATen's at the
+    # store), 1 float32 (narrower floats widen exactly and round once at the store), 2 float64.
+    if KIND == 0:
+        w = v.to(tl.int64)
+    elif KIND == 1:
+        w = to_float32_kernel(v)
+    elif v.dtype == tl.bfloat16:
+        w = to_float32_kernel(v).to(tl.float64)
+    else:
+        w = v.to(tl.float64)
+    return w
+
+
+@triton.jit
+def clamp_kernel(
+    x_ptr,
+    lo_ptr,
+    hi_ptr,
+    out_ptr,
+    n,
+    HAS_LO: tl.constexpr,
+    HAS_HI: tl.constexpr,
+    KIND: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    y = widen_kernel(tl.load(x_ptr + offsets, mask=mask), KIND)
+    if HAS_LO:
+        lo = widen_kernel(tl.load(lo_ptr + offsets, mask=mask), KIND)
+        y = tl.where(y < lo, lo, y)
+        y = tl.where(lo != lo, lo, y)
+    if HAS_HI:
+        hi = widen_kernel(tl.load(hi_ptr + offsets, mask=mask), KIND)
+        y = tl.where(y > hi, hi, y)
+        y = tl.where(hi != hi, hi, y)
+    tl.store(out_ptr + offsets, to_output_kernel(y, out_ptr.dtype.element_ty), mask=mask)
+
+
+def operand(value, like):
+    """A tensor for a Python number, at its full precision."""
+    if isinstance(value, torch.Tensor):
+        return value
+    dtype = torch.float64 if isinstance(value, float) else None
+    return torch.as_tensor(value, dtype=dtype, device=like.device)
+
+
+def kind(dtype):
+    """widen_kernel's KIND for an operation computed in dtype."""
+    if dtype == torch.float64:
+        return 2
+    return 1 if dtype in NARROW_FLOATS else 0
+
+
+def clamp(input, min=None, max=None):
+    bounds = [operand(bound, input) for bound in (min, max) if bound is not None]
+    dtype = input.dtype
+    shape = input.shape
+    for bound in bounds:
+        dtype = torch.promote_types(dtype, torch.result_type(input, bound))
+        shape = torch.broadcast_shapes(shape, bound.shape)
+    x = input.expand(shape).contiguous()
+    lo = operand(min, input).expand(shape).contiguous() if min is not None else x
+    hi = operand(max, input).expand(shape).contiguous() if max is not None else x
+    out = torch.empty(shape, dtype=dtype, device=input.device)
+    n = out.numel()
+    if n:
+        clamp_kernel[(triton.cdiv(n, BLOCK),)](
+            x,
+            lo,
+            hi,
+            out,
+            n,
+            HAS_LO=min is not None,
+            HAS_HI=max is not None,
+            KIND=kind(dtype),
+            BLOCK=BLOCK,
+        )
+    return out

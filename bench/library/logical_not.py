@@ -1,0 +1,55 @@
+# ruff: noqa: F821 (a candidate: the harness provides torch, triton and tl)
+# Hand-written for the bench library (bench/library/README.md), not LLM output.
+# logical_not, a bool tensor: x == 0 (NaN is true, so
+# not NaN is false).
+BLOCK = 1024
+
+
+@triton.jit
+def to_float32_kernel(v):
+    # bfloat16 widens through its bits, exactly everywhere: the interpreter's own conversion
+    # loses subnormals and their signs.
+    if v.dtype == tl.bfloat16:
+        w = (v.to(tl.int16, bitcast=True).to(tl.int32) << 16).to(tl.float32, bitcast=True)
+    else:
+        w = v.to(tl.float32)
+    return w
+
+
+@triton.jit
+def to_output_kernel(y, dtype: tl.constexpr):
+    # To bfloat16 rounded to nearest even through the bits (the interpreter truncates); to any
+    # other dtype by conversion.
+    if dtype == tl.bfloat16:
+        u = y.to(tl.float32).to(tl.int32, bitcast=True)
+        r = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+        r = tl.where(y != y, 0x7FC0, r)
+        z = r.to(tl.int16).to(tl.bfloat16, bitcast=True)
+    else:
+        z = y.to(dtype)
+    return z
+
+
+@triton.jit
+def logical_not_kernel(x_ptr, out_ptr, n, IS_FLOAT: tl.constexpr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    if IS_FLOAT:
+        # float16 and bfloat16 widen exactly; the result is rounded once at the store.
+        x = to_float32_kernel(x)
+        y = x == 0.0
+    else:
+        y = x == 0
+    tl.store(out_ptr + offsets, to_output_kernel(y, out_ptr.dtype.element_ty), mask=mask)
+
+
+def logical_not(input):
+    x = input.contiguous()
+    out = torch.empty(input.shape, dtype=torch.bool, device=input.device)
+    n = x.numel()
+    if n:
+        logical_not_kernel[(triton.cdiv(n, BLOCK),)](
+            x, out, n, IS_FLOAT=torch.is_floating_point(input), BLOCK=BLOCK
+        )
+    return out

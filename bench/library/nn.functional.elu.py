@@ -1,0 +1,61 @@
+# ruff: noqa: F821 (a candidate: the harness provides torch, triton and tl)
+# Hand-written for the bench library (bench/library/README.md), not LLM output.
+# nn.functional.elu: x above 0, alpha * expm1(x) elsewhere.
+BLOCK = 1024
+
+
+@triton.jit
+def to_float32_kernel(v):
+    # bfloat16 widens through its bits, exactly everywhere: the interpreter's own conversion
+    # loses subnormals and their signs.
+    if v.dtype == tl.bfloat16:
+        w = (v.to(tl.int16, bitcast=True).to(tl.int32) << 16).to(tl.float32, bitcast=True)
+    else:
+        w = v.to(tl.float32)
+    return w
+
+
+@triton.jit
+def to_output_kernel(y, dtype: tl.constexpr):
+    # To bfloat16 rounded to nearest even through the bits (the interpreter truncates); to any
+    # other dtype by conversion.
+    if dtype == tl.bfloat16:
+        u = y.to(tl.float32).to(tl.int32, bitcast=True)
+        r = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+        r = tl.where(y != y, 0x7FC0, r)
+        z = r.to(tl.int16).to(tl.bfloat16, bitcast=True)
+    else:
+        z = y.to(dtype)
+    return z
+
+
+@triton.jit
+def expm1_f32_kernel(x):
+    # exp(x) - 1 cancels near zero: there a Taylor polynomial, whose first omitted term is far
+    # below float32's rounding for |x| < 0.5.
+    p = 1.0 / 40320.0 + x / 362880.0
+    p = 1.0 / 720.0 + x * (1.0 / 5040.0 + x * p)
+    p = 1.0 / 24.0 + x * (1.0 / 120.0 + x * p)
+    p = 0.5 + x * (1.0 / 6.0 + x * p)
+    p = x * (1.0 + x * p)
+    return tl.where(tl.abs(x) < 0.5, p, tl.exp(x) - 1.0)
+
+
+@triton.jit
+def elu_kernel(x_ptr, out_ptr, n, alpha, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    # Computed in float32 and rounded once at the store; integers arrive as ATen converts them.
+    x = to_float32_kernel(tl.load(x_ptr + offsets, mask=mask))
+    y = tl.where(x <= 0.0, expm1_f32_kernel(x) * alpha, x)
+    tl.store(out_ptr + offsets, to_output_kernel(y, out_ptr.dtype.element_ty), mask=mask)
+
+
+def elu(input, alpha=1.0, inplace=False):
+    x = input.contiguous()
+    dtype = input.dtype
+    out = torch.empty(input.shape, dtype=dtype, device=input.device)
+    n = x.numel()
+    if n:
+        elu_kernel[(triton.cdiv(n, BLOCK),)](x, out, n, float(alpha), BLOCK=BLOCK)
+    return out

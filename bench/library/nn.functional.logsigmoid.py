@@ -1,0 +1,59 @@
+# ruff: noqa: F821 (a candidate: the harness provides torch, triton and tl)
+# Hand-written for the bench library (bench/library/README.md), not LLM output.
+# nn.functional.logsigmoid: min(x, 0) - log1p(exp(-|x|)), stable
+# at both ends.
+BLOCK = 1024
+
+
+@triton.jit
+def to_float32_kernel(v):
+    # bfloat16 widens through its bits, exactly everywhere: the interpreter's own conversion
+    # loses subnormals and their signs.
+    if v.dtype == tl.bfloat16:
+        w = (v.to(tl.int16, bitcast=True).to(tl.int32) << 16).to(tl.float32, bitcast=True)
+    else:
+        w = v.to(tl.float32)
+    return w
+
+
+@triton.jit
+def to_output_kernel(y, dtype: tl.constexpr):
+    # To bfloat16 rounded to nearest even through the bits (the interpreter truncates); to any
+    # other dtype by conversion.
+    if dtype == tl.bfloat16:
+        u = y.to(tl.float32).to(tl.int32, bitcast=True)
+        r = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+        r = tl.where(y != y, 0x7FC0, r)
+        z = r.to(tl.int16).to(tl.bfloat16, bitcast=True)
+    else:
+        z = y.to(dtype)
+    return z
+
+
+@triton.jit
+def log1p_f32_kernel(x):
+    # log(1 + x) loses what rounding 1 + x dropped; the first-order correction puts it back.
+    u = 1.0 + x
+    finite_nonzero = (u != 0.0) & (u - u == 0.0)
+    y = tl.log(u) - tl.where(finite_nonzero, ((u - 1.0) - x) / u, 0.0)
+    return tl.where(x == 0.0, x, y)  # log1p(-0.0) is -0.0
+
+
+@triton.jit
+def logsigmoid_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    # Computed in float32 and rounded once at the store; integers arrive as ATen converts them.
+    x = to_float32_kernel(tl.load(x_ptr + offsets, mask=mask))
+    y = tl.where(x < 0.0, x, 0.0) - log1p_f32_kernel(tl.exp(-tl.abs(x)))
+    tl.store(out_ptr + offsets, to_output_kernel(y, out_ptr.dtype.element_ty), mask=mask)
+
+
+def logsigmoid(input):
+    x = input.contiguous()
+    dtype = input.dtype
+    out = torch.empty(input.shape, dtype=dtype, device=input.device)
+    n = x.numel()
+    if n:
+        logsigmoid_kernel[(triton.cdiv(n, BLOCK),)](x, out, n, BLOCK=BLOCK)
+    return out
