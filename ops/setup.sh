@@ -14,7 +14,7 @@ apt_packages=(
   prometheus-cpp-dev libgtest-dev libgmock-dev libcurl4-openssl-dev nlohmann-json3-dev
   libyaml-cpp-dev libspdlog-dev libcli11-dev
   python3-venv
-  prometheus # for promtool, which tests the alert rules (ops/test.sh); the server stays unused
+  prometheus # promtool tests the alert rules (ops/test.sh); the server runs the dashboard's queries
   zlib1g-dev # test_report decodes Chromium's screenshot of the report
   chromium   # test_report renders the report's HTML headless (about a minute to install)
 )

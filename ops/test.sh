@@ -9,8 +9,8 @@ venv=${OPFORGE_VENV:-$PWD/.venv}
 status=0
 # Style first, in seconds: clang-format on the tracked C++, ruff on every Python file.
 git ls-files '*.cpp' '*.hpp' | xargs clang-format --dry-run --Werror || { echo "test: run clang-format -i on the files above" >&2; status=1; }
-"$venv/bin/ruff" check worker bench config/demo || status=1
-"$venv/bin/ruff" format --check worker bench config/demo || { echo "test: run ruff format" >&2; status=1; }
+"$venv/bin/ruff" check worker bench config/demo tests || status=1
+"$venv/bin/ruff" format --check worker bench config/demo tests || { echo "test: run ruff format" >&2; status=1; }
 (cd ops/prometheus && promtool test rules alerts_test.yml) || status=1
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)" || status=1
 # One pytest process per core; tests that cannot share a process pool name an xdist_group. The
