@@ -490,7 +490,7 @@ class Judge:
                 return Failure(
                     "accuracy_error",
                     "accuracy",
-                    f"input {index} after the call (the operator writes it): {diff['reason']}",
+                    f"input {index} after the call (the operator writes it): {diff.reason}",
                     diff=diff,
                 )
         return None
