@@ -225,10 +225,9 @@ std::optional<run_result> run_campaign(caf::actor_system& sys, const prompt_temp
       chat->add(op, chat_outcome::ok,
                 "```python\n@triton.jit\ndef k(x_ptr):\n    pass\n\n\ndef " + wrapper_name(op) +
                     "(input):\n    k[(1,)](input)\n    return input\n```\n");
-    jobs->add_test(
-        op, done(test_verdict(contract::outcome::accuracy_error, 1, 0,
-                              contract::test_failure{.dtype = "float32",
-                                                     .diff = diff_map({{"max_abs_error", 1.0}})})));
+    jobs->add_test(op, done(test_verdict(contract::outcome::accuracy_error, 1, 0,
+                                         contract::test_failure{.dtype = "float32",
+                                                                .diff = values_differ(1.0)})));
     jobs->add_test(op, done(test_verdict(contract::outcome::pass, 4, 4)));
   }
   session_services services;

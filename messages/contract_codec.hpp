@@ -279,6 +279,19 @@ public:
       keep(key, read_known(*value, out));
   }
 
+  // A value that does not read as T is nil: stored data and older peers hold an earlier form.
+  template <class T>
+  void required_lenient(std::string_view key, std::optional<T>& out) {
+    if (auto* value = find(key, true))
+      lenient(*value, out);
+  }
+
+  template <class T>
+  void optional_lenient(std::string_view key, std::optional<T>& out) {
+    if (auto* value = find(key, false))
+      lenient(*value, out);
+  }
+
   void at_least(std::string_view key, int64_t value, int64_t least);
   void positive(std::string_view key, double value);
   void nonempty(std::string_view key, const auto& value) {
@@ -312,6 +325,11 @@ private:
   const msgpack::object* find(std::string_view key, bool required);
   void keep(std::string_view key, read_result bad);
   void rule_out(std::string_view key, std::string what);
+  template <class T>
+  static void lenient(const msgpack::object& value, std::optional<T>& out) {
+    if (read_value(value, out))
+      out.reset();
+  }
 
   const msgpack::object* map_ = nullptr;
   read_result problem_;

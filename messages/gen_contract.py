@@ -25,7 +25,7 @@ import yaml
 SCALARS = ("str", "int", "float", "bool", "map")
 CPP_KEYWORDS = {"bool", "int", "float", "double", "char", "default", "delete", "new", "and", "or"}
 FIELD_OPTIONS = {"type", "doc", "optional", "default", "min", "nonempty", "max_len", "charset"}
-FIELD_OPTIONS |= {"skip_unknown", "positive"}
+FIELD_OPTIONS |= {"skip_unknown", "positive", "lenient"}
 
 
 class SchemaError(ValueError):
@@ -55,6 +55,7 @@ class Field:
     max_len: int | None
     charset: str | None
     skip_unknown: bool
+    lenient: bool
 
 
 @dataclass
@@ -111,6 +112,8 @@ def _fields(owner: str, spec: dict, enums, structs) -> list[Field]:
             raise SchemaError(f"{owner}.{name}: map is a field's type, not an item's")
         if "skip_unknown" in options and not (type_.kind == "list" and type_.item.kind == "enum"):
             raise SchemaError(f"{owner}.{name}: skip_unknown needs an array of an enum")
+        if options.get("lenient") and type_.kind != "optional":
+            raise SchemaError(f"{owner}.{name}: lenient needs a T? type, read as nil when not a T")
         default = options.get("default")
         if default is not None and type_.kind == "enum" and default not in enums[type_.name]:
             raise SchemaError(f"{owner}.{name}: default {default!r} is not a {type_.name}")
@@ -127,6 +130,7 @@ def _fields(owner: str, spec: dict, enums, structs) -> list[Field]:
                 max_len=options.get("max_len"),
                 charset=options.get("charset"),
                 skip_unknown=bool(options.get("skip_unknown", False)),
+                lenient=bool(options.get("lenient", False)),
             )
         )
     return fields
@@ -295,6 +299,8 @@ def cpp_codec(s: Struct) -> list[str]:
             out.append(f'  r.{how}_raw_map("{f.name}", x.{f.name});')
         elif f.skip_unknown:
             out.append(f'  r.{how}_known("{f.name}", x.{f.name});')
+        elif f.lenient:
+            out.append(f'  r.{how}_lenient("{f.name}", x.{f.name});')
         else:
             out.append(f'  r.{how}("{f.name}", x.{f.name});')
     for f in s.fields:
@@ -454,7 +460,7 @@ def py_default(f: Field) -> str:
 
 def py_field_spec(f: Field) -> str:
     options = [f'"{f.name}"', py_spec(f.type)]
-    for key in ("optional", "nonempty", "positive", "skip_unknown"):
+    for key in ("optional", "nonempty", "positive", "skip_unknown", "lenient"):
         if getattr(f, key):
             options.append(f"{key}=True")
     for key in ("min", "max_len", "charset"):
@@ -554,6 +560,7 @@ class _Field:
     nonempty: bool = False
     positive: bool = False
     skip_unknown: bool = False
+    lenient: bool = False
     min: int | None = None
     max_len: int | None = None
     charset: str | None = None
@@ -645,7 +652,12 @@ def _read_struct(fields: tuple[_Field, ...], value: Any, context: str, path: str
                 if f.optional:
                     continue
                 raise _Bad(where, "missing", "missing_key")
-            item = out[f.name] = _read(f.spec, value[f.name], where, f.skip_unknown)
+            try:
+                item = out[f.name] = _read(f.spec, value[f.name], where, f.skip_unknown)
+            except _Bad:
+                if not f.lenient:
+                    raise
+                item = out[f.name] = None
             if f.min is not None and item < f.min:
                 raise _Bad(where, f"must be at least {f.min}")
             if f.nonempty and item is not None and not item:

@@ -2,40 +2,37 @@
 
 #include "messages/errors.hpp"
 #include "messages/msgpack_codec.hpp"
+#include "persistence/field_codec.hpp"
 
 #include <type_traits>
 
-// The records are msgpack maps written with the contract's templates (messages/contract_codec.hpp),
-// the same maps the nlohmann-based codec before them wrote (tests/fixtures/records): a field is
-// read when present, keeps its default when absent, and a value of the wrong type or a name an
-// enum does not have makes the record corrupt. The contract's own structs inside (the verdict) use
-// their generated codecs.
+// The records are msgpack maps of their field lists (persistence/field_codec.hpp), the same maps
+// the nlohmann-based codec before them wrote (tests/fixtures/records). The contract's own structs
+// inside (the verdict) use their generated codecs.
+
+namespace opforge::field_codec {
+
+// A session state this build does not know reads as PROMPT, as it always did. Beside stored_name,
+// where the struct reader's templates look.
+codec::read_result read_value(const msgpack::object& o, stored_name<session_state>& out) {
+  std::string name;
+  if (auto bad = codec::read_value(o, name))
+    return bad;
+  out.value = from_string<session_state>(name).value_or(session_state::prompt);
+  return std::nullopt;
+}
+
+} // namespace opforge::field_codec
 
 namespace opforge {
 
 namespace codec = contract::codec;
-
-namespace {
-
-enum class presence { optional, required };
-
-// A stored enum, read with a message that names the enum: `campaign state "paused": not one of
-// ...`. Its read_value lives beside it, where the struct reader's templates look.
-template <class E>
-struct stored_name {
-  E& value;
-};
-
-template <class E>
-std::string enum_words() {
-  std::string words{contract::enum_traits<E>::label};
-  for (auto& c : words)
-    if (c == '_')
-      c = ' ';
-  return words;
-}
-
-} // namespace
+using field_codec::corrupt;
+using field_codec::decode_fields;
+using field_codec::pack_fields;
+using field_codec::presence;
+using field_codec::read_fields;
+using field_codec::unpack_record;
 
 // Declared here, in the records' namespace, where the containers' templates look for them.
 void pack_value(codec::packer& p, const session_budgets& x);
@@ -50,29 +47,6 @@ codec::read_result read_value(const msgpack::object& o, operator_spec& x);
 codec::read_result read_value(const msgpack::object& o, campaign_spec& x);
 
 namespace {
-
-template <class E>
-codec::read_result read_value(const msgpack::object& o, stored_name<E>& out) {
-  std::string name;
-  if (auto bad = codec::read_value(o, name))
-    return bad;
-  auto value = from_string<E>(name);
-  if (!value)
-    return codec::problem{.reason = "bad_key",
-                          .what = enum_words<E>() + " \"" + name + "\": not one of " +
-                                  contract::one_of<E>()};
-  out.value = *value;
-  return std::nullopt;
-}
-
-// A session state this build does not know reads as PROMPT, as it always did.
-codec::read_result read_value(const msgpack::object& o, stored_name<session_state>& out) {
-  std::string name;
-  if (auto bad = codec::read_value(o, name))
-    return bad;
-  out.value = from_string<session_state>(name).value_or(session_state::prompt);
-  return std::nullopt;
-}
 
 // Each record's fields, once for both directions: `f(key, member)`, or with presence::required.
 constexpr auto budgets_fields = [](auto& x, auto&& f) {
@@ -172,44 +146,6 @@ constexpr auto campaign_fields = [](auto& x, auto&& f) {
   f("ended_ms", x.ended_ms);
 };
 
-// Opens the map with room for `extra` entries that the caller writes after the fields.
-template <class T, class Fields>
-void pack_fields(codec::packer& p, const T& x, Fields fields, uint32_t extra = 0) {
-  uint32_t size = extra;
-  fields(x, [&size](std::string_view, const auto&, presence = presence::optional) { ++size; });
-  p.pack_map(size);
-  fields(x, [&p](std::string_view key, const auto& value, presence = presence::optional) {
-    codec::pack_key(p, key);
-    pack_value(p, value);
-  });
-}
-
-template <class T, class Fields>
-void read_fields(codec::struct_reader& r, T& x, Fields fields) {
-  fields(x, [&r](std::string_view key, auto& value, presence how = presence::optional) {
-    auto read = [&](auto& out) {
-      if (how == presence::required)
-        r.required(key, out);
-      else
-        r.optional(key, out);
-    };
-    using value_type = std::remove_cvref_t<decltype(value)>;
-    if constexpr (std::is_enum_v<value_type>) {
-      stored_name<value_type> name{value};
-      read(name);
-    } else {
-      read(value);
-    }
-  });
-}
-
-template <class T, class Fields>
-codec::read_result read_fields(const msgpack::object& o, T& x, Fields fields) {
-  codec::struct_reader r{o};
-  read_fields(r, x, fields);
-  return r.result();
-}
-
 const msgpack::object* member(const msgpack::object& map, std::string_view key) {
   for (uint32_t i = 0; i < map.via.map.size; ++i) {
     auto& [name, value] = map.via.map.ptr[i];
@@ -289,15 +225,6 @@ std::optional<std::string> read_verdict(const msgpack::object& o, session_verdic
   return std::nullopt;
 }
 
-// Records are ours: as large as they were written, but never larger than the bytes they came in.
-caf::expected<msgpack::object_handle> unpack_record(std::string_view bytes) {
-  return wire::unpack(bytes, {.max_bytes = bytes.size(), .max_elements = bytes.size()});
-}
-
-caf::error corrupt(const char* what, const std::string& why) {
-  return caf::make_error(errc::store_corrupt, std::string{what} + ": " + why);
-}
-
 // Bumped when a stored record can no longer be read as this build writes it.
 constexpr int64_t record_schema = 1;
 
@@ -316,18 +243,6 @@ bool is_resting(session_state state) {
     return false;
   }
   return false;
-}
-
-// A record that is one map of `fields`, named `what` in errors.
-template <class T, class Fields>
-caf::expected<T> decode_fields(std::string_view bytes, const char* what, Fields fields) {
-  auto handle = unpack_record(bytes);
-  if (!handle)
-    return corrupt(what, message(handle.error()));
-  T out;
-  if (auto bad = read_fields(handle->get(), out, fields))
-    return corrupt(what, bad->message());
-  return out;
 }
 
 } // namespace
@@ -410,10 +325,7 @@ caf::expected<session_record> decode_record(std::string_view bytes) {
 }
 
 std::string encode_transition(const session_transition& transition) {
-  msgpack::sbuffer buffer;
-  codec::packer p{buffer};
-  pack_fields(p, transition, transition_fields);
-  return {buffer.data(), buffer.size()};
+  return field_codec::encode_fields(transition, transition_fields);
 }
 
 caf::expected<session_transition> decode_transition(std::string_view bytes) {
@@ -421,10 +333,7 @@ caf::expected<session_transition> decode_transition(std::string_view bytes) {
 }
 
 std::string encode_campaign(const stored_campaign& campaign) {
-  msgpack::sbuffer buffer;
-  codec::packer p{buffer};
-  pack_fields(p, campaign, campaign_fields);
-  return {buffer.data(), buffer.size()};
+  return field_codec::encode_fields(campaign, campaign_fields);
 }
 
 // A campaign state this build does not know makes the campaign unreadable: guessing could resume

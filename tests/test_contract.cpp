@@ -117,8 +117,35 @@ TEST(Contract, TestResultPayloadIsTyped) {
   ASSERT_TRUE(verdict->failure);
   EXPECT_EQ(verdict->failure->sample_index, 2);
   EXPECT_EQ(verdict->failure->exit_code, std::nullopt);
-  ASSERT_TRUE(verdict->failure->diff); // kept as msgpack bytes: the feedback reads it
+  // The open map that workers sent before the diff was typed reads as no diff.
+  EXPECT_FALSE(verdict->failure->diff);
   EXPECT_EQ(verdict->sandbox.at("namespaces"), "on");
+}
+
+TEST(Contract, ATypedDiffReadsFromItsGoldenFrame) {
+  auto result = worker_frame<wire::result>("result_diff");
+  auto verdict = wire::decode_as<contract::test_result>(result.payload, "test_result");
+  ASSERT_TRUE(verdict) << render(verdict.error());
+  ASSERT_TRUE(verdict->failure && verdict->failure->diff);
+  const auto& diff = *verdict->failure->diff;
+  EXPECT_EQ(diff.reason, "values differ");
+  EXPECT_EQ(diff.actual_shape, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(diff.expected_dtype, "float32");
+  EXPECT_EQ(diff.atol, 1e-5);
+  EXPECT_EQ(diff.max_abs_error, 0.5);
+  EXPECT_EQ(diff.max_rel_error, 0.25);
+  EXPECT_EQ(diff.nan_inf_mismatches, 1);
+  EXPECT_EQ(diff.signed_zero_mismatches, 1);
+  EXPECT_EQ(diff.mismatched, 3);
+  EXPECT_EQ(diff.total, 4);
+  ASSERT_EQ(diff.first_mismatches.size(), 3u);
+  EXPECT_EQ(diff.first_mismatches[1],
+            (contract::element_mismatch{.index = {1, 0}, .actual = "nan", .expected = "1.0"}));
+  EXPECT_FALSE(diff.first_mismatches[2].precise);
+  // The daemon writes the worker's diff back as it came.
+  auto again = wire::decode_as<contract::test_result>(contract::codec::to_bytes(*verdict), "r");
+  ASSERT_TRUE(again) << render(again.error());
+  EXPECT_EQ(*again, *verdict);
 }
 
 TEST(Contract, PayloadsThatBreakTheContractAreNamed) {

@@ -5,6 +5,8 @@
 #include "persistence/rocksdb_store.hpp"
 #include "tests/test_store_support.hpp"
 
+#include <fstream>
+#include <sstream>
 #include <tuple>
 
 #include <gtest/gtest.h>
@@ -179,6 +181,57 @@ TEST(Library, CorruptKernelBytesAreErrors) {
     ASSERT_FALSE(decoded);
     EXPECT_EQ(decoded.error().code(), static_cast<uint8_t>(errc::store_corrupt));
   }
+}
+
+// tests/fixtures/records/kernel.msgpack: what the nlohmann codec before this one wrote, every field
+// other than its default. It reads with every value, and is written back with every key and value.
+TEST(Library, TheGoldenKernelReadsAndIsWrittenBackWithEveryKeyAndValue) {
+  std::ifstream in{std::string{OPFORGE_SOURCE_DIR} + "/tests/fixtures/records/kernel.msgpack",
+                   std::ios::binary};
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  ASSERT_FALSE(bytes.str().empty());
+  auto decoded = decode_kernel(bytes.str());
+  ASSERT_TRUE(decoded) << render(decoded.error());
+  const auto& k = *decoded;
+  EXPECT_EQ(k.op, "nn.functional.relu");
+  EXPECT_EQ(k.variant, "inplace");
+  EXPECT_EQ(k.wrapper, "nn_functional_relu_wrapper");
+  EXPECT_EQ(k.source, "def nn_functional_relu_wrapper(input):\n    return launch(input)\n");
+  EXPECT_EQ(k.hash, "6fc3d2b2ed224bc8");
+  EXPECT_EQ(k.hash, content_hash(k.source));
+  EXPECT_EQ(k.dtypes, (std::vector<std::string>{"float32", "bfloat16"}));
+  EXPECT_EQ(k.skipped_dtypes,
+            (std::map<std::string, std::string>{{"int64", "no CPU reference for int64"}}));
+  EXPECT_EQ(k.aten_overloads, (std::vector<std::string>{"aten::relu", "aten::relu_"}));
+  EXPECT_EQ(k.origin, "repair");
+  EXPECT_EQ(k.campaign_id, "c1");
+  EXPECT_EQ(k.session_id, "c1/nn.functional.relu");
+  EXPECT_EQ(k.endpoint, "demo");
+  EXPECT_EQ(k.model, "replayed");
+  EXPECT_EQ(k.dialogs, 1u);
+  EXPECT_EQ(k.llm_calls, 2u);
+  EXPECT_EQ(k.calls_in_last_dialog, 2u);
+  EXPECT_EQ(k.tests_run, 12);
+  EXPECT_EQ(k.tests_passed, 11);
+  EXPECT_EQ(k.toolchain, "torch-2.13/triton-3.6");
+  EXPECT_EQ(k.toolchain_versions,
+            (std::map<std::string, std::string>{
+                {"device", "cpu"}, {"torch", "2.13.0"}, {"triton", "3.6.0"}}));
+  EXPECT_EQ(k.device_kind, "interpreter");
+  EXPECT_EQ(k.accepted_at_ms, 1764000000000);
+  // Every key with its value, and no other: the maps compare whatever order the keys are in.
+  auto golden = json::from_msgpack(bytes.str());
+  auto again = json::from_msgpack(encode_kernel(k));
+  EXPECT_EQ(again, golden);
+  EXPECT_EQ(golden.size(), 22u);
+}
+
+TEST(Library, AKernelFieldOfTheWrongTypeIsNamed) {
+  auto decoded = decode_kernel(bytes_of({{"op", "exp"}, {"tests_run", "x"}}));
+  ASSERT_FALSE(decoded);
+  EXPECT_EQ(render(decoded.error()),
+            "store_corrupt: kernel record: key 'tests_run': expected an integer, got str");
 }
 
 TEST(Library, CoveredOperatorsAreThoseWithAStoredKernel) {

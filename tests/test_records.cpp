@@ -126,17 +126,62 @@ TEST(GoldenRecords, AFailedSessionReadsWithEveryField) {
   EXPECT_EQ(verdict->failure->sample, "input: bfloat16[4, 4]");
   EXPECT_EQ(verdict->failure->check, "accuracy");
   EXPECT_FALSE(verdict->failure->exit_code);
-  ASSERT_TRUE(verdict->failure->diff);
-  EXPECT_EQ(value_of(*verdict->failure->diff), (json{{"max_abs_error", 0.25}}));
+  // The open map that builds wrote before the diff was typed reads as no diff.
+  EXPECT_FALSE(verdict->failure->diff);
   EXPECT_EQ(record->verdict.hosts.passed_on, std::vector<std::string>{"host-a"});
   EXPECT_EQ(record->verdict.hosts.failed_on, "host-b");
   EXPECT_TRUE(record->verdict.hosts.confirmed_on.empty());
 
-  // Written back as the same map: same keys, same values (floats may change their width).
-  EXPECT_EQ(as_of(value_of(encode_record(*record)), value_of(bytes)), value_of(bytes));
+  // Written back as the same map: same keys, same values (floats may change their width), but
+  // the untyped diff, which is nil.
+  auto written = value_of(bytes);
+  written["verdict"]["failure"]["diff"] = nullptr;
+  EXPECT_EQ(as_of(value_of(encode_record(*record)), written), written);
   auto again = decode_record(encode_record(*record));
   ASSERT_TRUE(again) << render(again.error());
   EXPECT_EQ(encode_record(*again), encode_record(*record));
+}
+
+TEST(GoldenRecords, AnAccuracyVerdictKeepsItsTypedDiff) {
+  auto bytes = golden("session_accuracy");
+  auto record = decode_record(bytes);
+  ASSERT_TRUE(record) << render(record.error());
+  ASSERT_TRUE(record->verdict.test() && record->verdict.test()->failure);
+  const auto& diff = record->verdict.test()->failure->diff;
+  ASSERT_TRUE(diff);
+  EXPECT_EQ(diff->reason, "values differ");
+  EXPECT_EQ(diff->actual_shape, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(diff->expected_shape, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(diff->actual_dtype, "float32");
+  EXPECT_EQ(diff->expected_dtype, "float32");
+  EXPECT_EQ(diff->atol, 1e-5);
+  EXPECT_EQ(diff->rtol, 1.3e-6);
+  EXPECT_EQ(diff->max_abs_error, 0.5);
+  EXPECT_EQ(diff->max_rel_error, 0.25);
+  EXPECT_EQ(diff->nan_inf_mismatches, 1);
+  EXPECT_EQ(diff->signed_zero_mismatches, 1);
+  EXPECT_FALSE(diff->accepted);
+  EXPECT_EQ(diff->mismatched, 3);
+  EXPECT_EQ(diff->total, 4);
+  EXPECT_EQ(diff->first_mismatches, (std::vector<contract::element_mismatch>{
+                                        {.index = {0, 1}, .actual = "2.5", .expected = "2.0"},
+                                        {.index = {1, 0}, .actual = "nan", .expected = "1.0"},
+                                        {.index = {1, 1}, .actual = "-0.0", .expected = "0.0"}}));
+  // Written back with every key and value, the diff's included.
+  EXPECT_EQ(as_of(value_of(encode_record(*record)), value_of(bytes)), value_of(bytes));
+}
+
+// What builds before the typed diff stored for an accuracy failure: compare.py's map, its element
+// values the elements' own msgpack types. The record reads, the diff as none.
+TEST(GoldenRecords, AnUntypedDiffWithElementValuesReadsAsNone) {
+  auto value = value_of(golden("session_accuracy"));
+  value["verdict"]["failure"]["diff"]["first_mismatches"] =
+      json::array({{{"index", {0, 1}}, {"actual", 2.5}, {"expected", 2.0}},
+                   {{"index", {1, 0}}, {"actual", "nan"}, {"expected", true}}});
+  auto record = decode_record(bytes_of(value));
+  ASSERT_TRUE(record) << render(record.error());
+  EXPECT_FALSE(record->verdict.test()->failure->diff);
+  EXPECT_EQ(record->verdict.test()->failure->sample, "input: bfloat16[4, 4]");
 }
 
 TEST(GoldenRecords, ASessionAfterLintAndAFreshOneRead) {

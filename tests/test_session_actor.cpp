@@ -139,8 +139,9 @@ TEST_F(SessionActor, EveryFeedbackPathThenSuccessCheckpointedWithTheKernel) {
   jobs->add_test("exp", done(failure_result(outcome::runtime_error, {.message = "RUNTIME-MARK"})));
   jobs->add_test(
       "exp", done(failure_result(outcome::crash, {.message = "died", .cuda_error = "CUDA-MARK"})));
-  jobs->add_test("exp", done(failure_result(outcome::accuracy_error,
-                                            {.diff = diff_map({{"values", "DIFF-MARK"}})})));
+  jobs->add_test("exp",
+                 done(failure_result(outcome::accuracy_error,
+                                     {.diff = contract::tensor_diff{.reason = "DIFF-MARK"}})));
   jobs->add_test("exp", done(failure_result(outcome::timeout, {.message = "TIMEOUT-MARK"})));
   jobs->add_test("exp", done(failure_result(outcome::cheat_detected, {.message = "CHEAT-MARK"})));
   jobs->add_test("exp", done(pass));
@@ -308,8 +309,7 @@ TEST_F(SessionActor, ContextExhaustionStartsANewDialogFromTheLatestKernel) {
   chat->add("exp", chat_outcome::ok, good_answer("exp", 41));
   chat->add("exp", chat_outcome::context_exhausted, "maximum context length is 8192 tokens");
   chat->add("exp", chat_outcome::ok, good_answer("exp", 42));
-  jobs->add_test("exp", done(failure_result(outcome::accuracy_error,
-                                            {.diff = diff_map({{"max_abs_error", 1}})})));
+  jobs->add_test("exp", done(failure_result(outcome::accuracy_error, {.diff = values_differ(1)})));
   jobs->add_test("exp", done(pass));
   auto summary = run(record("exp"));
   EXPECT_EQ(summary.state, session_state::success);

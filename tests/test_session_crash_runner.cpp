@@ -50,9 +50,8 @@ job_reply verdict(const device_job& job, const nlohmann::json& request) {
     return done(clean_lint());
   if (request.at("source").get<std::string>().find("y = +1") != std::string::npos)
     return done(test_verdict(contract::outcome::pass, 3, 3));
-  return done(test_verdict(
-      contract::outcome::accuracy_error, 1, 0,
-      contract::test_failure{.dtype = "float32", .diff = diff_map({{"max_abs_error", 2.0}})}));
+  return done(test_verdict(contract::outcome::accuracy_error, 1, 0,
+                           contract::test_failure{.dtype = "float32", .diff = values_differ(2.0)}));
 }
 
 } // namespace

@@ -1,6 +1,7 @@
 #include "actors/sessions/feedback.hpp"
 #include "actors/sessions/session_machine.hpp"
 #include "messages/errors.hpp"
+#include "tests/test_diff_support.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -45,12 +46,6 @@ const contract::lint_result lint_bad{
                     .text = "torch.exp(input)",
                     .hint = "compute the result in a @triton.jit kernel"}}};
 
-// compare.py's diff, a map that arrives as msgpack bytes.
-std::string diff_map(const json& value) {
-  auto bytes = json::to_msgpack(value);
-  return {bytes.begin(), bytes.end()};
-}
-
 contract::test_result test_result(outcome o, std::optional<test_failure> failure = test_failure{}) {
   return {.outcome = o,
           .tests_run = o == outcome::pass ? 12 : 3,
@@ -59,12 +54,12 @@ contract::test_result test_result(outcome o, std::optional<test_failure> failure
 }
 
 const contract::test_result pass = test_result(outcome::pass, std::nullopt);
-const contract::test_result accuracy =
-    test_result(outcome::accuracy_error, test_failure{.dtype = "bfloat16",
-                                                      .sample_index = 2,
-                                                      .sample = "input: bfloat16[5, 5]",
-                                                      .message = "values differ",
-                                                      .diff = diff_map({{"max_abs_error", 0.5}})});
+const contract::test_result accuracy = test_result(
+    outcome::accuracy_error, test_failure{.dtype = "bfloat16",
+                                          .sample_index = 2,
+                                          .sample = "input: bfloat16[5, 5]",
+                                          .message = "values differ",
+                                          .diff = opforge::testing::values_differ(0.5)});
 
 session_record fresh_record() {
   session_record r;
@@ -289,11 +284,9 @@ INSTANTIATE_TEST_SUITE_P(
         outcome_case{outcome::accuracy_error,
                      {.dtype = "bfloat16",
                       .sample = "input: bfloat16[5, 5]",
-                      .diff = diff_map({{"max_abs_error", 0.5},
-                                        {"mismatches", 3},
-                                        {"first", "[0, 1]: 1.0 vs 1.5"}})},
-                     {"wrong values for dtype bfloat16", "max_abs_error: 0.5", "mismatches: 3",
-                      "first: [0, 1]: 1.0 vs 1.5"}},
+                      .diff = opforge::testing::values_differ(0.5, 3, 25)},
+                     {"wrong values for dtype bfloat16", "max_abs_error: 0.5", "mismatched: 3",
+                      "total: 25"}},
         outcome_case{outcome::timeout,
                      {.dtype = "int64", .message = "sample 4 ran past 10 s"},
                      {"did not finish in time for dtype int64", "sample 4 ran past 10 s"}},
@@ -314,6 +307,78 @@ INSTANTIATE_TEST_SUITE_P(
              "No imports.\n- module_attribute at line 9 `torch.sin`: Use only allowed names.",
              "(`exp_wrapper`"}}),
     [](const auto& info) { return to_string(info.param.outcome); });
+
+// The typed diff goes into the prompt field by field, the element values as the worker wrote them
+// (Python's repr) and the numbers as Python writes them.
+TEST_F(SessionMachine, ATensorDiffIsShownFieldByField) {
+  contract::tensor_diff diff{
+      .reason = "values differ",
+      .actual_shape = {2, 3},
+      .expected_shape = {2, 3},
+      .actual_dtype = "bfloat16",
+      .expected_dtype = "bfloat16",
+      .atol = 1e-5,
+      .rtol = 0.016,
+      .max_abs_error = 2.0,
+      .max_rel_error = 1e20,
+      .nan_inf_mismatches = 1,
+      .signed_zero_mismatches = 1,
+      .accepted = "within tolerance of expected or of precise",
+      .mismatched = 3,
+      .total = 6,
+      .first_mismatches = {{.index = {0, 1}, .actual = "2.5", .expected = "0.5", .precise = "0.5"},
+                           {.index = {1, 0}, .actual = "nan", .expected = "1.0"},
+                           {.index = {1, 2}, .actual = "-0.0", .expected = "0.0"}}};
+  begin();
+  feed(llm_answered{good_answer, false, 0, 0});
+  feed(lint_finished{lint_ok});
+  feed(test_finished{
+      test_result(outcome::accuracy_error, test_failure{.dtype = "bfloat16", .diff = diff})});
+  EXPECT_NE(last_prompt().find("Difference from PyTorch:\n"
+                               "reason: values differ\n"
+                               "actual_shape: [2, 3]\n"
+                               "expected_shape: [2, 3]\n"
+                               "actual_dtype: bfloat16\n"
+                               "expected_dtype: bfloat16\n"
+                               "atol: 1e-05\n"
+                               "rtol: 0.016\n"
+                               "max_abs_error: 2.0\n"
+                               "max_rel_error: 1e+20\n"
+                               "nan_inf_mismatches: 1\n"
+                               "signed_zero_mismatches: 1\n"
+                               "accepted: within tolerance of expected or of precise\n"
+                               "mismatched: 3\n"
+                               "total: 6\n"
+                               "first_mismatches:\n"
+                               "  [0, 1]: actual 2.5, expected 0.5, precise 0.5\n"
+                               "  [1, 0]: actual nan, expected 1.0\n"
+                               "  [1, 2]: actual -0.0, expected 0.0\n\n"),
+            std::string::npos)
+      << last_prompt();
+
+  // A diff of shapes has no errors to show; a verdict without a diff says what the worker said.
+  feed(llm_answered{good_answer, false, 0, 0});
+  feed(lint_finished{lint_ok});
+  feed(test_finished{
+      test_result(outcome::accuracy_error,
+                  test_failure{.diff = contract::tensor_diff{.reason = "shape differs",
+                                                             .actual_shape = {3},
+                                                             .expected_shape = {},
+                                                             .actual_dtype = "float32",
+                                                             .expected_dtype = "float32"}})});
+  EXPECT_NE(last_prompt().find("Difference from PyTorch:\nreason: shape differs\n"
+                               "actual_shape: [3]\nexpected_shape: []\n"
+                               "actual_dtype: float32\nexpected_dtype: float32\n\n"),
+            std::string::npos)
+      << last_prompt();
+  feed(llm_answered{good_answer, false, 0, 0});
+  feed(lint_finished{lint_ok});
+  feed(test_finished{
+      test_result(outcome::accuracy_error, test_failure{.message = "output: values differ"})});
+  EXPECT_NE(last_prompt().find("Difference from PyTorch:\noutput: values differ\n"),
+            std::string::npos)
+      << last_prompt();
+}
 
 TEST_F(SessionMachine, LongFieldsAreCutInTheMiddleDeterministically) {
   begin();
@@ -523,7 +588,6 @@ TEST(SessionRecord, CorruptBytesAreErrorsNotCrashes) {
 // Records stored the verdict as the worker's result map with the hosts beside its keys; the
 // typed verdict reads them and writes the same keys back.
 TEST(SessionRecord, VerdictsStoredAsTheWorkersMapDecodeTyped) {
-  json diff = {{"max_abs_error", 0.5}};
   json old = {{"schema", 1},
               {"session_id", "c1/exp"},
               {"state", "SUCCESS"},
@@ -565,14 +629,23 @@ TEST(SessionRecord, VerdictsStoredAsTheWorkersMapDecodeTyped) {
 
   auto failed = *decoded;
   failed.verdict = {test_result(outcome::accuracy_error,
-                                test_failure{.message = "values differ", .diff = diff_map(diff)}),
+                                test_failure{.message = "values differ",
+                                             .diff = opforge::testing::values_differ(0.5)}),
                     {.passed_on = {"a"}, .failed_on = "b"}};
   auto stored = json::from_msgpack(encode_record(failed));
-  EXPECT_EQ(stored["verdict"]["failure"]["diff"], diff);
+  EXPECT_EQ(stored["verdict"]["failure"]["diff"], (json{{"reason", "values differ"},
+                                                        {"actual_shape", json::array({4})},
+                                                        {"expected_shape", json::array({4})},
+                                                        {"actual_dtype", "float32"},
+                                                        {"expected_dtype", "float32"},
+                                                        {"max_abs_error", 0.5},
+                                                        {"mismatched", 1},
+                                                        {"total", 4},
+                                                        {"first_mismatches", json::array()}}));
   EXPECT_EQ(stored["verdict"]["disagreement"], (json{{"passed_on", {"a"}}, {"failed_on", "b"}}));
   auto back = decode_record(encode_record(failed));
   ASSERT_TRUE(back) << render(back.error());
-  EXPECT_EQ(json::from_msgpack(*back->verdict.test()->failure->diff), diff);
+  EXPECT_EQ(back->verdict.test()->failure->diff, opforge::testing::values_differ(0.5));
   EXPECT_EQ(back->verdict.hosts.passed_on, std::vector<std::string>{"a"});
   EXPECT_EQ(back->verdict.hosts.failed_on, "b");
 

@@ -16,6 +16,7 @@
 #include "messages/system_config.hpp"
 #include "messages/wire.hpp"
 #include "messages/write_batch.hpp"
+#include "tests/test_diff_support.hpp"
 
 #include <chrono>
 #include <deque>
@@ -148,12 +149,6 @@ inline contract::lint_result clean_lint() {
 inline contract::test_result test_verdict(contract::outcome outcome, int64_t run, int64_t passed,
                                           std::optional<contract::test_failure> failure = {}) {
   return {.outcome = outcome, .tests_run = run, .tests_passed = passed, .failure = failure};
-}
-
-/// compare.py's diff of an accuracy failure: an open map, carried as msgpack bytes.
-inline std::string diff_map(const nlohmann::json& diff) {
-  auto bytes = nlohmann::json::to_msgpack(diff);
-  return {bytes.begin(), bytes.end()};
 }
 
 /// What the scripted device manager serves and saw. Lint jobs with nothing scripted are clean;

@@ -14,6 +14,7 @@
 #include "persistence/keys.hpp"
 #include "persistence/rocksdb_store.hpp"
 #include "tests/cli_test_support.hpp"
+#include "tests/test_diff_support.hpp"
 #include "tests/test_store_support.hpp"
 
 #include <functional>
@@ -81,10 +82,9 @@ const contract::test_result wrong_values{
     .outcome = contract::outcome::accuracy_error,
     .tests_run = 8,
     .tests_passed = 5,
-    .failure = contract::test_failure{.dtype = "float32", .message = "values differ", .diff = [] {
-                                        auto diff = json::to_msgpack(json{{"max_abs_error", 1.5}});
-                                        return std::string{diff.begin(), diff.end()};
-                                      }()}};
+    .failure = contract::test_failure{.dtype = "float32",
+                                      .message = "values differ",
+                                      .diff = opforge::testing::values_differ(1.5)}};
 
 using store_writer = std::function<void(write_batch)>;
 

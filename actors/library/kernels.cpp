@@ -2,21 +2,43 @@
 
 #include "messages/errors.hpp"
 #include "messages/wire.hpp"
+#include "persistence/field_codec.hpp"
 #include "persistence/keys.hpp"
 
 #include <cstdio>
 
-#include <nlohmann/json.hpp>
-
 namespace opforge {
 
-// Every field is written, so the stored map is what the JSON literal of earlier builds wrote.
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(kernel_record, op, variant, wrapper, source, hash,
-                                                dtypes, skipped_dtypes, aten_overloads, origin,
-                                                campaign_id, session_id, endpoint, model, dialogs,
-                                                llm_calls, calls_in_last_dialog, tests_run,
-                                                tests_passed, toolchain, toolchain_versions,
-                                                device_kind, accepted_at_ms)
+namespace {
+
+// Every field is written, so the stored map has every key that the nlohmann codec of earlier
+// builds wrote (tests/fixtures/records/kernel.msgpack); a key it lacks keeps its default.
+constexpr auto kernel_fields = [](auto& x, auto&& f) {
+  f("op", x.op);
+  f("variant", x.variant);
+  f("wrapper", x.wrapper);
+  f("source", x.source);
+  f("hash", x.hash);
+  f("dtypes", x.dtypes);
+  f("skipped_dtypes", x.skipped_dtypes);
+  f("aten_overloads", x.aten_overloads);
+  f("origin", x.origin);
+  f("campaign_id", x.campaign_id);
+  f("session_id", x.session_id);
+  f("endpoint", x.endpoint);
+  f("model", x.model);
+  f("dialogs", x.dialogs);
+  f("llm_calls", x.llm_calls);
+  f("calls_in_last_dialog", x.calls_in_last_dialog);
+  f("tests_run", x.tests_run);
+  f("tests_passed", x.tests_passed);
+  f("toolchain", x.toolchain);
+  f("toolchain_versions", x.toolchain_versions);
+  f("device_kind", x.device_kind);
+  f("accepted_at_ms", x.accepted_at_ms);
+};
+
+} // namespace
 
 // 64-bit FNV-1a: stored in keys, so it must not change with the build, unlike std::hash.
 std::string content_hash(std::string_view source) {
@@ -35,16 +57,11 @@ std::string kernel_key(std::string_view operator_id, std::string_view source) {
 }
 
 std::string encode_kernel(const kernel_record& kernel) {
-  auto bytes = nlohmann::json::to_msgpack(nlohmann::json(kernel));
-  return {bytes.begin(), bytes.end()};
+  return field_codec::encode_fields(kernel, kernel_fields);
 }
 
 caf::expected<kernel_record> decode_kernel(std::string_view bytes) {
-  try {
-    return nlohmann::json::from_msgpack(bytes.begin(), bytes.end()).get<kernel_record>();
-  } catch (const nlohmann::json::exception& e) {
-    return caf::make_error(errc::store_corrupt, std::string{"kernel record: "} + e.what());
-  }
+  return field_codec::decode_fields<kernel_record>(bytes, "kernel record", kernel_fields);
 }
 
 write_op add_kernel(kernel_record kernel) {

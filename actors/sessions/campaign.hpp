@@ -23,8 +23,6 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
-#include <nlohmann/json.hpp>
-
 namespace opforge {
 
 /// Which operators of the catalog a campaign covers.

@@ -1,8 +1,8 @@
 #include "actors/sessions/feedback.hpp"
 
 #include <algorithm>
-
-#include <nlohmann/json.hpp>
+#include <charconv>
+#include <cmath>
 
 namespace opforge {
 
@@ -15,38 +15,75 @@ constexpr size_t diff_limit = 3000;
 constexpr size_t short_field_limit = 1000;
 constexpr size_t max_lint_items = 20;
 
-// A JSON value as readable text: strings as they are, maps as "key: value" lines, arrays of
-// scalars on one line.
-std::string describe(const nlohmann::json& value) {
-  if (value.is_string())
-    return value.get<std::string>();
-  if (value.is_object()) {
-    std::string out;
-    for (const auto& [key, item] : value.items()) {
-      auto text = describe(item);
-      out += key + (text.find('\n') == std::string::npos ? ": " : ":\n") + text + "\n";
-    }
-    if (!out.empty())
-      out.pop_back();
-    return out;
-  }
-  if (value.is_array() &&
-      std::all_of(value.begin(), value.end(), [](const auto& v) { return v.is_primitive(); })) {
-    std::string out = "[";
-    for (const auto& item : value)
-      out += (out.size() > 1 ? ", " : "") + describe(item);
-    return out + "]";
-  }
-  return value.dump();
+// A float as Python's repr writes it, as the model reads the element values beside it (the
+// worker writes those with repr): every digit that tells it apart, and fixed notation from 1e-4
+// up to 1e16.
+std::string python_float(double value) {
+  if (std::isnan(value))
+    return "nan";
+  if (std::isinf(value))
+    return value > 0 ? "inf" : "-inf";
+  char text[64];
+  auto scientific = std::to_chars(text, text + sizeof text, value, std::chars_format::scientific);
+  auto exponent = std::stoi(std::string{std::find(text, scientific.ptr, 'e') + 1, scientific.ptr});
+  if (exponent < -4 || exponent >= 16)
+    return {text, scientific.ptr};
+  auto fixed = std::to_chars(text, text + sizeof text, value, std::chars_format::fixed);
+  std::string out{text, fixed.ptr};
+  return out.find('.') == std::string::npos ? out + ".0" : out;
 }
 
-// The diff is compare.py's open map, kept as the worker's msgpack bytes (messages/contract.yaml);
-// only its rendering for the prompt reads it.
-std::string describe_diff(const std::optional<std::string>& diff) {
-  if (!diff || diff->empty())
+std::string index_list(const std::vector<int64_t>& values) {
+  std::string out = "[";
+  for (auto value : values)
+    out += (out.size() > 1 ? ", " : "") + std::to_string(value);
+  return out + "]";
+}
+
+// The diff as "key: value" lines in the order a reader looks for them: what differs, where the
+// tolerance stood and how far off the output is, then the first elements that differ.
+std::string describe_diff(const std::optional<contract::tensor_diff>& diff) {
+  if (!diff)
     return {};
-  auto value = nlohmann::json::from_msgpack(diff->begin(), diff->end(), true, false);
-  return value.is_discarded() ? std::string{} : describe(value);
+  std::string out;
+  auto line = [&out](std::string_view key, const std::string& value) {
+    out.append(key).append(": ").append(value).append("\n");
+  };
+  auto real = [&line](std::string_view key, const std::optional<double>& value) {
+    if (value)
+      line(key, python_float(*value));
+  };
+  auto count = [&line](std::string_view key, const std::optional<int64_t>& value) {
+    if (value)
+      line(key, std::to_string(*value));
+  };
+  line("reason", diff->reason);
+  line("actual_shape", index_list(diff->actual_shape));
+  line("expected_shape", index_list(diff->expected_shape));
+  line("actual_dtype", diff->actual_dtype);
+  line("expected_dtype", diff->expected_dtype);
+  real("atol", diff->atol);
+  real("rtol", diff->rtol);
+  real("max_abs_error", diff->max_abs_error);
+  real("max_rel_error", diff->max_rel_error);
+  count("nan_inf_mismatches", diff->nan_inf_mismatches);
+  count("signed_zero_mismatches", diff->signed_zero_mismatches);
+  if (diff->accepted)
+    line("accepted", *diff->accepted);
+  count("mismatched", diff->mismatched);
+  count("total", diff->total);
+  if (!diff->first_mismatches.empty()) {
+    out += "first_mismatches:\n";
+    for (const auto& element : diff->first_mismatches) {
+      out += "  " + index_list(element.index) + ": actual " + element.actual + ", expected " +
+             element.expected;
+      if (element.precise)
+        out += ", precise " + *element.precise;
+      out += "\n";
+    }
+  }
+  out.pop_back();
+  return out;
 }
 
 std::string lint_report(const contract::lint_result& lint) {

@@ -4,7 +4,8 @@ Floating outputs match elementwise when ``|actual - expected| <= atol + rtol * |
 the tolerance of the output's dtype; NaN, +inf and -inf must sit at exactly the same positions,
 and where the reference is an exact zero, a zero must have its sign (``0 - x`` is not ``-x``).
 Integer and bool outputs, and Python scalars other than floats, must match exactly. A mismatch
-comes with a tensor-diff summary that a person or a model can act on.
+comes with a tensor-diff summary that a person or a model can act on: the contract's
+``tensor_diff``, its element values written as Python's repr of them (compare ``_scalar``).
 
 A reference may come with a ``precise`` twin (judge.py, ``Reference.precise``): the operator
 computed in a wider dtype and rounded to the output's. An element then matches when it matches
@@ -18,6 +19,7 @@ from collections.abc import Callable
 
 import torch
 
+from opforge_worker.contract import ElementMismatch, TensorDiff
 from opforge_worker.settings import Tolerance
 
 _SHOWN_MISMATCHES = 5
@@ -45,9 +47,11 @@ def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     )
 
 
-def _scalar(value: torch.Tensor):
-    item = value.item()
-    return item if not isinstance(item, float) or item == item else "nan"
+def _scalar(value: torch.Tensor) -> str:
+    """An element as the model reads it in Python: repr keeps every digit of a float (the
+    shortest text that reads back the same), the sign of a zero, nan and inf, and writes bools,
+    ints and complex values (which msgpack has no type for) as their literals."""
+    return repr(value.item())
 
 
 def _wrong_zero_signs(actual: torch.Tensor, expected: torch.Tensor, precise) -> torch.Tensor:
@@ -78,7 +82,7 @@ def tensor_diff(
     expected: torch.Tensor,
     tolerance: Tolerance | None,
     precise: torch.Tensor | None = None,
-):
+) -> TensorDiff | None:
     """None when ``actual`` matches ``expected``, or where a ``precise`` twin of it (same shape
     and dtype) is given, when each element matches one of them; otherwise a summary of how it
     differs."""
@@ -88,16 +92,19 @@ def tensor_diff(
     # outputs of a passing candidate are equal to the byte, and checking that costs one pass.
     if (tolerant or not holds_nan) and bitwise_equal(actual, expected):
         return None
-    summary = {
-        "actual_shape": list(actual.shape),
-        "expected_shape": list(expected.shape),
-        "actual_dtype": dtype_name(actual.dtype),
-        "expected_dtype": dtype_name(expected.dtype),
-    }
+    summary = TensorDiff(
+        reason="values differ",
+        actual_shape=list(actual.shape),
+        expected_shape=list(expected.shape),
+        actual_dtype=dtype_name(actual.dtype),
+        expected_dtype=dtype_name(expected.dtype),
+    )
     if actual.shape != expected.shape:
-        return {**summary, "reason": "shape differs"}
+        summary.reason = "shape differs"
+        return summary
     if actual.dtype != expected.dtype:
-        return {**summary, "reason": "dtype differs"}
+        summary.reason = "dtype differs"
+        return summary
     if precise is not None and not tolerant:
         precise = None  # exact rules take ATen's result alone
     if tolerant:
@@ -126,19 +133,17 @@ def tensor_diff(
             error = torch.fmin(error, _finite_errors(a, p))
         error = error.where(~error.isnan(), torch.zeros_like(a))
         relative = error / e.abs().clamp_min(torch.finfo(torch.float64).tiny)
-        summary.update(
-            atol=tolerance.atol,
-            rtol=tolerance.rtol,
-            max_abs_error=float(error.max()) if error.numel() else 0.0,
-            max_rel_error=float(relative.where(finite, torch.zeros_like(a)).max())
-            if error.numel()
-            else 0.0,
-            nan_inf_mismatches=int(special.sum()),
+        summary.atol = float(tolerance.atol)
+        summary.rtol = float(tolerance.rtol)
+        summary.max_abs_error = float(error.max()) if error.numel() else 0.0
+        summary.max_rel_error = (
+            float(relative.where(finite, torch.zeros_like(a)).max()) if error.numel() else 0.0
         )
+        summary.nan_inf_mismatches = int(special.sum())
         if bool(wrong_zeros.any()):
-            summary["signed_zero_mismatches"] = int(wrong_zeros.sum())
+            summary.signed_zero_mismatches = int(wrong_zeros.sum())
         if precise is not None:
-            summary["accepted"] = (
+            summary.accepted = (
                 f"within tolerance of expected (ATen's {dtype_name(expected.dtype)} CPU result) "
                 f"or of precise (the operator in a wider dtype, rounded to "
                 f"{dtype_name(expected.dtype)})"
@@ -151,27 +156,23 @@ def tensor_diff(
     if count == 0:
         return None
     positions = mismatch.nonzero()[:_SHOWN_MISMATCHES]
-    summary.update(
-        reason="values differ",
-        mismatched=count,
-        total=expected.numel(),
-        first_mismatches=[
-            _mismatch_at(position.tolist(), actual, expected, precise) for position in positions
-        ],
-    )
+    summary.mismatched = count
+    summary.total = expected.numel()
+    summary.first_mismatches = [
+        _mismatch_at(position.tolist(), actual, expected, precise) for position in positions
+    ]
     return summary
 
 
-def _mismatch_at(index: list[int], actual, expected, precise) -> dict:
+def _mismatch_at(index: list[int], actual, expected, precise) -> ElementMismatch:
     """One mismatching element, its values side by side."""
-    shown = {
-        "index": index,
-        "actual": _scalar(actual[tuple(index)]),
-        "expected": _scalar(expected[tuple(index)]),
-    }
-    if precise is not None:
-        shown["precise"] = _scalar(precise[tuple(index)])
-    return shown
+    at = tuple(index)
+    return ElementMismatch(
+        index=index,
+        actual=_scalar(actual[at]),
+        expected=_scalar(expected[at]),
+        precise=_scalar(precise[at]) if precise is not None else None,
+    )
 
 
 def compare_structure(
@@ -194,7 +195,7 @@ def compare_structure(
             return f"{where} should be a tensor, got {kind}", None
         actual = leaves[structure["index"]]
         diff = tensor_diff(actual, expected, tolerance_for(expected.dtype), precise)
-        return (f"{where}: {diff['reason']}", diff) if diff else None
+        return (f"{where}: {diff.reason}", diff) if diff else None
     if isinstance(expected, tuple | list):
         if kind not in ("tuple", "list") or len(structure["items"]) != len(expected):
             count = len(structure.get("items", ()))

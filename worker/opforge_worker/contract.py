@@ -190,6 +190,7 @@ class _Field:
     nonempty: bool = False
     positive: bool = False
     skip_unknown: bool = False
+    lenient: bool = False
     min: int | None = None
     max_len: int | None = None
     charset: str | None = None
@@ -281,7 +282,12 @@ def _read_struct(fields: tuple[_Field, ...], value: Any, context: str, path: str
                 if f.optional:
                     continue
                 raise _Bad(where, "missing", "missing_key")
-            item = out[f.name] = _read(f.spec, value[f.name], where, f.skip_unknown)
+            try:
+                item = out[f.name] = _read(f.spec, value[f.name], where, f.skip_unknown)
+            except _Bad:
+                if not f.lenient:
+                    raise
+                item = out[f.name] = None
             if f.min is not None and item < f.min:
                 raise _Bad(where, f"must be at least {f.min}")
             if f.nonempty and item is not None and not item:
@@ -502,6 +508,94 @@ class DtypeResult:
 
 
 @dataclass
+class ElementMismatch:
+    """One element where an output differs from its reference, the values side by side."""
+
+    NAME: ClassVar[str] = "element_mismatch"
+    FIELDS: ClassVar[tuple[_Field, ...]] = (
+        _Field("index", ("list", ("int",))),
+        _Field("actual", ("str",)),
+        _Field("expected", ("str",)),
+        _Field("precise", ("optional", ("str",)), optional=True),
+    )
+
+    #: its position, an index per dimension ([] in a 0-d tensor)
+    index: list[int] = field(default_factory=list)
+    #: the candidate's value as Python's repr of the element: 2.5, nan, -0.0, True, 7, (1+2j)
+    actual: str = ""
+    #: the reference's (ATen's) value, written alike
+    expected: str = ""
+    #: the precise reference's value, where the dtype has one
+    precise: str | None = None
+
+    @classmethod
+    def from_dict(cls, value: Any, context: str = "") -> Self:
+        """Validates `value` (unknown keys ignored); ContractError says what is wrong."""
+        return cls(**_read_struct(cls.FIELDS, value, context or cls.NAME, ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        return _write_struct(self)
+
+
+@dataclass
+class TensorDiff:
+    """How an output tensor differs from its reference (worker/opforge_worker/compare.py)."""
+
+    NAME: ClassVar[str] = "tensor_diff"
+    FIELDS: ClassVar[tuple[_Field, ...]] = (
+        _Field("reason", ("str",), nonempty=True),
+        _Field("actual_shape", ("list", ("int",))),
+        _Field("expected_shape", ("list", ("int",))),
+        _Field("actual_dtype", ("str",)),
+        _Field("expected_dtype", ("str",)),
+        _Field("atol", ("optional", ("float",)), optional=True),
+        _Field("rtol", ("optional", ("float",)), optional=True),
+        _Field("max_abs_error", ("optional", ("float",)), optional=True),
+        _Field("max_rel_error", ("optional", ("float",)), optional=True),
+        _Field("nan_inf_mismatches", ("optional", ("int",)), optional=True),
+        _Field("signed_zero_mismatches", ("optional", ("int",)), optional=True),
+        _Field("accepted", ("optional", ("str",)), optional=True),
+        _Field("mismatched", ("optional", ("int",)), optional=True),
+        _Field("total", ("optional", ("int",)), optional=True),
+        _Field("first_mismatches", ("list", ("struct", "element_mismatch")), optional=True),
+    )
+
+    #: shape differs, dtype differs or values differ
+    reason: str = ""
+    actual_shape: list[int] = field(default_factory=list)
+    expected_shape: list[int] = field(default_factory=list)
+    actual_dtype: str = ""
+    expected_dtype: str = ""
+    #: the tolerance, where values of a floating dtype were compared under one; the errors below
+    #: with it
+    atol: float | None = None
+    rtol: float | None = None
+    #: over elements where both are finite, from the nearer reference
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    #: positions where NaN, +inf or -inf is in one and not the other
+    nan_inf_mismatches: int | None = None
+    #: zeros of the other sign than the reference's exact zero, only when any
+    signed_zero_mismatches: int | None = None
+    #: what passes, where the dtype has a precise reference
+    accepted: str | None = None
+    #: values differ: the elements that do
+    mismatched: int | None = None
+    #: values differ: the elements of the output
+    total: int | None = None
+    #: values differ: the first few, in index order
+    first_mismatches: list[ElementMismatch] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, value: Any, context: str = "") -> Self:
+        """Validates `value` (unknown keys ignored); ContractError says what is wrong."""
+        return cls(**_read_struct(cls.FIELDS, value, context or cls.NAME, ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        return _write_struct(self)
+
+
+@dataclass
 class TestFailure:
     """The first failure of a test job."""
 
@@ -519,7 +613,7 @@ class TestFailure:
         _Field("cuda_error", ("str",)),
         _Field("signal", ("str",)),
         _Field("exit_code", ("optional", ("int",))),
-        _Field("diff", ("optional", ("map",))),
+        _Field("diff", ("optional", ("struct", "tensor_diff")), lenient=True),
         _Field("stdout", ("str",)),
         _Field("stderr", ("str",)),
     )
@@ -541,9 +635,9 @@ class TestFailure:
     cuda_error: str = ""
     signal: str = ""
     exit_code: int | None = None
-    #: how the output differs from the reference (worker/opforge_worker/compare.py), nil when not an
-    #: accuracy failure
-    diff: dict | None = None
+    #: how the output differs from the reference, nil when not an accuracy failure; the open map of
+    #: builds before it was typed reads as nil
+    diff: TensorDiff | None = None
     stdout: str = ""
     stderr: str = ""
 
@@ -1244,6 +1338,8 @@ STRUCTS: dict[str, type] = {
     "catalog_request": CatalogRequest,
     "set_count": SetCount,
     "dtype_result": DtypeResult,
+    "element_mismatch": ElementMismatch,
+    "tensor_diff": TensorDiff,
     "test_failure": TestFailure,
     "test_result": TestResult,
     "lint_violation": LintViolation,

@@ -493,7 +493,7 @@ class Judge:
                 return Failure(
                     Outcome.ACCURACY_ERROR,
                     "accuracy",
-                    f"input {index} after the call (the operator writes it): {diff['reason']}",
+                    f"input {index} after the call (the operator writes it): {diff.reason}",
                     diff=diff,
                 )
         return None

@@ -50,12 +50,14 @@ Shape (every key always present; msgpack-able: str, int, float, bool, None, list
         "signal": str,           # crash: the signal that ended the process, e.g. "SIGSEGV"
         "exit_code": int | None, # crash: the exit status when the process exited by itself
         "diff": None | {...},    # accuracy_error, and cheat_detected of check fresh_inputs:
-                                 # compare.tensor_diff (shapes, dtypes, atol, rtol,
-                                 # max_abs_error, max_rel_error, nan_inf_mismatches,
-                                 # signed_zero_mismatches (only when some), mismatched, total,
-                                 # first_mismatches [{index, actual, expected, precise}]);
-                                 # precise, and "accepted" saying what passes, only where the
-                                 # dtype has a precise reference (judge.Reference.precise)
+                                 # the contract's tensor_diff (compare.tensor_diff): reason,
+                                 # shapes, dtypes; atol, rtol, max_abs_error, max_rel_error,
+                                 # nan_inf_mismatches, signed_zero_mismatches (only when some)
+                                 # under a tolerance; mismatched, total, first_mismatches
+                                 # [{index, actual, expected, precise}] when values differ, the
+                                 # values as repr text; precise, and "accepted" saying what
+                                 # passes, only where the dtype has a precise reference
+                                 # (judge.Reference.precise)
         "stdout": str, "stderr": str,   # what the candidate printed during that call (capped)
       },
       "compile_s": float,        # time spent compiling kernels (0 on the interpreter)
@@ -69,7 +71,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from opforge_worker.contract import OUTCOMES, DtypeOutcome, Outcome
+from opforge_worker.contract import OUTCOMES, DtypeOutcome, Outcome, TensorDiff
 
 __all__ = ["OUTCOMES", "SKIPPED", "Failure", "ResultBuilder"]
 
@@ -91,13 +93,14 @@ class Failure:
     cuda_error: str = ""
     signal: str = ""
     exit_code: int | None = None
-    diff: dict | None = None
+    diff: TensorDiff | None = None
     stdout: str = ""
     stderr: str = ""
 
     def to_payload(self) -> dict:
         payload = dict(self.__dict__)
         del payload["outcome"]
+        payload["diff"] = self.diff.to_dict() if self.diff else None
         return payload
 
 

@@ -16,13 +16,18 @@ ROOT = Path(__file__).resolve().parents[2]
 FRAMES = ROOT / "tests" / "fixtures" / "frames"
 
 
-def test_committed_module_is_what_the_schema_generates(tmp_path, monkeypatch):
+def load_generator(monkeypatch):
     spec = importlib.util.spec_from_file_location(
         "gen_contract", ROOT / "messages" / "gen_contract.py"
     )
     generator = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, spec.name, generator)  # its dataclasses look themselves up
     spec.loader.exec_module(generator)
+    return generator
+
+
+def test_committed_module_is_what_the_schema_generates(tmp_path, monkeypatch):
+    generator = load_generator(monkeypatch)
     fresh = tmp_path / "contract.py"
     assert generator.main([str(ROOT / "messages" / "contract.yaml"), "--python", str(fresh)]) == 0
     committed = Path(contract.__file__).read_text()
@@ -30,6 +35,17 @@ def test_committed_module_is_what_the_schema_generates(tmp_path, monkeypatch):
         "worker/opforge_worker/contract.py is stale: build the daemon, or run "
         "messages/gen_contract.py messages/contract.yaml --python worker/opforge_worker/contract.py"
     )
+
+
+def test_a_lenient_field_must_be_able_to_read_as_nil(tmp_path, monkeypatch, capsys):
+    generator = load_generator(monkeypatch)
+    schema = tmp_path / "contract.yaml"
+    schema.write_text(
+        "version: 1\nenums: {}\nframes: {}\n"
+        "structs: {s: {fields: {a: {type: int, lenient: true}}}}\n"
+    )
+    assert generator.main([str(schema), "--python", str(tmp_path / "c.py")]) == 1
+    assert "s.a: lenient needs a T? type, read as nil when not a T" in capsys.readouterr().err
 
 
 def frame(name: str) -> bytes:
@@ -42,6 +58,7 @@ def frame(name: str) -> bytes:
         ("hello", protocol.WORKER_TO_DAEMON),
         ("worker_heartbeat", protocol.WORKER_TO_DAEMON),
         ("result", protocol.WORKER_TO_DAEMON),
+        ("result_diff", protocol.WORKER_TO_DAEMON),
         ("worker_goodbye", protocol.WORKER_TO_DAEMON),
         ("welcome", protocol.DAEMON_TO_WORKER),
         ("daemon_heartbeat", protocol.DAEMON_TO_WORKER),
@@ -78,7 +95,52 @@ def test_golden_frames_hold_their_values():
     assert verdict.per_dtype["float32"].sets["sample_inputs"] == contract.SetCount(run=3, passed=2)
     assert verdict.per_dtype["bfloat16"].outcome == "skipped"
     assert verdict.failure.sample_index == 2
-    assert verdict.failure.diff == {"max_abs_error": 0.5, "mismatched": 1, "total": 4}
+    # The open map that workers sent before the diff was typed reads as no diff.
+    assert verdict.failure.diff is None
+
+
+def test_a_typed_diff_reads_from_its_golden_frame():
+    result = contract.Result.from_dict(
+        protocol.decode(frame("result_diff"), protocol.WORKER_TO_DAEMON).fields
+    )
+    diff = contract.TestResult.from_dict(result.payload).failure.diff
+    assert (diff.reason, diff.actual_shape, diff.expected_dtype) == (
+        "values differ",
+        [2, 2],
+        "float32",
+    )
+    assert (diff.atol, diff.rtol, diff.max_abs_error, diff.max_rel_error) == (
+        1e-5,
+        1.3e-6,
+        0.5,
+        0.25,
+    )
+    assert (diff.nan_inf_mismatches, diff.signed_zero_mismatches) == (1, 1)
+    assert (diff.mismatched, diff.total, diff.accepted) == (3, 4, None)
+    assert diff.first_mismatches == [
+        contract.ElementMismatch(index=[0, 1], actual="2.5", expected="2.0"),
+        contract.ElementMismatch(index=[1, 0], actual="nan", expected="1.0"),
+        contract.ElementMismatch(index=[1, 1], actual="-0.0", expected="0.0"),
+    ]
+
+
+def test_a_diff_that_does_not_read_as_typed_is_none_and_the_rest_still_reads():
+    untyped = {
+        "reason": "values differ",
+        "actual_shape": [4],
+        "expected_shape": [4],
+        "actual_dtype": "float32",
+        "expected_dtype": "float32",
+        "first_mismatches": [{"index": [1], "actual": 2.5, "expected": 2.0}],
+    }
+    with pytest.raises(contract.ContractError) as error:
+        contract.TensorDiff.from_dict(untyped)
+    assert str(error.value) == (
+        "tensor_diff: key 'first_mismatches.actual': expected str, got float"
+    )
+    failure = contract.TestFailure(message="values differ").to_dict() | {"diff": untyped}
+    read = contract.TestFailure.from_dict(failure)
+    assert (read.message, read.diff) == ("values differ", None)
 
 
 @pytest.mark.parametrize(

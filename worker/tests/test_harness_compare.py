@@ -10,6 +10,7 @@ from triton.compiler.errors import CompilationError
 from opforge_worker.audit import CodeOwners
 from opforge_worker.checks import BackendCompileError, Findings, LaunchCounter
 from opforge_worker.compare import bitwise_equal, compare_structure, tensor_diff
+from opforge_worker.contract import ElementMismatch, TensorDiff
 from opforge_worker.device_kinds import lookup
 from opforge_worker.judge import Judge, compute_reference
 from opforge_worker.opinfo import find_opinfo
@@ -33,10 +34,10 @@ def test_values_outside_tolerance_are_summarised():
 
     diff = tensor_diff(actual, expected, F32)
 
-    assert diff["mismatched"] == 1 and diff["total"] == 4
-    assert diff["max_abs_error"] == pytest.approx(0.5)
-    assert diff["max_rel_error"] == pytest.approx(0.25)
-    assert diff["first_mismatches"] == [{"index": [1], "actual": 2.5, "expected": 2.0}]
+    assert diff.mismatched == 1 and diff.total == 4
+    assert diff.max_abs_error == pytest.approx(0.5)
+    assert diff.max_rel_error == pytest.approx(0.25)
+    assert diff.first_mismatches == [ElementMismatch(index=[1], actual="2.5", expected="2.0")]
 
 
 @pytest.mark.parametrize(
@@ -52,7 +53,7 @@ def test_nan_and_inf_positions_must_match_exactly(actual):
 
     diff = tensor_diff(torch.tensor(actual), expected, Tolerance(atol=1e9, rtol=1e9))
 
-    assert diff is not None and diff["nan_inf_mismatches"] >= 1
+    assert diff is not None and diff.nan_inf_mismatches >= 1
 
 
 def test_nan_and_inf_at_the_same_positions_match():
@@ -80,8 +81,8 @@ def test_nan_where_a_number_is_expected_differs_at_any_tolerance(dtype):
 
     diff = tensor_diff(actual, expected, Tolerance(atol=1e9, rtol=1e9))
 
-    assert diff["nan_inf_mismatches"] == 1 and diff["mismatched"] == 1
-    assert diff["first_mismatches"] == [{"index": [1], "actual": "nan", "expected": 2.0}]
+    assert diff.nan_inf_mismatches == 1 and diff.mismatched == 1
+    assert diff.first_mismatches == [ElementMismatch(index=[1], actual="nan", expected="2.0")]
 
 
 def test_equal_values_in_other_bytes_match_nan_payloads():
@@ -101,8 +102,8 @@ def test_a_zero_of_the_wrong_sign_differs_at_any_tolerance(tolerance):
 
     diff = tensor_diff(actual, expected, tolerance)
 
-    assert diff["mismatched"] == 1
-    assert diff["first_mismatches"] == [{"index": [0], "actual": -0.0, "expected": 0.0}]
+    assert diff.mismatched == 1
+    assert diff.first_mismatches == [ElementMismatch(index=[0], actual="-0.0", expected="0.0")]
     assert tensor_diff(expected.clone(), expected, tolerance) is None
 
 
@@ -111,7 +112,7 @@ def test_values_within_tolerance_in_other_bytes_match():
     actual = torch.tensor([1.0, 100.0625], dtype=torch.float16)  # the next half after 100
 
     assert tensor_diff(actual, expected, Tolerance(atol=1e-3, rtol=1e-3)) is None
-    assert tensor_diff(actual, expected, Tolerance(atol=1e-3, rtol=1e-4))["mismatched"] == 1
+    assert tensor_diff(actual, expected, Tolerance(atol=1e-3, rtol=1e-4)).mismatched == 1
 
 
 @pytest.mark.parametrize(
@@ -123,31 +124,35 @@ def test_compared_exactly_nan_differs_even_from_the_same_bytes(dtype, tolerance)
 
     diff = tensor_diff(expected.clone(), expected, tolerance)
 
-    assert diff["mismatched"] == 1 and diff["first_mismatches"][0]["index"] == [0]
+    assert diff.mismatched == 1 and diff.first_mismatches[0].index == [0]
 
 
 def test_a_difference_out_of_tolerance_is_summarised_in_full():
     expected = torch.tensor([[1.0, 2.0], [math.inf, 4.0]])
     actual = torch.tensor([[1.0, 2.5], [math.inf, math.nan]])
 
-    assert tensor_diff(actual, expected, F32) == {
-        "actual_shape": [2, 2],
-        "expected_shape": [2, 2],
-        "actual_dtype": "float32",
-        "expected_dtype": "float32",
-        "atol": 1e-5,
-        "rtol": 1.3e-5,
-        "max_abs_error": 0.5,
-        "max_rel_error": 0.25,
-        "nan_inf_mismatches": 1,
-        "reason": "values differ",
-        "mismatched": 2,
-        "total": 4,
-        "first_mismatches": [
-            {"index": [0, 1], "actual": 2.5, "expected": 2.0},
-            {"index": [1, 1], "actual": "nan", "expected": 4.0},
+    diff = tensor_diff(actual, expected, F32)
+
+    assert diff == TensorDiff(
+        reason="values differ",
+        actual_shape=[2, 2],
+        expected_shape=[2, 2],
+        actual_dtype="float32",
+        expected_dtype="float32",
+        atol=1e-5,
+        rtol=1.3e-5,
+        max_abs_error=0.5,
+        max_rel_error=0.25,
+        nan_inf_mismatches=1,
+        mismatched=2,
+        total=4,
+        first_mismatches=[
+            ElementMismatch(index=[0, 1], actual="2.5", expected="2.0"),
+            ElementMismatch(index=[1, 1], actual="nan", expected="4.0"),
         ],
-    }
+    )
+    # What goes on the wire is what the contract reads back.
+    assert TensorDiff.from_dict(diff.to_dict()) == diff
 
 
 def mismatches_by_the_rule(actual, expected, tolerance: Tolerance) -> torch.Tensor:
@@ -197,17 +202,18 @@ def test_an_element_passes_exactly_when_the_rule_holds_at_the_bounds(dtype, tole
 def test_integers_compare_exactly():
     diff = tensor_diff(torch.tensor([1, 2, 4]), torch.tensor([1, 2, 3]), None)
 
-    assert diff["mismatched"] == 1
+    assert diff.mismatched == 1
+    assert diff.first_mismatches == [ElementMismatch(index=[2], actual="4", expected="3")]
+    assert diff.atol is None and diff.max_abs_error is None  # no tolerance, no error measured
     assert tensor_diff(torch.tensor([1, 2, 3]), torch.tensor([1, 2, 3]), None) is None
 
 
 def test_shape_and_dtype_must_be_the_references():
     expected = torch.zeros(2, 3)
 
-    assert tensor_diff(torch.zeros(3, 2), expected, F32)["reason"] == "shape differs"
+    assert tensor_diff(torch.zeros(3, 2), expected, F32).reason == "shape differs"
     assert (
-        tensor_diff(torch.zeros(2, 3, dtype=torch.float64), expected, F32)["reason"]
-        == "dtype differs"
+        tensor_diff(torch.zeros(2, 3, dtype=torch.float64), expected, F32).reason == "dtype differs"
     )
 
 
@@ -278,7 +284,9 @@ def test_the_inputs_state_after_a_call_is_the_references(writes):
         failure = judge.verdict(*reply_with(output, untouched), reference)
         assert (failure.outcome, failure.check) == ("accuracy_error", "accuracy")
         assert failure.message == "input 0 after the call (the operator writes it): values differ"
-        assert failure.diff["first_mismatches"] == [{"index": [0], "actual": 1.0, "expected": 2.0}]
+        assert failure.diff.first_mismatches == [
+            ElementMismatch(index=[0], actual="1.0", expected="2.0")
+        ]
     else:
         failure = judge.verdict(*reply_with(output, torch.tensor([1.0, 0.0])), reference)
         assert (failure.outcome, failure.check) == ("cheat_detected", "mutation")
@@ -322,7 +330,7 @@ def test_payload_has_the_documented_shape():
             dtype="float32",
             sample_set=EXTREMAL,
             sample_index=1,
-            diff={"mismatched": 1},
+            diff=TensorDiff(reason="values differ", mismatched=1),
         )
     )
 

@@ -13,6 +13,7 @@ from harness_helpers import DEVICE, OPINFO_SAMPLES_ONLY, opinfo_counts, request
 from torch.testing._internal.opinfo.core import SampleInput
 
 from opforge_worker.compare import tensor_diff
+from opforge_worker.contract import ElementMismatch
 from opforge_worker.harness import Harness
 from opforge_worker.judge import Judge, compute_reference
 from opforge_worker.opinfo import find_opinfo
@@ -73,12 +74,12 @@ def test_an_output_a_few_ulps_beyond_tolerance_of_both_references_fails():
     failure = judge.verdict(*reply_with(wrong, inputs), reference)
 
     assert failure.outcome == "accuracy_error"
-    assert failure.diff["mismatched"] == 1
-    (shown,) = failure.diff["first_mismatches"]
-    assert shown["index"] == index
-    assert shown["expected"] == reference.expected[tuple(index)].item()
-    assert shown["precise"] == precise[tuple(index)].item()
-    assert "precise" in failure.diff["accepted"]
+    assert failure.diff.mismatched == 1
+    (shown,) = failure.diff.first_mismatches
+    assert shown.index == index
+    assert shown.expected == repr(reference.expected[tuple(index)].item())
+    assert shown.precise == repr(precise[tuple(index)].item())
+    assert "precise" in failure.diff.accepted
 
 
 @pytest.mark.parametrize(
@@ -92,7 +93,7 @@ def test_nan_and_inf_positions_must_match_whatever_the_precise_reference(actual)
 
     diff = tensor_diff(torch.tensor(actual, dtype=torch.float16), expected, tolerance, precise)
 
-    assert diff["mismatched"] == 1 and diff["nan_inf_mismatches"] == 1
+    assert diff.mismatched == 1 and diff.nan_inf_mismatches == 1
 
 
 def test_a_zero_of_the_wrong_sign_fails():
@@ -107,8 +108,10 @@ def test_a_zero_of_the_wrong_sign_fails():
     failure = judge.verdict(*reply_with(torch.tensor([0.0, 0.0, -2.0]), inputs), reference)
 
     assert failure.outcome == "accuracy_error"
-    assert failure.diff["signed_zero_mismatches"] == 1
-    assert failure.diff["first_mismatches"] == [{"index": [0], "actual": 0.0, "expected": -0.0}]
+    assert failure.diff.signed_zero_mismatches == 1
+    assert failure.diff.first_mismatches == [
+        ElementMismatch(index=[0], actual="0.0", expected="-0.0")
+    ]
 
 
 def test_a_kernel_that_reuses_its_first_result_is_a_cheat(harness):
@@ -139,7 +142,9 @@ def test_an_unwritten_output_is_an_accuracy_error_on_its_first_call(harness):
     failure = result["failure"]
     assert (failure["sample_index"], failure["findings"]) == (10, [])
     assert not failure["sample"].startswith("fresh values")
-    assert failure["diff"]["first_mismatches"] == [{"index": [], "actual": "nan", "expected": 1.0}]
+    assert failure["diff"]["first_mismatches"] == [
+        {"index": [], "actual": "nan", "expected": "1.0"}
+    ]
 
 
 def test_a_dtype_without_a_cpu_reference_is_skipped_and_the_others_run(harness):
