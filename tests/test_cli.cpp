@@ -312,6 +312,9 @@ TEST_F(CliTest, MalformedControlRequestsGetErrorReplies) {
             "unknown request type 'launch' (this daemon knows: status, workers, run, campaign, "
             "campaigns, cancel, sessions, show, kernels, regressions, revalidate, repair, export, "
             "import, import_status, report, shutdown)");
+  // An import's layout is parsed where the request arrives, naming the layouts there are.
+  EXPECT_EQ(error_of(pack({{"v", 1}, {"type", "import"}, {"layout", "flat"}, {"source", "mine"}})),
+            "import: 'layout' must be backendbench or candidates, got 'flat'");
   EXPECT_EQ(ask(pack({{"v", 1}, {"type", "status"}}))["ok"], true);
   EXPECT_EQ(run({"shutdown", "--data-dir", data.string()}).code, 0);
   EXPECT_EQ(wait_for_daemon(), 0);
