@@ -2,6 +2,7 @@
 
 #include "apps/control_protocol.hpp"
 #include "messages/contract.hpp"
+#include "messages/llm_messages.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -106,7 +107,7 @@ std::string resolved_text(const json& e) {
 }
 
 std::string endpoint_text(const json& e) {
-  if (text(e, "state") == "up")
+  if (text(e, "state") == to_string(endpoint_state::up))
     return "endpoint " + text(e, "name") + " up again";
   auto since_ms = e.value("failing_since_ms", int64_t{0});
   return "endpoint " + text(e, "name") + " down: failing for " +
@@ -188,11 +189,12 @@ std::vector<json> campaign_events(const json& c, campaign_watch& seen) {
     auto name = text(e, "name");
     auto now = text(e, "state");
     auto& was = seen.endpoints[name];
-    if ((now == "down" && was != "down") || (now == "up" && was == "down"))
+    auto down = to_string(endpoint_state::down);
+    if ((now == down && was != down) || (now == to_string(endpoint_state::up) && was == down))
       events.push_back(
           event(campaign_event::endpoint, c,
                 copy(e, {"name", "state", "breaker", "last_error", "failing_since_ms"})));
-    if (now != "failing")
+    if (now != to_string(endpoint_state::failing))
       was = now;
   }
   std::map<std::string, std::string> resting;

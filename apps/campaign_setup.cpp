@@ -56,7 +56,7 @@ plan_endpoints(const config& cfg,
   endpoint_config demo;
   demo.outage_after = cfg.llm.outage_after;
   demo.name = demo_endpoint_name;
-  demo.kind = "replay";
+  demo.kind = endpoint_kind::replay;
   demo.model = "opforge-demo (hand-written answers)";
   demo.cassette = cfg.campaigns.demo_cassette.string();
   plan.endpoints.push_back(std::move(demo));
@@ -140,7 +140,7 @@ caf::error start_parts(campaign_parts& parts, caf::actor_system& sys, const conf
   parts.setup.default_endpoint = plan.default_endpoint;
   for (auto endpoint : plan.endpoints) {
     campaign_endpoint entry;
-    if (endpoint.kind == "replay") {
+    if (endpoint.kind == endpoint_kind::replay) {
       auto operators = cassette_operators(endpoint.cassette);
       if (!operators)
         return operators.error();

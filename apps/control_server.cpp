@@ -122,7 +122,7 @@ nlohmann::json to_json(const session_summary& s) {
 
 nlohmann::json to_json(const endpoint_health& h) {
   return {{"name", h.name},
-          {"state", h.state},
+          {"state", to_string(h.state)},
           {"breaker", h.breaker},
           {"last_error", h.last_error},
           {"failing_since_ms", h.failing_since_ms},

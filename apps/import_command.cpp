@@ -54,15 +54,14 @@ std::vector<fs::path> sorted_entries(const fs::path& dir) {
 
 // The files of a kernel set in `layout`. A BackendBench folder without an implementation file is
 // sent with no source, so that the daemon lists it with the others.
-caf::expected<std::vector<kernel_file>> read_kernel_set(const fs::path& dir,
-                                                        const std::string& layout) {
+caf::expected<std::vector<kernel_file>> read_kernel_set(const fs::path& dir, import_layout layout) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     return caf::make_error(errc::request_invalid, dir.string() + ": not a directory");
   std::vector<kernel_file> out;
   for (const auto& entry : sorted_entries(dir)) {
     auto name = entry.filename().string();
-    if (layout == "candidates") {
+    if (layout == import_layout::candidates) {
       if (fs::is_regular_file(entry) && entry.extension() == ".py") {
         auto source = slurp(entry);
         if (!source)
@@ -89,11 +88,12 @@ caf::expected<std::vector<kernel_file>> read_kernel_set(const fs::path& dir,
     out.push_back({name + "/" + chosen->filename().string(), std::move(*source)});
   }
   if (out.empty())
-    return caf::make_error(
-        errc::request_invalid,
-        dir.string() + ": no kernels in the " + layout + " layout (" +
-            (layout == "candidates" ? "*.py files" : "<overload>/<overload>_implementation*.py") +
-            ")");
+    return caf::make_error(errc::request_invalid,
+                           dir.string() + ": no kernels in the " + to_string(layout) + " layout (" +
+                               (layout == import_layout::candidates
+                                    ? "*.py files"
+                                    : "<overload>/<overload>_implementation*.py") +
+                               ")");
   return out;
 }
 
@@ -129,18 +129,33 @@ std::vector<std::string> split(const std::string& text) {
   return out;
 }
 
-std::string progress_line(const nlohmann::json& s) {
-  auto state = s.value("state", std::string{});
-  if (state == "receiving" || state == "resolving")
-    return state + ": " + std::to_string(s.value("files", 0)) +
+// The reply's state; an answer that names none the CLI knows is the daemon's fault, said as such.
+caf::expected<import_state> state_of(const nlohmann::json& s) {
+  auto name = s.value("state", std::string{});
+  if (auto state = from_string<import_state>(name))
+    return *state;
+  return caf::make_error(errc::frame_malformed, "the daemon answered with an import state '" +
+                                                    name + "', not one of " +
+                                                    contract::one_of<import_state>());
+}
+
+std::string progress_line(const nlohmann::json& s, import_state state) {
+  auto name = to_string(state);
+  if (state == import_state::receiving || state == import_state::resolving)
+    return name + ": " + std::to_string(s.value("files", 0)) +
            " files; a worker is reading the catalog for their operators";
-  return state + ": " + std::to_string(s.value("decided", 0)) + "/" +
+  return name + ": " + std::to_string(s.value("decided", 0)) + "/" +
          std::to_string(s.value("tests", 0)) + " decided, " +
          std::to_string(s.value("accepted", 0)) + " accepted";
 }
 
-bool ended(const std::string& state) {
-  return state == "done" || state == "failed";
+bool ended(import_state state) {
+  return state == import_state::done || state == import_state::failed;
+}
+
+std::vector<std::string> layout_names() {
+  auto& names = contract::enum_traits<import_layout>::names;
+  return {names.begin(), names.end()};
 }
 
 void print_verdicts(const nlohmann::json& s) {
@@ -179,9 +194,12 @@ void print_verdicts(const nlohmann::json& s) {
 
 void import_options::add_to(CLI::App& cmd) {
   cmd.add_option("DIR", dir, "the kernel set's directory")->required();
-  cmd.add_option("--layout", layout, "backendbench (one folder per aten overload) or candidates")
+  cmd.add_option_function<std::string>(
+         "--layout",
+         [this](const std::string& name) { layout = *from_string<import_layout>(name); },
+         "backendbench (one folder per aten overload) or candidates")
       ->required()
-      ->check(CLI::IsMember({"backendbench", "candidates"}));
+      ->check(CLI::IsMember(layout_names()));
   cmd.add_option("--device", device, "where kernels are tested: a device kind, e.g. cuda")
       ->check([](const std::string& kind) {
         return is_device_kind(kind) ? "" : "a device kind is " + std::string{device_kind_rule};
@@ -219,7 +237,7 @@ int run_import(const std::string& control, const import_options& options, bool j
       listed.push_back({{"path", file.path}, {"source", file.source}});
     nlohmann::json request{{"id", id},
                            {"more", i + 1 < parts->size()},
-                           {"layout", options.layout},
+                           {"layout", to_string(options.layout)},
                            {"source", source},
                            {"device_kind", options.device},
                            {"dtypes", split(options.dtypes)},
@@ -232,8 +250,8 @@ int run_import(const std::string& control, const import_options& options, bool j
   }
   bool tty = ::isatty(STDOUT_FILENO) && !json;
   if (!json)
-    std::cout << "import " << id << ": " << options.layout << " kernels from " << dir.string()
-              << " as imported:" << source << '\n';
+    std::cout << "import " << id << ": " << to_string(options.layout) << " kernels from "
+              << dir.string() << " as imported:" << source << '\n';
   std::string last_line;
   for (;;) {
     auto reply = control_request(control, request_type::import_status, {{"id", id}}, timeout);
@@ -243,16 +261,21 @@ int run_import(const std::string& control, const import_options& options, bool j
       return fail(reply.error(), exit_refused);
     }
     auto status = (*reply)["import"];
-    auto state = status.value("state", std::string{});
+    auto state = state_of(status);
+    if (!state) {
+      if (tty)
+        std::cout << '\n';
+      return fail(state.error(), exit_refused);
+    }
     if (!json) {
-      auto line = progress_line(status);
+      auto line = progress_line(status, *state);
       if (tty)
         std::cout << "\r\033[K" << line << std::flush;
       else if (line != last_line)
         std::cout << line << std::endl;
       last_line = line;
     }
-    if (ended(state)) {
+    if (ended(*state)) {
       if (json) {
         std::cout << status.dump(2) << '\n';
       } else {
@@ -260,7 +283,7 @@ int run_import(const std::string& control, const import_options& options, bool j
           std::cout << '\n';
         print_verdicts(status);
       }
-      return state == "done" ? 0 : exit_refused;
+      return *state == import_state::done ? 0 : exit_refused;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds{300});
   }

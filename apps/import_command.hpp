@@ -3,6 +3,8 @@
 // `opforge import DIR`: the CLI reads a kernel set (the daemon may run on another host), sends it
 // to the daemon in parts that fit the control socket, follows the tests and lists every verdict.
 
+#include "messages/import_messages.hpp"
+
 #include <chrono>
 #include <string>
 
@@ -12,7 +14,7 @@ namespace opforge {
 
 struct import_options {
   std::string dir;
-  std::string layout;
+  import_layout layout = import_layout::candidates;
   std::string device;
   std::string dtypes; // comma-separated
   std::string source; // default: the directory's name

@@ -61,13 +61,21 @@ caf::expected<std::vector<import_file>> files(const wire::map_reader& fields) {
 // The fields of an `import` request; each wrong one is named.
 caf::expected<import_request> parse_request(const wire::map_reader& fields) {
   import_request out;
+  std::string layout;
   for (auto [key, into] :
-       {std::pair{"id", &out.import_id}, std::pair{"layout", &out.layout},
+       {std::pair{"id", &out.import_id}, std::pair{"layout", &layout},
         std::pair{"source", &out.source}, std::pair{"device_kind", &out.device_kind}}) {
     auto value = fields.string_or(key, "");
     if (!value)
       return bad(key, "a string");
     *into = std::move(*value);
+  }
+  // Only the first part opens the import, so only it says how the set is laid out.
+  if (out.import_id.empty() || !layout.empty()) {
+    auto parsed = from_string<import_layout>(layout);
+    if (!parsed)
+      return bad("layout", contract::one_of<import_layout>() + ", got '" + layout + "'");
+    out.layout = *parsed;
   }
   for (auto [key, into] : {std::pair{"more", &out.more}, std::pair{"repair", &out.repair}}) {
     if (!fields.find(key))
@@ -93,13 +101,13 @@ nlohmann::json to_json(const import_status& s) {
   for (const auto& v : s.verdicts)
     verdicts.push_back({{"path", v.path},
                         {"op", v.op},
-                        {"verdict", v.verdict},
+                        {"verdict", to_string(v.verdict)},
                         {"detail", v.detail},
                         {"hash", v.hash}});
   return {{"import_id", s.import_id},
-          {"state", s.state},
+          {"state", to_string(s.state)},
           {"error", s.error},
-          {"layout", s.layout},
+          {"layout", to_string(s.layout)},
           {"source", s.source},
           {"device_kind", s.device_kind},
           {"dtypes", s.dtypes},

@@ -230,8 +230,7 @@ supervisor_config local_workers(const config& cfg, const std::string& workers_en
                                 const worker_keys& keys) {
   supervisor_config out;
   for (auto& group : cfg.local_workers)
-    out.workers.push_back({group.kind, static_cast<int>(group.count),
-                           static_cast<int>(group.slots.value()), group.role});
+    out.workers.push_back({group.kind, static_cast<int>(group.count), group.slots, group.role});
   out.endpoint = connect_endpoint(workers_endpoint);
   out.server_key_file = keys.server_public_file;
   out.key_file = keys.local_worker_secret_file;
@@ -291,7 +290,7 @@ maintenance_actor start_maintenance(caf::actor_system& sys, const config& cfg,
   out.telemetry = std::move(families);
   out.enabled = cfg.maintenance.enabled;
   out.poll = std::chrono::milliseconds{cfg.maintenance.poll_ms};
-  out.repair = cfg.maintenance.repair == "auto";
+  out.repair = cfg.maintenance.repair == repair_policy::automatic;
   out.sample_timeout_s = static_cast<double>(setup.defaults.sample_timeout_s);
   out.job_deadline_ms = setup.defaults.job_deadline_s * 1000;
   return sys.spawn(maintenance, std::move(out));

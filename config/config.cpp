@@ -101,11 +101,11 @@ std::optional<std::string> parse_value(const YAML::Node& node, bool& out) {
   return convert(node, out, "true or false");
 }
 
-// A count the daemon may pick itself: an integer >= 1, or `auto` (empty) for
-// resolve_auto_settings to fill in at start.
+// A count that may be left to whoever knows better: an integer >= 1, or `auto` (empty; a local
+// worker's slots are its device kind's default, local_worker_config::slots).
 std::optional<std::string> parse_value(const YAML::Node& node, std::optional<int64_t>& out) {
   static constexpr const char* expected = "an integer >= 1 or auto";
-  if (node.IsScalar() && node.Scalar() == "auto") {
+  if (node.IsScalar() && node.Scalar() == auto_setting) {
     out.reset();
     return std::nullopt;
   }
@@ -116,6 +116,22 @@ std::optional<std::string> parse_value(const YAML::Node& node, std::optional<int
     return std::string{"must be "} + expected + ", got " + std::to_string(count);
   out = count;
   return std::nullopt;
+}
+
+check<std::string> one_of(std::vector<std::string> choices);
+
+// One of an enum's names, parsed to its value at load, so that no one after it compares the text.
+template <contract::contract_enum E>
+std::optional<std::string> parse_value(const YAML::Node& node, E& out) {
+  std::string text;
+  if (auto complaint = convert(node, text, "a string"))
+    return complaint;
+  if (auto value = from_string<E>(text)) {
+    out = *value;
+    return std::nullopt;
+  }
+  const auto& names = contract::enum_traits<E>::names;
+  return one_of({names.begin(), names.end()})(text);
 }
 
 std::optional<std::string> parse_value(const YAML::Node& node, std::filesystem::path& out) {
@@ -300,7 +316,7 @@ check<std::string> one_of(std::vector<std::string> choices) {
 // `auto`, or any kind a worker may announce: the daemon keeps no list of kinds.
 check<std::string> device_kind_or_auto() {
   return [](const std::string& value) -> std::optional<std::string> {
-    if (value == "auto" || (value != no_device_kind && is_device_kind(value)))
+    if (value == auto_setting || (value != no_device_kind && is_device_kind(value)))
       return std::nullopt;
     return "must be auto or a device kind other than none (" + std::string{device_kind_rule} +
            "), got " + in_quotes(value);
@@ -392,7 +408,7 @@ void parse(reader& in, local_worker_config& out) {
   const auto& roles = contract::enum_traits<contract::worker_role>::names;
   in.field("role", out.role, one_of({roles.begin(), roles.end()}));
   auto lint = out.role == to_string(contract::worker_role::lint);
-  out.kind = lint ? std::string{no_device_kind} : "auto";
+  out.kind = lint ? no_device_kind : auto_setting;
   in.field("kind", out.kind, lint ? one_of({std::string{no_device_kind}}) : device_kind_or_auto());
   in.field("count", out.count, at_least(1));
   in.field("slots", out.slots);
@@ -443,7 +459,7 @@ void parse(reader& in, acceptance_config& out) {
 void parse(reader& in, maintenance_config& out) {
   in.field("enabled", out.enabled);
   in.field("poll_ms", out.poll_ms, at_least(10));
-  in.field("repair", out.repair, one_of({"off", "auto"}));
+  in.field("repair", out.repair);
   in.field("background_max_wait_s", out.background_max_wait_s, at_least(0));
 }
 
@@ -488,13 +504,6 @@ bool is_executable(const std::string& program) {
     if (!dir.empty() && ::access((dir + "/" + program).c_str(), X_OK) == 0)
       return true;
   return false;
-}
-
-// The count `slots: auto` stands for; local_worker_config::slots says why.
-int64_t auto_slots(const std::string& kind) {
-  constexpr int64_t gpu_slots = 8;
-  constexpr int64_t cpu_slots = 1;
-  return kind == "cuda" ? gpu_slots : cpu_slots;
 }
 
 } // namespace
@@ -570,17 +579,14 @@ caf::expected<config> load_config(const config_sources& sources) {
 void resolve_auto_settings(config& cfg, const std::function<bool()>& gpu_present) {
   std::optional<bool> gpu;
   auto resolve = [&](std::string& kind) {
-    if (kind != "auto")
+    if (kind != auto_setting)
       return;
     if (!gpu)
       gpu = gpu_present();
     kind = *gpu ? "cuda" : "interpreter";
   };
-  for (auto& group : cfg.local_workers) {
+  for (auto& group : cfg.local_workers)
     resolve(group.kind);
-    if (!group.slots)
-      group.slots = auto_slots(group.kind);
-  }
   resolve(cfg.campaigns.device_kind);
 }
 

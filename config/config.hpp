@@ -13,12 +13,18 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
 namespace opforge {
+
+/// The word that leaves a setting to be resolved at start: a local worker's or the campaigns'
+/// device kind (by the daemon, resolve_auto_settings), a local worker's slots (by the worker).
+/// Device kinds are open names, so this is the one word among them that is not a kind.
+inline constexpr std::string_view auto_setting = "auto";
 
 struct log_config {
   /// trace, debug, info, warn, error, critical or off.
@@ -71,13 +77,16 @@ struct local_worker_config {
   std::string role = "device";
   /// For role device: `interpreter`, `cuda`, or `auto` (cuda when `nvidia-smi -L` lists a GPU,
   /// resolved at start). For role lint: `none`.
-  std::string kind = "auto";
+  std::string kind{auto_setting};
   int64_t count = 1;
-  /// Tests one worker runs at once, each in a candidate process of its own. Empty means `auto`,
-  /// which resolve_auto_settings turns into 8 on cuda and 1 on the interpreter and for lint: on an
-  /// H100 the warm re-validation of the nine-kernel library took 0.36 s with 1 slot, 0.20 s with 4
-  /// and 0.12 s with 8, against 0.11 s for ATen alone (bench/results/worker-h100.md, seventh
-  /// session, call 6); on the CPU interpreter every slot is a process competing for the cores.
+  /// Tests one worker runs at once, each in a candidate process of its own. Empty means `auto`:
+  /// the worker is started with `--slots auto` and takes its device kind's default_slots from its
+  /// registry (worker/opforge_worker/device_kinds.py: 8 on cuda, 1 on the interpreter and for
+  /// lint), and announces the count in its hello. The daemon keeps no table of kinds, so a new
+  /// kind brings its own count. On an H100 the warm re-validation of the nine-kernel library took
+  /// 0.36 s with 1 slot, 0.20 s with 4 and 0.12 s with 8, against 0.11 s for ATen alone
+  /// (bench/results/worker-h100.md, seventh session, call 6); on the CPU interpreter every slot is
+  /// a process competing for the cores.
   std::optional<int64_t> slots;
 };
 
@@ -95,7 +104,7 @@ struct store_config {
 struct campaigns_config {
   /// Where candidates are tested: `interpreter`, `cuda`, or `auto` (cuda when `nvidia-smi -L`
   /// lists a GPU). `opforge run --device` overrides it per campaign.
-  std::string device_kind = "auto";
+  std::string device_kind{auto_setting};
   /// Comma-separated dtypes a campaign asks for; each operator gets those it supports.
   std::string dtypes = "bfloat16,float16,float32,int32,int64";
   /// Sessions of one campaign running at once.
@@ -123,14 +132,24 @@ struct acceptance_config {
   int64_t confirmations = 1;
 };
 
+/// What maintenance does about a regression: `off` (`opforge repair` starts the repair) or `auto`
+/// (each new regression starts a repair campaign).
+enum class repair_policy : uint8_t { off, automatic };
+
+template <>
+struct contract::enum_traits<repair_policy> {
+  static constexpr std::string_view label = "repair_policy";
+  static constexpr std::array<std::string_view, 2> names{"off", auto_setting};
+  static_assert(names.size() - 1 == static_cast<size_t>(repair_policy::automatic));
+};
+
 /// Re-validation of the library on the workers' toolchains (actors/library/maintenance.hpp).
 struct maintenance_config {
   /// Off: a toolchain is re-validated only when `opforge revalidate` asks.
   bool enabled = true;
   /// How often the workers' fingerprints and the library are looked at.
   int64_t poll_ms = 5000;
-  /// `auto`: each new regression starts a repair campaign; `off`: `opforge repair` does.
-  std::string repair = "off";
+  repair_policy repair = repair_policy::off;
   /// How long a re-validation job waits behind campaign jobs before it goes ahead of them.
   int64_t background_max_wait_s = 30;
 };
@@ -142,7 +161,7 @@ struct config {
   workers_config workers;
   /// One device worker and one lint worker, their slots `auto`.
   std::vector<local_worker_config> local_workers = {
-      {.role = "device", .kind = "auto", .count = 1, .slots = std::nullopt},
+      {.role = "device", .kind = std::string{auto_setting}, .count = 1, .slots = std::nullopt},
       {.role = "lint", .kind = "none", .count = 1, .slots = std::nullopt}};
   /// Interpreter that runs local workers (needs the worker's requirements).
   std::string python = default_python();
@@ -180,9 +199,9 @@ std::optional<std::string> process_env(const std::string& name);
 /// Builds the configuration from its sources and checks every value; resolves control.listen.
 caf::expected<config> load_config(const config_sources& sources);
 
-/// Resolves what the configuration leaves to `auto`: device kinds of local workers and campaigns
-/// become `cuda` when `gpu_present()` says so (asked only when some kind is `auto`), else
-/// `interpreter`; then every local worker group's `slots` becomes the count for its kind.
+/// Resolves the device kinds the configuration leaves to `auto`: those of local workers and
+/// campaigns become `cuda` when `gpu_present()` says so (asked only when some kind is `auto`),
+/// else `interpreter`. A local worker group's `slots: auto` stays empty: its workers resolve it.
 void resolve_auto_settings(config& cfg, const std::function<bool()>& gpu_present);
 
 /// Creates the data directory if needed, restricts it to its owner (0700) and checks that the

@@ -75,6 +75,22 @@ public:
       fail(key_path(key), "must not be empty");
   }
 
+  // One of an enum's names, parsed to its value here, so that no one after the load compares the
+  // text; the complaint names every name allowed.
+  template <contract::contract_enum E>
+  void choice(const char* key, E& out) {
+    auto value = lookup(key, false);
+    if (!value)
+      return;
+    auto allowed = "expected " + contract::one_of<E>();
+    if (!value->IsScalar())
+      return fail(key_path(key), allowed);
+    auto parsed = from_string<E>(value->Scalar());
+    if (!parsed)
+      return fail(key_path(key), allowed + ", got " + value->Scalar());
+    out = *parsed;
+  }
+
   template <class Number>
   void number(const char* key, Number& out, double min, double max) {
     auto value = lookup(key, false);
@@ -177,10 +193,8 @@ caf::expected<endpoint_config> parse_endpoint(const YAML::Node& node, const std:
   auto cfg = defaults;
   field_reader in{node, path};
   in.string("name", cfg.name, true);
-  in.string("kind", cfg.kind);
-  if (cfg.kind != "openai" && cfg.kind != "replay")
-    in.fail(in.key_path("kind"), "expected openai or replay, got " + cfg.kind);
-  bool replay = cfg.kind == "replay";
+  in.choice("kind", cfg.kind);
+  bool replay = cfg.kind == endpoint_kind::replay;
   in.string("base_url", cfg.base_url, !replay);
   in.string("model", cfg.model, !replay);
   in.string("api_key_env", cfg.api_key_env);
@@ -204,9 +218,7 @@ caf::expected<endpoint_config> parse_endpoint(const YAML::Node& node, const std:
   in.number("breaker_failures", cfg.breaker_failures, 1, 1000);
   in.duration("breaker_open_for", cfg.breaker_open_for);
   in.duration("outage_after", cfg.outage_after);
-  in.string("probe", cfg.probe);
-  if (cfg.probe != "models" && cfg.probe != "chat" && cfg.probe != "off")
-    in.fail(in.key_path("probe"), "expected models, chat or off, got " + cfg.probe);
+  in.choice("probe", cfg.probe);
   in.duration("probe_interval", cfg.probe_interval);
   in.duration("probe_interval_max", cfg.probe_interval_max);
   if (cfg.probe_interval.count() <= 0)
@@ -230,16 +242,7 @@ caf::expected<endpoint_config> parse_endpoint(const YAML::Node& node, const std:
 caf::expected<summarizer_config> parse_summarizer(const YAML::Node& node, const std::string& path) {
   summarizer_config cfg;
   field_reader in{node, path};
-  std::string mode = "deterministic";
-  in.string("mode", mode);
-  if (mode == "llm")
-    cfg.mode = summarizer_mode::llm;
-  else if (mode == "deterministic")
-    cfg.mode = summarizer_mode::deterministic;
-  else if (mode == "off")
-    cfg.mode = summarizer_mode::off;
-  else
-    in.fail(in.key_path("mode"), "expected llm, deterministic or off, got " + mode);
+  in.choice("mode", cfg.mode);
   in.string("endpoint", cfg.endpoint, cfg.mode == summarizer_mode::llm);
   in.number("summarize_over_chars", cfg.summarize_over_chars, 0, 1e9);
   in.number("llm_threshold_chars", cfg.llm_threshold_chars, 0, 1e9);

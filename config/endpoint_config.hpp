@@ -23,6 +23,7 @@
 //       summarize_over_chars: 2000         # longer logs in feedback are summarized first
 
 #include "config/resources.hpp"
+#include "messages/enum_names.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -37,10 +38,31 @@
 
 namespace opforge {
 
+/// How an endpoint is reached: `openai` (base_url, as configured), or `replay` (the real client
+/// against a replay server the daemon starts for the endpoint's cassette; base_url comes from it).
+enum class endpoint_kind : uint8_t { openai, replay };
+
+template <>
+struct contract::enum_traits<endpoint_kind> {
+  static constexpr std::string_view label = "endpoint_kind";
+  static constexpr std::array<std::string_view, 2> names{"openai", "replay"};
+  static_assert(names.size() - 1 == static_cast<size_t>(endpoint_kind::replay));
+};
+
+/// How a failing endpoint is re-probed (endpoint_config::probe).
+enum class endpoint_probe : uint8_t { models, chat, off };
+
+template <>
+struct contract::enum_traits<endpoint_probe> {
+  static constexpr std::string_view label = "endpoint_probe";
+  static constexpr std::array<std::string_view, 3> names{"models", "chat", "off"};
+  static_assert(names.size() - 1 == static_cast<size_t>(endpoint_probe::off));
+};
+
 struct endpoint_config {
   std::string name;
-  std::string kind = "openai"; // "openai", or "replay": base_url comes from a replay server
-  std::string base_url;        // up to and including /v1
+  endpoint_kind kind = endpoint_kind::openai;
+  std::string base_url; // up to and including /v1
   std::string model;
   std::string api_key_env; // name of the environment variable holding the key; empty: no key
   uint32_t context_window = 32768;
@@ -74,7 +96,7 @@ struct endpoint_config {
   // without that route), or `off`. The first probe follows the first failure by
   // `probe_interval`; the wait doubles after each failed probe up to `probe_interval_max`. A
   // probe gives up after `connect_timeout`.
-  std::string probe = "models";
+  endpoint_probe probe = endpoint_probe::models;
   std::chrono::milliseconds probe_interval{5'000};
   std::chrono::milliseconds probe_interval_max{60'000};
   // record and replay
@@ -83,7 +105,14 @@ struct endpoint_config {
   uint32_t replay_latency_ms = 0;
 };
 
-enum class summarizer_mode { llm, deterministic, off };
+enum class summarizer_mode : uint8_t { llm, deterministic, off };
+
+template <>
+struct contract::enum_traits<summarizer_mode> {
+  static constexpr std::string_view label = "summarizer_mode";
+  static constexpr std::array<std::string_view, 3> names{"llm", "deterministic", "off"};
+  static_assert(names.size() - 1 == static_cast<size_t>(summarizer_mode::off));
+};
 
 struct summarizer_config {
   summarizer_mode mode = summarizer_mode::deterministic;

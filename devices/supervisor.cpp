@@ -50,7 +50,7 @@ caf::error check(const supervisor_config& config) {
                      spec.role + "'");
     if (spec.count < 0)
       return invalid("count must not be negative");
-    if (spec.slots < 1)
+    if (spec.slots && *spec.slots < 1)
       return invalid("slots must be at least 1");
   }
   if (config.first_backoff.count() <= 0 || config.max_backoff < config.first_backoff)
@@ -62,11 +62,15 @@ caf::error check(const supervisor_config& config) {
 
 } // namespace
 
+std::string slots_arg(const local_worker_spec& spec) {
+  return spec.slots ? std::to_string(*spec.slots) : "auto";
+}
+
 std::vector<std::string> worker_command(const supervisor_config& config,
                                         const local_worker_spec& spec) {
   std::vector<std::string> out{
       config.python,   "-m",       "opforge_worker", "serve",   "--connect",
-      config.endpoint, "--device", spec.device_kind, "--slots", std::to_string(spec.slots),
+      config.endpoint, "--device", spec.device_kind, "--slots", slots_arg(spec),
       "--role",        spec.role};
   if (!config.key_file.empty())
     out.insert(out.end(), {"--server-key", config.server_key_file, "--key-file", config.key_file});

@@ -2,9 +2,11 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,8 +21,8 @@ namespace opforge {
 struct local_worker_spec {
   std::string device_kind = "interpreter"; // cuda, interpreter; none for role lint
   int count = 1;
-  int slots = 1;
-  std::string role = "device"; // device or lint
+  std::optional<int64_t> slots; // empty: `--slots auto`, the worker's device kind's default
+  std::string role = "device";  // device or lint
 };
 
 struct supervisor_config {
@@ -43,7 +45,10 @@ struct supervisor_config {
   std::chrono::milliseconds stop_grace{5000};
 };
 
-/// `<python> -m opforge_worker serve --connect <endpoint> --device <kind> --slots N --role R`,
+/// The worker's `--slots`: the spec's count, or `auto`.
+std::string slots_arg(const local_worker_spec& spec);
+
+/// `<python> -m opforge_worker serve --connect <endpoint> --device <kind> --slots N|auto --role R`,
 /// and `--server-key F --key-file F` when the config names key files.
 std::vector<std::string> worker_command(const supervisor_config& config,
                                         const local_worker_spec& spec);

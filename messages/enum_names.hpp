@@ -57,6 +57,19 @@ std::vector<std::string> to_strings(const std::vector<E>& values) {
   return out;
 }
 
+/// The names of an enum that extends another: `base`'s names first, in their order, then `more`,
+/// so that a base value widens to the extension by a cast (as the contract's `extends:` does).
+template <size_t N, size_t M>
+constexpr std::array<std::string_view, N + M>
+extended(const std::array<std::string_view, N>& base, const std::array<std::string_view, M>& more) {
+  std::array<std::string_view, N + M> out{};
+  for (size_t i = 0; i < N; ++i)
+    out[i] = base[i];
+  for (size_t i = 0; i < M; ++i)
+    out[N + i] = more[i];
+  return out;
+}
+
 /// The names for a message: "a, b or c".
 std::string one_of(const std::string_view* names, size_t count);
 

@@ -4,6 +4,9 @@
 // kernel set read from a directory by the CLI, in parts that fit the control socket, and the
 // verdict on each kernel.
 
+#include "messages/contract.hpp"
+#include "messages/enum_names.hpp"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -11,6 +14,53 @@
 #include <caf/meta/type_name.hpp>
 
 namespace opforge {
+
+/// How a kernel set is laid out (actors/library/importer.hpp describes both).
+enum class import_layout : uint8_t { backendbench, candidates };
+
+template <>
+struct contract::enum_traits<import_layout> {
+  static constexpr std::string_view label = "import_layout";
+  static constexpr std::array<std::string_view, 2> names{"backendbench", "candidates"};
+  static_assert(names.size() - 1 == static_cast<size_t>(import_layout::candidates));
+};
+
+/// Where an import is: receiving (waiting for parts), resolving (reading the catalog), testing,
+/// done or failed (`error` says why; the verdicts so far stand).
+enum class import_state : uint8_t { receiving, resolving, testing, done, failed };
+
+template <>
+struct contract::enum_traits<import_state> {
+  static constexpr std::string_view label = "import_state";
+  static constexpr std::array<std::string_view, 5> names{"receiving", "resolving", "testing",
+                                                         "done", "failed"};
+  static_assert(names.size() - 1 == static_cast<size_t>(import_state::failed));
+};
+
+/// The verdict on one file tested as one operator: a test's outcome (pass: it is in the library
+/// now; compile_error, lint_violation, harness_error, ...), whose values come first so that
+/// `to_import_outcome` widens one, or what the importer decided without a test: present (the
+/// library had it: same source), skipped (the operator supports none of the dtypes asked for),
+/// unmapped (no operator of the catalog to test it as) or invalid (not a kernel of its layout).
+enum class import_outcome : uint8_t {
+  present = contract::enum_traits<contract::outcome>::names.size(),
+  skipped,
+  unmapped,
+  invalid,
+};
+
+template <>
+struct contract::enum_traits<import_outcome> {
+  static constexpr std::string_view label = "import_outcome";
+  static constexpr auto names =
+      extended(enum_traits<contract::outcome>::names,
+               std::array<std::string_view, 4>{"present", "skipped", "unmapped", "invalid"});
+  static_assert(names.size() - 1 == static_cast<size_t>(import_outcome::invalid));
+};
+
+constexpr import_outcome to_import_outcome(contract::outcome value) {
+  return static_cast<import_outcome>(value);
+}
 
 /// One file of a kernel set, as read from its directory.
 struct import_file {
@@ -29,8 +79,8 @@ typename Inspector::result_type inspect(Inspector& f, import_file& x) {
 struct import_request {
   std::string import_id{}; // "" = a new import
   bool more = false;       // more parts follow
-  std::string layout{};    // "backendbench" or "candidates"
-  std::string source{};    // provenance: the kernels enter the library as imported:<source>
+  import_layout layout = import_layout::candidates;
+  std::string source{}; // provenance: the kernels enter the library as imported:<source>
   std::string device_kind{};
   std::vector<std::string> dtypes{}; // empty: the daemon's campaigns.dtypes
   bool repair = false;               // start a campaign of sessions seeded with the failing kernels
@@ -48,10 +98,7 @@ typename Inspector::result_type inspect(Inspector& f, import_request& x) {
 struct import_verdict {
   std::string path{};
   std::string op{}; // the operator id it was tested as; "" when it maps to none
-  // "pass" (it is in the library now), "present" (the library had it: same source), a test
-  // outcome (compile_error, accuracy_error, cheat_detected, lint_violation...), "unmapped" (no
-  // operator of the catalog to test it as) or "invalid" (not a kernel of its layout)
-  std::string verdict{};
+  import_outcome verdict = to_import_outcome(contract::outcome::harness_error);
   std::string detail{}; // one line
   std::string hash{};   // the source's content hash, as the library keys it
 };
@@ -64,11 +111,9 @@ typename Inspector::result_type inspect(Inspector& f, import_verdict& x) {
 /// An import at a glance.
 struct import_status {
   std::string import_id{};
-  // "receiving" (waiting for parts), "resolving" (reading the catalog), "testing", "done" or
-  // "failed" (`error` says why; the verdicts so far stand)
-  std::string state{};
+  import_state state = import_state::receiving;
   std::string error{};
-  std::string layout{};
+  import_layout layout = import_layout::candidates;
   std::string source{};
   std::string device_kind{};
   std::vector<std::string> dtypes{};

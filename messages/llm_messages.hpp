@@ -111,9 +111,19 @@ typename Inspector::result_type inspect(Inspector& f, chat_result& x) {
 /// Whether an endpoint answers, as its actor saw the latest attempts. An endpoint is `failing`
 /// from its first failed attempt after a success, and `down` once that has lasted `outage_after`
 /// without a success in between; one success makes it `up` again.
+enum class endpoint_state : uint8_t { up, failing, down };
+
+/// "up", "failing" or "down" (`to_string`).
+template <>
+struct contract::enum_traits<endpoint_state> {
+  static constexpr std::string_view label = "endpoint_state";
+  static constexpr std::array<std::string_view, 3> names{"up", "failing", "down"};
+  static_assert(names.size() - 1 == static_cast<size_t>(endpoint_state::down));
+};
+
 struct endpoint_health {
   std::string name;
-  std::string state = "up";     // "up", "failing" or "down"
+  endpoint_state state = endpoint_state::up;
   std::string breaker;          // "closed", "open" or "half_open"
   std::string last_error;       // of the latest failed attempt; kept once it is up again
   int64_t failing_since_ms = 0; // wall clock of the first failure since the last success; 0: up

@@ -108,7 +108,7 @@ TEST(CampaignFailover, ASessionStaysUntilItsEndpointIsDownThenTakesTheNextThatAn
   std::map<std::string, endpoint_health> health;
   auto set = [&](const std::string& name, const std::string& state) {
     health[name].name = name;
-    health[name].state = state;
+    health[name].state = from_string<endpoint_state>(state).value();
   };
   EXPECT_EQ(pick_endpoint(endpoints, health, "a"), "a"); // nothing polled yet: all up
   set("a", "failing");

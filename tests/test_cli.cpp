@@ -313,6 +313,9 @@ TEST_F(CliTest, MalformedControlRequestsGetErrorReplies) {
             "unknown request type 'launch' (this daemon knows: status, workers, run, campaign, "
             "campaigns, cancel, sessions, show, kernels, regressions, revalidate, repair, export, "
             "import, import_status, report, shutdown)");
+  // An import's layout is parsed where the request arrives, naming the layouts there are.
+  EXPECT_EQ(error_of(pack({{"v", 1}, {"type", "import"}, {"layout", "flat"}, {"source", "mine"}})),
+            "import: 'layout' must be backendbench or candidates, got 'flat'");
   EXPECT_EQ(ask(pack({{"v", 1}, {"type", "status"}}))["ok"], true);
   // Every word of the vocabulary the CLI sends reaches a handler (a request without its fields
   // may be refused, but not as unknown); shutdown, last, through the CLI.

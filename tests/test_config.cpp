@@ -230,18 +230,20 @@ TEST_F(ConfigTest, GpuIsProbedOnceAndOnlyForAutoKinds) {
   EXPECT_EQ(probes, 1) << "the device group and the campaigns share one probe";
 }
 
-// `slots: auto` (the default) becomes 8 on cuda, where more candidate processes keep the GPU
-// busy, and 1 on the interpreter and for lint, where each one takes a CPU core.
-TEST_F(ConfigTest, AutoSlotsResolveByKind) {
+// `slots: auto` (the default) is not resolved by the daemon, which keeps no table of device
+// kinds: the worker resolves it from its registry (8 on cuda, 1 on the interpreter and for lint:
+// worker/tests/test_cli.py) and announces the count in its hello.
+TEST_F(ConfigTest, AutoSlotsAreLeftToTheWorkers) {
   auto cfg = load_config(sources);
   ASSERT_TRUE(cfg);
   auto with_gpu = *cfg;
   resolve_auto_settings(with_gpu, [] { return true; });
-  EXPECT_EQ(with_gpu.local_workers[0].slots, 8);
-  EXPECT_EQ(with_gpu.local_workers[1].slots, 1) << "lint";
+  EXPECT_EQ(with_gpu.local_workers[0].kind, "cuda");
+  EXPECT_EQ(with_gpu.local_workers[0].slots, std::nullopt);
+  EXPECT_EQ(with_gpu.local_workers[1].slots, std::nullopt) << "lint";
   resolve_auto_settings(*cfg, [] { return false; });
-  EXPECT_EQ(cfg->local_workers[0].slots, 1) << "interpreter";
-  EXPECT_EQ(cfg->local_workers[1].slots, 1) << "lint";
+  EXPECT_EQ(cfg->local_workers[0].slots, std::nullopt) << "interpreter";
+  EXPECT_EQ(cfg->local_workers[1].slots, std::nullopt) << "lint";
 }
 
 TEST_F(ConfigTest, ExplicitSlotsAreKeptAndAutoMayBeWritten) {
@@ -259,7 +261,8 @@ local_workers:
   std::vector<std::optional<int64_t>> slots;
   for (auto& group : cfg->local_workers)
     slots.push_back(group.slots);
-  EXPECT_EQ(slots, (std::vector<std::optional<int64_t>>{2, 8, 3, 1, 1}));
+  EXPECT_EQ(slots,
+            (std::vector<std::optional<int64_t>>{2, std::nullopt, 3, std::nullopt, std::nullopt}));
 }
 
 // -- every class of bad configuration, with the exact line the user sees -------------------------
@@ -346,11 +349,23 @@ TEST_F(ConfigTest, MaintenanceSection) {
   ASSERT_TRUE(cfg) << failure(cfg);
   EXPECT_FALSE(cfg->maintenance.enabled);
   EXPECT_EQ(cfg->maintenance.poll_ms, 250);
-  EXPECT_EQ(cfg->maintenance.repair, "auto");
+  EXPECT_EQ(to_string(cfg->maintenance.repair), "auto");
   EXPECT_EQ(cfg->maintenance.background_max_wait_s, 5);
   EXPECT_EQ(failure(load_file("maintenance: {repair: always}\n")),
             "config_invalid: DIR/opforge.yaml:1: 'maintenance.repair' must be one of off, auto; "
             "got 'always'");
+  // Parsed once at load, wherever it comes from: a bad word names its source and the words.
+  EXPECT_EQ(
+      failure(load_file("maintenance: {repair: [auto]}\n")),
+      "config_invalid: DIR/opforge.yaml:1: 'maintenance.repair' must be a string, got a list");
+  env["OPFORGE_MAINTENANCE_REPAIR"] = "Auto";
+  EXPECT_EQ(failure(load_config(sources)),
+            "config_invalid: environment OPFORGE_MAINTENANCE_REPAIR: 'maintenance.repair' must be "
+            "one of off, auto; got 'Auto'");
+  env["OPFORGE_MAINTENANCE_REPAIR"] = "auto";
+  auto from_env = load_config(sources);
+  ASSERT_TRUE(from_env) << failure(from_env);
+  EXPECT_EQ(from_env->maintenance.repair, repair_policy::automatic);
 }
 
 // A count of slots below 1, or any word but auto, is refused naming both choices.

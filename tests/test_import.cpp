@@ -229,6 +229,8 @@ TEST_F(Import, LargeSetsTravelInPartsAndOversizedFilesAreRefused) {
     std::ofstream{set / folder / (folder + "_implementation_v1.py")} << padding << "\n";
   }
   auto status = import_set({set.string(), "--layout", "backendbench"});
+  EXPECT_EQ(status.at("state"), "done");
+  EXPECT_EQ(status.at("layout"), "backendbench");
   EXPECT_EQ(status.at("files"), 40);
   auto got = verdicts(status);
   ASSERT_EQ(got.size(), 40u);

@@ -58,8 +58,8 @@ TEST(Importer, BackendBenchFoldersNameTheirOverloads) {
 }
 
 TEST(Importer, BackendBenchFileIsTestedThroughItsImplWithTheHarnessImportsBlanked) {
-  auto kernel =
-      parse_kernel("backendbench", {"abs__default/abs__default_implementation_v1.py", impl});
+  auto kernel = parse_kernel(import_layout::backendbench,
+                             {"abs__default/abs__default_implementation_v1.py", impl});
   EXPECT_EQ(kernel.problem, "");
   EXPECT_EQ(kernel.overload, "aten.abs.default");
   EXPECT_EQ(kernel.wrapper, "abs__default_kernel_impl");
@@ -71,68 +71,74 @@ TEST(Importer, BackendBenchFileIsTestedThroughItsImplWithTheHarnessImportsBlanke
 }
 
 TEST(Importer, AnOverloadMapsToTheOperatorThatIsItsAtenOpNotToThoseThatCallIt) {
-  auto relu = parse_kernel("backendbench", {"relu__default/relu__default_implementation_v1.py",
-                                            "def relu__default_kernel_impl(x):\n    return x\n"});
+  auto relu = parse_kernel(import_layout::backendbench,
+                           {"relu__default/relu__default_implementation_v1.py",
+                            "def relu__default_kernel_impl(x):\n    return x\n"});
   EXPECT_THAT(ids(resolve(catalog(), relu)),
               ElementsAre("nn.functional.relu/ relu__default_kernel_impl"));
-  auto softmax =
-      parse_kernel("backendbench", {"_softmax__default/_softmax__default_implementation_v2.py",
-                                    "def _softmax__default_kernel_impl(x, d, h):\n    return x\n"});
+  auto softmax = parse_kernel(import_layout::backendbench,
+                              {"_softmax__default/_softmax__default_implementation_v2.py",
+                               "def _softmax__default_kernel_impl(x, d, h):\n    return x\n"});
   EXPECT_THAT(ids(resolve(catalog(), softmax)),
               ElementsAre("softmax/ _softmax__default_kernel_impl"));
-  auto sub = parse_kernel("backendbench", {"sub__Tensor/sub__Tensor_implementation_v1.py",
-                                           "def sub__Tensor_kernel_impl(a, b):\n    return a\n"});
+  auto sub = parse_kernel(import_layout::backendbench,
+                          {"sub__Tensor/sub__Tensor_implementation_v1.py",
+                           "def sub__Tensor_kernel_impl(a, b):\n    return a\n"});
   auto unmapped = resolve(catalog(), sub);
   EXPECT_TRUE(unmapped.targets.empty());
-  EXPECT_EQ(unmapped.verdict, "unmapped");
+  EXPECT_EQ(to_string(unmapped.verdict), "unmapped");
   EXPECT_EQ(unmapped.detail, "aten.sub.Tensor is one of the ATen ops of nn.functional.l1_loss, "
                              "none of which is that op alone");
-  auto mul = parse_kernel("backendbench", {"mul__Tensor/mul__Tensor_implementation_v1.py",
-                                           "def mul__Tensor_kernel_impl(a, b):\n    return a\n"});
+  auto mul = parse_kernel(import_layout::backendbench,
+                          {"mul__Tensor/mul__Tensor_implementation_v1.py",
+                           "def mul__Tensor_kernel_impl(a, b):\n    return a\n"});
   EXPECT_EQ(resolve(catalog(), mul).detail,
             "no operator of the catalog dispatches to aten.mul.Tensor");
 }
 
 TEST(Importer, BackendBenchFilesThatAreNoKernelsAreInvalid) {
-  auto empty_folder = parse_kernel("backendbench", {"abs__default/", ""});
+  auto empty_folder = parse_kernel(import_layout::backendbench, {"abs__default/", ""});
   EXPECT_THAT(resolve(catalog(), empty_folder).detail, HasSubstr("not a BackendBench"));
   EXPECT_TRUE(catalog_guesses(empty_folder).empty());
-  auto no_impl = parse_kernel("backendbench", {"abs__default/abs__default_implementation_v1.py",
-                                               "def abs_kernel_impl(x):\n    return x\n"});
+  auto no_impl =
+      parse_kernel(import_layout::backendbench, {"abs__default/abs__default_implementation_v1.py",
+                                                 "def abs_kernel_impl(x):\n    return x\n"});
   auto r = resolve(catalog(), no_impl);
-  EXPECT_EQ(r.verdict, "invalid");
+  EXPECT_EQ(to_string(r.verdict), "invalid");
   EXPECT_EQ(r.detail, "defines no abs__default_kernel_impl (BackendBench calls "
                       "<folder>_kernel_impl)");
 }
 
 TEST(Importer, CandidateFileNamesReadAsValidateReadsThem) {
   auto source = "@triton.jit\ndef k(x):\n    pass\n\ndef softmax(x, dim):\n    return x\n";
-  auto plain = parse_kernel("candidates", {"softmax.py", source});
+  auto plain = parse_kernel(import_layout::candidates, {"softmax.py", source});
   EXPECT_THAT(catalog_guesses(plain), ElementsAre("softmax"));
   EXPECT_THAT(ids(resolve(catalog(), plain)), ElementsAre("softmax/ softmax"));
-  auto variant = parse_kernel("candidates", {"softmax.with_dtype.py", source});
+  auto variant = parse_kernel(import_layout::candidates, {"softmax.with_dtype.py", source});
   EXPECT_THAT(catalog_guesses(variant), ElementsAre("softmax.with_dtype", "softmax"));
   EXPECT_THAT(ids(resolve(catalog(), variant)), ElementsAre("softmax/with_dtype softmax"));
-  auto marked = parse_kernel("candidates",
+  auto marked = parse_kernel(import_layout::candidates,
                              {"softmax.py", std::string{"# opforge: variants=default,with_dtype\n"
                                                         "# opforge: wrapper=my_softmax\n"} +
                                                 source});
   EXPECT_THAT(ids(resolve(catalog(), marked)),
               ElementsAre("softmax/ my_softmax", "softmax/with_dtype my_softmax"));
-  auto dotted = parse_kernel("candidates", {"nn.functional.relu.py",
-                                            "def nn_functional_relu_wrapper(x):\n    return x\n"
-                                            "def relu(x):\n    return x\n"});
+  auto dotted =
+      parse_kernel(import_layout::candidates,
+                   {"nn.functional.relu.py", "def nn_functional_relu_wrapper(x):\n    return x\n"
+                                             "def relu(x):\n    return x\n"});
   EXPECT_THAT(ids(resolve(catalog(), dotted)),
               ElementsAre("nn.functional.relu/ nn_functional_relu_wrapper"));
 }
 
 TEST(Importer, CandidateNamesOutsideTheCatalogAreUnmappedWithTheReason) {
-  EXPECT_EQ(resolve(catalog(), parse_kernel("candidates", {"normal.py", ""})).detail,
+  EXPECT_EQ(resolve(catalog(), parse_kernel(import_layout::candidates, {"normal.py", ""})).detail,
             "normal is excluded from the catalog: random");
-  EXPECT_EQ(resolve(catalog(), parse_kernel("candidates", {"nosuch.py", ""})).detail,
+  EXPECT_EQ(resolve(catalog(), parse_kernel(import_layout::candidates, {"nosuch.py", ""})).detail,
             "no operator of the catalog is named nosuch");
-  EXPECT_EQ(resolve(catalog(), parse_kernel("candidates", {"softmax.log.py", ""})).detail,
-            "softmax has no variant 'log' in the catalog");
+  EXPECT_EQ(
+      resolve(catalog(), parse_kernel(import_layout::candidates, {"softmax.log.py", ""})).detail,
+      "softmax has no variant 'log' in the catalog");
 }
 
 TEST(Importer, VerdictLinesNameWhereItFailed) {

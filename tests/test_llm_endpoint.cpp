@@ -242,7 +242,7 @@ TEST_F(LlmEndpoint, BreakerOpensAfterConsecutiveFailuresAndRecoversThroughHalfOp
 TEST_F(LlmEndpoint, StoppedServerIsProbedDownAndBackUpWithoutAnyRequest) {
   start_server({answer("add", "served")}, 0, true);
   auto cfg = config();
-  cfg.probe = "models";
+  cfg.probe = endpoint_probe::models;
   cfg.probe_interval = 100ms;
   cfg.probe_interval_max = 400ms;
   cfg.outage_after = 600ms;
@@ -287,7 +287,7 @@ TEST_F(LlmEndpoint, StoppedServerIsProbedDownAndBackUpWithoutAnyRequest) {
       << log_text.str();
   EXPECT_NE(log_text.str().find("llm replay: up again after"), std::string::npos) << log_text.str();
   auto now = status(endpoint);
-  EXPECT_EQ(now.health.state, "up");
+  EXPECT_EQ(to_string(now.health.state), "up");
   EXPECT_EQ(now.breaker, "half_open"); // the next request goes alone, as after a pause
   EXPECT_EQ(now.requests.at("ok") + now.requests.at("endpoint_fault"), 2u);
 

@@ -72,7 +72,7 @@ llm:
   EXPECT_EQ(vllm.breaker_open_for, 1min);
   EXPECT_EQ(vllm.max_attempts, 3u);
   const auto& replayed = parsed->endpoints[1];
-  EXPECT_EQ(replayed.kind, "replay");
+  EXPECT_EQ(to_string(replayed.kind), "replay");
   EXPECT_EQ(replayed.cassette, "tests/fixtures/run.jsonl");
   EXPECT_EQ(replayed.replay_latency_ms, 50u);
   EXPECT_EQ(parsed->summarizer.mode, summarizer_mode::llm);
@@ -110,11 +110,18 @@ TEST(LlmConfig, ErrorsNameTheKeyPath) {
       {second + "{name: b, kind: replay}", "llm.endpoints[1].cassette: required"},
       {second + "{name: b, kind: grpc}",
        "llm.endpoints[1].kind: expected openai or replay, got grpc"},
+      {second + "{name: b, kind: [replay]}", "llm.endpoints[1].kind: expected openai or replay"},
+      {second + "{" + ok + ", probe: {models: true}}",
+       "llm.endpoints[1].probe: expected models, chat or off"},
+      {second + "{" + ok + ", probe: Models}",
+       "llm.endpoints[1].probe: expected models, chat or off, got Models"},
       {"llm:\n  endpoints: {name: a}\n", "llm.endpoints: expected a list"},
       {"llm:\n  summarizer: {mode: llm, endpoint: nowhere}\n",
        "llm.summarizer.endpoint: no endpoint named nowhere"},
       {"llm:\n  summarizer: {mode: sometimes}\n",
        "llm.summarizer.mode: expected llm, deterministic or off, got sometimes"},
+      {"llm:\n  summarizer: {mode: [llm]}\n",
+       "llm.summarizer.mode: expected llm, deterministic or off"},
       {"llm:\n  summarizer: {summarize_over_chars: -1}\n",
        "llm.summarizer.summarize_over_chars: must lie in [0, 1000000000], got -1"},
       {"llm:\n  endpoint: []\n", "llm.endpoint: unknown key"},
@@ -150,10 +157,10 @@ llm:
        probe_interval_max: 30s}
 )");
   ASSERT_TRUE(parsed) << render(parsed.error());
-  EXPECT_EQ(parsed->endpoints[0].probe, "models");
+  EXPECT_EQ(to_string(parsed->endpoints[0].probe), "models");
   EXPECT_EQ(parsed->endpoints[0].probe_interval, 5s);
   EXPECT_EQ(parsed->endpoints[0].probe_interval_max, 60s);
-  EXPECT_EQ(parsed->endpoints[1].probe, "chat");
+  EXPECT_EQ(to_string(parsed->endpoints[1].probe), "chat");
   EXPECT_EQ(parsed->endpoints[1].probe_interval, 2s);
   EXPECT_EQ(parsed->endpoints[1].probe_interval_max, 30s);
   const std::string endpoint =

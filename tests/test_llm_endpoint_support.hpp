@@ -166,7 +166,7 @@ protected:
   endpoint_config config(const std::string& name = "replay") const {
     endpoint_config cfg;
     cfg.name = name;
-    cfg.kind = "replay";
+    cfg.kind = endpoint_kind::replay;
     server->serve(cfg);
     cfg.context_window = 8192;
     cfg.max_tokens = 512;
@@ -175,7 +175,7 @@ protected:
     cfg.total_timeout = std::chrono::milliseconds{5000};
     // Health probes would race the attempts and breaker transitions that tests count; the probe's
     // own test turns them on.
-    cfg.probe = "off";
+    cfg.probe = endpoint_probe::off;
     return cfg;
   }
 

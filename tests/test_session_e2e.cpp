@@ -85,7 +85,7 @@ protected:
     store = *spawned;
     endpoint_config endpoint;
     endpoint.name = "demo";
-    endpoint.kind = "replay";
+    endpoint.kind = endpoint_kind::replay;
     server->serve(endpoint);
     auto templates = prompt_templates::load(std::string{OPFORGE_SOURCE_DIR} + "/config/prompts");
     ASSERT_TRUE(templates) << render(templates.error());

@@ -36,9 +36,8 @@ protected:
   // Each worker runs `script` under /bin/sh with its kind, slots and role as $1 $2 $3.
   void run_script(std::string script) {
     config.command = [script = std::move(script)](const local_worker_spec& spec) {
-      return std::vector<std::string>{
-          "/bin/sh", "-c", script, "worker", spec.device_kind, std::to_string(spec.slots),
-          spec.role};
+      return std::vector<std::string>{"/bin/sh",       "-c",     script, "worker", spec.device_kind,
+                                      slots_arg(spec), spec.role};
     };
   }
 
@@ -102,6 +101,11 @@ TEST(WorkerCommand, RunsTheWorkerPackageWithItsKindSlotsAndRole) {
             (std::vector<std::string>{"/opt/venv/bin/python", "-m", "opforge_worker", "serve",
                                       "--connect", "tcp://127.0.0.1:5555", "--device", "none",
                                       "--slots", "4", "--role", "lint"}));
+  // Slots left to `auto` are the worker's to resolve, from its device-kind registry.
+  EXPECT_EQ(worker_command(config, {.device_kind = "rocm-gfx942", .role = "device"}),
+            (std::vector<std::string>{"/opt/venv/bin/python", "-m", "opforge_worker", "serve",
+                                      "--connect", "tcp://127.0.0.1:5555", "--device",
+                                      "rocm-gfx942", "--slots", "auto", "--role", "device"}));
   // With CURVE, the files of the daemon's public key and the worker's pair (never a key itself,
   // which `ps` would show).
   config.server_key_file = "/srv/opforge/keys/local/server.key";

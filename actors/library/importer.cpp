@@ -143,7 +143,9 @@ resolution backendbench_targets(const contract::catalog_result& catalog,
     if (has(op.aten_overloads, kernel.overload))
       holders.push_back(&op);
   if (holders.empty())
-    return {{}, "unmapped", "no operator of the catalog dispatches to " + kernel.overload};
+    return {{},
+            import_outcome::unmapped,
+            "no operator of the catalog dispatches to " + kernel.overload};
   // The operator that is this aten op, by name (abs, nn.functional.relu for relu); else those
   // whose every overload is one of it. An operator that merely calls it among others is not
   // what the impl computes.
@@ -163,7 +165,7 @@ resolution backendbench_targets(const contract::catalog_result& catalog,
     for (const auto* op : holders)
       names.push_back(operator_id(op->name, op->variant));
     return {{},
-            "unmapped",
+            import_outcome::unmapped,
             kernel.overload + " is one of the ATen ops of " + join(names) +
                 ", none of which is that op alone"};
   }
@@ -204,7 +206,7 @@ resolution candidate_targets(const contract::catalog_result& catalog, const pars
     auto named = named_variant(op);
     if (!named.empty() && !has(marked, named))
       return {{},
-              "invalid",
+              import_outcome::invalid,
               "the file name asks for variant '" + named + "' of " + op + " but its marker for " +
                   join(marked)};
     variants = marked;
@@ -215,7 +217,7 @@ resolution candidate_targets(const contract::catalog_result& catalog, const pars
         readings.push_back(o);
     if (readings.size() > 1)
       return {{},
-              "invalid",
+              import_outcome::invalid,
               "the file name reads as " + readings[0] + " variant '" + named_variant(readings[0]) +
                   "' or " + readings[1] + " variant '" + named_variant(readings[1]) +
                   "': name the variant with a marker line `# opforge: variant=...`"};
@@ -225,13 +227,15 @@ resolution candidate_targets(const contract::catalog_result& catalog, const pars
   if (!variants_of.count(op)) {
     for (const auto& excluded : catalog.excluded)
       if (excluded.name == op)
-        return {{}, "unmapped", op + " is excluded from the catalog: " + excluded.reason};
-    return {{}, "unmapped", "no operator of the catalog is named " + op};
+        return {
+            {}, import_outcome::unmapped, op + " is excluded from the catalog: " + excluded.reason};
+    return {{}, import_outcome::unmapped, "no operator of the catalog is named " + op};
   }
   resolution out;
   for (const auto& variant : variants) {
     if (!is_variant(op, variant))
-      return {{}, "unmapped", op + " has no variant '" + variant + "' in the catalog"};
+      return {
+          {}, import_outcome::unmapped, op + " has no variant '" + variant + "' in the catalog"};
     for (const auto* o : variants_of[op])
       if (o->variant == variant)
         out.targets.push_back({op, variant,
@@ -258,13 +262,13 @@ std::string overload_of(std::string_view folder) {
   return "aten." + std::string{reversed.rbegin(), reversed.rend()};
 }
 
-parsed_kernel parse_kernel(std::string_view layout, const import_file& file) {
+parsed_kernel parse_kernel(import_layout layout, const import_file& file) {
   parsed_kernel out;
   out.path = file.path;
   out.source = file.source;
   auto slash = file.path.rfind('/');
   auto name = slash == std::string::npos ? file.path : file.path.substr(slash + 1);
-  if (layout == "backendbench") {
+  if (layout == import_layout::backendbench) {
     auto folder = file.path.substr(0, file.path.find('/'));
     out.overload = overload_of(folder);
     out.wrapper = folder + "_kernel_impl";
@@ -324,7 +328,7 @@ std::vector<std::string> catalog_guesses(const parsed_kernel& kernel) {
 
 resolution resolve(const contract::catalog_result& catalog, const parsed_kernel& kernel) {
   if (!kernel.problem.empty())
-    return {{}, "invalid", kernel.problem};
+    return {{}, import_outcome::invalid, kernel.problem};
   return kernel.overload.empty() ? candidate_targets(catalog, kernel)
                                  : backendbench_targets(catalog, kernel);
 }
@@ -397,7 +401,7 @@ void finish(self_pointer self, const std::string& id) {
   auto& run = self->state.imports[id];
   auto done = [self, id](std::string error) {
     auto& run = self->state.imports[id];
-    run.status.state = "done";
+    run.status.state = import_state::done;
     run.status.error = std::move(error);
     run.status.ended_ms = now_ms();
     spdlog::info("import {} done: {} of {} tests accepted", id, run.status.accepted,
@@ -423,11 +427,12 @@ void finish(self_pointer self, const std::string& id) {
 // Records one verdict; the last one ends the import.
 void decide(self_pointer self, const std::string& id, import_verdict verdict) {
   auto& run = self->state.imports[id];
-  if (verdict.verdict == to_string(contract::outcome::pass))
+  if (verdict.verdict == to_import_outcome(contract::outcome::pass))
     ++run.status.accepted;
   run.status.verdicts.push_back(std::move(verdict));
   ++run.status.decided;
-  if (run.status.state == "testing" && run.pending == 0 && run.status.decided == run.status.tests)
+  if (run.status.state == import_state::testing && run.pending == 0 &&
+      run.status.decided == run.status.tests)
     finish(self, id);
 }
 
@@ -467,11 +472,11 @@ void accept(self_pointer self, const std::string& id, const parsed_kernel& kerne
   self->request(self->state.setup.library, caf::infinite, atom::add_v, std::move(k))
       .then(
           [self, id, verdict](kernel_version&) mutable {
-            verdict.verdict = "pass";
+            verdict.verdict = to_import_outcome(contract::outcome::pass);
             decide(self, id, std::move(verdict));
           },
           [self, id, verdict](const caf::error& err) mutable {
-            verdict.verdict = "harness_error";
+            verdict.verdict = to_import_outcome(contract::outcome::harness_error);
             verdict.detail = "it passed, but the library did not take it: " + message(err);
             decide(self, id, std::move(verdict));
           });
@@ -483,13 +488,14 @@ void judge(self_pointer self, const std::string& id, size_t index, import_target
   auto& run = self->state.imports[id];
   const auto& kernel = run.kernels[index];
   auto job_id = id + ":" + kernel.path + ":" + operator_id(target.op, target.variant);
-  import_verdict verdict{kernel.path, operator_id(target.op, target.variant), "", "",
-                         content_hash(kernel.source)};
+  import_verdict verdict{.path = kernel.path,
+                         .op = operator_id(target.op, target.variant),
+                         .hash = content_hash(kernel.source)};
   const auto& setup = self->state.setup;
   ++run.pending;
   auto fault = [self, id](import_verdict verdict, const std::string& what) {
     --self->state.imports[id].pending;
-    verdict.verdict = "harness_error";
+    verdict.verdict = to_import_outcome(contract::outcome::harness_error);
     verdict.detail = what;
     decide(self, id, std::move(verdict));
   };
@@ -511,7 +517,7 @@ void judge(self_pointer self, const std::string& id, size_t index, import_target
               auto& run = self->state.imports[id];
               --run.pending;
               seed(run, run.kernels[index], target, failure_feedback(*lint));
-              verdict.verdict = "lint_violation";
+              verdict.verdict = to_import_outcome(contract::outcome::lint_violation);
               verdict.detail = verdict_line(*lint);
               return decide(self, id, std::move(verdict));
             }
@@ -531,7 +537,7 @@ void judge(self_pointer self, const std::string& id, size_t index, import_target
                       if (result->outcome == contract::outcome::pass)
                         return accept(self, id, kernel, target, *result, tested,
                                       std::move(verdict));
-                      verdict.verdict = std::string{to_string(result->outcome)};
+                      verdict.verdict = to_import_outcome(result->outcome);
                       verdict.detail = verdict_line(*result);
                       if (result->outcome == contract::outcome::runtime_error &&
                           !kernel.overload.empty())
@@ -550,7 +556,7 @@ void judge(self_pointer self, const std::string& id, size_t index, import_target
 // Decides what needs no device, and sends the rest to be judged.
 void test_all(self_pointer self, const std::string& id, const contract::catalog_result& catalog) {
   auto& run = self->state.imports[id];
-  run.status.state = "testing";
+  run.status.state = import_state::testing;
   std::vector<std::pair<size_t, resolution>> resolved;
   for (size_t i = 0; i < run.kernels.size(); ++i) {
     auto r = resolve(catalog, run.kernels[i]);
@@ -571,7 +577,8 @@ void test_all(self_pointer self, const std::string& id, const contract::catalog_
       auto op = operator_id(target.op, target.variant);
       if (run.present.count(kernel_key(op, kernel.source))) {
         decide(self, id,
-               {kernel.path, op, "present", "the library has this source for " + op, hash});
+               {kernel.path, op, import_outcome::present, "the library has this source for " + op,
+                hash});
         continue;
       }
       std::vector<std::string> dtypes;
@@ -580,7 +587,7 @@ void test_all(self_pointer self, const std::string& id, const contract::catalog_
           dtypes.push_back(dtype);
       if (dtypes.empty()) {
         decide(self, id,
-               {kernel.path, op, "skipped",
+               {kernel.path, op, import_outcome::skipped,
                 op + " supports none of the requested dtypes (" + join(run.status.dtypes) + ")",
                 hash});
         continue;
@@ -596,7 +603,7 @@ void test_all(self_pointer self, const std::string& id, const contract::catalog_
 
 void fail(self_pointer self, const std::string& id, const std::string& why) {
   auto& status = self->state.imports[id].status;
-  status.state = "failed";
+  status.state = import_state::failed;
   status.error = why;
   status.ended_ms = now_ms();
   spdlog::warn("import {} failed: {}", id, why);
@@ -604,7 +611,7 @@ void fail(self_pointer self, const std::string& id, const std::string& why) {
 
 bool unmapped(const contract::catalog_result& catalog, const std::vector<parsed_kernel>& kernels) {
   return std::any_of(kernels.begin(), kernels.end(), [&](const parsed_kernel& kernel) {
-    return resolve(catalog, kernel).verdict == "unmapped";
+    return resolve(catalog, kernel).verdict == import_outcome::unmapped;
   });
 }
 
@@ -634,7 +641,7 @@ void full_catalog(self_pointer self, const std::string& id) {
 // resolves.
 void resolve_all(self_pointer self, const std::string& id) {
   auto& run = self->state.imports[id];
-  run.status.state = "resolving";
+  run.status.state = import_state::resolving;
   std::set<std::string> names;
   for (const auto& kernel : run.kernels)
     for (auto& name : catalog_guesses(kernel))
@@ -690,8 +697,6 @@ void start(self_pointer self, const std::string& id) {
 
 // Checks a new import's settings and fills in the defaults.
 caf::expected<import_status> open_import(const importer_setup& setup, import_request& request) {
-  if (request.layout != "backendbench" && request.layout != "candidates")
-    return invalid("layout '" + request.layout + "': must be backendbench or candidates");
   if (request.source.empty())
     return invalid("name the kernel set's source (its provenance: imported:<source>)");
   import_status status;
@@ -710,7 +715,7 @@ caf::expected<import_status> open_import(const importer_setup& setup, import_req
   if (request.repair && !setup.campaigns)
     return invalid("this daemon runs no campaigns, so it cannot repair");
   status.created_ms = now_ms();
-  status.state = "receiving";
+  status.state = import_state::receiving;
   return status;
 }
 
@@ -731,14 +736,15 @@ importer_actor::behavior_type importer(importer_actor::stateful_pointer<importer
           auto& run = self->state.imports[id];
           run.status = std::move(*status);
           run.repair = request.repair;
-          spdlog::info("import {} opened: {} layout from {} on {}", id, run.status.layout,
-                       run.status.source, run.status.device_kind);
+          spdlog::info("import {} opened: {} layout from {} on {}", id,
+                       to_string(run.status.layout), run.status.source, run.status.device_kind);
         }
         auto* run = find_run(self, id);
         if (!run)
           return invalid("no import '" + id + "' in this daemon");
-        if (run->status.state != "receiving")
-          return invalid("import " + id + " takes no more files (it is " + run->status.state + ")");
+        if (run->status.state != import_state::receiving)
+          return invalid("import " + id + " takes no more files (it is " +
+                         to_string(run->status.state) + ")");
         for (const auto& file : request.files)
           run->kernels.push_back(parse_kernel(run->status.layout, file));
         run->status.files = run->kernels.size();

@@ -49,8 +49,8 @@ struct parsed_kernel {
   std::string problem;                      // why it is no kernel of its layout; "" when it is one
 };
 
-/// Reads `file` as a file of `layout` ("backendbench" or "candidates").
-parsed_kernel parse_kernel(std::string_view layout, const import_file& file);
+/// Reads `file` as a file of `layout`.
+parsed_kernel parse_kernel(import_layout layout, const import_file& file);
 
 /// The aten overload of a BackendBench folder name (BackendBench's folder_name_to_op_name):
 /// `add__Tensor` -> `aten.add.Tensor`, `add___Tensor` -> `aten.add_.Tensor`.
@@ -68,11 +68,11 @@ struct import_target {
   std::vector<std::string> dtypes; // what the operator supports, in the catalog's order
 };
 
-/// The operators `kernel` is tested as; when there are none, `verdict` ("unmapped" or
-/// "invalid") and `detail` say why.
+/// The operators `kernel` is tested as; when there are none, `verdict` (unmapped or invalid) and
+/// `detail` say why.
 struct resolution {
   std::vector<import_target> targets;
-  std::string verdict;
+  import_outcome verdict = import_outcome::unmapped;
   std::string detail;
 };
 

@@ -22,6 +22,11 @@ using namespace std::chrono_literals;
 // The HTTP thread's key for a health probe's transfer: requests' tickets start at 1.
 constexpr uint64_t health_probe_ticket = 0;
 
+// OpenAI's finish_reason for an answer cut off by max_tokens (or by the context window): the
+// server's word, read only here; what it means goes on as chat_outcome::truncated or
+// context_exhausted.
+constexpr std::string_view openai_finish_length = "length";
+
 bool contains_case_insensitive(std::string_view haystack, std::string_view needle) {
   return std::search(haystack.begin(), haystack.end(), needle.begin(), needle.end(),
                      [](char a, char b) {
@@ -153,6 +158,7 @@ attempt_verdict classify_exchange(const http_exchange& x, uint32_t context_windo
   attempt_verdict v;
   if (!x.transport_error.empty()) {
     v.retryable = true;
+    v.unreachable = true;
     v.reason = "transport";
     v.error = x.transport_error;
     return v;
@@ -213,7 +219,7 @@ attempt_verdict classify_exchange(const http_exchange& x, uint32_t context_windo
     v.usage.estimated = true;
   }
   v.endpoint_ok = true;
-  if (v.finish_reason == "length") {
+  if (v.finish_reason == openai_finish_length) {
     auto full = v.usage.prompt + v.usage.completion >= context_window;
     v.outcome = full || window_limited ? chat_outcome::context_exhausted : chat_outcome::truncated;
     v.reason = to_string(v.outcome);
@@ -551,7 +557,7 @@ void llm_endpoint_state::note_attempt(const attempt_verdict& verdict) {
     return note_up();
   last_error_ = verdict.error;
   last_error_ms_ = wall_ms();
-  unreachable_ = verdict.reason == "transport";
+  unreachable_ = verdict.unreachable;
   if (!failing_since_) {
     failing_since_ = now();
     failing_since_ms_ = last_error_ms_;
@@ -567,7 +573,7 @@ void llm_endpoint_state::note_attempt(const attempt_verdict& verdict) {
 }
 
 void llm_endpoint_state::schedule_health_probe() {
-  if (cfg_.probe == "off" || health_probe_pending_)
+  if (cfg_.probe == endpoint_probe::off || health_probe_pending_)
     return;
   health_probe_pending_ = true;
   // No later than the moment it counts as down, so that it is said when it happens.
@@ -593,7 +599,7 @@ void llm_endpoint_state::on_health_probe_due() {
   // Listing the models proves only that the server is reached again, which says nothing about
   // an endpoint that answered with errors: there only a chat probe can tell, else the next
   // request (through the breaker's half-open state).
-  health_probe_chats_ = cfg_.probe == "chat";
+  health_probe_chats_ = cfg_.probe == endpoint_probe::chat;
   if (!health_probe_chats_ && !unreachable_)
     return probe_later();
   if (!health_probe_chats_) {
@@ -735,8 +741,8 @@ endpoint_health llm_endpoint_state::health() {
   if (!failing_since_)
     return h;
   auto failing_for = now() - *failing_since_;
-  h.state = failing_for >= cfg_.outage_after ? "down" : "failing";
-  if (h.state == "down" && !down_logged_) {
+  h.state = failing_for >= cfg_.outage_after ? endpoint_state::down : endpoint_state::failing;
+  if (h.state == endpoint_state::down && !down_logged_) {
     down_logged_ = true;
     down_gauge_->Set(1);
     spdlog::warn("llm {}: down: every attempt for {} s failed; last error: {}", cfg_.name,

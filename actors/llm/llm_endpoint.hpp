@@ -48,6 +48,7 @@ struct attempt_verdict {
   chat_outcome outcome = chat_outcome::endpoint_fault;
   bool retryable = false;   // worth another attempt (transport, 408, 409, 429, 5xx)
   bool endpoint_ok = false; // the endpoint answered sensibly: a success for the breaker
+  bool unreachable = false; // no HTTP answer at all: only listing the models can tell it is back
   std::string reason; // short label for metrics: "ok", "transport", "http_429", "garbage", ...
   std::string error;
   std::string content;

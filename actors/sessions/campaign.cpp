@@ -187,7 +187,7 @@ void fail_over(self_pointer self) {
   for (const auto& [id, progress] : st.live) {
     auto health = st.health.find(progress.endpoint);
     if (progress.state != contract::session_state::generate || health == st.health.end() ||
-        health->second.state != "down")
+        health->second.state != endpoint_state::down)
       continue;
     auto target = pick_endpoint(st.services.endpoints, st.health, progress.endpoint);
     auto session = st.running.find(id);
@@ -221,13 +221,13 @@ std::string pick_endpoint(const std::vector<session_endpoint>& endpoints,
                           const std::string& current) {
   auto state_of = [&](const std::string& name) {
     auto found = health.find(name);
-    return found == health.end() ? std::string{"up"} : found->second.state;
+    return found == health.end() ? endpoint_state::up : found->second.state;
   };
   auto listed = std::any_of(endpoints.begin(), endpoints.end(),
                             [&](const session_endpoint& e) { return e.name == current; });
-  if (listed && state_of(current) != "down")
+  if (listed && state_of(current) != endpoint_state::down)
     return current;
-  for (const char* wanted : {"up", "failing"})
+  for (auto wanted : {endpoint_state::up, endpoint_state::failing})
     for (const auto& e : endpoints)
       if (e.name != current && state_of(e.name) == wanted)
         return e.name;

@@ -59,8 +59,8 @@ class DeviceKind:
     memory_policy: MemoryPolicy
     #: The candidate process's memory limit unless tolerances.yaml's ``memory_limit_mb`` names one.
     memory_limit_mb: int
-    #: Jobs a worker runs at once for ``--slots auto``. The daemon's ``slots: auto`` for the
-    #: workers it starts itself (config.cpp, auto_slots) gives 8 to cuda and 1 to any other kind.
+    #: Jobs a worker runs at once for ``--slots auto``, which is also what the daemon passes for
+    #: the workers it starts itself with ``slots: auto``: this is the one table of the counts.
     default_slots: int
     #: Whether Triton times the configs of an autotuned kernel here; where it cannot, each config
     #: runs once and the first listed is chosen.
