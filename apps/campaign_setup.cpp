@@ -159,6 +159,7 @@ caf::error start_parts(campaign_parts& parts, caf::actor_system& sys, const conf
       if (plan.demo)
         entry.replayed_operators = std::move(*operators);
     }
+    families->add_llm_endpoint(endpoint.name);
     entry.actor = sys.spawn(llm_endpoint, endpoint, families);
     entry.config = endpoint;
     parts.endpoints.push_back(entry.actor);

@@ -692,9 +692,13 @@ void print_revalidation(const nlohmann::json& reply) {
   std::vector<std::vector<std::string>> rows{
       {"DEVICE", "FINGERPRINT", "OWED", "RUNNING", "PASSED", "FAILED", "TOOLCHAIN"}};
   for (const auto& t : reply.value("toolchains", nlohmann::json::array())) {
+    // Named: items() of the temporary that value() returns would dangle in the range-for (C++20
+    // destroys it before the loop body runs). A version a toolchain lacks (no CUDA or driver on
+    // an interpreter worker) is left out.
+    auto toolchain = t.value("toolchain", nlohmann::json::object());
     std::string tools;
-    for (const auto& [name, version] : t.value("toolchain", nlohmann::json::object()).items())
-      if (!version.get<std::string>().empty())
+    for (const auto& [name, version] : toolchain.items())
+      if (version.is_string() && !version.get_ref<const std::string&>().empty())
         tools += (tools.empty() ? "" : " ") + name + " " + version.get<std::string>();
     rows.push_back({t.value("device_kind", std::string{}), t.value("fingerprint", std::string{}),
                     std::to_string(t.value("owed", 0)), std::to_string(t.value("running", 0)),

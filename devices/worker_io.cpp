@@ -234,8 +234,8 @@ void worker_io::authenticate() {
         user = *name;
       } else {
         text = "key not on the allow-list";
-        refuse("unknown_key", std::string{"key "} + key.data() + " from " +
-                                  std::string{request[3].to_string_view()});
+        refuse(auth_refusal::unknown_key, std::string{"key "} + key.data() + " from " +
+                                              std::string{request[3].to_string_view()});
       }
     }
     auto request_id = request.size() > 1 ? std::string{request[1].to_string_view()} : "";
@@ -252,21 +252,23 @@ void worker_io::count_failed_handshakes() {
     std::vector<zmq::message_t> event;
     if (!zmq::recv_multipart(monitor_, std::back_inserter(event), zmq::recv_flags::dontwait))
       return;
-    refuse("handshake", "a peer (no CURVE, or not this daemon's server key) on " +
-                            (event.size() > 1 ? event[1].to_string() : endpoint()));
+    refuse(auth_refusal::handshake, "a peer (no CURVE, or not this daemon's server key) on " +
+                                        (event.size() > 1 ? event[1].to_string() : endpoint()));
   }
 }
 
 // Counts a refused connection and logs it once per `who` (a public key and an address; no secret
 // ever gets here): a peer that keeps retrying must not flood the log.
-void worker_io::refuse(const std::string& reason, const std::string& who) {
-  metrics_->worker_auth_refused(reason).Increment();
+void worker_io::refuse(auth_refusal why, const std::string& who) {
+  metrics_->worker_auth_refused(why).Increment();
+  auto reason = to_string(why);
   if (logged_.size() >= logged_senders_max || !logged_.emplace(who, reason).second)
     return;
-  spdlog::warn("workers socket refused {}: {} (further refusals are counted in "
-               "opforge_worker_auth_refused_total{{reason=\"{}\"}}, not logged)",
-               who, reason == "unknown_key" ? "not on the allow-list" : "CURVE handshake failed",
-               reason);
+  spdlog::warn(
+      "workers socket refused {}: {} (further refusals are counted in "
+      "opforge_worker_auth_refused_total{{reason=\"{}\"}}, not logged)",
+      who, why == auth_refusal::unknown_key ? "not on the allow-list" : "CURVE handshake failed",
+      reason);
 }
 
 void worker_io::receive(const device_manager_actor& receiver) {

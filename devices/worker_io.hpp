@@ -68,7 +68,7 @@ private:
   void reject(const std::string& identity, const caf::error& err);
   void authenticate();
   void count_failed_handshakes();
-  void refuse(const std::string& reason, const std::string& who);
+  void refuse(auth_refusal why, const std::string& who);
   bool flush(const device_manager_actor& receiver);
   void wake();
 

@@ -1,5 +1,8 @@
 #include "messages/metrics.hpp"
 
+#include "messages/contract.hpp"
+#include "messages/llm_messages.hpp"
+
 namespace opforge {
 
 namespace {
@@ -21,6 +24,13 @@ const prometheus::Histogram::BucketBoundaries group_buckets{1,  2,   4,   8,   1
 // A chat completion takes from a fraction of a second (replayed) to many minutes (reasoning).
 const prometheus::Histogram::BucketBoundaries llm_buckets{0.05, 0.1, 0.25, 0.5, 1,   2.5, 5,   10,
                                                           20,   30,  60,   120, 300, 600, 1200};
+
+// A series at 0 under `label` for each value of E.
+template <class E>
+void zero_each(prometheus::Family<prometheus::Counter>& counters, const char* label) {
+  for (auto name : contract::enum_traits<E>::names)
+    counters.Add({{label, std::string{name}}});
+}
 
 template <class Builder>
 auto& family(Builder builder, prometheus::Registry& registry, const char* name, const char* help) {
@@ -116,6 +126,25 @@ metrics::metrics(std::string version)
          "Always 1; the labels say which build runs")
       .Add({{"version", std::move(version)}})
       .Set(1);
+  // rate() and increase() count a counter's first step only from an earlier sample at 0; a
+  // series made at its first increment has none, so every label value known now starts at 0.
+  for (auto kind : contract::enum_traits<contract::job_kind>::names) {
+    for (auto status : contract::enum_traits<contract::job_status>::names)
+      jobs_.Add({{"kind", std::string{kind}}, {"outcome", std::string{status}}});
+    jobs_.Add({{"kind", std::string{kind}}, {"outcome", std::string{job_lost}}});
+    job_latency_.Add({{"kind", std::string{kind}}}, job_buckets);
+  }
+  for (auto ended : {contract::session_state::success, contract::session_state::failed})
+    sessions_ended_.Add({{"outcome", to_string(ended)}});
+  zero_each<summary_method>(summaries_, "method");
+  zero_each<requeue_reason>(job_requeues_, "reason");
+  zero_each<store_operation>(store_errors_, "operation");
+  zero_each<auth_refusal>(worker_auth_refused_, "reason");
+}
+
+void metrics::add_llm_endpoint(const std::string& endpoint) {
+  for (auto outcome : contract::enum_traits<chat_outcome>::names)
+    llm_requests_.Add({{"endpoint", endpoint}, {"outcome", std::string{outcome}}});
 }
 
 prometheus::Gauge& metrics::workers(const std::string& kind, const std::string& state) {
@@ -140,16 +169,16 @@ prometheus::Counter& metrics::malformed_frames(const std::string& reason) {
   return malformed_frames_.Add({{"reason", reason}});
 }
 
-prometheus::Counter& metrics::worker_auth_refused(const std::string& reason) {
-  return worker_auth_refused_.Add({{"reason", reason}});
+prometheus::Counter& metrics::worker_auth_refused(auth_refusal reason) {
+  return worker_auth_refused_.Add({{"reason", to_string(reason)}});
 }
 
-prometheus::Counter& metrics::job_requeues(const std::string& reason) {
-  return job_requeues_.Add({{"reason", reason}});
+prometheus::Counter& metrics::job_requeues(requeue_reason reason) {
+  return job_requeues_.Add({{"reason", to_string(reason)}});
 }
 
-prometheus::Counter& metrics::store_errors(const std::string& operation) {
-  return store_errors_.Add({{"operation", operation}});
+prometheus::Counter& metrics::store_errors(store_operation operation) {
+  return store_errors_.Add({{"operation", to_string(operation)}});
 }
 
 prometheus::Counter& metrics::llm_requests(const std::string& endpoint,

@@ -4,6 +4,9 @@
 // `std::shared_ptr<metrics>` at spawn and keep references to the children they update; children
 // are thread-safe, and asking twice for the same labels returns the same child.
 
+#include "messages/enum_names.hpp"
+
+#include <array>
 #include <memory>
 #include <string>
 
@@ -15,8 +18,49 @@
 
 namespace opforge {
 
+/// Why a device job went back to the queue: its deadline passed, or its worker said goodbye,
+/// connected again, or died.
+enum class requeue_reason { deadline, goodbye, reconnect, worker_lost };
+
+template <>
+struct contract::enum_traits<requeue_reason> {
+  static constexpr std::string_view label = "requeue_reason";
+  static constexpr std::array<std::string_view, 4> names{"deadline", "goodbye", "reconnect",
+                                                         "worker_lost"};
+  static_assert(names.size() - 1 == static_cast<size_t>(requeue_reason::worker_lost));
+};
+
+/// The store's database calls that can fail.
+enum class store_operation { write, resume, get, scan, status, close };
+
+template <>
+struct contract::enum_traits<store_operation> {
+  static constexpr std::string_view label = "store_operation";
+  static constexpr std::array<std::string_view, 6> names{"write", "resume", "get",
+                                                         "scan",  "status", "close"};
+  static_assert(names.size() - 1 == static_cast<size_t>(store_operation::close));
+};
+
+/// Why the workers socket refused a connection: a key not on the allow-list, or no CURVE (or not
+/// this daemon's server key).
+enum class auth_refusal { unknown_key, handshake };
+
+template <>
+struct contract::enum_traits<auth_refusal> {
+  static constexpr std::string_view label = "auth_refusal";
+  static constexpr std::array<std::string_view, 2> names{"unknown_key", "handshake"};
+  static_assert(names.size() - 1 == static_cast<size_t>(auth_refusal::handshake));
+};
+
+/// The opforge_jobs_total outcome of a job that lost its worker on every attempt; the others are
+/// job statuses.
+inline constexpr std::string_view job_lost = "lost";
+
 class metrics {
 public:
+  /// Creates every family, and at 0 every counter series whose labels are known up front: job
+  /// kind x (job status or lost), ended-session outcome, summary method, requeue reason, store
+  /// operation, auth refusal; and the job latency histogram of each job kind.
   explicit metrics(std::string version);
 
   /// The registry an exposer serves.
@@ -39,9 +83,9 @@ public:
   /// opforge_worker_auth_refused_total{reason}: connections to the workers socket refused by
   /// CURVE: `unknown_key` (a key not on the allow-list) or `handshake` (no CURVE, or not our
   /// server key).
-  prometheus::Counter& worker_auth_refused(const std::string& reason);
+  prometheus::Counter& worker_auth_refused(auth_refusal reason);
   /// opforge_job_requeues_total{reason}: jobs requeued after their worker died or left.
-  prometheus::Counter& job_requeues(const std::string& reason);
+  prometheus::Counter& job_requeues(requeue_reason reason);
   /// opforge_late_results_total: results ignored because their job was no longer running there
   /// (the worker had been declared dead, or the job cancelled or already answered).
   prometheus::Counter& late_results() { return late_results_; }
@@ -61,12 +105,15 @@ public:
   prometheus::Histogram& store_group_batches() { return store_group_batches_; }
   /// opforge_store_errors_total{operation}: failed database calls by operation (write, resume,
   /// get, scan, status, close); a write that keeps failing counts once per attempt.
-  prometheus::Counter& store_errors(const std::string& operation);
+  prometheus::Counter& store_errors(store_operation operation);
   /// opforge_store_paused_writes: write batches held back until the database takes writes again.
   prometheus::Gauge& store_paused_writes() { return store_paused_writes_; }
 
   // -- llm endpoints and summarizer ------------------------------------------------------------
 
+  /// Creates every opforge_llm_requests_total series of a new endpoint at 0 (one per chat
+  /// outcome), so that its first finished request shows in rate() and increase().
+  void add_llm_endpoint(const std::string& endpoint);
   /// opforge_llm_requests_total{endpoint,outcome}: finished chat requests by outcome.
   prometheus::Counter& llm_requests(const std::string& endpoint, const std::string& outcome);
   /// opforge_llm_request_latency_seconds{endpoint}: acceptance-to-reply time of chat requests.

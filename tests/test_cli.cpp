@@ -2,6 +2,8 @@
 // a temporary data directory, queried and stopped through its control socket.
 
 #include "apps/control_protocol.hpp"
+#include "messages/contract.hpp"
+#include "messages/llm_messages.hpp"
 #include "messages/wire.hpp"
 #include "tests/cli_test_support.hpp"
 
@@ -459,4 +461,31 @@ TEST_F(CliTest, SupervisedPythonWorkerShowsUp) {
   EXPECT_EQ(wait_for_daemon(), 0);
   EXPECT_NE(slurp(dir / "serve.err").find("said goodbye"), std::string::npos)
       << "the worker left cleanly on shutdown";
+}
+
+// Counters whose label values are known at start are scraped at 0 before anything happens, so
+// that rate() and increase() see their first step: every job kind x job status, both session
+// outcomes, every summary method, and every chat outcome of each configured endpoint.
+TEST_F(CliTest, ServeScrapesKnownCounterSeriesAtZeroFromTheStart) {
+  write("quiet.yaml", "local_workers: []\nworkers: {listen: '" + workers_endpoint() +
+                          "'}\nllm: {endpoints: [{name: nowhere, base_url: "
+                          "'http://127.0.0.1:9/v1', model: nobody}]}\n");
+  auto status = serve();
+  auto scrape = http_get("http://" + status["metrics"].get<std::string>() + "/metrics");
+  using opforge::contract::enum_traits;
+  auto expect_zero = [&](const std::string& series) {
+    EXPECT_NE(scrape.find("\n" + series + " 0\n"), std::string::npos) << series << " missing from\n"
+                                                                      << scrape;
+  };
+  for (auto kind : enum_traits<opforge::contract::job_kind>::names)
+    for (auto outcome : enum_traits<opforge::contract::job_status>::names)
+      expect_zero("opforge_jobs_total{kind=\"" + std::string{kind} + "\",outcome=\"" +
+                  std::string{outcome} + "\"}");
+  expect_zero(R"(opforge_sessions_ended_total{outcome="SUCCESS"})");
+  expect_zero(R"(opforge_sessions_ended_total{outcome="FAILED"})");
+  for (auto method : enum_traits<opforge::summary_method>::names)
+    expect_zero("opforge_summaries_total{method=\"" + std::string{method} + "\"}");
+  for (auto outcome : enum_traits<opforge::chat_outcome>::names)
+    expect_zero("opforge_llm_requests_total{endpoint=\"nowhere\",outcome=\"" +
+                std::string{outcome} + "\"}");
 }

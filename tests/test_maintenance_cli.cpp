@@ -157,3 +157,43 @@ TEST_F(MaintenanceCli, ANewFingerprintIsRevalidatedAndRevalidateForcesItAgain) {
                 .size(),
             0u);
 }
+
+// The real interpreter worker under the daemon's supervisor announces no CUDA or driver version;
+// `opforge revalidate` in text mode lists its toolchain without them (it used to abort on them).
+TEST_F(CliTest, RevalidateListsARealInterpreterWorkersToolchainAsText) {
+  write("quiet.yaml", "local_workers: [{role: device, kind: interpreter, count: 1, slots: 1}]\n"
+                      "python: '" +
+                          std::string{OPFORGE_PYTHON} + "'\nworkers: {listen: '" +
+                          workers_endpoint() + "'}\n");
+  serve("");
+  nlohmann::json worker;
+  // Past process_bound: the worker imports torch and triton on a machine the suite shares.
+  auto deadline = std::chrono::steady_clock::now() + 2 * process_bound;
+  while (worker.is_null() && std::chrono::steady_clock::now() < deadline) {
+    auto listed = run({"workers", "--json", "--data-dir", data.string()});
+    ASSERT_EQ(listed.code, 0) << listed.err;
+    auto reply = nlohmann::json::parse(listed.out);
+    for (auto& w : reply["workers"])
+      if (w["device_kind"] == "interpreter" && w["state"] != "dead")
+        worker = w;
+    std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_FALSE(worker.is_null()) << slurp(dir / "serve.err");
+  const auto& toolchain = worker["toolchain"];
+  EXPECT_EQ(toolchain["cuda"], "");
+  EXPECT_EQ(toolchain["driver"], "");
+  auto fingerprint = worker["fingerprint"].get<std::string>();
+  ASSERT_EQ(fingerprint.size(), 16u);
+
+  auto listed = run({"revalidate", "--data-dir", data.string()});
+  ASSERT_EQ(listed.code, 0) << listed.err;
+  auto version = [&](const char* name) { return toolchain[name].get<std::string>(); };
+  EXPECT_EQ(listed.out,
+            "DEVICE       FINGERPRINT       OWED  RUNNING  PASSED  FAILED  TOOLCHAIN\n"
+            "interpreter  " +
+                fingerprint + "  0     0        0       0       device " + version("device") +
+                " python " + version("python") + " torch " + version("torch") + " triton " +
+                version("triton") +
+                "\n(verdicts older than this request no longer count there; `opforge status` "
+                "shows the progress)\n");
+}

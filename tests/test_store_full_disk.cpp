@@ -217,7 +217,7 @@ TEST_F(StoreFullDiskTest, WritesWaitForSpaceWhileReadsGoOn) {
   EXPECT_EQ(paused.batches_written, 1u); // the first write, before the disk filled
   for (const auto& write : writes)
     EXPECT_FALSE(write->arrived);
-  EXPECT_GE(telemetry_->store_errors("write").Value(), 1);
+  EXPECT_GE(telemetry_->store_errors(store_operation::write).Value(), 1);
   EXPECT_EQ(telemetry_->store_paused_writes().Value(), 3);
   // Reads are served meanwhile.
   auto before = ask<stored_value>(atom::get_v, family::validations, std::string{"before"});

@@ -236,7 +236,7 @@ TEST_F(WorkerSocket, AJobOfAWorkerThatDiesIsCompletedOnceByAnother) {
   EXPECT_EQ(totals.requeued, 1);
   EXPECT_EQ(totals.done, 1);
   EXPECT_EQ(totals.workers["interpreter"]["dead"], 1);
-  EXPECT_EQ(stats->job_requeues("worker_lost").Value(), 1);
+  EXPECT_EQ(stats->job_requeues(requeue_reason::worker_lost).Value(), 1);
 }
 
 // Connected but silent (hung): only the application heartbeats can tell.
@@ -403,10 +403,10 @@ protected:
 
   curve_client client(const curve::key_pair& own) const { return {server.public_key, own}; }
 
-  double refused(const std::string& reason) { return stats->worker_auth_refused(reason).Value(); }
+  double refused(auth_refusal reason) { return stats->worker_auth_refused(reason).Value(); }
 
   // Waits until the refusal counter of `reason` reaches `count` (handshakes run on their own).
-  bool refused_at_least(const std::string& reason, double count) {
+  bool refused_at_least(auth_refusal reason, double count) {
     auto deadline = std::chrono::steady_clock::now() + patience;
     while (refused(reason) < count && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(10ms);
@@ -430,8 +430,8 @@ TEST_F(CurveWorkerSocket, AWorkerWithAnAllowedKeyRegistersAndAnswersJobs) {
   auto result = reply(pending);
   ASSERT_TRUE(result);
   EXPECT_EQ(result->worker_id, "w1");
-  EXPECT_EQ(refused("unknown_key"), 0);
-  EXPECT_EQ(refused("handshake"), 0);
+  EXPECT_EQ(refused(auth_refusal::unknown_key), 0);
+  EXPECT_EQ(refused(auth_refusal::handshake), 0);
 }
 
 // The forging worker of issue 17: it speaks the protocol perfectly and would answer `pass` to
@@ -449,8 +449,8 @@ TEST_F(CurveWorkerSocket, UnknownKeysAndPeersWithoutCurveNeverRegister) {
                                curve_client{curve::generate()->public_key, admitted}};
   wrong_server.beating = false;
   wrong_server.hello();
-  ASSERT_TRUE(refused_at_least("unknown_key", 1));
-  ASSERT_TRUE(refused_at_least("handshake", 2));
+  ASSERT_TRUE(refused_at_least(auth_refusal::unknown_key, 1));
+  ASSERT_TRUE(refused_at_least(auth_refusal::handshake, 2));
   auto pending = self->request(manager, patience, atom::submit_v, job("t-forged"));
   EXPECT_FALSE(forger.await<wire::welcome>(500ms));
   EXPECT_FALSE(plain.await<wire::welcome>(100ms));
@@ -475,7 +475,7 @@ TEST_F(CurveWorkerSocket, AKeyAddedToTheAllowListIsAdmittedAfterAReload) {
     scripted_worker early{context, endpoint, "newcomer", client(newcomer)};
     early.beating = false;
     early.hello();
-    ASSERT_TRUE(refused_at_least("unknown_key", 1));
+    ASSERT_TRUE(refused_at_least(auth_refusal::unknown_key, 1));
     EXPECT_FALSE(early.await<wire::welcome>(300ms));
   }
   ASSERT_FALSE(curve::write_certificates(keys_dir / "allowed" / "newcomer", {newcomer.public_key}));

@@ -356,7 +356,7 @@ void device_manager_state::on_deadline(const std::string& job_id, uint64_t dispa
   worker.jobs.erase(job_id);
   worker.overdue.insert(job_id);
   self_->send(worker.device, atom::cancel_v, job_id);
-  requeue(job_id, "deadline",
+  requeue(job_id, requeue_reason::deadline,
           worker.hello.worker_id + " (held it past the deadline of " + std::to_string(budget) +
               " ms)");
   dispatch();
@@ -387,11 +387,11 @@ void device_manager_state::retire(const std::string& identity, departure why,
   else
     spdlog::warn("worker {} lost ({}); its {} jobs go back to the queue", id, reason,
                  worker.jobs.size());
-  auto requeue_reason = why == departure::goodbye     ? "goodbye"
-                        : why == departure::reconnect ? "reconnect"
-                                                      : "worker_lost";
+  auto requeued_for = why == departure::goodbye     ? requeue_reason::goodbye
+                      : why == departure::reconnect ? requeue_reason::reconnect
+                                                    : requeue_reason::worker_lost;
   for (auto& job_id : worker.jobs)
-    requeue(job_id, requeue_reason, id + " (" + reason + ")");
+    requeue(job_id, requeued_for, id + " (" + reason + ")");
   if (why == departure::death) {
     auto info = describe(worker);
     info.state = contract::worker_state::dead;
@@ -407,7 +407,7 @@ void device_manager_state::retire(const std::string& identity, departure why,
 // A job its worker let go of without an answer goes back to its place in the queue; the worker's
 // fault is never the candidate's, so after its last attempt it fails as lost (a harness error to
 // the session), never as a verdict on the candidate.
-void device_manager_state::requeue(const std::string& job_id, const char* why,
+void device_manager_state::requeue(const std::string& job_id, requeue_reason why,
                                    const std::string& note) {
   auto it = jobs_.find(job_id);
   auto& job = it->second;
@@ -422,7 +422,7 @@ void device_manager_state::requeue(const std::string& job_id, const char* why,
            caf::make_error(errc::worker_lost, "job " + job.label + " lost its worker on all " +
                                                   std::to_string(job.attempt) +
                                                   " attempts: " + join(job.losses)),
-           "lost");
+           job_lost);
     ++totals_.lost;
     return;
   }
@@ -434,9 +434,9 @@ void device_manager_state::requeue(const std::string& job_id, const char* why,
   spdlog::info("device job {} requeued for attempt {}", job.label, job.attempt);
 }
 
-void device_manager_state::finish(job_map::iterator job, caf::error err, const char* outcome) {
+void device_manager_state::finish(job_map::iterator job, caf::error err, std::string_view outcome) {
   spdlog::error("device job failed: {}", render(err));
-  metrics_->jobs(to_string(job->second.job.kind), outcome).Increment();
+  metrics_->jobs(to_string(job->second.job.kind), std::string{outcome}).Increment();
   job->second.promise.deliver(std::move(err));
   jobs_.erase(job);
 }

@@ -122,8 +122,8 @@ private:
   void alive(worker_entry& worker);
   std::optional<std::string> invalid_hello(wire::hello& hello) const;
   void retire(const std::string& identity, departure why, const std::string& reason);
-  void requeue(const std::string& job_id, const char* why, const std::string& note);
-  void finish(job_map::iterator job, caf::error err, const char* outcome);
+  void requeue(const std::string& job_id, requeue_reason why, const std::string& note);
+  void finish(job_map::iterator job, caf::error err, std::string_view outcome);
   void dispatch();
   worker_map::iterator pick_worker(const job_entry& job);
   void start(job_entry& job, worker_map::iterator worker);

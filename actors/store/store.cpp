@@ -43,7 +43,7 @@ public:
     auto err = db_->write(group);
     telemetry_->store_write_latency().Observe(seconds(clock_type::now() - start));
     if (err)
-      return note("write", std::move(err));
+      return note(store_operation::write, std::move(err));
     // Only the write that applies a batch ends its wait: a failing disk retries a group often.
     for (auto at : taken)
       telemetry_->store_queue_wait().Observe(seconds(start - at));
@@ -60,14 +60,14 @@ public:
 
   caf::message write_alone(const write_batch& batch) {
     if (auto err = db_->write(batch))
-      return failed("write", std::move(err));
+      return failed(store_operation::write, std::move(err));
     ++batches_written_;
     return caf::make_message(atom::ok_v);
   }
 
   caf::error resume() {
     if (auto err = db_->resume())
-      return note("resume", std::move(err));
+      return note(store_operation::resume, std::move(err));
     return {};
   }
 
@@ -81,7 +81,7 @@ public:
   caf::message get(family f, const std::string& key) {
     auto value = db_->get(f, key);
     if (!value)
-      return failed("get", std::move(value.error()));
+      return failed(store_operation::get, std::move(value.error()));
     return caf::make_message(stored_value{std::move(*value)});
   }
 
@@ -93,7 +93,7 @@ public:
         return entries.size() < limit;
       });
       if (err)
-        return failed("scan", std::move(err));
+        return failed(store_operation::scan, std::move(err));
     }
     return caf::make_message(std::move(entries));
   }
@@ -109,7 +109,7 @@ public:
     for (auto f : all_families) {
       auto stats = db_->stats(f);
       if (!stats)
-        return failed("status", std::move(stats.error()));
+        return failed(store_operation::status, std::move(stats.error()));
       result.families.push_back(std::move(*stats));
     }
     return caf::make_message(std::move(result));
@@ -117,7 +117,7 @@ public:
 
   caf::message close() {
     if (auto err = db_->close())
-      return failed("close", std::move(err));
+      return failed(store_operation::close, std::move(err));
     return caf::make_message(atom::ok_v);
   }
 
@@ -131,13 +131,13 @@ private:
     return std::chrono::duration<double>(elapsed).count();
   }
 
-  caf::error note(const char* operation, caf::error err) {
+  caf::error note(store_operation operation, caf::error err) {
     telemetry_->store_errors(operation).Increment();
     last_error_ = render(err);
     return err;
   }
 
-  caf::message failed(const char* operation, caf::error err) {
+  caf::message failed(store_operation operation, caf::error err) {
     return caf::make_message(note(operation, std::move(err)));
   }
 
