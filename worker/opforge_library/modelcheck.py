@@ -223,11 +223,17 @@ def missing_operators(overloads, catalog_operators) -> list:
     return [contract.ModelOperator(op=name, variant=variant) for name, variant in found]
 
 
-def _failing_overloads(package, capture, covered: set[str]) -> list[str]:
-    """The covered overloads whose kernel disagrees with ATen on a captured call of the model."""
+def _failing_overloads(package, capture, covered: set[str], torch_device: str) -> list[str]:
+    """The covered overloads whose kernel disagrees with ATen on a captured call of the model,
+    each call replayed on ``torch_device``: the package serves only its device's dispatch key,
+    so a call replayed on CPU tensors would never reach a CUDA kernel."""
     import torch
+    from torch.utils._pytree import tree_map
 
     from opforge_worker import model_sets
+
+    def on_device(value):
+        return value.to(torch_device) if isinstance(value, torch.Tensor) else value
 
     failing = []
     for overload, calls in sorted(capture.calls.items()):
@@ -238,7 +244,7 @@ def _failing_overloads(package, capture, covered: set[str]) -> list[str]:
         for call in calls:
             results = []
             for enabled in (False, True):
-                args, kwargs = model_sets.decode_call(call, seed=0)
+                args, kwargs = tree_map(on_device, model_sets.decode_call(call, seed=0))
                 (package.enable if enabled else package.disable)()
                 try:
                     results.append(func(*args, **kwargs))
@@ -274,7 +280,7 @@ def check(model: str, package, args, catalog_operators):
         _warm(module, inputs, kind)
         expected, without = _timed(module, inputs, kind)
         covered = set(package.covered())
-        failing = _failing_overloads(package, capture, covered)
+        failing = _failing_overloads(package, capture, covered, kind.torch_device)
         package.enable()
         try:
             _warm(module, inputs, kind)
