@@ -320,6 +320,11 @@ class Answer:
         """The series Grafana draws something of: those with a number that is not NaN or Inf."""
         return [s for s in self.series if any(math.isfinite(float(v)) for _, v in s["values"])]
 
+    def moved(self) -> list[dict]:
+        """The labels of the series that were ever other than 0: the daemon creates its known
+        counter series at 0, so a panel of failures holds series that must stay flat."""
+        return [s["metric"] for s in self.series if any(float(v) != 0 for _, v in s["values"])]
+
 
 def evaluate(
     board: dict, prometheus: Prometheus, start: float, end: float, max_data_points: int = 600
