@@ -32,11 +32,14 @@ class WorkerRole(enum.StrEnum):
 
 
 class JobKind(enum.StrEnum):
-    """The jobs a worker can serve."""
+    """The jobs a worker can serve: benchmark times a proved candidate against its baseline
+    (worker/opforge_worker/TIMING.md).
+    """
 
     TEST = "test"
     LINT = "lint"
     CATALOG = "catalog"
+    BENCHMARK = "benchmark"
 
 
 class JobStatus(enum.StrEnum):
@@ -456,6 +459,54 @@ class CatalogRequest:
 
 
 @dataclass
+class BenchmarkRequest:
+    """The payload of a benchmark job: time a proved candidate against its baseline on the same
+    inputs, in the candidate process, under the test sandbox, then check the timed outputs.
+    """
+
+    NAME: ClassVar[str] = "benchmark_request"
+    FIELDS: ClassVar[tuple[_Field, ...]] = (
+        _Field("op", ("str",), nonempty=True),
+        _Field("variant", ("str",), optional=True),
+        _Field("source", ("str",)),
+        _Field("wrapper", ("str",), nonempty=True),
+        _Field("dtypes", ("list", ("enum", DTYPES)), nonempty=True),
+        _Field("baseline_source", ("str",), optional=True),
+        _Field("baseline_wrapper", ("str",), optional=True),
+        _Field("seed", ("int",), optional=True),
+        _Field("timeout_s", ("float",), positive=True),
+        _Field("model_samples", ("optional", ("dict", ("str",))), optional=True),
+    )
+
+    #: OpInfo name
+    op: str = ""
+    variant: str = ""
+    #: the candidate, already proved by a test job
+    source: str = ""
+    wrapper: str = ""
+    #: the dtypes to time (those it passed)
+    dtypes: list[str] = field(default_factory=list)
+    #: the library's current kernel of the operator, the baseline where the device has no ATen
+    #: kernel for it; "": ATen on the device
+    baseline_source: str = ""
+    baseline_wrapper: str = ""
+    seed: int = 0
+    #: wall time limit for one shape class in the candidate process
+    timeout_s: float = 0.0
+    #: model:<name> set -> this operator's captured inputs, as in test_request: timed as shape
+    #: classes model:<name>
+    model_samples: dict[str, str] | None = None
+
+    @classmethod
+    def from_dict(cls, value: Any, context: str = "") -> Self:
+        """Validates `value` (unknown keys ignored); ContractError says what is wrong."""
+        return cls(**_read_struct(cls.FIELDS, value, context or cls.NAME, ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        return _write_struct(self)
+
+
+@dataclass
 class SetCount:
     """set_count"""
 
@@ -674,6 +725,112 @@ class TestResult:
     compile_s: float = 0.0
     run_s: float = 0.0
     sandbox: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, value: Any, context: str = "") -> Self:
+        """Validates `value` (unknown keys ignored); ContractError says what is wrong."""
+        return cls(**_read_struct(cls.FIELDS, value, context or cls.NAME, ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        return _write_struct(self)
+
+
+@dataclass
+class ShapeTiming:
+    """One input of a benchmark: the candidate and its baseline timed interleaved on it
+    (worker/opforge_worker/TIMING.md).
+    """
+
+    NAME: ClassVar[str] = "shape_timing"
+    FIELDS: ClassVar[tuple[_Field, ...]] = (
+        _Field("shape_class", ("str",), nonempty=True),
+        _Field("source", ("str",)),
+        _Field("dtype", ("enum", DTYPES)),
+        _Field("shape", ("str",)),
+        _Field("elements", ("int",)),
+        _Field("bytes", ("int",)),
+        _Field("launch_bound", ("bool",)),
+        _Field("repetitions", ("int",)),
+        _Field("candidate_us", ("float",)),
+        _Field("candidate_iqr_us", ("float",)),
+        _Field("baseline_us", ("float",)),
+        _Field("baseline_iqr_us", ("float",)),
+        _Field("speedup", ("float",)),
+        _Field("achieved_gbps", ("float",)),
+        _Field("peak_share", ("optional", ("float",)), optional=True),
+    )
+
+    #: the size class the export routes by: numel bucket, e.g. n<=4K, n<=1M
+    #: (worker/opforge_worker/data/timing.yaml)
+    shape_class: str = ""
+    #: where the input came from: opinfo:<set>:<index>, ladder:<elements>, model:<name>:<index>
+    source: str = ""
+    dtype: str = ""
+    #: the input as the judge describes a sample
+    shape: str = ""
+    #: elements of the largest tensor argument
+    elements: int = 0
+    #: bytes the op must move at least: its tensor inputs read once and its outputs written once
+    bytes: int = 0
+    #: the baseline takes less than the kind's launch-bound threshold: a launch measured, not a
+    #: kernel
+    launch_bound: bool = False
+    #: timed repetitions of each side
+    repetitions: int = 0
+    #: median
+    candidate_us: float = 0.0
+    #: interquartile range
+    candidate_iqr_us: float = 0.0
+    baseline_us: float = 0.0
+    baseline_iqr_us: float = 0.0
+    #: baseline_us / candidate_us
+    speedup: float = 0.0
+    #: bytes / candidate_us
+    achieved_gbps: float = 0.0
+    #: achieved bandwidth as a share of the device kind's peak (its registry entry), nil where the
+    #: kind names none
+    peak_share: float | None = None
+
+    @classmethod
+    def from_dict(cls, value: Any, context: str = "") -> Self:
+        """Validates `value` (unknown keys ignored); ContractError says what is wrong."""
+        return cls(**_read_struct(cls.FIELDS, value, context or cls.NAME, ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        return _write_struct(self)
+
+
+@dataclass
+class BenchmarkResult:
+    """The result of a benchmark job. outcome is pass only when every timed output matched the
+    reference afterwards and no timing check fired; anything else carries the failure and no
+    timing counts.
+    """
+
+    NAME: ClassVar[str] = "benchmark_result"
+    FIELDS: ClassVar[tuple[_Field, ...]] = (
+        _Field("outcome", ("enum", OUTCOMES)),
+        _Field("baseline", ("str",)),
+        _Field("timer", ("str",)),
+        _Field("timings", ("list", ("struct", "shape_timing"))),
+        _Field("geomean_speedup", ("float",)),
+        _Field("noise", ("float",)),
+        _Field("failure", ("optional", ("struct", "test_failure"))),
+        _Field("run_s", ("float",)),
+    )
+
+    outcome: str = ""
+    #: aten, or library:<hash> of the baseline kernel
+    baseline: str = ""
+    #: what measured: cuda_events, perf_counter (the interpreter: logic only, never a speed verdict)
+    timer: str = ""
+    timings: list[ShapeTiming] = field(default_factory=list)
+    #: over the shapes that are not launch-bound (all of them where every shape is)
+    geomean_speedup: float = 0.0
+    #: the largest relative IQR (iqr / median) over both sides' timings
+    noise: float = 0.0
+    failure: TestFailure | None = None
+    run_s: float = 0.0
 
     @classmethod
     def from_dict(cls, value: Any, context: str = "") -> Self:
@@ -962,6 +1119,54 @@ class ToolchainProof:
 
 
 @dataclass
+class KernelTiming:
+    """A kernel's speed on one toolchain, one dtype and one shape class, from a benchmark job
+    (the median over its inputs of that class).
+    """
+
+    NAME: ClassVar[str] = "kernel_timing"
+    FIELDS: ClassVar[tuple[_Field, ...]] = (
+        _Field("fingerprint", ("str",)),
+        _Field("device_kind", ("str",), max_len=32, charset="a-z0-9_-"),
+        _Field("dtype", ("enum", DTYPES)),
+        _Field("shape_class", ("str",), nonempty=True),
+        _Field("baseline", ("str",)),
+        _Field("kernel_us", ("float",)),
+        _Field("baseline_us", ("float",)),
+        _Field("speedup", ("float",)),
+        _Field("noise", ("float",)),
+        _Field("launch_bound", ("bool",)),
+        _Field("peak_share", ("optional", ("float",)), optional=True),
+        _Field("measured_at_ms", ("int",)),
+    )
+
+    fingerprint: str = ""
+    device_kind: str = ""
+    dtype: str = ""
+    shape_class: str = ""
+    #: aten, or library:<hash>
+    baseline: str = ""
+    kernel_us: float = 0.0
+    baseline_us: float = 0.0
+    #: baseline_us / kernel_us
+    speedup: float = 0.0
+    #: relative IQR of the measurement
+    noise: float = 0.0
+    launch_bound: bool = False
+    peak_share: float | None = None
+    #: wall clock
+    measured_at_ms: int = 0
+
+    @classmethod
+    def from_dict(cls, value: Any, context: str = "") -> Self:
+        """Validates `value` (unknown keys ignored); ContractError says what is wrong."""
+        return cls(**_read_struct(cls.FIELDS, value, context or cls.NAME, ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        return _write_struct(self)
+
+
+@dataclass
 class LibraryKernel:
     """One kernel of the library, with everything an exported package or a report needs."""
 
@@ -976,6 +1181,7 @@ class LibraryKernel:
         _Field("aten_overloads", ("list", ("str",))),
         _Field("provenance", ("dict", ("str",))),
         _Field("proofs", ("list", ("struct", "toolchain_proof"))),
+        _Field("timings", ("list", ("struct", "kernel_timing")), optional=True),
     )
 
     #: OpInfo name
@@ -996,6 +1202,8 @@ class LibraryKernel:
     provenance: dict[str, str] = field(default_factory=dict)
     #: its validations, newest first
     proofs: list[ToolchainProof] = field(default_factory=list)
+    #: its benchmark timings, per toolchain, dtype and shape class; none before it was timed
+    timings: list[KernelTiming] = field(default_factory=list)
 
     @classmethod
     def from_dict(cls, value: Any, context: str = "") -> Self:
@@ -1336,12 +1544,15 @@ STRUCTS: dict[str, type] = {
     "lint_request": LintRequest,
     "catalog_filters": CatalogFilters,
     "catalog_request": CatalogRequest,
+    "benchmark_request": BenchmarkRequest,
     "set_count": SetCount,
     "dtype_result": DtypeResult,
     "element_mismatch": ElementMismatch,
     "tensor_diff": TensorDiff,
     "test_failure": TestFailure,
     "test_result": TestResult,
+    "shape_timing": ShapeTiming,
+    "benchmark_result": BenchmarkResult,
     "lint_violation": LintViolation,
     "syntax_error": SyntaxError,
     "lint_result": LintResult,
@@ -1352,6 +1563,7 @@ STRUCTS: dict[str, type] = {
     "catalog_stats": CatalogStats,
     "catalog_result": CatalogResult,
     "toolchain_proof": ToolchainProof,
+    "kernel_timing": KernelTiming,
     "library_kernel": LibraryKernel,
     "library_bundle": LibraryBundle,
     "model_operator": ModelOperator,
