@@ -106,6 +106,22 @@ def _resized(sample, dtype: torch.dtype, shape: tuple[int, ...], name: str):
     return type(sample)(sample_input, args=tuple(args), kwargs=dict(kwargs), name=name)
 
 
+#: Written over a few elements of the second value set's input, where the op takes any value:
+#: an output that does not depend on the input (a constant that matches the first set's
+#: finite values) then misses the second set's.
+_SPECIALS = (float("nan"), float("inf"), float("-inf"))
+
+
+def _with_specials(opinfo, sample, dtype: torch.dtype):
+    if not dtype.is_floating_point or not sample_sets.is_value_safe(opinfo):
+        return sample
+    flat = sample.input.view(-1)
+    count = flat.numel()
+    for position, value in zip((0, count // 2, count - 1), _SPECIALS, strict=True):
+        flat[position] = value
+    return sample
+
+
 def _ladder_base(samples, dtype: torch.dtype) -> int | None:
     """The index of the largest sample whose tensors of ``dtype`` all have the input's shape."""
 
@@ -136,10 +152,9 @@ def ladder_inputs(opinfo, dtype: torch.dtype, seed: int, counts, data: timing.Ti
     for count in counts:
         shape = ladder_shape(count, dims)
         name = f"ladder: {count} elements (sample #{base})"
-        pair = [
-            prepare(opinfo, _resized(samples[base], dtype, shape, name), LADDER, count, dtype)
-            for samples in (firsts, seconds)
-        ]
+        first = _resized(firsts[base], dtype, shape, name)
+        second = _with_specials(opinfo, _resized(seconds[base], dtype, shape, name), dtype)
+        pair = [prepare(opinfo, sample, LADDER, count, dtype) for sample in (first, second)]
         if all(p.reference is not None for p in pair):
             found.append(TimedInput(f"{LADDER}:{count}", data.shape_class(count), *pair))
     return found

@@ -120,7 +120,7 @@ class _TimedInput:
             raise _Stop(reply)
         if timed:
             for name in self.timer.tampered():
-                reply["findings"].append(("timing_timer", f"timing_timer: {name} was replaced"))
+                reply["findings"].append(("timing_timer", f"{name} was replaced"))
             if reply["findings"]:
                 raise _Stop({**reply, "recycle": True})
         return reply, box.get("result"), tensor_leaves((args, kwargs)), box.get("mark")
@@ -148,7 +148,8 @@ class _TimedInput:
         repetitions = self.protocol.repetitions(probe_s)
 
         marks: dict[str, list] = {side: [] for side in timing.SIDES}
-        first: dict[int, tuple] = {}  # value set -> (reply, result, inputs) of its first call
+        #: value set -> (reply, output tensors, inputs, result) of its first timed call
+        first: dict[int, tuple] = {}
         held: deque = deque(maxlen=_HELD_REPETITIONS * len(timing.SIDES))
         agreements: list[tuple[int, torch.Tensor, torch.Tensor | None]] = []
         findings: list = []
@@ -156,14 +157,17 @@ class _TimedInput:
             reply, result, inputs, mark = self._call(side, value_set, timed=True)
             marks[side].append(mark)
             if side == timing.CANDIDATE:
+                alias = {"alias_allowed": self.header["alias_allowed"][value_set]}
+                leaves = self.server._describe(reply, result, inputs, self.policy, alias)
                 findings += self._reuse_and_launches(reply, result, held, first, repetition)
+                findings += reply["findings"]
                 if value_set not in first:
-                    first[value_set] = (reply, result, inputs)
+                    first[value_set] = (reply, leaves, inputs, result)
                 else:
-                    own = self._agrees(result, first[value_set][1])
+                    own = self._agrees(result, first[value_set][3])
                     other = first.get(1 - value_set)
                     agreements.append(
-                        (repetition, own, self._agrees(result, other[1]) if other else None)
+                        (repetition, own, self._agrees(result, other[3]) if other else None)
                     )
             held.append((result, inputs))
             if findings:
@@ -183,9 +187,7 @@ class _TimedInput:
             "calls": [],
         }
         for value_set in sorted(first):
-            call_reply, result, inputs = first[value_set]
-            alias = {"alias_allowed": self.header["alias_allowed"][value_set]}
-            leaves = self.server._describe(call_reply, result, inputs, self.policy, alias)
+            call_reply, leaves, inputs, _ = first[value_set]
             call_reply["tensors"], call_reply["nbytes"] = self.server.staging.add(
                 [*leaves, *inputs]
             )
@@ -198,7 +200,7 @@ class _TimedInput:
         found = []
         earlier = {
             leaf.untyped_storage().data_ptr()
-            for output in [*(output for output, _ in held), *(kept[1] for kept in first.values())]
+            for output in [*(output for output, _ in held), *(kept[3] for kept in first.values())]
             for leaf in tensor_leaves(output)
             if leaf.untyped_storage().nbytes()
         }
@@ -210,7 +212,7 @@ class _TimedInput:
             found.append(
                 (
                     "timing_cache",
-                    f"timing_cache: repetition {repetition} returned memory that an earlier "
+                    f"repetition {repetition} returned memory that an earlier "
                     "repetition's output still holds",
                 )
             )
@@ -218,7 +220,7 @@ class _TimedInput:
             found.append(
                 (
                     "timing_launches",
-                    f"timing_launches: repetition {repetition} launched {reply['launches']} "
+                    f"repetition {repetition} launched {reply['launches']} "
                     f"kernels, the call before timing {self.expected_launches}",
                 )
             )
