@@ -1,8 +1,8 @@
 """The job kinds a worker serves, by role (messages/PROTOCOL.md, "Job payloads").
 
 Role `device` serves `test`, `benchmark` and `catalog` on its device; role `lint` serves `lint`
-and needs no device. Heavy modules (the harness, the linter, the catalog) are imported on first use, so that a
-worker says hello within a second of starting.
+and needs no device. Heavy modules (the harness, the linter, the catalog) are imported on first
+use, so that a worker says hello within a second of starting.
 """
 
 from __future__ import annotations
