@@ -71,3 +71,33 @@ def test_a_kernel_right_only_on_its_first_calls_fails_after_timing(harness):
     assert result["outcome"] == "accuracy_error", result["failure"]
     assert result["failure"]["check"] == "timing_repeat"
     assert result["timings"] == []
+
+
+GATED = [
+    # (cheat, op, outcome with the static gate on, its check)
+    ("timing/pointer_cache", "exp", "lint_violation", "static"),
+    ("timing/patched_timer", "exp", "cheat_detected", "static"),
+    ("timing/deferred_thread", "exp", "cheat_detected", "static"),
+    ("timing/persisting_l2", "exp", "cheat_detected", "static"),
+    ("timing/side_stream", "exp", "lint_violation", "static"),
+    # State in a default argument passes the gate: the dynamic layer catches these alone.
+    ("timing/shape_cache", "exp", "cheat_detected", "timing_cache"),
+    ("timing/batched", "exp", "cheat_detected", "timing_launches"),
+    ("timing/constant", "isfinite", "cheat_detected", "timing_cache"),
+]
+
+
+@pytest.fixture(scope="module")
+def gated():
+    with Harness(DEVICE) as harness:
+        yield harness
+
+
+@pytest.mark.parametrize(("cheat", "op", "outcome", "check"), GATED, ids=[g[0] for g in GATED])
+def test_with_the_static_gate_each_cheat_is_refused_or_caught_while_timing(
+    gated, cheat, op, outcome, check
+):
+    result = gated.run_benchmark(benchmark_request(cheat, op))
+
+    assert (result["outcome"], result["failure"]["check"]) == (outcome, check), result["failure"]
+    assert result["timings"] == []
