@@ -100,7 +100,6 @@ def profiled_kernels(path: Path, op: str, elements: int, dtype: str) -> None:
     """Run under ncu: the candidate's kernel and ATen's, ``NCU_CALLS`` each, in the profiled
     range only."""
     import torch
-
     from opforge_worker import opinfo as opinfo_db
     from opforge_worker.candidate import load_candidate
 

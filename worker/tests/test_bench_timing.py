@@ -11,13 +11,39 @@ spec = importlib.util.spec_from_file_location("timing_check", SCRIPT)
 timing_check = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(timing_check)
 
-NCU_CSV = """==PROF== Connected to process 1234
-"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
-"0","1234","python3","h","exp_kernel","1","7","(128, 1, 1)","(16384, 1, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","usecond","28.90"
-"1","1234","python3","h","exp_kernel","1","7","(128, 1, 1)","(16384, 1, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","nsecond","29,100"
-"2","1234","python3","h","void at::native::vectorized_elementwise_kernel<4>","1","7","(128, 1, 1)","(16384, 1, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","usecond","27.50"
-==PROF== Disconnected from process 1234
-"""
+HEADER = ["ID", "Kernel Name", "Section Name", "Metric Name", "Metric Unit", "Metric Value"]
+ROWS = [
+    [
+        "0",
+        "exp_kernel",
+        "Command line profiler metrics",
+        "gpu__time_duration.sum",
+        "usecond",
+        "28.90",
+    ],
+    [
+        "1",
+        "exp_kernel",
+        "Command line profiler metrics",
+        "gpu__time_duration.sum",
+        "nsecond",
+        "29,100",
+    ],
+    [
+        "2",
+        "void at::native::vectorized_elementwise_kernel<4>",
+        "x",
+        "gpu__time_duration.sum",
+        "usecond",
+        "27.50",
+    ],
+    ["3", "exp_kernel", "x", "sm__cycles_elapsed.avg", "cycle", "1"],
+]
+NCU_CSV = "\n".join(
+    ["==PROF== Connected to process 1234"]
+    + [",".join(f'"{cell}"' for cell in row) for row in [HEADER, *ROWS]]
+    + ["==PROF== Disconnected from process 1234"]
+)
 
 
 def test_ncu_durations_are_read_per_kernel_in_microseconds():
