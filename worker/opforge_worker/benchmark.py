@@ -58,17 +58,6 @@ class TimedInput:
 # -- inputs -----------------------------------------------------------------------------------
 
 
-def ladder_class(opinfo) -> str | None:
-    """The ladder an operator gets (timing.yaml ``ladders``), None for none."""
-    if sample_sets._is(opinfo, sample_sets.REDUCTION):
-        return "reduction"
-    if sample_sets._is(opinfo, sample_sets.UNARY_UFUNC) or sample_sets._is(
-        opinfo, sample_sets.BINARY_UFUNC
-    ):
-        return "elementwise"
-    return None
-
-
 def elements(sample: PreparedSample) -> int:
     """Elements of the sample's largest tensor argument."""
     shapes, _ = sample.layout
@@ -186,8 +175,8 @@ def plan_inputs(
         TimedInput(label, data.shape_class(elements(a)), a, b)
         for label, (a, b) in ours[:OPINFO_INPUTS]
     ]
-    ladder = data.ladders.get(ladder_class(opinfo) or "", ())
-    counts = [n for n in ladder if n <= protocol.ladder_max_elements]
+    ladder = data.ladder(opinfo)
+    counts = [n for n in (ladder.elements if ladder else ()) if n <= protocol.ladder_max_elements]
     planned += ladder_inputs(opinfo, dtype, seed, counts, data)
     for name in models:
         pairs = _paired(samples_cache, opinfo, dtype, seed, name)

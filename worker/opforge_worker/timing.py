@@ -15,6 +15,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 
 import yaml
 
@@ -64,10 +65,22 @@ class Protocol:
 
 
 @dataclass(frozen=True)
+class Ladder:
+    name: str
+    opinfo_classes: frozenset[str]  # the OpInfo classes (by name) whose operators it times
+    elements: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class TimingData:
     shape_classes: tuple[ShapeClass, ...]
     protocols: dict[str, Protocol]
-    ladders: dict[str, tuple[int, ...]]
+    ladders: tuple[Ladder, ...]
+
+    def ladder(self, opinfo) -> Ladder | None:
+        """The ladder of ``opinfo``'s class, None for none."""
+        names = {cls.__name__ for cls in type(opinfo).__mro__}
+        return next((ladder for ladder in self.ladders if ladder.opinfo_classes & names), None)
 
     def shape_class(self, elements: int) -> str:
         """The class of an input whose largest tensor has ``elements``."""
@@ -88,8 +101,8 @@ class TimingData:
 @cache
 def load(path: str | None = None) -> TimingData:
     """timing.yaml; ValueError naming the key when it is malformed."""
-    where = path or TIMING_PATH
-    raw = yaml.safe_load(open(where).read())  # noqa: SIM115 (read at once)
+    where = Path(path or TIMING_PATH)
+    raw = yaml.safe_load(where.read_text())
     try:
         classes = tuple(
             ShapeClass(str(entry["name"]), entry["max_elements"]) for entry in raw["shape_classes"]
@@ -114,7 +127,14 @@ def load(path: str | None = None) -> TimingData:
             )
             for kind, entry in raw["protocols"].items()
         }
-        ladders = {name: tuple(int(n) for n in sizes) for name, sizes in raw["ladders"].items()}
+        ladders = tuple(
+            Ladder(
+                name,
+                frozenset(entry["opinfo_classes"]),
+                tuple(int(n) for n in entry["elements"]),
+            )
+            for name, entry in raw["ladders"].items()
+        )
     except (KeyError, TypeError, IndexError) as error:
         raise ValueError(f"{where}: missing or malformed key: {error!r}") from None
     for protocol in protocols.values():

@@ -112,8 +112,9 @@ def test_inputs_are_the_largest_opinfo_samples_then_the_ladder_within_the_kind_b
         "ladder:4096",
         "ladder:65536",
     ]
-    assert benchmark.ladder_class(opinfo_db.find_opinfo("sum", "")) == "reduction"
-    assert benchmark.ladder_class(opinfo_db.find_opinfo("cat", "")) is None
+    assert DATA.ladder(opinfo_db.find_opinfo("sum", "")).name == "reduction"
+    assert DATA.ladder(opinfo_db.find_opinfo("add", "")).name == "elementwise"
+    assert DATA.ladder(opinfo_db.find_opinfo("cat", "")) is None
 
 
 def test_stale_repetitions_are_a_cache_and_wrong_ones_a_repeat_failure():
