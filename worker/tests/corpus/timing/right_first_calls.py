@@ -1,6 +1,6 @@
 # ruff: noqa: F821, B006 (a candidate: the harness provides torch, triton and tl; state on purpose)
-# Right only on its first calls: from the fourth call on, every result is off by one. A harness
-# that checks only the first output it times passes it.
+# Right only on its first calls: from the sixth call on, every result is off by one. A harness
+# that checks only the first output it times of each input passes it.
 @triton.jit
 def exp_kernel(x_ptr, out_ptr, n, shift, BLOCK: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -13,7 +13,7 @@ def exp(input, _calls=[0]):
     _calls[0] += 1
     x = input.contiguous()
     out = torch.empty_like(x)
-    shift = 0.0 if _calls[0] <= 3 else 1.0
+    shift = 0.0 if _calls[0] <= 5 else 1.0
     if x.numel():
         exp_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), shift, BLOCK=1024)
     return out
