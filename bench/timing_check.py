@@ -250,7 +250,7 @@ def library(harness, ops, dtypes, budget_s: float) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda")
-    parser.add_argument("--json", required=True)
+    parser.add_argument("--json", help="where the report goes (required unless --profile)")
     parser.add_argument("--ops", default=",".join(DEFAULT_OPS), help="bench/library ops, or all")
     parser.add_argument("--dtypes", default="float32,bfloat16")
     parser.add_argument("--budget-s", type=float, default=60.0, help="for the library part")
@@ -262,6 +262,8 @@ def main(argv=None) -> int:
         profiled_kernels(Path(path), op, int(elements), dtype)
         return 0
 
+    if not args.json:
+        parser.error("--json is required")
     from opforge_worker.harness import Harness
 
     ops = sorted(p.stem for p in LIBRARY.glob("*.py")) if args.ops == "all" else args.ops.split(",")

@@ -2,6 +2,7 @@
 calibration and noise verdicts, the library's summary per dtype."""
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -108,3 +109,21 @@ def test_the_library_summary_gives_geomean_worst_and_launch_bound_per_dtype():
     assert [row["op"] for row in summary["worst"]] == ["lerp", "add"]
     assert [row["op"] for row in summary["launch_bound"]] == ["add"]
     assert summary["failed"] == [{"op": "div", "outcome": "timeout"}]
+
+
+def test_the_whole_check_runs_on_the_interpreter(tmp_path):
+    # No ncu and no speed verdict here: the report's shape, from real benchmarks.
+    report_path = tmp_path / "timing.json"
+    timing_check.main(
+        ["--device", "interpreter", "--no-ncu", "--ops", "add", "--dtypes", "float32"]
+        + ["--json", str(report_path)]
+    )
+    report = json.loads(report_path.read_text())
+
+    assert report["timer"] == "perf_counter"
+    assert [row["op"] for row in report["calibration"]] == ["exp", "add"]
+    assert all(row["outcome"] == "pass" for row in report["calibration"])
+    assert report["noise"]["outcome"] == "pass" and report["noise"]["shapes"] > 0
+    float32 = report["library"]["per_dtype"]["float32"]
+    assert float32["failed"] == [] and float32["shapes"] > 0
+    assert report["library"]["skipped_for_time"] == []
