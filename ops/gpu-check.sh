@@ -44,6 +44,15 @@
 #                   (--import-slots 8, the sets). With the whole bench library it outlasts one
 #                   10-minute command on an H100; bench/results/revalidate-h100.md has the
 #                   command that times a 53-kernel library (8.6 min)
+#   timing          bench/timing_check.py on cuda (worker/opforge_worker/TIMING.md): the benchmark
+#                   job's event timer against ncu's gpu__time_duration for a Triton and an ATen exp
+#                   and add on 16M elements (within 5%), the noise (one kernel timed twice in one
+#                   benchmark, within 3%), the persisting-L2 set-aside (0), and bench/library's
+#                   kernels against ATen in float32 and bfloat16: geomean per dtype, worst ratios,
+#                   launch-bound shapes labelled (timing.json); OPFORGE_TIMING_ARGS adds arguments
+#                   (--ops all --budget-s 500 times the whole library in one 10-minute call)
+#   timing-cheats   tests/test_benchmark_cheats.py on cuda: the timing-cheat corpus and its twins,
+#                   the side stream and the persisting-L2 window included (timing-cheats.log)
 # Everything it saw lands in $OUT (at most 8 files: the device tool's limit), each step's exit
 # status in $OUT/summary.txt. Exit status: non-zero if any step failed.
 # One device command may run 10 minutes and the whole check takes longer: name the steps of each
@@ -122,5 +131,8 @@ step benchlib benchlib.log python3 -m opforge_worker validate bench/library --de
 step revalidate revalidate.log python3 bench/revalidate_bench.py --device cuda \
   --opforge .daemon/opforge --python python3 --json "$out/revalidate.json" \
   ${OPFORGE_REVALIDATE_ARGS:-}
+step timing timing.log python3 bench/timing_check.py --device cuda --json "$out/timing.json" \
+  ${OPFORGE_TIMING_ARGS:-}
+step timing-cheats timing-cheats.log bash -c "cd worker && ${pytest[*]} tests/test_benchmark_cheats.py"
 cat "$out/summary.txt"
 exit $status

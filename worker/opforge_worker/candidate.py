@@ -25,6 +25,8 @@ imports (worker/CANDIDATE.md). ``serve`` answers the judge's requests (see ``har
   The replies are the judge's progress markers. The batch ends after the last sample, after a
   reply that asks for a fresh process, or when the judge sent ``stop`` (it found a failure);
   ``batch_end`` follows its replies.
+- ``load_baseline`` and ``benchmark``: a benchmark's library baseline beside the loaded source,
+  and the timing of one input (``candidate_timing.py``, worker/opforge_worker/TIMING.md).
 
 A warm process runs source after source, so none may leave it changed for the next: after
 every load and at the end of every batch (whatever ended it), the process verifies what later
@@ -61,6 +63,7 @@ from triton.runtime.cache import FileCacheManager
 from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import JITFunction
 
+from opforge_worker import candidate_timing
 from opforge_worker.audit import AuditGuard, CodeOwners
 from opforge_worker.checks import (
     BackendCompileError,
@@ -272,6 +275,8 @@ class CandidateServer:
         self.state = ProcessState(self.owners, per_source)
         self.staging = ReplyStaging(self.device, pinned=kind.pinned_staging)
         self.namespace: dict = {}
+        #: A benchmark's library baseline, set by ``load_baseline``.
+        self.baseline = None
         #: The sha256 of the source ``namespace`` was loaded from; "" when the load failed.
         self.namespace_source = ""
 
@@ -315,10 +320,13 @@ class CandidateServer:
             if command == "call_batch":
                 self._call_batch(header, blob)
                 continue
+            if command == "benchmark":
+                self._benchmark(header, blob)
+                continue
             try:
-                if command != "load":
+                if command not in ("load", "load_baseline"):
                     raise ValueError(f"bad request {header!r}")
-                reply = self._load(header)
+                reply = self._load(header) if command == "load" else self._load_baseline(header)
             except Exception as error:  # noqa: BLE001 (the harness's own failure, reported)
                 reply = _harness_error(error)
             send_message(self.conn, {"kind": "reply", **reply})
@@ -327,6 +335,7 @@ class CandidateServer:
 
     def _load(self, header: dict) -> dict:
         self.loaded_namespaces.set_aside(self.namespace_source, self.namespace)
+        self.baseline = None
         self.namespace, self.namespace_source = {}, ""
         triton.knobs.cache.dir = header["triton_cache"]
         StoreBackedCacheManager.store_dir = header["compile_store"]
@@ -347,6 +356,37 @@ class CandidateServer:
         if reply["status"] == "ok":
             self.namespace_source = source
         return reply
+
+    def _load_baseline(self, header: dict) -> dict:
+        """Load a benchmark's library baseline (another source) beside the loaded candidate:
+        its kernels compile for it alone (``checks.LoadedKernels``), under the same checks."""
+        box: dict = {}
+        source, self.loaded_kernels.source = self.loaded_kernels.source, ""
+        try:
+            reply = self._guarded(
+                lambda: box.update(namespace=load_candidate(Path(header["path"]))),
+                header["timeout_s"],
+                policy=None,
+            )
+        finally:
+            self.loaded_kernels.source = source
+        self._verify_state(reply)
+        self.baseline = box.get("namespace", {}).get(header["wrapper"])
+        if reply["status"] == "ok" and not callable(self.baseline):
+            reply.update(
+                status=Outcome.RUNTIME_ERROR,
+                message=f"the baseline defines no function named {header['wrapper']!r}",
+            )
+        return reply
+
+    def _benchmark(self, header: dict, blob) -> None:
+        """Time the loaded candidate against its baseline on one input (candidate_timing.py)."""
+        try:
+            reply, data = candidate_timing.run(self, header, blob)
+        except Exception as error:  # noqa: BLE001 (the harness's own failure, reported)
+            reply, data = {"kind": "benchmark", **_harness_error(error)}, b""
+        self._verify_state(reply)
+        send_message(self.conn, reply, data)
 
     def _call_batch(self, header: dict, blob: bytes) -> None:
         """Run the batch's samples in order, their replies sent group by group, then
@@ -496,6 +536,7 @@ class CandidateServer:
         timeout_s: float,
         policy: CallPolicy | None,
         wait: bool = True,
+        poison: bool = True,
     ) -> dict:
         """Run ``body`` with every check armed; classify how it ended. With ``wait``, that is
         once the device has run what it launched; without, a call's kernels may still run (its
@@ -512,7 +553,7 @@ class CandidateServer:
             if policy is None:
                 body()
             else:
-                recorder = DispatchRecorder(policy, findings, self.launches, self.owners)
+                recorder = DispatchRecorder(policy, findings, self.launches, self.owners, poison)
                 with recorder:
                     body()
                     if not dispatch_mode_intact(recorder):

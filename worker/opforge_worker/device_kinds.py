@@ -19,6 +19,8 @@ from enum import Enum
 from pathlib import Path
 from types import MappingProxyType
 
+from opforge_worker import timing
+
 #: What a lint-only worker announces: it tests on no device.
 NO_DEVICE = "none"
 
@@ -76,6 +78,11 @@ class DeviceKind:
     #: The (device, raw stream) a launch goes to now; None where the device has no streams. A
     #: launch away from the one seen at start-up is reported (``stream`` finding).
     launch_stream: Callable[[], tuple[int, int]] | None
+    #: What times a benchmark's calls (timing.py): the device's own clock where it has one.
+    timer: str
+    #: Memory bandwidth in GB/s by device name (``toolchain()["device"]``), the peak a
+    #: benchmark's achieved bandwidth is a share of: vendors' figures.
+    peak_memory_gbps: Mapping[str, float]
     #: The device-specific entries of the toolchain map (toolchain.TOOLCHAIN_KEYS): ``cuda``,
     #: ``driver``, ``device``; RuntimeError when the device is absent.
     toolchain: Callable[[], dict[str, str]]
@@ -121,6 +128,9 @@ def _cuda_start() -> None:
     # first source's.
     torch.zeros(1, device="cuda")
     triton.runtime.driver.active.get_current_device()
+    # No persisting-L2 set-aside: an access-policy window cannot keep a kernel's working set in
+    # L2 across a benchmark's flushes (TIMING.md).
+    timing.no_persisting_l2()
 
 
 def _cuda_synchronize() -> None:
@@ -186,6 +196,8 @@ KINDS: Mapping[str, DeviceKind] = MappingProxyType(
                 start_runtime=None,
                 synchronize=None,
                 launch_stream=None,
+                timer=timing.PERF_COUNTER,
+                peak_memory_gbps=MappingProxyType({}),
                 toolchain=_interpreter_toolchain,
             ),
             DeviceKind(
@@ -211,6 +223,16 @@ KINDS: Mapping[str, DeviceKind] = MappingProxyType(
                 start_runtime=_cuda_start,
                 synchronize=_cuda_synchronize,
                 launch_stream=_cuda_launch_stream,
+                timer=timing.CUDA_EVENTS,
+                peak_memory_gbps=MappingProxyType(
+                    {
+                        "NVIDIA H200": 4800.0,
+                        "NVIDIA H100 80GB HBM3": 3350.0,
+                        "NVIDIA H100 PCIe": 2000.0,
+                        "NVIDIA A100-SXM4-80GB": 2039.0,
+                        "NVIDIA A100-SXM4-40GB": 1555.0,
+                    }
+                ),
                 toolchain=_cuda_toolchain,
             ),
         )

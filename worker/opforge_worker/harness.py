@@ -184,6 +184,14 @@ class Harness:
         with self._lock:
             return _TestRun(self, request, cancel or threading.Event()).run()
 
+    def run_benchmark(self, request: dict, cancel: threading.Event | None = None) -> dict:
+        """Time a proved candidate against its baseline (benchmark.py, TIMING.md); returns the
+        benchmark_result payload."""
+        from opforge_worker.benchmark import BenchmarkRun
+
+        with self._lock:
+            return BenchmarkRun(self, request, cancel or threading.Event()).run()
+
     @property
     def processes_started(self) -> int:
         """The candidate processes this harness started, replacements included."""
@@ -322,6 +330,9 @@ def _calls(sample: PreparedSample, replay: PreparedSample | None) -> list[Prepar
 class _TestRun:
     """One ``run_test`` call."""
 
+    #: The job kind, as a bad request's message names it.
+    kind = contract.JobKind.TEST
+
     def __init__(self, harness: Harness, request: dict, cancel: threading.Event):
         self.harness = harness
         self.request = request
@@ -374,21 +385,7 @@ class _TestRun:
                     f"bad test request: key 'sample_sets': {error}",
                 )
             )
-        try:
-            for name, encoded_file in (request.model_samples or {}).items():
-                model_sets.install(name, request.op, request.variant, encoded_file)
-        except ValueError as error:
-            self._stop(
-                Failure(
-                    Outcome.HARNESS_ERROR,
-                    "harness",
-                    f"bad test request: key 'model_samples': {error}",
-                )
-            )
-        except OSError as error:
-            self._stop(
-                Failure(Outcome.HARNESS_ERROR, "harness", f"model set not stored here: {error}")
-            )
+        self._install_model_sets(request)
         opinfo = self.harness.samples.find(request.op, request.variant)
         if opinfo is None:
             self._stop(
@@ -410,6 +407,24 @@ class _TestRun:
             reasons = "; ".join(f"{d}: {r}" for d, r in self.result.skip_reasons.items())
             self._stop(
                 Failure(Outcome.HARNESS_ERROR, "harness", f"no dtype could be tested: {reasons}")
+            )
+
+    def _install_model_sets(self, request) -> None:
+        """Store the request's model sets (``model_samples``) for its operator."""
+        try:
+            for name, encoded_file in (request.model_samples or {}).items():
+                model_sets.install(name, request.op, request.variant, encoded_file)
+        except ValueError as error:
+            self._stop(
+                Failure(
+                    Outcome.HARNESS_ERROR,
+                    "harness",
+                    f"bad {self.kind} request: key 'model_samples': {error}",
+                )
+            )
+        except OSError as error:
+            self._stop(
+                Failure(Outcome.HARNESS_ERROR, "harness", f"model set not stored here: {error}")
             )
 
     def _static_gate(self) -> None:

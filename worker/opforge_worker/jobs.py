@@ -1,8 +1,8 @@
 """The job kinds a worker serves, by role (messages/PROTOCOL.md, "Job payloads").
 
-Role `device` serves `test` and `catalog` on its device; role `lint` serves `lint` and needs no
-device. Heavy modules (the harness, the linter, the catalog) are imported on first use, so that a
-worker says hello within a second of starting.
+Role `device` serves `test`, `benchmark` and `catalog` on its device; role `lint` serves `lint`
+and needs no device. Heavy modules (the harness, the linter, the catalog) are imported on first
+use, so that a worker says hello within a second of starting.
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ class HarnessPool:
     #: Sources remembered per harness: as many as its candidate process keeps loaded
     #: (candidate.LoadedNamespaces).
     _SOURCES_REMEMBERED = 64
+    #: How often a benchmark waiting for the slots looks at its cancel event.
+    _CANCEL_POLL_S = 0.2
 
     def __init__(self, slots: int, make_harness: Callable[[], Any]):
         self._make_harness = make_harness
@@ -45,12 +47,17 @@ class HarnessPool:
         self._sources: dict[int, OrderedDict[str, None]] = {}  # by id(harness)
         self._changed = threading.Condition()
         self._closed = False
+        #: A benchmark holds the slots: other jobs wait (``run_benchmark``).
+        self._exclusive = False
 
-    def _take(self, source: str):
+    def _take(self, source: str, exclusive: bool = False):
         with self._changed:
             while True:
                 if self._closed:
                     raise JobCancelled("the worker is stopping")
+                if self._exclusive and not exclusive:
+                    self._changed.wait()
+                    continue
                 if self._idle:
                     chosen = next(
                         (h for h in self._idle if source in self._sources[id(h)]), self._idle[0]
@@ -73,7 +80,7 @@ class HarnessPool:
                 if len(sources) > self._SOURCES_REMEMBERED:
                     sources.popitem(last=False)
                 self._idle.append(harness)
-                self._changed.notify()
+                self._changed.notify_all()
                 return
         harness.close()
 
@@ -84,6 +91,45 @@ class HarnessPool:
             return harness.run_test(payload, cancel)
         finally:
             self._give_back(harness, source)
+
+    def run_benchmark(self, payload: dict[str, Any], cancel: threading.Event) -> dict[str, Any]:
+        """A benchmark runs alone on the device: it waits for the jobs running now, and the
+        slots take no other job until it is done (TIMING.md: nothing shares the GPU while it
+        times)."""
+        source = hashlib.sha256(str(payload.get("source")).encode()).hexdigest()
+        with self._changed:
+            while self._exclusive:
+                self._wait_or_cancel(cancel)
+            self._exclusive = True
+            try:
+                while len(self._idle) < len(self._created):  # jobs still running
+                    self._wait_or_cancel(cancel)
+            except BaseException:
+                self._end_exclusive()
+                raise
+        try:
+            harness = self._take(source, exclusive=True)
+            try:
+                return harness.run_benchmark(payload, cancel)
+            finally:
+                self._give_back(harness, source)
+        finally:
+            with self._changed:
+                self._end_exclusive()
+
+    def _wait_or_cancel(self, cancel: threading.Event) -> None:
+        if self._closed or cancel.is_set():
+            raise JobCancelled("the worker is stopping" if self._closed else "cancelled")
+        self._changed.wait(self._CANCEL_POLL_S)
+
+    def _end_exclusive(self) -> None:
+        self._exclusive = False
+        self._changed.notify_all()
+
+    @property
+    def exclusive(self) -> bool:
+        """Whether a benchmark holds every slot now."""
+        return self._exclusive
 
     def close(self) -> None:
         """Stops at once, for a worker that exits within its SIGTERM grace: every harness kills
@@ -151,6 +197,7 @@ def handlers_for(role: str, device_kind: str, slots: int) -> tuple[dict[str, Job
     pool = HarnessPool(slots, make_harness)
     handlers = {
         contract.JobKind.TEST: pool.run_test,
+        contract.JobKind.BENCHMARK: pool.run_benchmark,
         contract.JobKind.CATALOG: _catalog_job(device_kind),
     }
     return handlers, pool.close

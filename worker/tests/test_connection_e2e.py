@@ -64,7 +64,7 @@ def test_device_worker_runs_test_and_catalog_jobs_and_cancels(daemon, tmp_path):
         daemon, tmp_path, "--device", DEVICE, "--slots", "1", "--role", "device"
     )
     try:
-        assert hello["jobs"] == ["catalog", "test"]
+        assert hello["jobs"] == ["benchmark", "catalog", "test"]
         request = exp_request(HONEST_EXP.read_text())
         daemon.send_job(identity, "t1", "test", request)
         _, result = daemon.receive_type("result", timeout_s=600)
@@ -94,6 +94,39 @@ def test_device_worker_runs_test_and_catalog_jobs_and_cancels(daemon, tmp_path):
         assert (result["job_id"], result["status"]) == ("bad", "done")
         assert result["payload"]["outcome"] == "harness_error"
         assert "missing key 'source'" in result["payload"]["failure"]["message"]
+    finally:
+        stop(process)
+
+
+def test_device_worker_runs_a_benchmark_job(daemon, tmp_path):
+    process, identity, _ = serving(
+        daemon, tmp_path, "--device", DEVICE, "--slots", "2", "--role", "device"
+    )
+    try:
+        request = {
+            "op": "exp",
+            "source": HONEST_EXP.read_text(),
+            "wrapper": "exp",
+            "dtypes": ["float32"],
+            "seed": 0,
+            "timeout_s": 120.0,
+        }
+        daemon.send_job(identity, "b1", "benchmark", request)
+        _, result = daemon.receive_type("result", timeout_s=600)
+        assert (result["job_id"], result["status"]) == ("b1", "done")
+        payload = result["payload"]
+        assert (payload["outcome"], payload["baseline"]) == ("pass", "aten")
+        sources = [timing["source"] for timing in payload["timings"]]
+        assert "ladder:4096" in sources and any(s.startswith("opinfo:") for s in sources)
+        assert all(timing["repetitions"] >= 4 for timing in payload["timings"])
+        assert payload["geomean_speedup"] > 0
+
+        batched = (WORKER_DIR / "tests" / "corpus" / "timing" / "batched.py").read_text()
+        daemon.send_job(identity, "b2", "benchmark", {**request, "source": batched})
+        _, result = daemon.receive_type("result", timeout_s=600)
+        assert (result["job_id"], result["status"]) == ("b2", "done")
+        assert result["payload"]["outcome"] == "cheat_detected"
+        assert result["payload"]["timings"] == []
     finally:
         stop(process)
 

