@@ -12,8 +12,12 @@ batch of ``--calls`` calls (its device work synchronised at the end) divided by 
 - ``wrapper``: the kernel's wrapper called directly (Triton's launch without the dispatcher and
   the runtime): ``package - wrapper`` is what the runtime adds, ``wrapper - eager`` the kernel's
   own launch and run against ATen's;
-- ``falls through``: a float64 call, a dtype the package does not serve, with and without it.
-The variants are interleaved batch by batch, so drift hits each alike.
+- ``falls through``: a float64 call, a dtype the package does not serve, with and without it,
+  and ``floor``: the same call through the least a Python kernel can do (registered like the
+  package's, it hands every call to the original kernel): what no Python runtime gets below.
+The variants are interleaved batch by batch, so drift hits each alike. ``--clock cpu`` times the
+thread's CPU time instead of the wall clock: on a CPU shared with other work (the interpreter
+kind on a busy host), it leaves out the time the thread waited for a core.
 
 ``--kernels real`` (the default on cuda) exports the corpus's kernels (abs, sigmoid with
 autotune, neg) into a package; ``stand-in`` (the default on the interpreter, where a kernel is
@@ -33,6 +37,7 @@ import statistics
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import msgpack
@@ -102,30 +107,67 @@ def quartiles(values: list[float]) -> tuple[float, float]:
     return median, q3 - q1
 
 
-class Case:
-    """One call timed in several variants: (name, enabled, function) each."""
+#: What a variant runs under: ATen alone, the package enabled, or the floor kernel registered.
+EAGER, PACKAGE, FLOOR = "eager", "package", "floor"
 
-    def __init__(self, label: str, variants: list[tuple[str, bool, object]]):
+
+class Case:
+    """One call timed in several variants: (name, state, function) each."""
+
+    def __init__(self, label: str, overload: str, variants: list[tuple[str, str, object]]):
         self.label = label
+        self.overload = overload
         self.variants = variants
         self.samples: dict[str, list[float]] = {name: [] for name, _, _ in variants}
 
 
-def run(cases: list[Case], package, kind, calls: int, repetitions: int) -> None:
+class States:
+    """Switches between EAGER, PACKAGE and FLOOR; FLOOR registers, for ``overload``, a Python
+    kernel that only calls the original one, as the package registers its own."""
+
+    def __init__(self, package, dispatch_key: str):
+        self.package = package
+        self.key = dispatch_key
+        self.floor = None
+
+    def enter(self, state: str, overload: str) -> None:
+        import torch
+
+        self.package.disable()
+        if self.floor is not None:
+            self.floor._destroy()
+            self.floor = None
+        if state == PACKAGE:
+            self.package.enable()
+        elif state == FLOOR:
+            namespace, op, name = overload.split(".")
+            target = getattr(getattr(getattr(torch.ops, namespace), op), name)
+            original = torch.library.get_kernel(target, self.key)
+
+            def floor(keyset, *args, **kwargs):
+                return original.call_boxed(keyset, *args, **kwargs)
+
+            self.floor = torch.library.Library(namespace, "IMPL")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # overriding ATen's kernel is the point
+                self.floor.impl(target, floor, self.key, with_keyset=True)
+
+
+def run(cases: list[Case], states: States, kind, calls: int, repetitions: int, clock) -> None:
     sync = kind.synchronize or (lambda: None)
     for repetition in range(repetitions + 1):  # the first round warms up (compiles, autotunes)
         for case in cases:
-            for name, enabled, function in case.variants:
-                (package.enable if enabled else package.disable)()
+            for name, state, function in case.variants:
+                states.enter(state, case.overload)
                 sync()
-                start = time.perf_counter()
+                start = clock()
                 for _ in range(calls):
                     function()
                 sync()
-                elapsed = time.perf_counter() - start
+                elapsed = clock() - start
                 if repetition:
                     case.samples[name].append(elapsed / calls * 1e6)
-    package.disable()
+    states.enter(EAGER, "")
 
 
 def cases_for(package, kind, sizes: list[int]) -> list[Case]:
@@ -137,7 +179,9 @@ def cases_for(package, kind, sizes: list[int]) -> list[Case]:
     for op, (overload, _) in OPERATORS.items():
         if overload not in covered:
             raise SystemExit(f"dispatch_overhead: the package does not serve {overload}")
-        module = importlib.import_module(f"{package.__name__}.kernels.{covered[overload]['kernel']}")
+        module = importlib.import_module(
+            f"{package.__name__}.kernels.{covered[overload]['kernel']}"
+        )
         wrapper = getattr(module, kernels[covered[overload]["kernel"]]["wrapper"])
         function = getattr(torch, op)
         for size in sizes:
@@ -145,10 +189,11 @@ def cases_for(package, kind, sizes: list[int]) -> list[Case]:
             found.append(
                 Case(
                     f"{op} {SERVED_DTYPE} n={size}",
+                    overload,
                     [
-                        ("eager", False, lambda f=function, x=x: f(x)),
-                        ("package", True, lambda f=function, x=x: f(x)),
-                        ("wrapper", False, lambda w=wrapper, x=x: w(x)),
+                        ("eager", EAGER, lambda f=function, x=x: f(x)),
+                        ("package", PACKAGE, lambda f=function, x=x: f(x)),
+                        ("wrapper", EAGER, lambda w=wrapper, x=x: w(x)),
                     ],
                 )
             )
@@ -156,9 +201,11 @@ def cases_for(package, kind, sizes: list[int]) -> list[Case]:
         found.append(
             Case(
                 f"{op} {UNSERVED_DTYPE} n=1 (falls through)",
+                overload,
                 [
-                    ("eager", False, lambda f=function, x=wide: f(x)),
-                    ("package", True, lambda f=function, x=wide: f(x)),
+                    ("eager", EAGER, lambda f=function, x=wide: f(x)),
+                    ("package", PACKAGE, lambda f=function, x=wide: f(x)),
+                    ("floor", FLOOR, lambda f=function, x=wide: f(x)),
                 ],
             )
         )
@@ -173,7 +220,9 @@ def check_served(package, kind) -> None:
     package.reset_counts()
     for op, (overload, _) in OPERATORS.items():
         for dtype in (SERVED_DTYPE, UNSERVED_DTYPE):
-            getattr(torch, op)(torch.randn(4, device=kind.torch_device, dtype=getattr(torch, dtype)))
+            getattr(torch, op)(
+                torch.randn(4, device=kind.torch_device, dtype=getattr(torch, dtype))
+            )
         if package.call_counts()[overload] != 1:
             raise SystemExit(f"dispatch_overhead: {overload} served {package.call_counts()}")
     package.disable()
@@ -189,6 +238,8 @@ def rows(cases: list[Case]) -> list[dict]:
         row["ratio"] = row["package_us"] / row["eager_us"]
         if "wrapper_us" in row:
             row["runtime_us"] = row["package_us"] - row["wrapper_us"]
+        if "floor_us" in row:
+            row["above_floor_us"] = row["package_us"] - row["floor_us"]
         found.append(row)
     return found
 
@@ -196,14 +247,17 @@ def rows(cases: list[Case]) -> list[dict]:
 def markdown(found: list[dict]) -> str:
     lines = [
         "| call | eager us (IQR) | package us (IQR) | added us | ratio | wrapper us (IQR) "
-        "| runtime us (package - wrapper) |",
-        "|---|---|---|---|---|---|---|",
+        "| runtime us (package - wrapper) | floor us (IQR) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in found:
         wrapper = (
             f"{row['wrapper_us']:.2f} ({row['wrapper_iqr_us']:.2f}) | {row['runtime_us']:.2f}"
             if "wrapper_us" in row
             else "- | -"
+        )
+        wrapper += (
+            f" | {row['floor_us']:.2f} ({row['floor_iqr_us']:.2f})" if "floor_us" in row else " | -"
         )
         lines.append(
             f"| {row['case']} | {row['eager_us']:.2f} ({row['eager_iqr_us']:.2f}) "
@@ -220,22 +274,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", required=True, choices=device_kinds.KINDS)
     parser.add_argument("--package", type=Path, help="an exported package's directory")
     parser.add_argument("--kernels", choices=["real", "stand-in"])
-    parser.add_argument("--sizes", default="1,1048576", help="elements, comma-separated")
+    parser.add_argument(
+        "--sizes", help="elements, comma-separated (default: 1,1048576; 1 on the interpreter)"
+    )
     parser.add_argument("--calls", type=int, default=100, help="calls per timed batch")
     parser.add_argument("--repetitions", type=int, default=60, help="timed batches per variant")
+    parser.add_argument("--clock", choices=["wall", "cpu"], default="wall")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     kind = device_kinds.lookup(args.device)
     for name, value in kind.triton_environment.items():
         os.environ.setdefault(name, value)  # before triton is imported
     kernels = args.kernels or ("real" if kind.compiles_on_first_launch else "stand-in")
-    sizes = [int(size) for size in args.sizes.split(",")]
+    default_sizes = "1,1048576" if kind.compiles_on_first_launch else "1"
+    sizes = [int(size) for size in (args.sizes or default_sizes).split(",")]
     with tempfile.TemporaryDirectory() as scratch:
         package_dir = args.package or export_package(args.device, kernels, Path(scratch))
         package = load(package_dir)
         check_served(package, kind)
         cases = cases_for(package, kind, sizes)
-        run(cases, package, kind, args.calls, args.repetitions)
+        clock = time.perf_counter if args.clock == "wall" else time.thread_time
+        states = States(package, package.manifest["dispatch_key"])
+        run(cases, states, kind, args.calls, args.repetitions, clock)
     found = rows(cases)
     import torch
     import triton
@@ -245,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
         "kernels": "package" if args.package else kernels,
         "torch": torch.__version__,
         "triton": triton.__version__,
+        "clock": args.clock,
         "calls_per_sample": args.calls,
         "repetitions": args.repetitions,
     }
