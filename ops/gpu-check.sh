@@ -31,6 +31,14 @@
 #                   like the BackendBench checkout; without it, no library: every overload
 #                   missing): the share of aten calls served, the deviation and both wall times
 #                   per model (modelcheck.json, for bench/results/), the model sets captured
+#   dispatch        what the exported runtime adds per call and per model forward (issue 28):
+#                   bench/dispatch_overhead.py on cuda (abs, sigmoid, neg of 1 and 1M elements
+#                   with the package and without, a float64 call falling through, Python's
+#                   floor; dispatch.json, the table in dispatch.log), then the three models
+#                   (--size small) with the library step's package and without it, with the time
+#                   per covered overload (dispatch-models.json); builds that package as the
+#                   library step does where it did not run first. About 2 minutes on an H100
+#                   with the library built here.
 #   benchlib        `validate bench/library --device cuda` over the campaigns' default dtypes: the
 #                   hand-written bench library, each kernel's verdict on cuda (benchlib.json)
 #   revalidate      bench/revalidate_bench.py on cuda: the daemon, packed here with
@@ -117,15 +125,21 @@ step backendbench backendbench.log bash -c "[ -d \"\${OPFORGE_BACKENDBENCH:-}\" 
   { echo 'backendbench: set OPFORGE_BACKENDBENCH to a BackendBench checkout'; exit 2; }; \
   python3 bench/backendbench_compare.py --backendbench \"\$OPFORGE_BACKENDBENCH\" \
   --device cuda --json '$out/backendbench.json' ${OPFORGE_BACKENDBENCH_ARGS:-}"
-step library library.log bash -c "python3 bench/library_on_device.py --device cuda \
-  --out /tmp/opforge-library --demo config/demo/answers config/examples \
-  worker/tests/corpus/honest tests/fixtures/import/candidates && \
+library_package=/tmp/opforge-library/package/opforge_kernels
+build_library="python3 bench/library_on_device.py --device cuda --out /tmp/opforge-library \
+  --demo config/demo/answers config/examples worker/tests/corpus/honest \
+  tests/fixtures/import/candidates"
+step library library.log bash -c "$build_library && \
   cp /tmp/opforge-library/verdicts.json '$out/library-verdicts.json'"
-[ -d /tmp/opforge-library/package/opforge_kernels ] &&
-  OPFORGE_MODELCHECK_PACKAGE=${OPFORGE_MODELCHECK_PACKAGE:-/tmp/opforge-library/package/opforge_kernels}
+[ -d $library_package ] &&
+  OPFORGE_MODELCHECK_PACKAGE=${OPFORGE_MODELCHECK_PACKAGE:-$library_package}
 step modelcheck modelcheck.log python3 -m opforge_library modelcheck --model all --size small \
   --device-kind cuda --report "$out/modelcheck.json" --capture /tmp/opforge-model-sets \
   ${OPFORGE_MODELCHECK_PACKAGE:+--package "$OPFORGE_MODELCHECK_PACKAGE"}
+step dispatch dispatch.log bash -c "python3 bench/dispatch_overhead.py --device cuda \
+  --json '$out/dispatch.json' && { [ -d $library_package ] || $build_library; } && \
+  python3 -m opforge_library modelcheck --model all --size small --device-kind cuda \
+  --package $library_package --report '$out/dispatch-models.json'"
 step benchlib benchlib.log python3 -m opforge_worker validate bench/library --device cuda \
   --dtypes bfloat16,float16,float32,int32,int64 --json "$out/benchlib.json"
 step revalidate revalidate.log python3 bench/revalidate_bench.py --device cuda \

@@ -32,28 +32,92 @@ def same_value(value, default) -> bool:
     return False
 
 
+class CallShape:
+    """How the calls that pass ``count`` arguments by position and ``names`` by keyword map onto
+    the schema and the wrapper: worked out once per shape, so that a call only indexes a list
+    (the dispatcher passes a schema's arguments in its order, trailing defaults left out)."""
+
+    def __init__(self, args: list[dict], count: int, names: tuple[str, ...]):
+        positional = sum(not arg["kwarg_only"] for arg in args)
+        index_of = {arg["name"]: index for index, arg in enumerate(args)}
+        passed = set(names)
+        self.fits = count <= positional and all(index_of.get(name, -1) >= count for name in names)
+        #: The values of the arguments not passed by position: defaults, overwritten by keywords.
+        self.tail = []
+        for arg in args[count:]:
+            if arg["name"] not in passed and "default" not in arg:
+                self.fits = False
+            self.tail.append(arg.get("default"))
+        self.keyword_slots = tuple((index_of[name], name) for name in names if name in index_of)
+        routed = [(index, arg) for index, arg in enumerate(args) if arg["to"] != "dest"]
+        #: The arguments whose dtypes or number types make the call's signature.
+        self.typed = tuple(index for index, arg in routed if arg["typed"])
+        self.positional = tuple(index for index, arg in routed if arg["to"] == "pos")
+        self.keywords = tuple((arg["name"], index) for index, arg in routed if arg["to"] == "kw")
+        #: Arguments the wrapper has no place for that the call passed: they must be at default.
+        self.dropped = tuple(
+            (index, arg.get("default", _MISSING))
+            for index, arg in routed
+            if arg["to"] == "drop" and (index < count or arg["name"] in passed)
+        )
+        #: The wrapper takes the schema's arguments as they came: by position, all of them.
+        self.as_passed = (
+            not names
+            and not self.tail
+            and not self.keywords
+            and not self.dropped
+            and self.positional == tuple(range(count))
+        )
+        self.destination = next(
+            (index for index, arg in enumerate(args) if arg["to"] == "dest"), None
+        )
+        #: The places in a signature of the typed arguments that are Tensors in the schema: the
+        #: dispatcher may have handed them over as Python numbers.
+        self.tensor_keys = tuple(
+            place for place, index in enumerate(self.typed) if args[index]["tensor"]
+        )
+
+    def values(self, args: tuple, kwargs: dict) -> list:
+        """Every schema argument's value, in the schema's order (for a shape that fits)."""
+        values = [*args, *self.tail]
+        for index, name in self.keyword_slots:
+            values[index] = kwargs[name]
+        return values
+
+    def wrapper_call(self, values) -> tuple[list, dict] | None:
+        """The wrapper's (args, kwargs), or None where an argument it has no place for is not at
+        its default."""
+        if self.as_passed:
+            return values, {}
+        for index, default in self.dropped:
+            if not same_value(values[index], default):
+                return None
+        return [values[index] for index in self.positional], {
+            name: values[index] for name, index in self.keywords
+        }
+
+
 class Adapter:
     def __init__(self, spec: dict):
         self.args = spec["args"]
-        self._positional = [arg for arg in self.args if not arg["kwarg_only"]]
-        self._by_name = {arg["name"]: arg for arg in self.args}
+        self._names = [arg["name"] for arg in self.args]
+        self._shapes: dict[object, CallShape] = {}
+
+    def shape_of(self, args: tuple, kwargs: dict) -> CallShape:
+        """The call's shape, worked out on its first call."""
+        key = (len(args), *kwargs) if kwargs else len(args)
+        shape = self._shapes.get(key)
+        if shape is None:
+            shape = self._shapes[key] = CallShape(self.args, len(args), tuple(kwargs))
+        return shape
 
     def bind(self, args: tuple, kwargs: dict) -> dict | None:
         """Every schema argument's value (defaults filled in), or None where ``args`` and
         ``kwargs`` do not fit the schema."""
-        if len(args) > len(self._positional):
+        shape = self.shape_of(args, kwargs)
+        if not shape.fits:
             return None
-        bound = {arg["name"]: value for arg, value in zip(self._positional, args, strict=False)}
-        for name, value in kwargs.items():
-            if name not in self._by_name or name in bound:
-                return None
-            bound[name] = value
-        for arg in self.args:
-            if arg["name"] not in bound:
-                if "default" not in arg:
-                    return None
-                bound[arg["name"]] = arg["default"]
-        return bound
+        return dict(zip(self._names, shape.values(args, kwargs), strict=True))
 
     def signature(self, bound: dict) -> str:
         """The dtypes of the typed arguments, e.g. ``float32,float32,py:int``."""

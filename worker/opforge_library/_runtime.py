@@ -6,22 +6,31 @@ triton and the package's own modules. It knows no device kind by name: what the 
 needs (its dispatch key, the environment triton must be imported in) is in the manifest, where
 the exporter wrote it from the worker's registry (``opforge_worker/device_kinds.py``).
 
-- A call is served by the library's kernel only where the judge tested its kind: the signature
-  of its typed arguments (dtypes, Python number types) is one the exporter recorded from the
-  OpInfo samples of the kernel's accepted dtypes, every tensor is on one device, and the adapter
-  can call the wrapper. Anything else goes to the kernel the overload had before ``enable()``
-  (``torch.library.get_kernel``), with the dispatch key set it came with.
+- A call is served by the library's kernel only where the judge tested its kind and the
+  kernel is not measured slower than the original there: the signature of its typed arguments
+  (dtypes, Python number types) is one the exporter recorded from the OpInfo samples of the
+  kernel's accepted dtypes, the manifest routes that signature's dtype to the kernel in the
+  call's shape class (the elements of its largest tensor argument, bucketed by the manifest's
+  ``shape_classes``), every tensor is on one device, and the adapter can call the wrapper.
+  Anything else goes to the kernel the overload had before ``enable()``
+  (``torch.library.get_kernel``), with the dispatch key set it came with. An overload routed
+  to the original everywhere is not registered at all.
+- A call pays for these checks once per call shape (how many arguments by position, which by
+  keyword: ``_adapter.CallShape``) and per signature (decoded at ``enable()``); after that it
+  only indexes lists and looks up a dict, on the way to the kernel as on the way past it.
 - While a library kernel (or an original kernel it fell through to) runs, every overridden
   overload goes straight to its original kernel: the wrapper's own allocations and copies, and
   the interpreter's, never re-enter the library.
 - A kernel that raises is answered by the original kernel too, with one warning per overload.
 - In-place and ``out=`` overloads run the functional kernel and write its result into the
-  destination with a Triton copy; where ATen would have to convert, resize a non-empty tensor or
-  refuse, the call falls through and ATen does exactly what it always does.
+  destination with a Triton copy through the destination's own strides, so it keeps its layout
+  as under ATen; where ATen would convert, resize (and restride) the destination or refuse, the
+  call falls through and ATen does exactly what it always does.
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import importlib
 import json
@@ -66,15 +75,14 @@ def _copy_layout(tensor: torch.Tensor) -> tuple[list[int], list[int]] | None:
 
 
 def _write_into(result: torch.Tensor, destination: torch.Tensor) -> bool:
-    """Copy ``result`` into ``destination`` (same shape and dtype) by Triton; False where the
-    copy kernel cannot address one of them."""
+    """Copy ``result`` into ``destination`` (same shape and dtype, ``_addressable``) by Triton,
+    through each one's strides: the destination keeps its layout. False where the copy kernel
+    cannot address ``result``."""
     source, target = _copy_layout(result), _copy_layout(destination)
     if source is None or target is None:
         return False
     sizes, source_strides = source
     _, target_strides = target
-    if any(size > 1 and stride == 0 for size, stride in zip(sizes, target_strides, strict=True)):
-        return False  # one element written twice: ATen refuses it, let it say so
     n = destination.numel()
     if n:
         _strided_copy[(triton.cdiv(n, _COPY_BLOCK),)](
@@ -84,22 +92,53 @@ def _write_into(result: torch.Tensor, destination: torch.Tensor) -> bool:
     return True
 
 
-def _tensors(values) -> list[torch.Tensor]:
-    found = []
-    for value in values:
-        if isinstance(value, torch.Tensor):
-            found.append(value)
-        elif isinstance(value, (list, tuple)):
-            found.extend(_tensors(value))
-    return found
-
-
 class _Guard(threading.local):
     depth = 0
 
 
+#: Python number types a token ``py:NAME`` may name (the typed arguments are tensors or numbers).
+_PYTHON_TYPES = {kind.__name__: kind for kind in (bool, int, float, complex, str)}
+_NUMBERS = (bool, int, float, complex)
+_NUMBER_TYPES = frozenset(_NUMBERS)
+
+
+def _decode_token(token: str):
+    """The runtime's key of a signature token (``float32``, ``py:int``, ``none``, ``[a|b]``), as
+    ``_call_key`` computes it from a call; None for a token this torch cannot meet."""
+    if token.startswith("["):
+        items = [_decode_token(item) for item in token[1:-1].split("|") if item]
+        return None if None in items else frozenset(items)
+    if token == "none":
+        return type(None)
+    if token.startswith("py:"):
+        return _PYTHON_TYPES.get(token[3:])
+    dtype = getattr(torch, token, None)
+    return dtype if isinstance(dtype, torch.dtype) else None
+
+
+def _decode_signature(signature: str) -> tuple | None:
+    keys = tuple(_decode_token(token) for token in signature.split(",")) if signature else ()
+    return None if None in keys else keys
+
+
+def _key_of(value, tensors: list):
+    """The signature key of a typed argument that is not a tensor (a tensor's is its dtype); the
+    tensors of a list go into ``tensors``."""
+    if isinstance(value, (list, tuple)):
+        items = set()
+        for item in value:
+            if isinstance(item, torch.Tensor):
+                items.add(item.dtype)
+                tensors.append(item)
+            else:
+                items.add(type(item))
+        return frozenset(items)
+    return type(value)
+
+
 class Overload:
-    """One covered overload: its adapter, what the judge tested, and its original kernel."""
+    """One covered overload: its adapter, the signatures it serves and in which shape classes,
+    and its original kernel."""
 
     def __init__(self, library: Library, name: str, entry: dict):
         self.library = library
@@ -107,55 +146,95 @@ class Overload:
         self.kind = entry["kind"]  # functional, inplace or out
         self.kernel = entry["kernel"]
         self.adapter = Adapter(entry["adapter"])
-        self.signatures = frozenset(entry["signatures"])
-        self.destination = entry.get("destination", "")
+        self.routes = _routes(entry, library.manifest["shape_classes"])
+        self.bounds = [
+            shape_class["max_elements"]
+            for shape_class in library.manifest["shape_classes"]
+            if shape_class["max_elements"] is not None
+        ]
+        self.guard = library.guard
+        #: The adapter's call shapes, by the key the hot path builds without a call.
+        self.shapes: dict[object, object] = {}
         self.original = None
+        self.wrapper = None  # both set by enable()
         self.warned = False
 
-    def __call__(self, keyset, *args, **kwargs):
-        library = self.library
-        if library.guard.depth:
-            return self._original(keyset, args, kwargs)
-        bound = self.adapter.bind(args, kwargs)
-        served = None if bound is None else self._serve(bound)
-        if served is None:
-            return self._original(keyset, args, kwargs)
-        library.count(self.name)
-        return served
+    def serves_anything(self) -> bool:
+        return bool(self.routes)
 
-    def _serve(self, bound: dict):
+    def __call__(self, keyset, *args, **kwargs):
+        # The hot path of every call of the overload, served or not: each step is one lookup or
+        # one short loop (bench/dispatch_overhead.py measures it).
+        shape = self.shapes.get((len(args), *kwargs) if kwargs else len(args))
+        if shape is None:
+            shape = self.adapter.shape_of(args, kwargs)
+            self.shapes[(len(args), *kwargs) if kwargs else len(args)] = shape
+        if self.guard.depth or not shape.fits:
+            return self._original(keyset, args, kwargs)
+        values = shape.values(args, kwargs) if kwargs or shape.tail else args
+        tensors: list[torch.Tensor] = []
+        key = []
+        for index in shape.typed:
+            value = values[index]
+            if isinstance(value, torch.Tensor):
+                key.append(value.dtype)
+                tensors.append(value)
+            else:
+                key.append(_key_of(value, tensors))
+        key = tuple(key)
+        route = self.routes.get(key)
+        if route is None:
+            return self._original(keyset, args, kwargs, shape, key)
+        if route is not True:
+            largest = max(tensor.numel() for tensor in tensors) if tensors else 1
+            if not route[bisect.bisect_left(self.bounds, largest)]:
+                return self._original(keyset, args, kwargs, shape, key)
+        if len(tensors) > 1:
+            device = tensors[0].device
+            if any(tensor.device != device for tensor in tensors):
+                return self._original(keyset, args, kwargs, shape, key)
+        call = shape.wrapper_call(values)
+        destination = None
+        if self.kind != "functional":
+            destination = values[0 if self.kind == "inplace" else shape.destination]
+            if not _addressable(destination):
+                call = None
+        if call is None:
+            return self._original(keyset, args, kwargs, shape, key)
+        guard = self.guard
+        guard.depth += 1
+        try:
+            result = self._run(call, destination)
+        finally:
+            guard.depth -= 1
+        if result is None:
+            return self._original(keyset, args, kwargs, shape, key)
+        library = self.library
+        with library.lock:
+            library.counts[self.name] += 1
+        return result
+
+    def _run(self, call: tuple[list, dict], destination: torch.Tensor | None):
         """The overload's result by the library's kernel, or None to fall through."""
-        if self.adapter.signature(bound) not in self.signatures:
+        try:
+            result = self.wrapper(*call[0], **call[1])
+        except Exception as error:  # noqa: BLE001 (the kernel's own failure, any kind)
+            # A call the judge's samples did not foresee: ATen's kernel answers it (the
+            # wrapper's result is new memory, nothing of the caller's was written yet).
+            self._warn_once(error)
             return None
-        devices = {tensor.device for tensor in _tensors(bound.values())}
-        if len(devices) != 1:
+        if destination is None:
+            return result
+        if (
+            not isinstance(result, torch.Tensor)
+            or result.dtype != destination.dtype
+            or result.device != destination.device
+            or result.shape != destination.shape
+        ):
+            # ATen converts, refuses, or resizes the destination, and restrides it as its
+            # own kernel lays out the result: only ATen knows that layout.
             return None
-        call = self.adapter.wrapper_call(bound)
-        if isinstance(call, str):
-            return None
-        wrapper = self.library.wrapper(self.kernel)
-        with self.library.guarded():
-            try:
-                result = wrapper(*call[0], **call[1])
-            except Exception as error:  # noqa: BLE001 (the kernel's own failure, any kind)
-                # A call the judge's samples did not foresee: ATen's kernel answers it (the
-                # wrapper's result is new memory, nothing of the caller's was written yet).
-                self._warn_once(error)
-                return None
-            if self.kind == "functional":
-                return result
-            destination = bound[self.destination]
-            if (
-                not isinstance(result, torch.Tensor)
-                or result.dtype != destination.dtype
-                or result.device != destination.device
-            ):
-                return None
-            if destination.shape != result.shape:
-                if self.kind == "inplace" or destination.numel():
-                    return None  # ATen resizes with a warning, or refuses
-                destination.resize_(result.shape)
-            return destination if _write_into(result, destination) else None
+        return destination if _write_into(result, destination) else None
 
     def _warn_once(self, error: Exception) -> None:
         if not self.warned:
@@ -167,11 +246,19 @@ class Overload:
                 stacklevel=4,
             )
 
-    def _original(self, keyset, args: tuple, kwargs: dict):
-        if any(arg["tensor"] for arg in self.adapter.args):
-            args, kwargs = self._numbers_as_tensors(args, kwargs)
-        with self.library.guarded():
-            return self.original.call_boxed(keyset, *args, **kwargs)
+    def _original(self, keyset, args: tuple, kwargs: dict, shape=None, key: tuple = ()):
+        """The original kernel's answer. The call's signature ``key`` (of its ``shape``), where
+        the caller has it, says whether a Tensor argument came as a Python number, which a boxed
+        call cannot take; without it the arguments are looked at."""
+        if shape is None:
+            if any(isinstance(value, _NUMBERS) for value in [*args, *kwargs.values()]):
+                args, kwargs = self._numbers_as_tensors(args, kwargs)
+        else:
+            for place in shape.tensor_keys:  # a loop, not any(): this is every fall-through
+                if key[place] in _NUMBER_TYPES:
+                    args, kwargs = self._numbers_as_tensors(args, kwargs)
+                    break
+        return self.original.call_boxed(keyset, *args, **kwargs)
 
     def _numbers_as_tensors(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         """The dispatcher hands a Python number passed for a Tensor argument (``x + 2``) to a
@@ -189,19 +276,47 @@ class Overload:
         tensor_args = {arg["name"] for arg in self.adapter.args if arg["tensor"]}
         args = tuple(
             tensor_of(value)
-            if index < len(names)
-            and names[index] in tensor_args
-            and isinstance(value, (bool, int, float, complex))
+            if index < len(names) and names[index] in tensor_args and isinstance(value, _NUMBERS)
             else value
             for index, value in enumerate(args)
         )
         kwargs = {
-            name: tensor_of(value)
-            if name in tensor_args and isinstance(value, (bool, int, float, complex))
-            else value
+            name: tensor_of(value) if name in tensor_args and isinstance(value, _NUMBERS) else value
             for name, value in kwargs.items()
         }
         return args, kwargs
+
+
+def _tensors(values) -> list[torch.Tensor]:
+    found = []
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            found.append(value)
+        elif isinstance(value, (list, tuple)):
+            found.extend(_tensors(value))
+    return found
+
+
+def _routes(entry: dict, shape_classes: list[dict]) -> dict[tuple, object]:
+    """Signature key -> True (served in every shape class) or, per shape class, whether the
+    kernel serves it; a signature served in none is left out: it falls through at once."""
+    names = [shape_class["name"] for shape_class in shape_classes]
+    found = {}
+    for signature, dtype in entry["signatures"].items():
+        key = _decode_signature(signature)
+        by_class = entry["routes"].get(dtype, {})
+        served = tuple(by_class.get(name, {}).get("to") == "kernel" for name in names)
+        if key is not None and any(served):
+            found[key] = True if all(served) else served
+    return found
+
+
+def _addressable(destination: torch.Tensor) -> bool:
+    """Whether the copy kernel can write every element of ``destination`` once."""
+    layout = _copy_layout(destination)
+    return layout is not None and not any(
+        size > 1 and stride == 0 for size, stride in zip(*layout, strict=True)
+    )
 
 
 class Library:
@@ -211,11 +326,13 @@ class Library:
         self.package = package
         self.manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
         self.guard = _Guard()
-        self._lock = threading.Lock()
-        self._counts = dict.fromkeys(self.manifest["covered"], 0)
+        self.lock = threading.Lock()
+        self.counts = dict.fromkeys(self.manifest["covered"], 0)
         self._wrappers: dict[str, object] = {}
         self._registration = None
         self._dispatch_key = ""
+        self._registered: list[str] = []
+        self._made: list[Overload] | None = None
 
     # -- the package's API -----------------------------------------------------------------------
 
@@ -241,16 +358,14 @@ class Library:
                 f"{self.package} needs torch 2.9 or later (torch.library.get_kernel)"
             )
         overloads = []
-        for name, entry in self.manifest["covered"].items():
-            if _resolve(name) is None:  # exported with another torch
-                warnings.warn(
-                    f"{self.package}: torch {torch.__version__} has no {name}", stacklevel=2
-                )
+        for overload in self._overloads():
+            if not overload.serves_anything():
+                # Routed to the original kernel in every signature and shape class: unregistered,
+                # its calls cost nothing.
                 continue
-            overload = Overload(self, name, entry)
-            self.wrapper(overload.kernel)
+            overload.wrapper = self.wrapper(overload.kernel)
             # before any registration: the kernel ATen has now
-            overload.original = torch.library.get_kernel(_resolve(name), key)
+            overload.original = torch.library.get_kernel(_resolve(overload.name), key)
             overloads.append(overload)
         registration = torch.library.Library("aten", "IMPL")
         with warnings.catch_warnings():
@@ -259,12 +374,14 @@ class Library:
             for overload in overloads:
                 registration.impl(_resolve(overload.name), overload, key, with_keyset=True)
         self._registration, self._dispatch_key = registration, key
+        self._registered = sorted(overload.name for overload in overloads)
 
     def disable(self) -> None:
         """Give every covered overload its original kernel back."""
         if self._registration is not None:
             self._registration._destroy()
             self._registration = None
+            self._registered = []
 
     @contextlib.contextmanager
     def enabled(self, dispatch_key: str | None = None):
@@ -284,28 +401,35 @@ class Library:
         """The ATen overloads the library serves (``aten.abs.default``, the catalog's spelling)."""
         return sorted(self.manifest["covered"])
 
+    def registered(self) -> list[str]:
+        """The overloads ``enable()`` registered: the covered ones the manifest routes to the
+        library's kernel for some dtype and shape class (the others cost their calls nothing)."""
+        return list(self._registered)
+
     def call_counts(self) -> dict[str, int]:
         """Calls the library's kernels served, per overload, since import or ``reset_counts()``."""
-        with self._lock:
-            return dict(self._counts)
+        with self.lock:
+            return dict(self.counts)
 
     def reset_counts(self) -> None:
-        with self._lock:
-            self._counts = dict.fromkeys(self._counts, 0)
+        with self.lock:
+            self.counts = dict.fromkeys(self.counts, 0)
 
     # -- for the overloads -------------------------------------------------------------------------
 
-    def count(self, name: str) -> None:
-        with self._lock:
-            self._counts[name] += 1
-
-    @contextlib.contextmanager
-    def guarded(self):
-        self.guard.depth += 1
-        try:
-            yield
-        finally:
-            self.guard.depth -= 1
+    def _overloads(self) -> list[Overload]:
+        """The covered overloads this torch has, made once: their call shapes outlive
+        ``disable()``."""
+        if self._made is None:
+            self._made = []
+            for name, entry in self.manifest["covered"].items():
+                if _resolve(name) is None:  # exported with another torch
+                    warnings.warn(
+                        f"{self.package}: torch {torch.__version__} has no {name}", stacklevel=3
+                    )
+                    continue
+                self._made.append(Overload(self, name, entry))
+        return self._made
 
     def wrapper(self, kernel: str):
         found = self._wrappers.get(kernel)

@@ -16,12 +16,20 @@ catalog does) is planned here, at export time, on the CPU:
 - in-place (``abs_``) and ``out=`` overloads are derived from a verified functional one where
   their schema is the functional's plus the destination;
 - what cannot be mapped (a view, a step of the operator's decomposition, a signature the wrapper
-  has no place for) is listed in the manifest with the reason.
+  has no place for) is listed in the manifest with the reason;
+- each covered overload is routed per dtype and shape class (data/timing.yaml's, carried in the
+  manifest) by its kernel's timings (the bundle's ``timings``): to the original kernel where the
+  kernel is measured slower than ``--min-speedup`` beyond its noise, else to the kernel; where no
+  timing exists, ``--untimed`` decides (default: the kernel, served as proved). The manifest
+  records each route with the speedup that decided it.
+
+    [--min-speedup X] [--untimed kernel|original]   (defaults: data/timing.yaml export_routing)
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import inspect
 import json
@@ -34,11 +42,13 @@ from pathlib import Path
 
 import msgpack
 import torch
+import yaml
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from opforge_library._adapter import Adapter
 from opforge_worker import contract, device_kinds
 from opforge_worker.opinfo import find_opinfo, samples_for
+from opforge_worker.package_data import data_path
 
 HERE = Path(__file__).resolve().parent
 #: What a candidate's source is given by the harness and must import itself anywhere else.
@@ -48,7 +58,8 @@ RUNTIME_MODULES = ("_adapter.py", "_runtime.py")
 #: Its build backend (standard library only), copied beside its pyproject.toml.
 BUILD_BACKEND = "_opforge_build.py"
 SAMPLE_SEED = 0
-FORMAT_VERSION = 1
+#: 2: signatures name their dtype, routes per dtype and shape class, shape_classes, routing.
+FORMAT_VERSION = 2
 #: What a package registers under for a device kind this worker's registry does not know (one a
 #: newer worker announced): torch's key for an out-of-tree device.
 UNKNOWN_KIND_DISPATCH_KEY = "PrivateUse1"
@@ -409,17 +420,97 @@ def _plan_functional(name, kernel, wrapper, traces, opinfo) -> dict | str:
     if not signatures:
         return "every OpInfo sample needs an argument the wrapper has no place for"
     base = FALLBACK_DTYPE if FALLBACK_DTYPE in signatures else next(iter(signatures))
-    accepted = set()
+    accepted: dict[str, str] = {}  # signature -> the dtype whose samples it stands for
     for dtype in kernel.dtypes:
         tested = signatures.get(dtype) or {_substitute(s, base, dtype) for s in signatures[base]}
-        accepted |= tested
+        for signature in sorted(tested):
+            accepted.setdefault(signature, dtype)
     return {
         "kind": "functional",
         "kernel": module_name(kernel),
         "dtypes": list(kernel.dtypes),
-        "signatures": sorted(accepted),
+        "signatures": dict(sorted(accepted.items())),
         "verified_samples": samples,
         "adapter": spec,
+    }
+
+
+# -- routing by the kernels' timings --------------------------------------------------------------
+
+#: Where a call of one dtype and shape class goes: the library's kernel or the original one.
+TO_KERNEL, TO_ORIGINAL = "kernel", "original"
+
+
+@dataclass(frozen=True)
+class Routing:
+    """When a timed kernel serves a shape class (``min_speedup``), and where the calls of a
+    dtype and shape class without a timing go (``untimed``: TO_KERNEL or TO_ORIGINAL)."""
+
+    min_speedup: float
+    untimed: str
+
+
+@functools.cache
+def _timing_data() -> dict:
+    return yaml.safe_load(data_path("timing.yaml").read_text(encoding="utf-8"))
+
+
+def shape_classes() -> list[dict]:
+    """The shape classes a timing is kept per (data/timing.yaml), as the manifest carries them:
+    the exported runtime cannot import the worker."""
+    return [
+        {"name": entry["name"], "max_elements": entry["max_elements"]}
+        for entry in _timing_data()["shape_classes"]
+    ]
+
+
+def default_routing() -> Routing:
+    routing = _timing_data()["export_routing"]
+    return Routing(float(routing["min_speedup"]), routing["untimed"])
+
+
+def chosen_timings(kernel: contract.LibraryKernel, bundle: contract.LibraryBundle) -> dict:
+    """(dtype, shape class) -> the timing that routes it: of the bundle's device kind, of its
+    fingerprint where it names one, else the newest measured."""
+    found: dict[tuple[str, str], contract.KernelTiming] = {}
+    for timing in kernel.timings or []:
+        if timing.device_kind != bundle.device_kind:
+            continue
+        if bundle.fingerprint and timing.fingerprint != bundle.fingerprint:
+            continue
+        key = (timing.dtype, timing.shape_class)
+        if key not in found or timing.measured_at_ms > found[key].measured_at_ms:
+            found[key] = timing
+    return found
+
+
+def route(timing: contract.KernelTiming | None, routing: Routing) -> dict:
+    """Where one dtype's calls of one shape class go, with the measurement that decided it."""
+    if timing is None:
+        return {"to": routing.untimed, "speedup": None}
+    # Slower than the threshold even at the favourable end of its noise: the original serves.
+    kept = timing.speedup * (1.0 + timing.noise) >= routing.min_speedup
+    return {
+        "to": TO_KERNEL if kept else TO_ORIGINAL,
+        "speedup": timing.speedup,
+        "noise": timing.noise,
+        "kernel_us": timing.kernel_us,
+        "baseline_us": timing.baseline_us,
+        "baseline": timing.baseline,
+        "launch_bound": timing.launch_bound,
+        "fingerprint": timing.fingerprint,
+    }
+
+
+def routes_of(kernel: contract.LibraryKernel, bundle, routing: Routing) -> dict:
+    """dtype -> shape class -> ``route``, for every dtype the kernel passed."""
+    timings = chosen_timings(kernel, bundle)
+    return {
+        dtype: {
+            shape_class["name"]: route(timings.get((dtype, shape_class["name"])), routing)
+            for shape_class in shape_classes()
+        }
+        for dtype in kernel.dtypes
     }
 
 
@@ -445,9 +536,12 @@ def read_bundle(path: Path) -> contract.LibraryBundle:
     )
 
 
-def plan_bundle(bundle: contract.LibraryBundle, kernels_dir: Path) -> tuple[dict, dict, dict]:
+def plan_bundle(
+    bundle: contract.LibraryBundle, kernels_dir: Path, routing: Routing
+) -> tuple[dict, dict, dict]:
     """Write each kernel's module into ``kernels_dir`` and plan it: (kernels, covered, unmapped)
-    for the manifest. An overload two kernels could serve goes to the first."""
+    for the manifest, each covered overload routed by its kernel's timings. An overload two
+    kernels could serve goes to the first."""
     kernels, covered, unmapped = {}, {}, {}
     kernels_dir.mkdir(parents=True, exist_ok=True)
     for kernel in bundle.kernels:
@@ -474,7 +568,9 @@ def plan_bundle(bundle: contract.LibraryBundle, kernels_dir: Path) -> tuple[dict
         plan = plan_kernel(kernel, wrapper)
         if plan.problem:
             kernels[module]["problem"] = plan.problem
+        routes = routes_of(kernel, bundle, routing)
         for name, entry in plan.covered.items():
+            entry = {**entry, "routes": routes}
             if name in covered:
                 first = covered[name]["kernel"]
                 unmapped.setdefault(name, {"kernel": module, "reason": f"served by {first}"})
@@ -487,7 +583,7 @@ def plan_bundle(bundle: contract.LibraryBundle, kernels_dir: Path) -> tuple[dict
     return kernels, covered, unmapped
 
 
-def manifest_of(bundle, name, dispatch_key, kernels, covered, unmapped) -> dict:
+def manifest_of(bundle, name, dispatch_key, routing, kernels, covered, unmapped) -> dict:
     import triton
 
     fingerprint = re.sub(r"[^0-9a-zA-Z]", "", bundle.fingerprint)
@@ -501,6 +597,8 @@ def manifest_of(bundle, name, dispatch_key, kernels, covered, unmapped) -> dict:
         "daemon_version": bundle.daemon_version,
         "dispatch_key": dispatch_key,
         "exported_with": {"torch": torch.__version__, "triton": triton.__version__},
+        "shape_classes": shape_classes(),
+        "routing": {"min_speedup": routing.min_speedup, "untimed": routing.untimed},
         "kernels": kernels,
         "covered": covered,
         "unmapped": unmapped,
@@ -512,6 +610,7 @@ _INIT = '''"""{name}: {count} Triton kernels for {device_kind} by opforge, for t
     import {name}
     {name}.enable()          # or: with {name}.enabled(): ...
     {name}.covered()         # the ATen overloads it serves; manifest.json says with what
+    {name}.registered()      # those enable() registered: routed to a kernel somewhere
     {name}.call_counts()     # calls its kernels served, per overload
     {name}.disable()
 """
@@ -527,12 +626,13 @@ disable = _library.disable
 enabled = _library.enabled
 is_enabled = _library.is_enabled
 covered = _library.covered
+registered = _library.registered
 call_counts = _library.call_counts
 reset_counts = _library.reset_counts
 
 __all__ = [
-    "manifest", "enable", "disable", "enabled", "is_enabled", "covered", "call_counts",
-    "reset_counts",
+    "manifest", "enable", "disable", "enabled", "is_enabled", "covered", "registered",
+    "call_counts", "reset_counts",
 ]
 '''
 
@@ -561,22 +661,24 @@ with the reason. It needs torch (2.9 or later) and triton, nothing of opforge.
     {environment}python -c "import torch, {name}; {name}.enable(); print({name}.covered())"
 
 Calls of dtypes, devices or argument kinds the kernels were not validated on go to PyTorch's
-own kernels.
+own kernels, and so do the dtypes and shape classes (`shape_classes`, by the elements of a
+call's largest tensor) where a kernel was measured slower than PyTorch's: each overload's
+`routes` say where a call goes and with what measured speedup (`routing` says by which rule).
 """
 
 
-def write_torch_library(bundle, out: Path, name: str, dispatch_key: str) -> dict:
+def write_torch_library(bundle, out: Path, name: str, dispatch_key: str, routing) -> dict:
     package = out / name
     if package.exists():
         shutil.rmtree(package)
     package.mkdir(parents=True)
     kernels_dir = package / "kernels"
-    kernels, covered, unmapped = plan_bundle(bundle, kernels_dir)
+    kernels, covered, unmapped = plan_bundle(bundle, kernels_dir, routing)
     (kernels_dir / "__init__.py").write_text('"""One module per kernel."""\n', encoding="utf-8")
     for module in RUNTIME_MODULES:
         shutil.copyfile(HERE / module, package / module)
     shutil.copyfile(HERE / BUILD_BACKEND, out / BUILD_BACKEND)
-    manifest = manifest_of(bundle, name, dispatch_key, kernels, covered, unmapped)
+    manifest = manifest_of(bundle, name, dispatch_key, routing, kernels, covered, unmapped)
     (package / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     facts = {
         "name": name,
@@ -621,11 +723,11 @@ def backendbench_text(folder: str, source: str, wrapper: str, spec: dict) -> str
     )
 
 
-def write_backendbench(bundle, out: Path) -> dict:
+def write_backendbench(bundle, out: Path, routing) -> dict:
     """One folder per functional overload served; the manifest beside them."""
     out.mkdir(parents=True, exist_ok=True)
     scratch = out / ".opforge-kernels"
-    kernels, covered, unmapped = plan_bundle(bundle, scratch)
+    kernels, covered, unmapped = plan_bundle(bundle, scratch, routing)
     sources = {module_name(k): k for k in bundle.kernels}
     for name, entry in covered.items():
         if entry["kind"] != "functional":
@@ -639,7 +741,7 @@ def write_backendbench(bundle, out: Path) -> dict:
             encoding="utf-8",
         )
     shutil.rmtree(scratch)
-    manifest = manifest_of(bundle, "", "", kernels, covered, unmapped)
+    manifest = manifest_of(bundle, "", "", routing, kernels, covered, unmapped)
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     return manifest
 
@@ -652,7 +754,22 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--name", default="opforge_kernels", help="the package's name")
     parser.add_argument("--dispatch-key", choices=["CUDA", "PrivateUse1", "CPU"])
     parser.add_argument("--device-kind", help="refuse a bundle for another device kind")
+    defaults = default_routing()
+    parser.add_argument(
+        "--min-speedup",
+        type=float,
+        default=defaults.min_speedup,
+        help="route a dtype and shape class to the original kernel where the library's kernel "
+        "is measured below this speedup beyond its noise (default %(default)s: timing.yaml)",
+    )
+    parser.add_argument(
+        "--untimed",
+        choices=[TO_KERNEL, TO_ORIGINAL],
+        default=defaults.untimed,
+        help="where calls of a dtype and shape class without a timing go (default %(default)s)",
+    )
     args = parser.parse_args(argv)
+    routing = Routing(args.min_speedup, args.untimed)
     if not _NAME.fullmatch(args.name):
         parser.error(f"--name {args.name!r}: not a Python package name")
     try:
@@ -669,10 +786,10 @@ def main(argv: list[str]) -> int:
         return 2
     if args.format == "torch-library":
         key = args.dispatch_key or default_dispatch_key(bundle.device_kind)
-        manifest = write_torch_library(bundle, args.out, args.name, key)
+        manifest = write_torch_library(bundle, args.out, args.name, key, routing)
         where = args.out / args.name
     else:
-        manifest = write_backendbench(bundle, args.out)
+        manifest = write_backendbench(bundle, args.out, routing)
         where = args.out
     print(
         f"export: {len(manifest['kernels'])} kernels, {len(manifest['covered'])} overloads "

@@ -2,7 +2,7 @@
 
     python -m opforge_library modelcheck --model resnet18|gpt2|llama|all [--package NAME_OR_DIR]
         --device-kind interpreter|cuda --report OUT.json [--size tiny|small] [--dtype float32]
-        [--capture [DIR]] [--catalog CATALOG.json]
+        [--capture [DIR]] [--catalog CATALOG.json] [--forwards N] [--timing-calls N]
 
 Each model is built from code with seeded random weights (torchvision's resnet18; GPT-2 and Llama
 from transformers configs, nothing downloaded) and run in eager mode, once with the package
@@ -11,7 +11,11 @@ disabled and once enabled. The report (``contract.ModelReport``, one per model; 
 overloads it does not cover and the catalog operators behind them (``opforge run --from-model
 OUT.json`` starts a campaign over exactly those), the output's deviation from eager ATen, the
 wall time of each run, and the covered overloads whose kernel disagrees with ATen on the model's
-own inputs: a kernel that passed OpInfo's samples and fails the model.
+own inputs: a kernel that passed OpInfo's samples and fails the model. Wall times are medians
+over ``--forwards`` forward passes of each, interleaved. ``overload_times`` says which kernels
+cost what: per covered overload the model calls, its captured calls replayed on the device with
+the package enabled and without (rounds of ``--timing-calls`` calls, synchronised; the median
+round per call), and how many of them the package served.
 
 ``--capture`` also writes the model's inputs per operator as the sample set ``model:<name>``
 (``opforge_worker.model_sets``) where the judge finds them: ``validate --sets model:gpt2``; the
@@ -31,6 +35,7 @@ import importlib
 import json
 import math
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -223,10 +228,20 @@ def missing_operators(overloads, catalog_operators) -> list:
     return [contract.ModelOperator(op=name, variant=variant) for name, variant in found]
 
 
-def _failing_overloads(package, capture, covered: set[str], torch_device: str) -> list[str]:
-    """The covered overloads whose kernel disagrees with ATen on a captured call of the model,
-    each call replayed on ``torch_device``: the package serves only its device's dispatch key,
-    so a call replayed on CPU tensors would never reach a CUDA kernel."""
+def _replays(capture, covered: set[str]):
+    """(overload, its OpOverload, its captured calls) for each covered overload the model called."""
+    import torch
+
+    for overload, calls in sorted(capture.calls.items()):
+        if overload in covered:
+            namespace, name, overload_name = overload.split(".")
+            func = getattr(getattr(getattr(torch.ops, namespace), name), overload_name)
+            yield overload, func, calls
+
+
+def _replayed(call, torch_device: str):
+    """A captured call's (args, kwargs) on ``torch_device``: the package serves only its device's
+    dispatch key, so a call replayed on CPU tensors would never reach a CUDA kernel."""
     import torch
     from torch.utils._pytree import tree_map
 
@@ -235,16 +250,20 @@ def _failing_overloads(package, capture, covered: set[str], torch_device: str) -
     def on_device(value):
         return value.to(torch_device) if isinstance(value, torch.Tensor) else value
 
+    return tree_map(on_device, model_sets.decode_call(call, seed=0))
+
+
+def _failing_overloads(package, capture, covered: set[str], torch_device: str) -> list[str]:
+    """The covered overloads whose kernel disagrees with ATen on a captured call of the model,
+    each call replayed on ``torch_device``."""
+    import torch
+
     failing = []
-    for overload, calls in sorted(capture.calls.items()):
-        if overload not in covered:
-            continue
-        namespace, name, overload_name = overload.split(".")
-        func = getattr(getattr(getattr(torch.ops, namespace), name), overload_name)
+    for overload, func, calls in _replays(capture, covered):
         for call in calls:
             results = []
             for enabled in (False, True):
-                args, kwargs = tree_map(on_device, model_sets.decode_call(call, seed=0))
+                args, kwargs = _replayed(call, torch_device)
                 (package.enable if enabled else package.disable)()
                 try:
                     results.append(func(*args, **kwargs))
@@ -263,6 +282,61 @@ def _failing_overloads(package, capture, covered: set[str], torch_device: str) -
     return failing
 
 
+#: Rounds of timed calls per captured call and side: the median round counts.
+TIMING_ROUNDS = 5
+
+
+def _time_calls(func, args, kwargs, calls: int, kind: DeviceKind) -> float:
+    """Seconds per call of ``calls`` calls in a row, their device work included."""
+    start = time.perf_counter()
+    for _ in range(calls):
+        func(*args, **kwargs)
+    if kind.synchronize is not None:
+        kind.synchronize()
+    return (time.perf_counter() - start) / calls
+
+
+def overload_times(package, capture, covered, kind: DeviceKind, calls: int) -> list:
+    """``contract.OverloadTime`` of each covered overload the model calls: its captured calls
+    replayed with the package enabled and disabled, interleaved round by round."""
+    from opforge_worker import contract
+
+    found = []
+    for overload, func, captured in _replays(capture, covered):
+        library, aten, served = [], [], 0
+        for call in captured:
+            args, kwargs = _replayed(call, kind.torch_device)
+            rounds = {True: [], False: []}
+            try:
+                func(*args, **kwargs)  # warm, as the library's first call below
+                package.enable()
+                package.reset_counts()
+                func(*args, **kwargs)  # compiles, autotunes
+                served += package.call_counts().get(overload, 0) > 0
+                for _ in range(TIMING_ROUNDS):
+                    for enabled in (False, True):
+                        (package.enable if enabled else package.disable)()
+                        rounds[enabled].append(_time_calls(func, args, kwargs, calls, kind))
+            except Exception:  # noqa: BLE001, S112 (ATen refuses the call replayed: nothing timed)
+                continue
+            finally:
+                package.disable()
+            library.append(statistics.median(rounds[True]))
+            aten.append(statistics.median(rounds[False]))
+        if library:
+            found.append(
+                contract.OverloadTime(
+                    overload=overload,
+                    calls=capture.counts.get(overload, 0),
+                    replayed=len(library),
+                    served=served,
+                    library_us=statistics.fmean(library) * 1e6,
+                    aten_us=statistics.fmean(aten) * 1e6,
+                )
+            )
+    return found
+
+
 def check(model: str, package, args, catalog_operators):
     """One model's ``contract.ModelReport``; writes its model set where ``--capture`` says."""
     import torch
@@ -278,17 +352,28 @@ def check(model: str, package, args, catalog_operators):
         with capture:
             _forward(module, inputs)
         _warm(module, inputs, kind)
-        expected, without = _timed(module, inputs, kind)
         covered = set(package.covered())
         failing = _failing_overloads(package, capture, covered, kind.torch_device)
         package.enable()
         try:
             _warm(module, inputs, kind)
-            package.reset_counts()
-            actual, with_library = _timed(module, inputs, kind)
-            served = package.call_counts()
         finally:
             package.disable()
+        times = overload_times(package, capture, covered, kind, args.timing_calls)
+        withouts, withs, served = [], [], {}
+        for _ in range(args.forwards):
+            output, seconds = _timed(module, inputs, kind)
+            withouts.append(seconds)
+            package.enable()
+            try:
+                package.reset_counts()
+                result, seconds = _timed(module, inputs, kind)
+                withs.append(seconds)
+                served = package.call_counts()
+            finally:
+                package.disable()
+            if len(withs) == 1:
+                expected, actual = output, result
     captured = None
     if args.capture is not None:
         root = Path(args.capture) if args.capture else None
@@ -306,9 +391,10 @@ def check(model: str, package, args, catalog_operators):
         missing_operators=missing_operators(missing, catalog_operators),
         max_abs_deviation=max_abs,
         max_rel_deviation=max_rel,
-        seconds_with_library=with_library,
-        seconds_without_library=without,
+        seconds_with_library=statistics.median(withs),
+        seconds_without_library=statistics.median(withouts),
         failing_overloads=failing,
+        overload_times=times,
         captured_inputs=captured,
     )
 
@@ -328,6 +414,12 @@ def describe(report) -> str:
     ]
     for overload in report.failing_overloads:
         lines.append(f"  {overload}: the library's kernel fails the model's own inputs")
+    for cost in report.overload_times:
+        lines.append(
+            f"  {cost.overload}: {cost.calls} calls, {cost.library_us:.1f} us each with the "
+            f"library, {cost.aten_us:.1f} us without ({cost.served} of {cost.replayed} replayed "
+            "calls served)"
+        )
     return "\n".join(lines)
 
 
@@ -337,6 +429,13 @@ def _catalog_operators(args) -> list[dict]:
     from opforge_worker import catalog
 
     return catalog.build(args.device_kind)["operators"]
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text}: at least 1")
+    return value
 
 
 def parser() -> argparse.ArgumentParser:
@@ -363,6 +462,15 @@ def parser() -> argparse.ArgumentParser:
     )
     root.add_argument(
         "--catalog", help="a catalog JSON (python -m opforge_worker catalog --json); default: built"
+    )
+    root.add_argument(
+        "--forwards", type=_positive, default=5, help="timed forward passes of each (median)"
+    )
+    root.add_argument(
+        "--timing-calls",
+        type=_positive,
+        default=20,
+        help="calls per timed round of a covered overload's captured call (overload_times)",
     )
     return root
 

@@ -1266,6 +1266,44 @@ class ModelOperator:
 
 
 @dataclass
+class OverloadTime:
+    """What one covered overload costs in a model (modelcheck): its captured calls replayed with
+    the library enabled and without, each the median of repeated calls, synchronized.
+    """
+
+    NAME: ClassVar[str] = "overload_time"
+    FIELDS: ClassVar[tuple[_Field, ...]] = (
+        _Field("overload", ("str",), nonempty=True),
+        _Field("calls", ("int",)),
+        _Field("replayed", ("int",)),
+        _Field("served", ("int",)),
+        _Field("library_us", ("float",)),
+        _Field("aten_us", ("float",)),
+    )
+
+    overload: str = ""
+    #: its calls in one forward pass
+    calls: int = 0
+    #: distinct captured calls replayed
+    replayed: int = 0
+    #: of those, the ones the library served (the others fell through: a dtype, shape class or
+    #: argument it does not serve)
+    served: int = 0
+    #: per call with the library, the mean over the replayed calls
+    library_us: float = 0.0
+    #: per call without it
+    aten_us: float = 0.0
+
+    @classmethod
+    def from_dict(cls, value: Any, context: str = "") -> Self:
+        """Validates `value` (unknown keys ignored); ContractError says what is wrong."""
+        return cls(**_read_struct(cls.FIELDS, value, context or cls.NAME, ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        return _write_struct(self)
+
+
+@dataclass
 class ModelReport:
     """What a model check found (worker/opforge_library, `modelcheck`); `opforge run --from-
     model` starts a campaign over its missing operators.
@@ -1283,6 +1321,7 @@ class ModelReport:
         _Field("seconds_with_library", ("float",)),
         _Field("seconds_without_library", ("float",)),
         _Field("failing_overloads", ("list", ("str",)), optional=True),
+        _Field("overload_times", ("list", ("struct", "overload_time")), optional=True),
         _Field("captured_inputs", ("optional", ("dict", ("str",))), optional=True),
     )
 
@@ -1302,6 +1341,9 @@ class ModelReport:
     #: covered overloads whose library kernel disagrees with eager ATen on the model's own inputs
     #: (its captured calls): kernels that pass OpInfo yet fail the model
     failing_overloads: list[str] = field(default_factory=list)
+    #: per covered overload the model calls, what it costs with the library and without (its
+    #: captured calls replayed): which kernels cost what
+    overload_times: list[OverloadTime] = field(default_factory=list)
     #: with --capture: the sample set model:<model>, operator id (name, or name/variant) -> base64
     #: of its set file; `opforge run --from-model` imports it into the daemon
     captured_inputs: dict[str, str] | None = None
@@ -1567,6 +1609,7 @@ STRUCTS: dict[str, type] = {
     "library_kernel": LibraryKernel,
     "library_bundle": LibraryBundle,
     "model_operator": ModelOperator,
+    "overload_time": OverloadTime,
     "model_report": ModelReport,
 }
 #: The frames a worker sends, by their `type`.

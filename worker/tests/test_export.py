@@ -6,6 +6,7 @@ give the operators' results."""
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib
 import importlib.util
 import json
@@ -175,7 +176,7 @@ def test_in_place_and_out_write_through_the_kernel(library):
     strided = torch.empty(6, 4, device=ON).t()  # a non-contiguous destination
     torch.abs(x, out=strided)
     assert_judged_equal(strided, expected)
-    empty = torch.empty(0, device=ON)  # ATen resizes an empty out= without a word
+    empty = torch.empty(0, device=ON)  # ATen resizes an empty out= (and lays it out): its own
     torch.abs(x, out=empty)
     assert_judged_equal(empty, expected)
 
@@ -189,8 +190,59 @@ def test_in_place_and_out_write_through_the_kernel(library):
     assert_judged_equal(z, x + 2 * other)
     assert_judged_equal(summed, x + 2 * other)
     assert counts["aten.abs_.default"] == 1
-    assert counts["aten.abs.out"] == 3
+    assert counts["aten.abs.out"] == 2
     assert counts["aten.add_.Tensor"] == counts["aten.add.out"] == 1
+
+
+#: Inputs laid out as models lay them: transposed, channels_last, channels_last_3d (five
+#: dimensions: beyond the copy kernel, left to ATen), a slice with a storage offset.
+LAYOUTS = {
+    "transposed": lambda: torch.randn(6, 4, device=ON).t(),
+    "channels_last": lambda: torch.randn(2, 3, 4, 5, device=ON).to(
+        memory_format=torch.channels_last
+    ),
+    "channels_last_3d": lambda: torch.randn(2, 3, 2, 4, 5, device=ON).to(
+        memory_format=torch.channels_last_3d
+    ),
+    "offset_slice": lambda: torch.randn(5, 8, device=ON)[1:, 2:7],
+}
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_in_place_and_out_keep_the_layout_aten_gives(library, layout):
+    torch.manual_seed(0)
+    x = LAYOUTS[layout]()
+    fresh = {
+        "inplace": lambda: x.clone(),
+        "out": lambda: torch.empty_strided(x.shape, x.stride(), device=ON),
+        "empty out": lambda: torch.empty(0, device=ON),
+        "contiguous out": lambda: torch.empty(x.shape, device=ON),
+    }
+
+    def run(kind, destination):
+        if kind == "inplace":
+            return destination.abs_()
+        return torch.abs(x, out=destination)
+
+    expected = {}
+    library.disable()
+    for kind, make in fresh.items():
+        expected[kind] = run(kind, make())
+    library.enable()
+    library.reset_counts()
+    for kind, make in fresh.items():
+        destination = make()
+        result = run(kind, destination)
+        assert result is destination, kind
+        reference = expected[kind]
+        assert (result.shape, result.stride()) == (reference.shape, reference.stride()), kind
+        assert torch.equal(result, reference), kind
+    counts = library.call_counts()
+    # Served where the copy kernel addresses the destination (any contiguous one; a strided one
+    # of at most four dimensions); an empty out= is ATen's to resize.
+    beyond = x.dim() > 4
+    assert counts["aten.abs_.default"] == (0 if beyond else 1)
+    assert counts["aten.abs.out"] == (1 if beyond else 2)
 
 
 def test_what_the_kernels_cannot_honour_falls_through_to_aten(library):
@@ -389,7 +441,8 @@ def test_bad_bundles_and_other_device_kinds_are_refused(tmp_path, capsys):
 
 
 def test_the_packages_runtime_needs_only_torch_and_triton_and_its_build_nothing():
-    allowed = {"__future__", "contextlib", "importlib", "json", "os", "threading", "warnings"}
+    allowed = {"__future__", "bisect", "contextlib", "importlib", "json", "os", "threading"}
+    allowed |= {"warnings"}
     allowed |= {"pathlib", "torch", "triton", "triton.language", "base64", "hashlib", "zipfile"}
     for module in [*export.RUNTIME_MODULES, export.BUILD_BACKEND]:
         tree = ast.parse((WORKER / "opforge_library" / module).read_text())
@@ -451,10 +504,139 @@ def test_a_kernel_that_raises_is_answered_by_aten_with_one_warning(library, monk
     def broken(input):
         raise ValueError("a shape the judge never sent")
 
-    library._library.wrapper(module)  # loaded, then replaced
+    library.disable()
+    library._library.wrapper(module)  # loaded, then replaced before enable() takes it
     monkeypatch.setitem(library._library._wrappers, module, broken)
+    library.enable()
     x = torch.tensor([-1.0, 2.0], device=ON)
     with pytest.warns(RuntimeWarning, match="a shape the judge never sent"):
         assert torch.abs(x).tolist() == [1.0, 2.0]
     assert torch.abs(x).tolist() == [1.0, 2.0]
     assert library.call_counts()["aten.abs.default"] == 0
+
+
+def _timing(dtype, shape_class, speedup, noise=0.02, fingerprint=PROOF.fingerprint, at=1):
+    return contract.KernelTiming(
+        fingerprint=fingerprint,
+        device_kind=DEVICE,
+        dtype=dtype,
+        shape_class=shape_class,
+        baseline="aten",
+        kernel_us=10.0 / speedup,
+        baseline_us=10.0,
+        speedup=speedup,
+        noise=noise,
+        launch_bound=shape_class == "n<=4K",
+        measured_at_ms=at,
+    )
+
+
+#: abs measured on the bundle's toolchain: slower than ATen on small float32 inputs, faster on
+#: mid-sized ones, slower only within its noise up to 1M elements; int32 never timed. Timings of
+#: another toolchain, and older ones, do not count.
+ABS_TIMINGS = [
+    _timing("float32", "n<=4K", 0.5, noise=0.05),
+    _timing("float32", "n<=4K", 3.0, fingerprint="fedcba9876543210"),
+    _timing("float32", "n<=64K", 0.6, at=1),
+    _timing("float32", "n<=64K", 1.3, at=2),
+    _timing("float32", "n<=1M", 0.97, noise=0.05),
+    _timing("float32", "n<=16M", 0.9, noise=0.05),
+]
+
+
+@contextlib.contextmanager
+def exported_package(root: Path, name: str, bundle: contract.LibraryBundle, *options: str):
+    """``bundle`` exported as the package ``name`` under ``root``, imported, disabled after."""
+    path = write_bundle(root / f"{name}.msgpack", bundle)
+    out = root / name
+    arguments = ["--bundle", str(path), "--format", "torch-library", "--out", str(out)]
+    assert export.main([*arguments, "--name", name, *options]) == 0
+    sys.path.insert(0, str(out))
+    try:
+        module = importlib.import_module(name)
+        try:
+            yield module
+        finally:
+            module.disable()
+    finally:
+        sys.path.remove(str(out))
+        sys.modules.pop(name, None)
+
+
+def _timed_abs_bundle() -> contract.LibraryBundle:
+    bundle = make_bundle(KERNELS[:1])
+    bundle.kernels[0].timings = ABS_TIMINGS
+    return bundle
+
+
+def test_timings_route_each_dtype_and_shape_class_and_the_manifest_says_why(tmp_path):
+    with exported_package(tmp_path, "opforge_routed_kernels", _timed_abs_bundle()) as package:
+        manifest = package.manifest
+        assert manifest["shape_classes"][0] == {"name": "n<=4K", "max_elements": 4096}
+        assert manifest["routing"] == {"min_speedup": 1.0, "untimed": "kernel"}
+        routes = manifest["covered"]["aten.abs.default"]["routes"]
+        assert manifest["covered"]["aten.abs_.default"]["routes"] == routes  # derived alike
+        small, mid, large, huge = (routes["float32"][c] for c in manifest_classes(manifest)[:4])
+        assert (small["to"], small["speedup"], small["fingerprint"]) == (
+            "original",
+            0.5,
+            PROOF.fingerprint,
+        )
+        assert (mid["to"], mid["speedup"]) == ("kernel", 1.3)  # the newest timing
+        assert (large["to"], large["speedup"]) == ("kernel", 0.97)  # slower within its noise
+        assert (huge["to"], huge["speedup"]) == ("original", 0.9)
+        assert routes["float32"]["n>16M"] == {"to": "kernel", "speedup": None}  # untimed
+        assert {route["to"] for route in routes["int32"].values()} == {"kernel"}
+
+        package.enable()
+        assert "aten.abs.default" in package.registered()
+        for elements, served in [(10, 0), (4096, 0), (4097, 1), (70_000, 1)]:
+            x = torch.randn(elements, device=ON)
+            package.disable()
+            expected = torch.abs(x)
+            package.enable()
+            package.reset_counts()
+            assert torch.equal(torch.abs(x), expected)
+            assert package.call_counts()["aten.abs.default"] == served, elements
+        package.reset_counts()
+        torch.abs(torch.arange(-3, 3, dtype=torch.int32, device=ON))
+        assert package.call_counts()["aten.abs.default"] == 1  # untimed: served as proved
+
+
+def manifest_classes(manifest: dict) -> list[str]:
+    return [shape_class["name"] for shape_class in manifest["shape_classes"]]
+
+
+def test_untimed_calls_go_to_the_original_when_asked_and_unrouted_overloads_stay_unregistered(
+    tmp_path,
+):
+    options = ["--untimed", "original", "--min-speedup", "1.2"]
+    with exported_package(
+        tmp_path, "opforge_strict_kernels", _timed_abs_bundle(), *options
+    ) as package:
+        routes = package.manifest["covered"]["aten.abs.default"]["routes"]
+        assert package.manifest["routing"] == {"min_speedup": 1.2, "untimed": "original"}
+        assert [routes["float32"][c]["to"] for c in manifest_classes(package.manifest)] == [
+            "original",  # 0.5
+            "kernel",  # 1.3
+            "original",  # 0.97: slower than 1.2 even with its noise
+            "original",
+            "original",  # untimed
+        ]
+        assert {route["to"] for route in routes["int32"].values()} == {"original"}
+        package.enable()
+        package.reset_counts()
+        torch.abs(torch.arange(-3, 3, dtype=torch.int32, device=ON))
+        torch.abs(torch.randn(10, device=ON))
+        torch.abs(torch.randn(5000, device=ON))
+        assert package.call_counts()["aten.abs.default"] == 1  # the 64K class only
+
+    # Nothing timed and nothing untimed served: no overload is registered at all.
+    untimed = make_bundle(KERNELS[:1])
+    with exported_package(tmp_path, "opforge_idle_kernels", untimed, "--untimed", "original") as (
+        package
+    ):
+        package.enable()
+        assert package.is_enabled() and package.registered() == []
+        torch.abs(torch.randn(3, device=ON))
+        assert sum(package.call_counts().values()) == 0

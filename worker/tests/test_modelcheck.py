@@ -91,7 +91,7 @@ def _check(work, model, *extra, package="honestlib"):
     out = work / f"{model}-{package}.json"
     code = modelcheck.main(
         ["--model", model, "--package", str(work / f"{package}-out" / package)]
-        + ["--device-kind", DEVICE, "--report", str(out)]
+        + ["--device-kind", DEVICE, "--report", str(out), "--forwards", "2", "--timing-calls", "1"]
         + ["--catalog", str(work / "catalog.json"), *extra]
     )
     return code, out
@@ -128,6 +128,13 @@ def test_gpt2_report_counts_calls_served_and_missing(work):
     assert report.max_abs_deviation < 1e-5 and report.max_rel_deviation < 1e-4
     assert report.seconds_with_library > 0 and report.seconds_without_library > 0
     assert report.failing_overloads == []
+    # What each covered overload the model called costs, its captured calls replayed: add's
+    # float32 tensor calls are the package's to serve.
+    (cost,) = report.overload_times
+    assert cost.overload == "aten.add.Tensor"
+    assert cost.calls == report.aten_calls["aten.add.Tensor"]
+    assert 0 < cost.served <= cost.replayed
+    assert cost.library_us > 0 and cost.aten_us > 0
 
 
 def test_a_wrong_kernel_shows_as_deviation_and_failing_overload(work, llama):
