@@ -189,10 +189,8 @@ def cpp_type(t: Type, ns: str = "") -> str:
 
 
 def inspectable(t: Type, structs: dict[str, Struct]) -> bool:
-    """CAF 0.17 inspects no std::optional."""
-    if t.kind == "optional":
-        return False
-    if t.kind in ("list", "dict"):
+    """Whether CAF 0.17 can inspect the type (a std::optional through inspect_optional)."""
+    if t.kind in ("list", "dict", "optional"):
         return inspectable(t.item, structs)
     if t.kind == "struct":
         return all(inspectable(f.type, structs) for f in structs[t.name].fields)
@@ -238,7 +236,10 @@ def cpp_struct(s: Struct, ns: str, structs: dict[str, Struct]) -> list[str]:
     out.append("};")
     out.append("")
     if all(inspectable(f.type, structs) for f in s.fields):
-        members = "".join(f", x.{f.name}" for f in s.fields)
+        members = "".join(
+            f", inspect_optional(x.{f.name})" if f.type.kind == "optional" else f", x.{f.name}"
+            for f in s.fields
+        )
         out += [
             "template <class Inspector>",
             f"typename Inspector::result_type inspect(Inspector& f, {s.name}& x) {{",
@@ -328,6 +329,7 @@ def render_cpp(schema: Schema, header_name: str) -> tuple[str, str]:
         "#include <caf/meta/type_name.hpp>",
         "",
         '#include "messages/contract_codec.hpp"',
+        '#include "messages/optional_inspect.hpp"',
         "",
         "namespace opforge::contract {",
         "",
