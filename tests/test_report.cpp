@@ -204,7 +204,7 @@ TEST(Report, RegressionsPerToolchainChange) {
   EXPECT_EQ(groups[1].change, "triton 3.6.0 -> 3.5.1");
   EXPECT_EQ(groups[1].kernels, 1u);
   EXPECT_EQ(groups[1].operators, (std::vector<std::string>{"neg"}));
-  EXPECT_TRUE(per_toolchain({}).empty());
+  EXPECT_TRUE(per_toolchain(std::vector<regression>{}).empty());
 }
 
 TEST(Report, HtmlIsSelfContained) {
