@@ -93,6 +93,7 @@ nlohmann::json to_json(const maintenance_status& m) {
     toolchains.push_back(to_json(r));
   return {{"toolchains", toolchains},
           {"regressions", m.regressions},
+          {"speed_regressions", m.speed_regressions},
           {"repair_campaigns", m.repair_campaigns}};
 }
 
@@ -175,6 +176,50 @@ nlohmann::json to_json(const contract::toolchain_proof& p) {
           {"detail", p.detail}};
 }
 
+nlohmann::json to_json(const contract::kernel_timing& t) {
+  nlohmann::json out{{"fingerprint", t.fingerprint},
+                     {"device_kind", t.device_kind},
+                     {"dtype", to_string(t.dtype)},
+                     {"shape_class", t.shape_class},
+                     {"baseline", t.baseline},
+                     {"kernel_us", t.kernel_us},
+                     {"baseline_us", t.baseline_us},
+                     {"speedup", t.speedup},
+                     {"noise", t.noise},
+                     {"launch_bound", t.launch_bound},
+                     {"peak_share", nullptr},
+                     {"measured_at_ms", t.measured_at_ms}};
+  if (t.peak_share)
+    out["peak_share"] = *t.peak_share;
+  return out;
+}
+
+nlohmann::json to_json(const std::vector<contract::kernel_timing>& timings) {
+  auto out = nlohmann::json::array();
+  for (const auto& t : timings)
+    out.push_back(to_json(t));
+  return out;
+}
+
+nlohmann::json to_json(const speed_regression& r) {
+  auto slower = nlohmann::json::array();
+  for (const auto& s : r.slower)
+    slower.push_back({{"dtype", to_string(s.after.dtype)},
+                      {"shape_class", s.after.shape_class},
+                      {"before_us", s.before.kernel_us},
+                      {"after_us", s.after.kernel_us},
+                      {"before_noise", s.before.noise},
+                      {"after_noise", s.after.noise},
+                      {"ratio", s.ratio}});
+  return {{"operator", operator_id(r.op, r.variant)},
+          {"hash", r.hash},
+          {"change", r.change},
+          {"before", to_json(r.before)},
+          {"after", to_json(r.after)},
+          {"slower", slower},
+          {"served_by", r.served_by}};
+}
+
 // A kernel as `kernels` lists it; its source only when it was asked for.
 nlohmann::json to_json(const kernel_version& v) {
   const auto& k = v.kernel;
@@ -193,7 +238,8 @@ nlohmann::json to_json(const kernel_version& v) {
                      {"dtypes", contract::to_strings(k.dtypes)},
                      {"aten_overloads", k.aten_overloads},
                      {"provenance", k.provenance},
-                     {"proofs", proofs}};
+                     {"proofs", proofs},
+                     {"timings", to_json(k.timings)}};
   if (!k.source.empty())
     out["source"] = k.source;
   return out;
@@ -575,6 +621,10 @@ nlohmann::json control_server::kernels(const wire::map_reader& fields) const {
   return {{"ok", true}, {"kernels", out}};
 }
 
+double control_server::speed_threshold() const {
+  return static_cast<double>(context_.cfg.maintenance.speed_regression_percent) / 100;
+}
+
 nlohmann::json control_server::regressions() const {
   auto list = ask<std::vector<kernel_version>>(
       *context_.system, library_query_bound, context_.library, atom::list_v, std::string{}, false);
@@ -588,7 +638,10 @@ nlohmann::json control_server::regressions() const {
                    {"before", to_json(r.before)},
                    {"after", to_json(r.after)},
                    {"served_by", r.served_by}});
-  return {{"ok", true}, {"regressions", out}};
+  auto slower = nlohmann::json::array();
+  for (const auto& r : find_speed_regressions(*list, speed_threshold()))
+    slower.push_back(to_json(r));
+  return {{"ok", true}, {"regressions", out}, {"speed_regressions", slower}};
 }
 
 nlohmann::json control_server::revalidate(const wire::map_reader& fields) const {
@@ -619,11 +672,14 @@ nlohmann::json control_server::repair(const wire::map_reader& fields) const {
   if (!list)
     return failure(message(list.error()));
   auto regressions = find_regressions(*list);
-  if (!fingerprint->empty())
-    std::erase_if(regressions,
-                  [&](const regression& r) { return r.after.fingerprint != *fingerprint; });
+  auto slower = find_speed_regressions(*list, speed_threshold());
+  if (!fingerprint->empty()) {
+    auto elsewhere = [&](const auto& r) { return r.after.fingerprint != *fingerprint; };
+    std::erase_if(regressions, elsewhere);
+    std::erase_if(slower, elsewhere);
+  }
   auto out = nlohmann::json::array();
-  for (auto& request : repair_campaigns(regressions, *list)) {
+  for (auto& request : repair_campaigns(regressions, *list, slower)) {
     request.endpoint = *endpoint;
     auto seeded = nlohmann::json::array();
     for (const auto& seed : request.seeds)
@@ -644,7 +700,10 @@ nlohmann::json control_server::repair(const wire::map_reader& fields) const {
     c["seeded"] = seeded;
     out.push_back(std::move(c));
   }
-  return {{"ok", true}, {"regressions", regressions.size()}, {"campaigns", out}};
+  return {{"ok", true},
+          {"regressions", regressions.size()},
+          {"speed_regressions", slower.size()},
+          {"campaigns", out}};
 }
 
 nlohmann::json control_server::bundle(const wire::map_reader& fields) const {
@@ -718,20 +777,42 @@ nlohmann::json to_json(const campaign_report& r) {
                       {"calls", p.calls},
                       {"prompt_tokens", p.prompt_tokens},
                       {"completion_tokens", p.completion_tokens}});
-  auto regressions = nlohmann::json::array();
-  for (const auto& t : r.regressions)
-    regressions.push_back({{"device_kind", t.device_kind},
-                           {"fingerprint", t.fingerprint},
-                           {"change", t.change},
-                           {"kernels", t.kernels},
-                           {"operators", t.operators}});
+  auto groups = [](const std::vector<toolchain_regressions>& list) {
+    auto out = nlohmann::json::array();
+    for (const auto& t : list)
+      out.push_back({{"device_kind", t.device_kind},
+                     {"fingerprint", t.fingerprint},
+                     {"change", t.change},
+                     {"kernels", t.kernels},
+                     {"operators", t.operators}});
+    return out;
+  };
+  auto speedups = nlohmann::json::array();
+  for (const auto& s : r.speedups)
+    speedups.push_back({{"device_kind", s.device_kind},
+                        {"category", s.category},
+                        {"kernels", s.kernels},
+                        {"geomean_speedup", s.geomean_speedup},
+                        {"slowest", s.slowest},
+                        {"fastest", s.fastest},
+                        {"slower_than_baseline", s.slower_than_baseline}});
+  auto roofline = nlohmann::json::array();
+  for (const auto& h : r.roofline)
+    roofline.push_back({{"device_kind", h.device_kind},
+                        {"edges", h.edges},
+                        {"counts", h.counts},
+                        {"launch_bound", h.launch_bound},
+                        {"without_peak", h.without_peak}});
   return {{"columns", r.columns},
           {"by_category", to_json(r.by_category)},
           {"by_dtype", to_json(r.by_dtype)},
           {"curves", curves},
           {"failures", r.failures},
           {"passed", passed},
-          {"regressions", regressions}};
+          {"regressions", groups(r.regressions)},
+          {"speed_regressions", groups(r.speed_regressions)},
+          {"speedups", speedups},
+          {"roofline", roofline}};
 }
 
 } // namespace
@@ -767,6 +848,8 @@ nlohmann::json control_server::report(const wire::map_reader& fields) const {
     return failure("report: the library did not list its kernels: " + message(kernels.error()));
   auto built = build_report(*campaigns, sessions);
   built.regressions = per_toolchain(find_regressions(*kernels));
+  built.speed_regressions = per_toolchain(find_speed_regressions(*kernels, speed_threshold()));
+  add_speed(built, *kernels, *campaigns);
   return {{"ok", true}, {"report", to_json(built)}, {"html", render_html(built)}};
 }
 

@@ -76,17 +76,22 @@ private:
   nlohmann::json campaigns(request_type type, const wire::map_reader& fields) const;
   /// `kernels`: the library's kernels, of one operator or all.
   nlohmann::json kernels(const wire::map_reader& fields) const;
-  /// `regressions`: kernels that passed on one toolchain and fail on a later one.
+  /// `regressions`: kernels that passed on one toolchain and fail on a later one, and kernels
+  /// that run slower on a later one (speed regressions, with their times on both).
   nlohmann::json regressions() const;
   /// `revalidate`: re-validation asked by hand of a device kind and fingerprint ("" = each live
   /// one); what it owes.
   nlohmann::json revalidate(const wire::map_reader& fields) const;
-  /// `repair`: starts the campaigns that repair the regressions (of one fingerprint, or all).
+  /// `repair`: starts the campaigns that repair the regressions and speed regressions (of one
+  /// fingerprint, or all).
   nlohmann::json repair(const wire::map_reader& fields) const;
   /// `export`: the library_bundle for a device kind (default: the campaigns') and fingerprint.
   nlohmann::json bundle(const wire::map_reader& fields) const;
   /// `report`: coverage, curves, failures and costs of one campaign or all, as JSON and HTML.
   nlohmann::json report(const wire::map_reader& fields) const;
+
+  /// The slowdown that makes a speed regression (maintenance.speed_regression_percent).
+  double speed_threshold() const;
 
   control_context context_;
   int wakeup_fd_ = -1;

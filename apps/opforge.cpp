@@ -33,6 +33,7 @@
 
 #include <CLI/CLI.hpp>
 #include <spawn.h>
+#include <spdlog/fmt/fmt.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -151,7 +152,8 @@ void print_maintenance_part(const nlohmann::json& part) {
               << ": " << t.value("owed", 0) << " owed (" << t.value("running", 0) << " running), "
               << t.value("passed", 0) << " passed, " << t.value("failed", 0) << " failed";
   }
-  std::cout << "; " << part.value("regressions", 0) << " regressions";
+  std::cout << "; " << part.value("regressions", 0) << " regressions, "
+            << part.value("speed_regressions", 0) << " speed regressions";
   std::string repairs;
   for (const auto& id : part.value("repair_campaigns", nlohmann::json::array()))
     repairs += (repairs.empty() ? "" : ", ") + id.get<std::string>();
@@ -654,7 +656,8 @@ int list_kernels(const config& cfg, const client_options& opts, const kernels_op
 }
 
 // One line per regressed kernel: the toolchain change in words, the verdict before and after, and
-// last, as it may be long, why it fails now.
+// last, as it may be long, why it fails now. Then one line per kernel that got slower: its
+// slowest dtype and shape class with the times on both toolchains, and how many more there are.
 int list_regressions(const config& cfg, const client_options& opts) {
   auto reply = control_request(cfg.control.listen, request_type::regressions, {},
                                std::chrono::milliseconds{opts.timeout_ms});
@@ -665,7 +668,8 @@ int list_regressions(const config& cfg, const client_options& opts) {
     return 0;
   }
   auto regressions = reply->value("regressions", nlohmann::json::array());
-  if (regressions.empty()) {
+  auto slower = reply->value("speed_regressions", nlohmann::json::array());
+  if (regressions.empty() && slower.empty()) {
     std::cout << "no regressions in the library\n";
     return 0;
   }
@@ -674,16 +678,40 @@ int list_regressions(const config& cfg, const client_options& opts) {
            " (" + std::to_string(proof.value("tests_passed", 0)) + "/" +
            std::to_string(proof.value("tests_run", 0)) + ")";
   };
-  std::vector<std::vector<std::string>> rows{
-      {"OPERATOR", "HASH", "CHANGE", "BEFORE", "AFTER", "SERVED BY", "FAILURE"}};
-  for (auto& r : regressions) {
-    auto failure = r["after"].value("detail", std::string{});
-    auto served_by = r.value("served_by", std::string{});
-    rows.push_back({r.value("operator", ""), r.value("hash", ""), r.value("change", ""),
-                    verdict(r["before"]), verdict(r["after"]), served_by.empty() ? "-" : served_by,
-                    failure.empty() ? "-" : failure});
+  auto or_dash = [](const std::string& text) { return text.empty() ? std::string{"-"} : text; };
+  if (!regressions.empty()) {
+    std::vector<std::vector<std::string>> rows{
+        {"OPERATOR", "HASH", "CHANGE", "BEFORE", "AFTER", "SERVED BY", "FAILURE"}};
+    for (auto& r : regressions)
+      rows.push_back({r.value("operator", ""), r.value("hash", ""), r.value("change", ""),
+                      verdict(r["before"]), verdict(r["after"]),
+                      or_dash(r.value("served_by", std::string{})),
+                      or_dash(r["after"].value("detail", std::string{}))});
+    print_table(rows);
   }
-  print_table(rows);
+  if (!slower.empty()) {
+    if (!regressions.empty())
+      std::cout << '\n';
+    std::vector<std::vector<std::string>> rows{
+        {"OPERATOR", "HASH", "CHANGE", "BEFORE", "AFTER", "SLOWEST", "TIME", "SERVED BY"}};
+    for (auto& r : slower) {
+      auto cells = r.value("slower", nlohmann::json::array());
+      const auto& worst = cells.at(0);
+      auto time = fmt::format("{:.1f} -> {:.1f} us ({:.2f}x, noise {:.0f}%/{:.0f}%)",
+                              worst.value("before_us", 0.0), worst.value("after_us", 0.0),
+                              worst.value("ratio", 0.0), 100 * worst.value("before_noise", 0.0),
+                              100 * worst.value("after_noise", 0.0));
+      if (cells.size() > 1)
+        time += fmt::format(", {} more", cells.size() - 1);
+      rows.push_back(
+          {r.value("operator", ""), r.value("hash", ""), r.value("change", ""),
+           r["before"].value("fingerprint", std::string{}),
+           r["after"].value("fingerprint", std::string{}),
+           worst.value("dtype", std::string{}) + " " + worst.value("shape_class", std::string{}),
+           time, or_dash(r.value("served_by", std::string{}))});
+    }
+    print_table(rows);
+  }
   return 0;
 }
 
@@ -931,7 +959,8 @@ int main(int argc, char** argv) {
                           "operator id (name/variant), or an OpInfo name for all its variants");
   kernels_cmd->add_flag("--source", kernels_selected.source, "print OP's current kernel source");
   auto* regressions_cmd = app.add_subcommand(
-      "regressions", "kernels that passed on an earlier toolchain and fail on a newer one");
+      "regressions", "kernels that passed on an earlier toolchain and fail on a newer one, or "
+                     "run slower there");
   std::string revalidate_fingerprint;
   std::string revalidate_device;
   auto* revalidate_cmd = app.add_subcommand(

@@ -291,6 +291,8 @@ maintenance_actor start_maintenance(caf::actor_system& sys, const config& cfg,
   out.enabled = cfg.maintenance.enabled;
   out.poll = std::chrono::milliseconds{cfg.maintenance.poll_ms};
   out.repair = cfg.maintenance.repair == repair_policy::automatic;
+  out.retime = cfg.maintenance.retime;
+  out.speed_regression = static_cast<double>(cfg.maintenance.speed_regression_percent) / 100;
   out.sample_timeout_s = static_cast<double>(setup.defaults.sample_timeout_s);
   out.job_deadline_ms = setup.defaults.job_deadline_s * 1000;
   return sys.spawn(maintenance, std::move(out));

@@ -461,6 +461,8 @@ void parse(reader& in, maintenance_config& out) {
   in.field("poll_ms", out.poll_ms, at_least(10));
   in.field("repair", out.repair);
   in.field("background_max_wait_s", out.background_max_wait_s, at_least(0));
+  in.field("retime", out.retime);
+  in.field("speed_regression_percent", out.speed_regression_percent, at_least(0));
 }
 
 void parse(reader& in, config& out) {

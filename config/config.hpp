@@ -152,6 +152,11 @@ struct maintenance_config {
   repair_policy repair = repair_policy::off;
   /// How long a re-validation job waits behind campaign jobs before it goes ahead of them.
   int64_t background_max_wait_s = 30;
+  /// Whether a kernel that passes on a new toolchain is timed there too (a benchmark job).
+  bool retime = true;
+  /// How much slower than on the previous toolchain, beyond the noise of both measurements, a
+  /// kernel must be there to count as a speed regression.
+  int64_t speed_regression_percent = 10;
 };
 
 struct config {

@@ -178,11 +178,17 @@ using library_actor = caf::typed_actor<
     caf::replies_to<atom::add, contract::library_kernel>::with<kernel_version>,
     // Records a verdict on a stored kernel (by source hash) on one toolchain; replies ok.
     caf::replies_to<atom::validate, std::string, contract::toolchain_proof>::with<atom::ok>,
+    // Records benchmark timings of the stored kernel (operator id, source hash), each replacing
+    // the one of its fingerprint, device kind, dtype and shape class; replies ok, or
+    // errc::request_invalid for an unknown kernel or a timing that names no toolchain.
+    caf::replies_to<atom::timed, std::string, std::string,
+                    std::vector<contract::kernel_timing>>::with<atom::ok>,
     // The kernels of an operator id, or of every variant of an OpInfo name ("": of every
     // operator), by operator id and oldest version first; sources only when the flag is set.
     caf::replies_to<atom::list, std::string, bool>::with<std::vector<kernel_version>>,
-    // One kernel per operator variant for a device kind: with a fingerprint, the newest kernel
-    // that passed there; with "", the newest accepted on the device kind.
+    // One kernel per operator variant for a device kind: with a fingerprint, the fastest kernel
+    // that passed there (the newest where none was timed there), with its timings there; with
+    // "", the newest accepted on the device kind, with its timings of the device kind.
     caf::replies_to<atom::bundle, std::string, std::string>::with<contract::library_bundle>,
     // From a session whose checkpoint stored an accepted kernel (its key, its device kind): counts
     // it in opforge_library_kernels.

@@ -64,6 +64,7 @@ namespace contract {
 struct library_kernel;
 struct library_bundle;
 struct toolchain_proof;
+struct kernel_timing;
 } // namespace contract
 
 } // namespace opforge

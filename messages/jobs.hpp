@@ -39,6 +39,13 @@ device_job test_job(std::string id, const std::string& op, const std::string& va
                     const std::string& source, const std::string& wrapper,
                     const std::vector<std::string>& dtypes, const test_limits& limits);
 
+/// A benchmark job (worker/opforge_worker/TIMING.md) of the proved `source` as `op`/`variant`
+/// against ATen on the device, for each of `dtypes` that is a contract dtype, on the device kind
+/// and toolchain of `limits` (its sample timeout bounds one shape class).
+device_job benchmark_job(std::string id, const std::string& op, const std::string& variant,
+                         const std::string& source, const std::string& wrapper,
+                         const std::vector<std::string>& dtypes, const test_limits& limits);
+
 /// Surveying every OpInfo operator takes about a minute on a cold worker cache.
 inline constexpr int64_t catalog_deadline_ms = 10 * 60 * 1000;
 

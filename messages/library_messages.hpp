@@ -54,12 +54,13 @@ struct maintenance_status {
   std::vector<revalidation_status> toolchains{};
   uint64_t regressions = 0; // that no other kernel of the operator serves (passes there)
   std::vector<std::string> repair_campaigns{}; // campaigns it started to repair regressions
+  uint64_t speed_regressions = 0;              // that no faster kernel of the operator serves
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, maintenance_status& x) {
   return f(caf::meta::type_name("maintenance_status"), x.toolchains, x.regressions,
-           x.repair_campaigns);
+           x.repair_campaigns, x.speed_regressions);
 }
 
 } // namespace opforge

@@ -119,6 +119,9 @@ metrics::metrics(std::string version)
                                   "Current kernels owed a re-validation on each live toolchain")},
       regressions_{family(prometheus::BuildGauge(), *registry_, "opforge_regressions",
                           "Kernels that passed on one toolchain and fail on a later one")},
+      speed_regressions_{family(prometheus::BuildGauge(), *registry_, "opforge_speed_regressions",
+                                "Kernels that pass on a later toolchain but run slower there "
+                                "than on the previous one, beyond the measured noise")},
       uptime_{family(prometheus::BuildGauge(), *registry_, "opforge_uptime_seconds",
                      "Seconds since the daemon started")
                   .Add({})} {
@@ -254,6 +257,10 @@ void metrics::remove_toolchain(const std::string& device_kind, const std::string
 
 prometheus::Gauge& metrics::regressions(const std::string& device_kind) {
   return regressions_.Add({{"device_kind", device_kind}});
+}
+
+prometheus::Gauge& metrics::speed_regressions(const std::string& device_kind) {
+  return speed_regressions_.Add({{"device_kind", device_kind}});
 }
 
 } // namespace opforge

@@ -163,6 +163,10 @@ public:
   /// opforge_regressions{device_kind}: kernels that passed on one toolchain and fail on a later
   /// one of the device kind.
   prometheus::Gauge& regressions(const std::string& device_kind);
+  /// opforge_speed_regressions{device_kind}: kernels that pass on a later toolchain of the device
+  /// kind but run more than maintenance.speed_regression_percent slower there than on the
+  /// previous one, beyond the noise, and that no faster kernel of their operator serves there.
+  prometheus::Gauge& speed_regressions(const std::string& device_kind);
 
   // -- build -----------------------------------------------------------------------------------
 
@@ -201,6 +205,7 @@ private:
   prometheus::Family<prometheus::Gauge>& library_passing_;
   prometheus::Family<prometheus::Gauge>& validations_pending_;
   prometheus::Family<prometheus::Gauge>& regressions_;
+  prometheus::Family<prometheus::Gauge>& speed_regressions_;
   prometheus::Gauge& uptime_;
 };
 

@@ -80,11 +80,13 @@ CAF_ADD_ATOM(opforge, opforge::atom, add, "add")
 CAF_ADD_ATOM(opforge, opforge::atom, validate, "validate")
 CAF_ADD_ATOM(opforge, opforge::atom, bundle, "bundle")
 CAF_ADD_ATOM(opforge, opforge::atom, accepted, "accepted")
+CAF_ADD_ATOM(opforge, opforge::atom, timed, "timed")
 CAF_ADD_TYPE_ID(opforge, (opforge::kernel_version))
 CAF_ADD_TYPE_ID(opforge, (std::vector<opforge::kernel_version>))
 CAF_ADD_TYPE_ID(opforge, (opforge::contract::library_kernel))
 CAF_ADD_TYPE_ID(opforge, (opforge::contract::library_bundle))
 CAF_ADD_TYPE_ID(opforge, (opforge::contract::toolchain_proof))
+CAF_ADD_TYPE_ID(opforge, (std::vector<opforge::contract::kernel_timing>))
 
 // -- maintenance ---------------------------------------------------------------------------------
 CAF_ADD_ATOM(opforge, opforge::atom, revalidate, "revalidate")

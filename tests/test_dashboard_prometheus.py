@@ -41,6 +41,7 @@ QUIET = {
     "Retries per second": "the demo endpoint answers every request",
     "Store errors per hour": "the store's disk is healthy",
     "Regressions by device kind": "one toolchain only",
+    "Speed regressions by device kind": "one toolchain only",
     "Workers refused by CURVE": "no CURVE allow-list is configured",
 }
 

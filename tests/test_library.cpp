@@ -39,6 +39,15 @@ kernel_record relu_kernel() {
   return k;
 }
 
+// A record of tests/fixtures/records, as its file holds it.
+std::string golden(const std::string& name) {
+  std::ifstream in{std::string{OPFORGE_SOURCE_DIR} + "/tests/fixtures/records/" + name + ".msgpack",
+                   std::ios::binary};
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
 std::string bytes_of(const json& value) {
   auto bytes = json::to_msgpack(value);
   return {bytes.begin(), bytes.end()};
@@ -102,6 +111,12 @@ TEST(Library, AddedKernelKeepsEveryFieldAndItsHash) {
   k.aten_overloads = {"aten::relu", "aten::relu_"};
   k.origin = "campaign";
   k.toolchain_versions = {{"torch", "2.13.0"}, {"triton", "3.6.0"}};
+  k.timings = {{.fingerprint = "f1",
+                .device_kind = "interpreter",
+                .dtype = contract::dtype::float32,
+                .shape_class = "n<=1M",
+                .kernel_us = 2,
+                .peak_share = 0.5}};
   auto op = add_kernel(k);
   EXPECT_EQ(op.family, family::kernels);
   EXPECT_EQ(op.key, kernel_key("nn.functional.relu", k.source));
@@ -112,12 +127,13 @@ TEST(Library, AddedKernelKeepsEveryFieldAndItsHash) {
   EXPECT_EQ(encode_kernel(*decoded), encode_kernel(k));
   EXPECT_EQ(decoded->aten_overloads, k.aten_overloads);
   EXPECT_EQ(decoded->toolchain_versions, k.toolchain_versions);
+  EXPECT_EQ(decoded->timings, k.timings);
   // Only the new keys were added to what earlier builds wrote.
   auto stored = json::from_msgpack(*op.value);
   auto legacy = legacy_kernel(k);
   for (const auto& [key, value] : legacy.items())
     EXPECT_EQ(stored.at(key), value) << key;
-  EXPECT_EQ(stored.size(), legacy.size() + 3);
+  EXPECT_EQ(stored.size(), legacy.size() + 4);
 }
 
 TEST(Library, AcceptingAKernelWritesItAndItsAcceptanceAsItsFirstValidation) {
@@ -186,12 +202,9 @@ TEST(Library, CorruptKernelBytesAreErrors) {
 // tests/fixtures/records/kernel.msgpack: what the nlohmann codec before this one wrote, every field
 // other than its default. It reads with every value, and is written back with every key and value.
 TEST(Library, TheGoldenKernelReadsAndIsWrittenBackWithEveryKeyAndValue) {
-  std::ifstream in{std::string{OPFORGE_SOURCE_DIR} + "/tests/fixtures/records/kernel.msgpack",
-                   std::ios::binary};
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  ASSERT_FALSE(bytes.str().empty());
-  auto decoded = decode_kernel(bytes.str());
+  auto bytes = golden("kernel");
+  ASSERT_FALSE(bytes.empty());
+  auto decoded = decode_kernel(bytes);
   ASSERT_TRUE(decoded) << render(decoded.error());
   const auto& k = *decoded;
   EXPECT_EQ(k.op, "nn.functional.relu");
@@ -220,11 +233,155 @@ TEST(Library, TheGoldenKernelReadsAndIsWrittenBackWithEveryKeyAndValue) {
                 {"device", "cpu"}, {"torch", "2.13.0"}, {"triton", "3.6.0"}}));
   EXPECT_EQ(k.device_kind, "interpreter");
   EXPECT_EQ(k.accepted_at_ms, 1764000000000);
-  // Every key with its value, and no other: the maps compare whatever order the keys are in.
-  auto golden = json::from_msgpack(bytes.str());
+  EXPECT_TRUE(k.timings.empty()); // written before kernels had timings
+  // Every key with its value, and besides them only the keys of later fields, at their defaults:
+  // the maps compare whatever order the keys are in.
+  auto golden = json::from_msgpack(bytes);
   auto again = json::from_msgpack(encode_kernel(k));
-  EXPECT_EQ(again, golden);
   EXPECT_EQ(golden.size(), 22u);
+  auto later = again;
+  for (const auto& [key, value] : golden.items())
+    later.erase(key);
+  EXPECT_EQ(later, (json{{"timings", json::array()}}));
+  for (const auto& [key, value] : golden.items())
+    EXPECT_EQ(again.at(key), value) << key;
+}
+
+// tests/fixtures/records/kernel_timed.msgpack: a kernel with two timings as this build writes it
+// (one on a kind without a peak, so without peak_share). Builds after it must read it.
+TEST(Library, TheGoldenTimedKernelReadsWithItsTimings) {
+  auto bytes = golden("kernel_timed");
+  ASSERT_FALSE(bytes.empty());
+  auto decoded = decode_kernel(bytes);
+  ASSERT_TRUE(decoded) << render(decoded.error());
+  ASSERT_EQ(decoded->timings.size(), 2u);
+  const auto& cuda = decoded->timings[0];
+  EXPECT_EQ(cuda.fingerprint, "0123456789abcdef");
+  EXPECT_EQ(cuda.device_kind, "cuda");
+  EXPECT_EQ(cuda.dtype, contract::dtype::bfloat16);
+  EXPECT_EQ(cuda.shape_class, "n<=16M");
+  EXPECT_EQ(cuda.baseline, "aten");
+  EXPECT_DOUBLE_EQ(cuda.kernel_us, 41.5);
+  EXPECT_DOUBLE_EQ(cuda.baseline_us, 45.25);
+  EXPECT_DOUBLE_EQ(cuda.speedup, 45.25 / 41.5);
+  EXPECT_DOUBLE_EQ(cuda.noise, 0.02);
+  EXPECT_FALSE(cuda.launch_bound);
+  ASSERT_TRUE(cuda.peak_share);
+  EXPECT_DOUBLE_EQ(*cuda.peak_share, 0.81);
+  EXPECT_EQ(cuda.measured_at_ms, 1764000000000);
+  const auto& interpreter = decoded->timings[1];
+  EXPECT_EQ(interpreter.device_kind, "interpreter");
+  EXPECT_EQ(interpreter.baseline, "library:6fc3d2b2ed224bc8");
+  EXPECT_TRUE(interpreter.launch_bound);
+  EXPECT_FALSE(interpreter.peak_share);
+  // Written back as it was read.
+  EXPECT_EQ(json::from_msgpack(encode_kernel(*decoded)), json::from_msgpack(bytes));
+}
+
+namespace {
+
+contract::kernel_timing timed(const std::string& fingerprint, const std::string& shape_class,
+                              double kernel_us, double noise = 0.01, bool launch_bound = false,
+                              contract::dtype dtype = contract::dtype::float32) {
+  return {.fingerprint = fingerprint,
+          .device_kind = "cuda",
+          .dtype = dtype,
+          .shape_class = shape_class,
+          .baseline = "aten",
+          .kernel_us = kernel_us,
+          .baseline_us = 100,
+          .speedup = 100 / kernel_us,
+          .noise = noise,
+          .launch_bound = launch_bound,
+          .measured_at_ms = 5};
+}
+
+} // namespace
+
+TEST(Library, FreshTimingsReplaceThoseOfTheirClassAndKeepTheOthersInOneOrder) {
+  auto kept =
+      merge_timings({}, {timed("b", "n<=1M", 10), timed("a", "n<=4K", 3), timed("a", "n<=1M", 20)});
+  auto merged = merge_timings(kept, {timed("a", "n<=1M", 15), timed("c", "n<=1M", 9)});
+  std::vector<std::tuple<std::string, std::string, double>> got;
+  for (const auto& t : merged)
+    got.emplace_back(t.fingerprint, t.shape_class, t.kernel_us);
+  EXPECT_EQ(got,
+            (std::vector<std::tuple<std::string, std::string, double>>{
+                {"a", "n<=1M", 15}, {"a", "n<=4K", 3}, {"b", "n<=1M", 10}, {"c", "n<=1M", 9}}));
+  // Another dtype or device kind is another class.
+  auto bf16 = timed("a", "n<=1M", 30, 0.01, false, contract::dtype::bfloat16);
+  auto other_kind = timed("a", "n<=1M", 40);
+  other_kind.device_kind = "interpreter";
+  EXPECT_EQ(merge_timings(merged, {bf16, other_kind}).size(), 6u);
+}
+
+TEST(Library, ABenchmarkBecomesOneTimingPerDtypeAndShapeClassOfItsMedians) {
+  auto shape = [](contract::dtype dtype, const std::string& shape_class, double candidate_us,
+                  double baseline_us, bool launch_bound, std::optional<double> peak = {}) {
+    return contract::shape_timing{.shape_class = shape_class,
+                                  .dtype = dtype,
+                                  .launch_bound = launch_bound,
+                                  .candidate_us = candidate_us,
+                                  .candidate_iqr_us = candidate_us / 20,
+                                  .baseline_us = baseline_us,
+                                  .baseline_iqr_us = baseline_us / 10,
+                                  .peak_share = peak};
+  };
+  using contract::dtype;
+  contract::benchmark_result result{
+      .outcome = contract::outcome::pass,
+      .baseline = "aten",
+      .timer = "cuda_events",
+      .timings = {shape(dtype::float32, "n<=1M", 30, 60, false, 0.5),
+                  shape(dtype::float32, "n<=1M", 10, 40, false, 0.7),
+                  shape(dtype::float32, "n<=1M", 20, 20, false, 0.6),
+                  // Left out: the class has inputs that measure the kernel.
+                  shape(dtype::float32, "n<=1M", 2, 3, true),
+                  shape(dtype::float32, "n<=4K", 4, 5, true),
+                  shape(dtype::float32, "n<=4K", 6, 5, true),
+                  shape(dtype::bfloat16, "n<=1M", 8, 16, false)}};
+  auto timings = class_timings(result, "f1", "cuda", 77);
+  ASSERT_EQ(timings.size(), 3u); // ordered by dtype as the contract lists them, then class
+  EXPECT_EQ(timings[0].dtype, dtype::bfloat16);
+  const auto& f32 = timings[1];
+  EXPECT_EQ(f32.dtype, dtype::float32);
+  EXPECT_EQ(f32.shape_class, "n<=1M");
+  EXPECT_EQ(f32.fingerprint, "f1");
+  EXPECT_EQ(f32.device_kind, "cuda");
+  EXPECT_EQ(f32.baseline, "aten");
+  EXPECT_EQ(f32.measured_at_ms, 77);
+  EXPECT_DOUBLE_EQ(f32.kernel_us, 20);
+  EXPECT_DOUBLE_EQ(f32.baseline_us, 40);
+  EXPECT_DOUBLE_EQ(f32.speedup, 2);
+  EXPECT_DOUBLE_EQ(f32.noise, 0.1); // the baseline's IQR is a tenth of its median
+  EXPECT_FALSE(f32.launch_bound);
+  ASSERT_TRUE(f32.peak_share);
+  EXPECT_DOUBLE_EQ(*f32.peak_share, 0.6);
+  const auto& small = timings[2];
+  EXPECT_EQ(small.shape_class, "n<=4K");
+  EXPECT_TRUE(small.launch_bound);
+  EXPECT_DOUBLE_EQ(small.kernel_us, 5); // the median of an even count: the middle two's mean
+  EXPECT_FALSE(small.peak_share);
+  // A benchmark whose outputs were wrong after timing, or that a timing check stopped, is none.
+  result.outcome = contract::outcome::accuracy_error;
+  EXPECT_TRUE(class_timings(result, "f1", "cuda", 77).empty());
+  result.outcome = contract::outcome::cheat_detected;
+  EXPECT_TRUE(class_timings(result, "f1", "cuda", 77).empty());
+}
+
+TEST(Library, RelativeTimeIsTheGeometricMeanOverSharedClassesThatAreNotLaunchBound) {
+  std::vector<contract::kernel_timing> a{timed("f", "n<=1M", 10), timed("f", "n<=16M", 40),
+                                         timed("f", "n<=4K", 100, 0.01, true),
+                                         timed("f", "n>16M", 1)};
+  std::vector<contract::kernel_timing> b{timed("f", "n<=1M", 40), timed("f", "n<=16M", 40),
+                                         timed("f", "n<=4K", 1, 0.01, true)};
+  // sqrt(10/40 * 40/40): the launch-bound class and the one b lacks do not count.
+  EXPECT_DOUBLE_EQ(*relative_time(a, b), 0.5);
+  EXPECT_DOUBLE_EQ(*relative_time(b, a), 2);
+  // Where every shared class is launch-bound, those are what there is.
+  EXPECT_DOUBLE_EQ(*relative_time({a[2]}, {b[2]}), 100);
+  EXPECT_FALSE(relative_time(a, {timed("other", "n<=1M", 1)}));
+  EXPECT_FALSE(relative_time({}, b));
 }
 
 TEST(Library, AKernelFieldOfTheWrongTypeIsNamed) {
@@ -347,4 +504,44 @@ TEST(Library, ABundleTakesPerOperatorTheNewestKernelProvenOnTheFingerprint) {
   auto abs = choose(library, "cuda", "new").front();
   ASSERT_EQ(abs.proofs.size(), 2u);
   EXPECT_EQ(abs.proofs[0].fingerprint, "new");
+}
+
+// Issue 28: on a fingerprint the fastest version that passes there is exported, with its timings
+// there; a timed version goes before an untimed one; speed on another toolchain does not count.
+TEST(Library, ABundleTakesPerOperatorTheFastestKernelProvenOnTheFingerprint) {
+  using contract::outcome;
+  auto passes = [](int64_t at) {
+    return std::vector{verdict("new", outcome::pass, at), verdict("old", outcome::pass, at)};
+  };
+  auto slow = version_of("abs", "", 100, passes(100));
+  slow.record.timings = {timed("new", "n<=1M", 40), timed("old", "n<=1M", 5)};
+  auto fast = version_of("abs", "", 200, passes(200));
+  fast.record.timings = {timed("new", "n<=1M", 20), timed("old", "n<=1M", 50)};
+  auto untimed = version_of("abs", "", 300, passes(300));
+  // Faster than all on `new`, but it fails there.
+  auto failing = version_of(
+      "abs", "", 400,
+      {verdict("new", outcome::accuracy_error, 400), verdict("old", outcome::pass, 400)});
+  failing.record.timings = {timed("new", "n<=1M", 1)};
+  std::vector<stored_kernel> library{slow, fast, untimed, failing};
+
+  auto on_new = choose(library, "cuda", "new");
+  EXPECT_EQ(chosen_sources(on_new), (std::vector<std::string>{"abs # accepted at 200\n"}));
+  ASSERT_EQ(on_new.front().timings.size(), 1u); // its timings there only
+  EXPECT_EQ(on_new.front().timings[0].fingerprint, "new");
+  EXPECT_DOUBLE_EQ(on_new.front().timings[0].kernel_us, 20);
+  EXPECT_EQ(chosen_sources(choose(library, "cuda", "old")),
+            (std::vector<std::string>{"abs # accepted at 100\n"}));
+  // Where none is timed, the newest that passes; without a fingerprint, the newest, with every
+  // timing of the device kind.
+  EXPECT_EQ(chosen_sources(choose({slow, untimed}, "cuda", "")),
+            (std::vector<std::string>{"abs # accepted at 300\n"}));
+  EXPECT_EQ(
+      chosen_sources(choose({untimed, version_of("abs", "", 250, passes(250))}, "cuda", "new")),
+      (std::vector<std::string>{"abs # accepted at 300\n"}));
+  auto newest = choose({fast, failing}, "cuda", "");
+  EXPECT_EQ(chosen_sources(newest), (std::vector<std::string>{"abs # accepted at 400\n"}));
+  EXPECT_EQ(newest.front().timings.size(), 1u);
+  EXPECT_EQ(choose({fast}, "cuda", "").front().timings.size(), 2u);
+  EXPECT_TRUE(choose({fast}, "interpreter", "").empty());
 }

@@ -232,3 +232,97 @@ TEST_F(LibraryActor, ALibraryStartedOnAStoreCountsTheKernelsInIt) {
               HasSubstr("opforge_library_kernels{device_kind=\"interpreter\"} 2"));
   caf::anon_send_exit(restarted, caf::exit_reason::user_shutdown);
 }
+
+namespace {
+
+contract::kernel_timing timing(const std::string& fingerprint, const std::string& shape_class,
+                               double kernel_us) {
+  return {.fingerprint = fingerprint,
+          .device_kind = "cuda",
+          .dtype = contract::dtype::float32,
+          .shape_class = shape_class,
+          .baseline = "aten",
+          .kernel_us = kernel_us,
+          .baseline_us = 30,
+          .speedup = 30 / kernel_us,
+          .noise = 0.01,
+          .measured_at_ms = 7};
+}
+
+std::vector<std::pair<std::string, double>> times(const std::vector<contract::kernel_timing>& in) {
+  std::vector<std::pair<std::string, double>> out;
+  for (const auto& t : in)
+    out.emplace_back(t.fingerprint + " " + t.shape_class, t.kernel_us);
+  return out;
+}
+
+} // namespace
+
+// Timings are merged into the stored kernel record: requests sent back to back all land (none
+// overwrites another's read), a class measured again replaces its timing, and the timings are
+// listed, survive a restart of the library and travel in the bundle.
+TEST_F(LibraryActor, TimingsOfAKernelAreKeptPerToolchainAndClassAndTravel) {
+  using contract::outcome;
+  auto abs = ask<kernel_version>(atom::add_v,
+                                 imported("abs", "x.abs()", proof("f1", outcome::pass, 1000)));
+  std::vector<std::vector<contract::kernel_timing>> sent{
+      {timing("f1", "n<=1M", 20), timing("f1", "n<=4K", 3)},
+      {timing("f2", "n<=1M", 25)},
+      {timing("f1", "n<=1M", 18)}};
+  int answered = 0;
+  for (auto& timings : sent)
+    self_
+        ->request(library_, caf::infinite, atom::timed_v, std::string{"abs"}, abs.kernel.hash,
+                  timings)
+        .receive([&](atom::ok) { ++answered; },
+                 [&](const caf::error& err) { ADD_FAILURE() << render(err); });
+  EXPECT_EQ(answered, 3);
+  auto expected = std::vector<std::pair<std::string, double>>{
+      {"f1 n<=1M", 18}, {"f1 n<=4K", 3}, {"f2 n<=1M", 25}};
+  auto listed = ask<std::vector<kernel_version>>(atom::list_v, std::string{"abs"}, false);
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(times(listed[0].kernel.timings), expected);
+  // Stored with the record, so a library started anew reads them.
+  auto restarted = sys_.spawn(library, store_, telemetry_, std::string{"9.9.9"});
+  self_->request(restarted, caf::infinite, atom::list_v, std::string{"abs"}, false)
+      .receive(
+          [&](std::vector<kernel_version>& again) {
+            ASSERT_EQ(again.size(), 1u);
+            EXPECT_EQ(times(again[0].kernel.timings), expected);
+          },
+          [](const caf::error& err) { FAIL() << render(err); });
+  caf::anon_send_exit(restarted, caf::exit_reason::user_shutdown);
+  auto bundle =
+      ask<contract::library_bundle>(atom::bundle_v, std::string{"cuda"}, std::string{"f1"});
+  ASSERT_EQ(bundle.kernels.size(), 1u);
+  EXPECT_EQ(times(bundle.kernels[0].timings),
+            (std::vector<std::pair<std::string, double>>{{"f1 n<=1M", 18}, {"f1 n<=4K", 3}}));
+}
+
+TEST_F(LibraryActor, TimingsOfAnUnknownKernelOrWithoutAToolchainAreRefused) {
+  using contract::outcome;
+  auto abs = ask<kernel_version>(atom::add_v,
+                                 imported("abs", "x.abs()", proof("f1", outcome::pass, 1000)));
+  auto refused = [&](const std::string& op, const std::string& hash,
+                     std::vector<contract::kernel_timing> timings) {
+    caf::error result;
+    self_->request(library_, caf::infinite, atom::timed_v, op, hash, std::move(timings))
+        .receive([&](atom::ok) { ADD_FAILURE() << "the timings were recorded"; },
+                 [&](const caf::error& err) { result = err; });
+    return result;
+  };
+  auto unknown = refused("abs", "0000000000000000", {timing("f1", "n<=1M", 1)});
+  EXPECT_EQ(opforge_code(unknown), errc::request_invalid);
+  EXPECT_THAT(render(unknown), HasSubstr("no kernel"));
+  // The right hash under another operator id is another key.
+  EXPECT_EQ(opforge_code(refused("neg", abs.kernel.hash, {timing("f1", "n<=1M", 1)})),
+            errc::request_invalid);
+  auto nameless = timing("", "n<=1M", 1);
+  EXPECT_EQ(opforge_code(refused("abs", abs.kernel.hash, {nameless})), errc::request_invalid);
+  EXPECT_EQ(opforge_code(refused("abs", abs.kernel.hash, {timing("f1", "n<=1M", 0)})),
+            errc::request_invalid);
+  // Nothing of them was stored, and the library still answers.
+  EXPECT_TRUE(ask<std::vector<kernel_version>>(atom::list_v, std::string{"abs"}, false)
+                  .at(0)
+                  .kernel.timings.empty());
+}

@@ -8,6 +8,7 @@
 // uninitialized when the item is an enum (library_kernel's dtypes).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
+#include "actors/library/kernels.hpp"
 #include "actors/library/library.hpp"
 #include "actors/library/maintenance.hpp"
 #include "actors/store/store.hpp"
@@ -53,6 +54,9 @@ struct fleet_script {
   std::map<std::string, std::string> failing; // op -> the accuracy failure's message
   size_t answered_limit = SIZE_MAX;           // later jobs are held, never answered
   size_t answered = 0;
+  // Benchmark jobs: (op, fingerprint) -> the kernel's time on every dtype and shape class.
+  std::map<std::pair<std::string, std::string>, double> times;
+  std::string timer = "cuda_events";
 
   std::vector<device_job> jobs() {
     std::lock_guard guard{lock};
@@ -66,7 +70,39 @@ struct fleet_state {
   static inline const char* name = "scripted-fleet";
 };
 
+// A done job's answer from the worker of its fingerprint.
+device_job_result answered(const device_job& job, std::string payload) {
+  return {.job_id = job.id,
+          .status = contract::job_status::done,
+          .payload = std::move(payload),
+          .worker_id = "w1",
+          .fingerprint = job.fingerprint,
+          .toolchain = job.fingerprint == "new" ? new_tools : old_tools};
+}
+
+// A benchmark of the scripted time, 1% noise on each side, against a 40 us baseline.
+device_job_result timing_of(const device_job& job, fleet_script& script) {
+  auto request = wire::decode_as<contract::benchmark_request>(job.payload, "benchmark_request");
+  contract::benchmark_result result{
+      .outcome = contract::outcome::pass, .baseline = "aten", .timer = script.timer};
+  auto us = script.times[{request->op, job.fingerprint}];
+  for (auto dtype : request->dtypes)
+    result.timings.push_back({.shape_class = "n<=1M",
+                              .source = "ladder:1048576",
+                              .dtype = dtype,
+                              .elements = 1 << 20,
+                              .repetitions = 50,
+                              .candidate_us = us,
+                              .candidate_iqr_us = us / 100,
+                              .baseline_us = 40,
+                              .baseline_iqr_us = 0.4,
+                              .speedup = 40 / us});
+  return answered(job, contract::codec::to_bytes(result));
+}
+
 device_job_result verdict_of(const device_job& job, fleet_script& script) {
+  if (job.kind == contract::job_kind::benchmark)
+    return timing_of(job, script);
   auto request = wire::decode_as<contract::test_request>(job.payload, "test_request");
   contract::test_result result{
       .outcome = contract::outcome::pass, .tests_run = 6, .tests_passed = 6};
@@ -78,12 +114,7 @@ device_job_result verdict_of(const device_job& job, fleet_script& script) {
                                             .sample_index = 2,
                                             .message = failing->second + "\nmore lines"};
   }
-  return {.job_id = job.id,
-          .status = contract::job_status::done,
-          .payload = contract::codec::to_bytes(result),
-          .worker_id = "w1",
-          .fingerprint = job.fingerprint,
-          .toolchain = job.fingerprint == "new" ? new_tools : old_tools};
+  return answered(job, contract::codec::to_bytes(result));
 }
 
 maintenance_fleet_actor::behavior_type
@@ -194,8 +225,9 @@ protected:
   }
 
   /// A maintenance actor (a daemon's lifetime of it) over a fresh scripted fleet.
+  /// Re-validation alone unless `retime`: the timing tests turn it on.
   maintenance_actor start(std::shared_ptr<fleet_script> script, bool enabled = true,
-                          campaign_manager_actor campaigns = {}) {
+                          campaign_manager_actor campaigns = {}, bool retime = false) {
     auto fleet = sys_.spawn(scripted_fleet, script);
     maintenance_setup setup;
     setup.campaigns = campaigns;
@@ -205,6 +237,7 @@ protected:
     setup.store = store_;
     setup.telemetry = telemetry_;
     setup.enabled = enabled;
+    setup.retime = retime;
     setup.poll = std::chrono::milliseconds{20};
     auto actor = sys_.spawn(maintenance, std::move(setup));
     spawned_.push_back(caf::actor_cast<caf::actor>(fleet));
@@ -270,11 +303,17 @@ protected:
   std::string old_abs_, new_abs_, exp_, relu_;
 };
 
-std::vector<std::string> hashes_of(const std::vector<device_job>& jobs) {
+std::vector<std::string> hashes_of(const std::vector<device_job>& jobs,
+                                   contract::job_kind kind = contract::job_kind::test) {
   std::vector<std::string> out;
   for (const auto& job : jobs) {
-    auto request = wire::decode_as<contract::test_request>(job.payload, "test_request");
-    out.push_back(request->op + "@" + job.fingerprint + (job.background ? " background" : ""));
+    if (job.kind != kind)
+      continue;
+    auto op =
+        kind == contract::job_kind::test
+            ? wire::decode_as<contract::test_request>(job.payload, "test_request")->op
+            : wire::decode_as<contract::benchmark_request>(job.payload, "benchmark_request")->op;
+    out.push_back(op + "@" + job.fingerprint + (job.background ? " background" : ""));
   }
   return out;
 }
@@ -444,4 +483,108 @@ TEST_F(Maintenance, WithRepairAutoANewRegressionStartsOneRepairCampaignAcrossRes
   EXPECT_EQ(status(restarted).repair_campaigns, std::vector<std::string>{"r-1"});
   EXPECT_EQ(started->size(), 1u);
   EXPECT_TRUE(again->jobs().empty());
+}
+
+namespace {
+
+/// The times recorded for kernel `hash`: "fingerprint dtype shape_class" -> kernel_us.
+std::map<std::string, double> timings_of(const std::vector<kernel_version>& kernels,
+                                         const std::string& hash) {
+  std::map<std::string, double> out;
+  for (const auto& v : kernels)
+    if (v.kernel.hash == hash)
+      for (const auto& t : v.kernel.timings)
+        out[t.fingerprint + " " + to_string(t.dtype) + " " + t.shape_class] = t.kernel_us;
+  return out;
+}
+
+} // namespace
+
+// A second cuda toolchain: the current cuda kernels that pass there are timed on both, and the one
+// 1.5x slower on the new toolchain is a speed regression; a restart times nothing again.
+TEST_F(Maintenance, ANewToolchainTimesTheKernelsThatPassThereAndFindsTheSlowerOnes) {
+  auto sigmoid = add(kernel("sigmoid", "x.sigmoid()", "cuda", 5000));
+  auto script = std::make_shared<fleet_script>();
+  script->workers = {worker("cuda", "old"), worker("cuda", "new")};
+  script->times = {{{"relu", "old"}, 20},
+                   {{"relu", "new"}, 30},
+                   {{"sigmoid", "old"}, 10},
+                   {{"sigmoid", "new"}, 10.2}};
+  auto actor = start(script, true, {}, /*retime=*/true);
+  ASSERT_TRUE(eventually([&] {
+    return timings_of(kernels(), relu_).size() == 2 && timings_of(kernels(), sigmoid).size() == 2;
+  }));
+  EXPECT_THAT(hashes_of(script->jobs(), contract::job_kind::benchmark),
+              UnorderedElementsAre("relu@old background", "relu@new background",
+                                   "sigmoid@old background", "sigmoid@new background"));
+  EXPECT_EQ(timings_of(kernels(), relu_),
+            (std::map<std::string, double>{{"new float32 n<=1M", 30}, {"old float32 n<=1M", 20}}));
+  for (const auto& v : kernels())
+    if (v.kernel.hash == relu_)
+      for (const auto& t : v.kernel.timings) {
+        EXPECT_EQ(t.device_kind, "cuda");
+        EXPECT_EQ(t.baseline, "aten");
+        EXPECT_DOUBLE_EQ(t.baseline_us, 40);
+        EXPECT_DOUBLE_EQ(t.noise, 0.01);
+        EXPECT_GT(t.measured_at_ms, 0);
+      }
+  ASSERT_TRUE(eventually([&] { return status(actor).speed_regressions == 1; }));
+  EXPECT_EQ(status(actor).regressions, 0u);
+  EXPECT_THAT(scrape(), HasSubstr(R"(opforge_speed_regressions{device_kind="cuda"} 1)"));
+  EXPECT_THAT(scrape(), HasSubstr(R"(opforge_regressions{device_kind="cuda"} 0)"));
+  // The interpreter's kernels have one toolchain: nothing of theirs is timed.
+  for (const auto& hash : {new_abs_, exp_})
+    EXPECT_TRUE(timings_of(kernels(), hash).empty());
+  stop(actor);
+  auto again = std::make_shared<fleet_script>();
+  again->workers = script->workers;
+  auto restarted = start(again, true, {}, /*retime=*/true);
+  ASSERT_TRUE(eventually([&] { return status(restarted).speed_regressions == 1; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds{200});
+  EXPECT_TRUE(again->jobs().empty());
+}
+
+// With repair auto, a speed regression starts a repair seeded with its times on both toolchains.
+TEST_F(Maintenance, WithRepairAutoASpeedRegressionStartsARepairToldItsTimes) {
+  auto started = std::make_shared<std::vector<campaign_request>>();
+  auto campaigns = sys_.spawn(scripted_campaigns, started);
+  spawned_.push_back(caf::actor_cast<caf::actor>(campaigns));
+  auto script = std::make_shared<fleet_script>();
+  script->workers = {worker("cuda", "old"), worker("cuda", "new")};
+  script->times = {{{"relu", "old"}, 20}, {{"relu", "new"}, 30}};
+  auto actor = start(script, true, campaigns, /*retime=*/true);
+  ASSERT_TRUE(eventually([&] { return status(actor).repair_campaigns.size() == 1; }));
+  ASSERT_EQ(started->size(), 1u);
+  const auto& request = started->front();
+  EXPECT_EQ(request.fingerprint, "new");
+  EXPECT_EQ(request.device_kind, "cuda");
+  ASSERT_EQ(request.seeds.size(), 1u);
+  EXPECT_EQ(request.seeds[0].op, "relu");
+  EXPECT_THAT(request.seeds[0].feedback,
+              HasSubstr("- float32 n<=1M: 30.0 us, was 20.0 us (1.50x the time; noise 1% and "
+                        "1%)"));
+}
+
+// The interpreter's timer measures no kernel: its first benchmark stores nothing and no more
+// benchmarks go there, while re-validation goes on.
+TEST_F(Maintenance, AWorkerWhoseTimerMeasuresNoKernelIsNotTimedFurther) {
+  auto script = std::make_shared<fleet_script>();
+  script->workers = {worker("interpreter", "old"), worker("interpreter", "new")};
+  script->timer = std::string{logic_only_timer};
+  script->times = {
+      {{"abs", "new"}, 30}, {{"abs", "old"}, 10}, {{"exp", "new"}, 30}, {{"exp", "old"}, 10}};
+  auto actor = start(script, true, {}, /*retime=*/true);
+  ASSERT_TRUE(eventually(
+      [&] { return verdicts(exp_, "new").size() == 1 && verdicts(new_abs_, "new").size() == 1; }));
+  ASSERT_TRUE(eventually(
+      [&] { return !hashes_of(script->jobs(), contract::job_kind::benchmark).empty(); }));
+  std::this_thread::sleep_for(std::chrono::milliseconds{300});
+  // The first answer stops them; those sent in the same poll are answered and dropped too.
+  auto benchmarks = hashes_of(script->jobs(), contract::job_kind::benchmark).size();
+  EXPECT_LE(benchmarks, 4u);
+  std::this_thread::sleep_for(std::chrono::milliseconds{200});
+  EXPECT_EQ(hashes_of(script->jobs(), contract::job_kind::benchmark).size(), benchmarks);
+  for (const auto& hash : {new_abs_, exp_})
+    EXPECT_TRUE(timings_of(kernels(), hash).empty());
+  EXPECT_EQ(status(actor).speed_regressions, 0u);
 }

@@ -170,5 +170,55 @@ TEST(RepairCampaigns, NothingToRepairWithoutRegressionsOrWithoutTheirSources) {
   EXPECT_TRUE(repair_campaigns(find_regressions(kernels), without_sources).empty());
 }
 
+contract::kernel_timing timing(const std::string& fingerprint, double kernel_us) {
+  return {.fingerprint = fingerprint,
+          .device_kind = "interpreter",
+          .dtype = contract::dtype::float32,
+          .shape_class = "n<=1M",
+          .baseline = "aten",
+          .kernel_us = kernel_us,
+          .baseline_us = 40,
+          .speedup = 40 / kernel_us,
+          .noise = 0.02,
+          .measured_at_ms = 1};
+}
+
+// A kernel that still passes on 3.5.1 but got slower there is repaired like a failing one, in the
+// same campaign per fingerprint, told its times rather than a failure; once a faster version is
+// timed there it is not repaired again.
+TEST(RepairCampaigns, ASpeedRegressionIsSeededWithItsTimesOnBothToolchains) {
+  auto slowed = kernel("square", "", "aaaa000000000001", uses_tl_mul, 1,
+                       {proof(on_351, outcome::pass, 2000), proof(on_36, outcome::pass, 1000)});
+  slowed.kernel.timings = {timing(on_36, 20), timing(on_351, 30)};
+  auto broken = kernel(
+      "sum", "", "bbbb000000000002", sums, 1,
+      {proof(on_351, outcome::runtime_error, 2000, "boom"), proof(on_36, outcome::pass, 1000)});
+  std::vector<kernel_version> kernels{slowed, broken};
+  auto slower = find_speed_regressions(kernels, 0.10);
+  ASSERT_EQ(slower.size(), 1u);
+  auto campaigns = repair_campaigns(find_regressions(kernels), kernels, slower);
+  ASSERT_EQ(campaigns.size(), 1u);
+  EXPECT_EQ(campaigns[0].fingerprint, on_351);
+  ASSERT_EQ(campaigns[0].seeds.size(), 2u);
+  const auto& seed = campaigns[0].seeds[0]; // by operator id
+  EXPECT_EQ(seed.op, "square");
+  EXPECT_EQ(seed.kernel, uses_tl_mul);
+  EXPECT_THAT(seed.feedback, HasSubstr("passes every test on the new toolchain (triton 3.6.0 -> "
+                                       "3.5.1) but runs slower there"));
+  EXPECT_THAT(seed.feedback, HasSubstr("- float32 n<=1M: 30.0 us, was 20.0 us (1.50x the time; "
+                                       "noise 2% and 2%)"));
+  EXPECT_THAT(seed.feedback, HasSubstr("kept only when it is timed faster there"));
+  EXPECT_THAT(campaigns[0].seeds[1].feedback, HasSubstr("boom"));
+
+  auto repaired = kernel("square", "", "cccc000000000003", "def square(input):\n    return x\n", 2,
+                         {proof(on_351, outcome::pass, 3000)});
+  repaired.kernel.timings = {timing(on_351, 18)};
+  kernels.push_back(repaired);
+  slower = find_speed_regressions(kernels, 0.10);
+  ASSERT_EQ(slower.size(), 1u); // still listed, served
+  auto again = repair_campaigns({}, kernels, slower);
+  EXPECT_TRUE(again.empty());
+}
+
 } // namespace
 } // namespace opforge

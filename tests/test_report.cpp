@@ -1,11 +1,14 @@
-// opforge report's pure part: coverage tables, curves, failures and costs from stored campaigns
-// and sessions, and the self-contained HTML, rendered by a real headless Chromium.
+// opforge report's pure part: coverage tables, curves, failures, costs and speed from stored
+// campaigns, sessions and kernels, and the self-contained HTML, rendered by a real headless
+// Chromium.
 
 #include "actors/library/report.hpp"
 #include "tests/chromium_support.hpp"
 #include "tests/test_store_support.hpp"
 
+#include <cmath>
 #include <fstream>
+#include <optional>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -201,7 +204,7 @@ TEST(Report, RegressionsPerToolchainChange) {
   EXPECT_EQ(groups[1].change, "triton 3.6.0 -> 3.5.1");
   EXPECT_EQ(groups[1].kernels, 1u);
   EXPECT_EQ(groups[1].operators, (std::vector<std::string>{"neg"}));
-  EXPECT_TRUE(per_toolchain({}).empty());
+  EXPECT_TRUE(per_toolchain(std::vector<regression>{}).empty());
 }
 
 TEST(Report, HtmlIsSelfContained) {
@@ -244,6 +247,115 @@ TEST(Report, ChromiumRendersThePlots) {
   EXPECT_GT(pixels_of(img, 0x2ca02c), 600u);
   // The regressions' bars, in a colour of their own.
   EXPECT_GT(pixels_of(img, 0xff7f0e), 1000u);
+}
+
+contract::kernel_timing timing(const std::string& fingerprint, const std::string& shape_class,
+                               double speedup, std::optional<double> peak_share,
+                               bool launch_bound = false, int64_t at_ms = 10) {
+  return {.fingerprint = fingerprint,
+          .device_kind = "interpreter",
+          .dtype = contract::dtype::float32,
+          .shape_class = shape_class,
+          .baseline = "aten",
+          .kernel_us = 10,
+          .baseline_us = 10 * speedup,
+          .speedup = speedup,
+          .noise = 0.01,
+          .launch_bound = launch_bound,
+          .peak_share = peak_share,
+          .measured_at_ms = at_ms};
+}
+
+// abs and neg (elementwise) and sum (reduction) of two_models' campaigns are timed; cumsum is not.
+// abs has two versions: the faster one counts. sum's timings on an older toolchain do not.
+std::vector<kernel_version> timed_library() {
+  using contract::outcome;
+  auto passes = std::vector{proof("aaaa", "3.6.0", outcome::pass, 2000)};
+  auto slow_abs = kernel("abs", "", "h1", passes);
+  slow_abs.kernel.timings = {timing("aaaa", "n<=1M", 0.5, 0.3)};
+  auto fast_abs = kernel("abs", "", "h2", passes);
+  fast_abs.kernel.timings = {timing("aaaa", "n<=1M", 2, 0.85), timing("aaaa", "n<=16M", 8, 0.95),
+                             // Launch-bound: in neither the speedup nor the histogram.
+                             timing("aaaa", "n<=4K", 100, 0.01, true)};
+  auto neg = kernel("neg", "", "h3", passes);
+  neg.kernel.timings = {timing("aaaa", "n<=1M", 0.5, 0.12), timing("aaaa", "n<=16M", 0.5, {})};
+  auto sum = kernel("sum", "", "h4", passes);
+  sum.kernel.timings = {timing("bbbb", "n<=1M", 9, 0.5, false, 5),
+                        timing("aaaa", "n<=1M", 1.5, 1.2, false, 20)};
+  auto cumsum = kernel("cumsum", "", "h5", passes);
+  auto unfiled = kernel("erf", "", "h6", passes);
+  unfiled.kernel.timings = {timing("aaaa", "n<=1M", 3, 0.05)};
+  return {slow_abs, fast_abs, neg, sum, cumsum, unfiled};
+}
+
+TEST(Report, SpeedupPerCategoryAndTheShareOfThePeak) {
+  two_models in;
+  auto report = build_report(in.campaigns, in.sessions);
+  add_speed(report, timed_library(), in.campaigns);
+  ASSERT_EQ(report.speedups.size(), 3u);
+  const auto& elementwise = report.speedups[0];
+  EXPECT_EQ(elementwise.device_kind, "interpreter");
+  EXPECT_EQ(elementwise.category, "elementwise");
+  EXPECT_EQ(elementwise.kernels, 2u);
+  // abs: sqrt(2 * 8) = 4; neg: 0.5; their geometric mean sqrt(2).
+  EXPECT_NEAR(elementwise.geomean_speedup, std::sqrt(2.0), 1e-12);
+  EXPECT_NEAR(elementwise.slowest, 0.5, 1e-12);
+  EXPECT_NEAR(elementwise.fastest, 4, 1e-12);
+  EXPECT_EQ(elementwise.slower_than_baseline, 1u);
+  const auto& reduction = report.speedups[1];
+  EXPECT_EQ(reduction.category, "reduction");
+  EXPECT_EQ(reduction.kernels, 1u);
+  EXPECT_NEAR(reduction.geomean_speedup, 1.5, 1e-12);
+  EXPECT_EQ(report.speedups[2].category, "uncategorized");
+  EXPECT_NEAR(report.speedups[2].geomean_speedup, 3, 1e-12);
+
+  ASSERT_EQ(report.roofline.size(), 1u);
+  const auto& histogram = report.roofline[0];
+  EXPECT_EQ(histogram.device_kind, "interpreter");
+  ASSERT_EQ(histogram.edges.size(), 11u);
+  EXPECT_DOUBLE_EQ(histogram.edges[0], 0);
+  EXPECT_DOUBLE_EQ(histogram.edges[10], 1);
+  // abs 0.85 and 0.95, neg 0.12, sum 1.2 (the last bin holds 1 and more), erf 0.05.
+  EXPECT_EQ(histogram.counts, (std::vector<uint32_t>{1, 1, 0, 0, 0, 0, 0, 0, 1, 2}));
+  EXPECT_EQ(histogram.launch_bound, 1u);
+  EXPECT_EQ(histogram.without_peak, 1u);
+
+  auto html = render_html(report);
+  EXPECT_THAT(html, HasSubstr("<tr><td>interpreter</td><td>elementwise</td><td>2</td><td>1.41x"
+                              "</td><td>0.50x</td><td>4.00x</td><td>1</td></tr>"));
+  EXPECT_THAT(html, HasSubstr("<svg id=\"roofline-interpreter\""));
+  EXPECT_THAT(html, HasSubstr("interpreter: 1 launch-bound timings left out, 1 without a peak"));
+  EXPECT_THAT(html, HasSubstr("<h2>Speed regressions per toolchain</h2>\n<p>None"));
+}
+
+TEST(Report, WithoutTimingsTheSpeedSectionsSaySo) {
+  two_models in;
+  auto report = build_report(in.campaigns, in.sessions);
+  add_speed(report, regressed_library(), in.campaigns);
+  EXPECT_TRUE(report.speedups.empty());
+  EXPECT_TRUE(report.roofline.empty());
+  auto html = render_html(report);
+  EXPECT_THAT(html, HasSubstr("<h2>Speedup per category</h2>\n<p>No kernel has been timed yet."));
+}
+
+TEST(Report, SpeedRegressionsPerToolchainChange) {
+  using contract::outcome;
+  auto slowed = kernel(
+      "abs", "", "h1",
+      {proof("bbbb", "3.5.1", outcome::pass, 3000), proof("aaaa", "3.6.0", outcome::pass, 2000)});
+  slowed.kernel.timings = {timing("aaaa", "n<=1M", 2, {}), timing("bbbb", "n<=1M", 2, {})};
+  slowed.kernel.timings[1].kernel_us = 20;
+  two_models in;
+  auto report = build_report(in.campaigns, in.sessions);
+  report.speed_regressions = per_toolchain(find_speed_regressions({slowed}, 0.10));
+  ASSERT_EQ(report.speed_regressions.size(), 1u);
+  EXPECT_EQ(report.speed_regressions[0].fingerprint, "bbbb");
+  EXPECT_EQ(report.speed_regressions[0].change, "triton 3.6.0 -> 3.5.1");
+  EXPECT_EQ(report.speed_regressions[0].operators, std::vector<std::string>{"abs"});
+  auto html = render_html(report);
+  EXPECT_THAT(html, HasSubstr("<svg id=\"speed-regressions\""));
+  EXPECT_THAT(html, HasSubstr("<tr><td>interpreter</td><td>bbbb</td><td>triton 3.6.0 -&gt; "
+                              "3.5.1</td><td>1</td><td>abs</td></tr>"));
 }
 
 } // namespace

@@ -5,7 +5,10 @@
 #include "persistence/field_codec.hpp"
 #include "persistence/keys.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <tuple>
 
 namespace opforge {
 
@@ -36,7 +39,12 @@ constexpr auto kernel_fields = [](auto& x, auto&& f) {
   f("toolchain_versions", x.toolchain_versions);
   f("device_kind", x.device_kind);
   f("accepted_at_ms", x.accepted_at_ms);
+  f("timings", x.timings);
 };
+
+auto timing_cell(const contract::kernel_timing& t) {
+  return std::tie(t.fingerprint, t.device_kind, t.dtype, t.shape_class);
+}
 
 } // namespace
 
@@ -109,7 +117,8 @@ contract::library_kernel to_library_kernel(const kernel_record& kernel,
                                .hash =
                                    kernel.hash.empty() ? content_hash(kernel.source) : kernel.hash,
                                .aten_overloads = kernel.aten_overloads,
-                               .proofs = std::move(proofs)};
+                               .proofs = std::move(proofs),
+                               .timings = kernel.timings};
   for (const auto& name : kernel.dtypes)
     if (auto dtype = contract::from_string<contract::dtype>(name))
       out.dtypes.push_back(*dtype);
@@ -166,7 +175,109 @@ kernel_record from_library_kernel(const contract::library_kernel& kernel,
   out.toolchain_versions = proof.toolchain;
   out.device_kind = proof.device_kind;
   out.accepted_at_ms = proof.validated_at_ms;
+  out.timings = merge_timings({}, kernel.timings);
   return out;
+}
+
+std::vector<contract::kernel_timing>
+merge_timings(std::vector<contract::kernel_timing> kept,
+              const std::vector<contract::kernel_timing>& fresh) {
+  for (const auto& timing : fresh) {
+    auto same = std::find_if(kept.begin(), kept.end(),
+                             [&](const auto& k) { return timing_cell(k) == timing_cell(timing); });
+    if (same == kept.end())
+      kept.push_back(timing);
+    else
+      *same = timing;
+  }
+  std::sort(kept.begin(), kept.end(),
+            [](const auto& a, const auto& b) { return timing_cell(a) < timing_cell(b); });
+  return kept;
+}
+
+namespace {
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  auto n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+double relative_iqr(double iqr, double median) {
+  return median > 0 ? iqr / median : 0;
+}
+
+} // namespace
+
+std::vector<contract::kernel_timing> class_timings(const contract::benchmark_result& result,
+                                                   const std::string& fingerprint,
+                                                   const std::string& device_kind,
+                                                   int64_t measured_at_ms) {
+  if (result.outcome != contract::outcome::pass)
+    return {};
+  std::map<std::pair<contract::dtype, std::string>, std::vector<const contract::shape_timing*>>
+      classes;
+  for (const auto& t : result.timings)
+    classes[{t.dtype, t.shape_class}].push_back(&t);
+  std::vector<contract::kernel_timing> out;
+  for (auto& [cell, inputs] : classes) {
+    bool launch_bound =
+        std::all_of(inputs.begin(), inputs.end(), [](const auto* t) { return t->launch_bound; });
+    if (!launch_bound)
+      std::erase_if(inputs, [](const auto* t) { return t->launch_bound; });
+    std::vector<double> kernel_us, baseline_us, peak_share;
+    double noise = 0;
+    for (const auto* t : inputs) {
+      kernel_us.push_back(t->candidate_us);
+      baseline_us.push_back(t->baseline_us);
+      if (t->peak_share)
+        peak_share.push_back(*t->peak_share);
+      noise = std::max({noise, relative_iqr(t->candidate_iqr_us, t->candidate_us),
+                        relative_iqr(t->baseline_iqr_us, t->baseline_us)});
+    }
+    contract::kernel_timing timing{.fingerprint = fingerprint,
+                                   .device_kind = device_kind,
+                                   .dtype = cell.first,
+                                   .shape_class = cell.second,
+                                   .baseline = result.baseline,
+                                   .kernel_us = median(kernel_us),
+                                   .baseline_us = median(baseline_us),
+                                   .noise = noise,
+                                   .launch_bound = launch_bound,
+                                   .measured_at_ms = measured_at_ms};
+    timing.speedup = timing.kernel_us > 0 ? timing.baseline_us / timing.kernel_us : 0;
+    if (!peak_share.empty())
+      timing.peak_share = median(peak_share);
+    out.push_back(std::move(timing));
+  }
+  return out;
+}
+
+std::vector<contract::kernel_timing> timings_on(const std::vector<contract::kernel_timing>& timings,
+                                                const std::string& device_kind,
+                                                const std::string& fingerprint) {
+  std::vector<contract::kernel_timing> out;
+  for (const auto& t : timings)
+    if (t.device_kind == device_kind && (fingerprint.empty() || t.fingerprint == fingerprint))
+      out.push_back(t);
+  return out;
+}
+
+std::optional<double> relative_time(const std::vector<contract::kernel_timing>& a,
+                                    const std::vector<contract::kernel_timing>& b) {
+  double log_sum[2] = {0, 0}; // [launch-bound] over the shared classes
+  int shared[2] = {0, 0};
+  for (const auto& x : a)
+    for (const auto& y : b)
+      if (timing_cell(x) == timing_cell(y) && x.kernel_us > 0 && y.kernel_us > 0) {
+        int bound = x.launch_bound || y.launch_bound;
+        log_sum[bound] += std::log(x.kernel_us / y.kernel_us);
+        ++shared[bound];
+      }
+  int use = shared[0] > 0 ? 0 : 1;
+  if (shared[use] == 0)
+    return std::nullopt;
+  return std::exp(log_sum[use] / shared[use]);
 }
 
 std::set<std::string> covered_operators(const std::vector<key_value>& kernels) {

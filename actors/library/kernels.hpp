@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -48,6 +49,9 @@ struct kernel_record {
   std::map<std::string, std::string> toolchain_versions; // python, torch, triton...: its hello
   std::string device_kind;
   int64_t accepted_at_ms = 0; // wall clock
+  // Its benchmark timings, one per toolchain fingerprint, device kind, dtype and shape class,
+  // in `merge_timings` order; records older than them have none.
+  std::vector<contract::kernel_timing> timings;
 };
 
 /// A hash of a kernel's source that is stable across builds and platforms (16 hex digits).
@@ -85,6 +89,39 @@ contract::library_kernel to_library_kernel(const kernel_record& kernel,
 /// with `proof`, its first validation.
 kernel_record from_library_kernel(const contract::library_kernel& kernel,
                                   const contract::toolchain_proof& proof);
+
+/// `kept` with `fresh` in it: a fresh timing replaces a kept one of the same fingerprint, device
+/// kind, dtype and shape class. Ordered by those four, so a record reads the same however its
+/// timings arrived.
+std::vector<contract::kernel_timing>
+merge_timings(std::vector<contract::kernel_timing> kept,
+              const std::vector<contract::kernel_timing>& fresh);
+
+/// The timer of a benchmark on the interpreter (benchmark_result.timer, messages/contract.yaml):
+/// its timings check the protocol's logic and measure no kernel, so they are no speed verdict.
+inline constexpr std::string_view logic_only_timer = "perf_counter";
+
+/// A benchmark's timings as the library keeps them: one per dtype and shape class of
+/// `result.timings`, the medians over its inputs that are not launch-bound (over all of them,
+/// marked launch-bound, where every input is), with the largest relative IQR of either side as
+/// its noise, stamped with the toolchain it ran on and `measured_at_ms`. Empty unless the
+/// benchmark passed: a timing whose outputs were wrong, or a timing check fired, is no timing.
+std::vector<contract::kernel_timing> class_timings(const contract::benchmark_result& result,
+                                                   const std::string& fingerprint,
+                                                   const std::string& device_kind,
+                                                   int64_t measured_at_ms);
+
+/// The timings of `timings` measured on `device_kind` and, unless it is "", on `fingerprint`.
+std::vector<contract::kernel_timing> timings_on(const std::vector<contract::kernel_timing>& timings,
+                                                const std::string& device_kind,
+                                                const std::string& fingerprint);
+
+/// How long kernel `a` takes relative to kernel `b` (< 1: faster), from their timings on one
+/// toolchain: the geometric mean of a's time over b's per dtype and shape class both were timed
+/// on, over the classes that are not launch-bound (which measure the launch, not the kernel)
+/// unless every shared class is. Nothing when they share no class.
+std::optional<double> relative_time(const std::vector<contract::kernel_timing>& a,
+                                    const std::vector<contract::kernel_timing>& b);
 
 /// The operator ids that have an accepted kernel, from the entries of a scan of `kernels`.
 std::set<std::string> covered_operators(const std::vector<key_value>& kernels);

@@ -136,6 +136,50 @@ void count_kernel(self_pointer self, const std::string& key, const std::string& 
   st.telemetry->library_kernels(device_kind).Increment();
 }
 
+// Applies the first waiting timing update, then the next, until none waits.
+void apply_timings(self_pointer self) {
+  auto& updates = self->state.timing_updates;
+  if (updates.empty())
+    return;
+  auto& store = self->state.store;
+  auto finish = [self](const caf::error& err) {
+    auto& updates = self->state.timing_updates;
+    auto update = std::move(updates.front());
+    updates.pop_front();
+    if (err)
+      update.promise.deliver(err);
+    else
+      update.promise.deliver(atom::ok_v);
+    apply_timings(self);
+  };
+  auto key = updates.front().key;
+  self->request(store, caf::infinite, atom::get_v, family::kernels, key)
+      .then(
+          [self, key, finish](stored_value& stored) {
+            if (!stored.value)
+              return finish(caf::make_error(errc::request_invalid,
+                                            "timings: no kernel '" + printable(key) + "'"));
+            auto record = decode_kernel(*stored.value);
+            if (!record)
+              return finish(record.error());
+            record->timings = merge_timings(std::move(record->timings),
+                                            self->state.timing_updates.front().timings);
+            write_batch batch{{{family::kernels, key, encode_kernel(*record)}}, true};
+            self->request(self->state.store, caf::infinite, atom::write_v, std::move(batch))
+                .then([finish](atom::ok) { finish({}); }, finish);
+          },
+          finish);
+}
+
+caf::error check_timings(const std::vector<contract::kernel_timing>& timings) {
+  for (const auto& t : timings)
+    if (t.fingerprint.empty() || t.device_kind.empty() || !(t.kernel_us > 0))
+      return caf::make_error(errc::request_invalid,
+                             "timings: each names its fingerprint and device kind and has a "
+                             "positive kernel_us");
+  return {};
+}
+
 caf::error check_new(const contract::library_kernel& kernel) {
   auto invalid = [&](const std::string& what) {
     return caf::make_error(errc::request_invalid,
@@ -194,17 +238,40 @@ std::vector<contract::library_kernel> choose(const std::vector<stored_kernel>& k
              proof.outcome == contract::outcome::pass;
     });
   };
-  std::map<std::string, const stored_kernel*> chosen; // by operator id
-  for (const auto& k : kernels) {
-    if (!eligible(k))
-      continue;
-    auto& best = chosen[id_of(k.record)];
-    if (!best || older(best->record, k.record))
-      best = &k;
+  struct candidate {
+    const stored_kernel* kernel = nullptr;
+    std::vector<contract::kernel_timing> timings; // on the bundle's toolchain
+  };
+  // Does `k` serve the operator better than `best`? On a fingerprint a timed kernel beats an
+  // untimed one and a faster one a slower one; otherwise, and without one, the newer wins.
+  auto better = [&](const candidate& k, const candidate& best) {
+    if (!best.kernel)
+      return true;
+    if (!fingerprint.empty() && k.timings.empty() != best.timings.empty())
+      return !k.timings.empty();
+    if (!fingerprint.empty() && !k.timings.empty())
+      if (auto relative = relative_time(k.timings, best.timings))
+        return *relative < 1;
+    return older(best.kernel->record, k.kernel->record);
+  };
+  std::vector<const stored_kernel*> by_age;
+  for (const auto& k : kernels)
+    if (eligible(k))
+      by_age.push_back(&k);
+  std::sort(by_age.begin(), by_age.end(),
+            [](const auto* a, const auto* b) { return older(a->record, b->record); });
+  std::map<std::string, candidate> chosen; // by operator id
+  for (const auto* k : by_age) {
+    candidate next{k, timings_on(k->record.timings, device_kind, fingerprint)};
+    auto& best = chosen[id_of(k->record)];
+    if (better(next, best))
+      best = std::move(next);
   }
   std::vector<contract::library_kernel> out;
-  for (const auto& [_, k] : chosen)
-    out.push_back(to_library_kernel(k->record, k->proofs));
+  for (auto& [_, c] : chosen) {
+    out.push_back(to_library_kernel(c.kernel->record, c.kernel->proofs));
+    out.back().timings = std::move(c.timings);
+  }
   return out;
 }
 
@@ -269,6 +336,20 @@ library_actor::behavior_type library(library_actor::stateful_pointer<library_sta
         self->request(self->state.store, caf::infinite, atom::write_v, std::move(batch))
             .then([promise](atom::ok) mutable { promise.deliver(atom::ok_v); },
                   [promise](const caf::error& err) mutable { promise.deliver(err); });
+        return promise;
+      },
+      [self](atom::timed, const std::string& op_id, const std::string& hash,
+             std::vector<contract::kernel_timing>& timings) -> caf::result<atom::ok> {
+        if (op_id.empty() || hash.empty())
+          return caf::make_error(errc::request_invalid,
+                                 "timings: name the kernel's operator id and hash");
+        if (auto err = check_timings(timings))
+          return err;
+        auto promise = self->make_response_promise<atom::ok>();
+        auto& updates = self->state.timing_updates;
+        updates.push_back({prefix_of(op_id) + hash, std::move(timings), promise});
+        if (updates.size() == 1)
+          apply_timings(self);
         return promise;
       },
       [self](atom::list, const std::string& op_id,

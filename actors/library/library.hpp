@@ -14,12 +14,14 @@
 #include "messages/library_messages.hpp"
 #include "messages/metrics.hpp"
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <caf/typed_event_based_actor.hpp>
+#include <caf/typed_response_promise.hpp>
 
 namespace opforge {
 
@@ -34,10 +36,22 @@ struct stored_kernel {
 std::vector<kernel_version> versions(std::vector<stored_kernel> kernels, bool with_sources);
 
 /// The kernels a bundle for `device_kind` and `fingerprint` ("" = none) takes from `kernels` (any
-/// number of operators): one per operator variant, as described above, in operator id order.
+/// number of operators): one per operator variant, in operator id order. With a fingerprint, of
+/// the versions that pass there the fastest by `relative_time` on their timings there (a timed
+/// version before an untimed one, the newer where they cannot be compared), each with its
+/// timings there; without one, the newest accepted on the device kind, with its timings of the
+/// device kind.
 std::vector<contract::library_kernel> choose(const std::vector<stored_kernel>& kernels,
                                              const std::string& device_kind,
                                              const std::string& fingerprint);
+
+/// A `timed` request waiting its turn: timings are merged into the stored kernel record, a read
+/// and a write, so the library applies them one at a time and none is lost to another's write.
+struct timing_update {
+  std::string key; // the kernel's `kernel_key`
+  std::vector<contract::kernel_timing> timings;
+  caf::typed_response_promise<atom::ok> promise;
+};
 
 struct library_state {
   // Not an aggregate: CAF would try to construct it from the actor's pointer.
@@ -47,6 +61,7 @@ struct library_state {
   std::shared_ptr<metrics> telemetry; // may be null
   std::string daemon_version;
   std::map<std::string, std::string> counted; // kernel key -> device kind, for the gauge
+  std::deque<timing_update> timing_updates;   // the first one is being applied
 
   static inline const char* name = "library";
 };

@@ -5,6 +5,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include "actors/library/importer.hpp"
+#include "actors/library/kernels.hpp"
 #include "actors/library/regressions.hpp"
 #include "actors/library/repair.hpp"
 #include "messages/errors.hpp"
@@ -79,6 +80,7 @@ maintenance_status snapshot(const maintenance_state& state, const std::set<toolc
       out.toolchains.push_back(std::move(status));
     }
   out.regressions = state.regressions;
+  out.speed_regressions = state.speed_regressions;
   out.repair_campaigns = state.repair_campaigns;
   return out;
 }
@@ -179,7 +181,85 @@ void revalidate_kernel(self_pointer self, const toolchain_id& id, const kernel_v
           [fault](const caf::error& err) { fault(render(err)); });
 }
 
-void update_metrics(self_pointer self, const std::vector<regression>& found) {
+void timing_fault(self_pointer self, const toolchain_id& id, const std::string& hash,
+                  const std::string& what) {
+  self->state.toolchains[id].timing.erase(hash);
+  auto faults = ++self->state.timing_faults[{hash, id.second}];
+  spdlog::warn("timing of kernel {} on {} {}: {} (fault {} of {})", hash, id.first, id.second, what,
+               faults, max_faults);
+}
+
+// Times one kernel that passes on the toolchain and records its timings there.
+void retime_kernel(self_pointer self, const toolchain_id& id, const kernel_version& owed) {
+  const auto& [device_kind, fingerprint] = id;
+  auto hash = owed.kernel.hash;
+  auto op_id = operator_id(owed.kernel.op, owed.kernel.variant);
+  auto job_id = "retime:" + fingerprint + ":" + hash;
+  self->state.toolchains[id].timing[hash] = job_id;
+  auto fault = [self, id, hash](const std::string& what) { timing_fault(self, id, hash, what); };
+  self->request(self->state.setup.library, caf::infinite, atom::list_v, op_id, true)
+      .then(
+          [self, id, hash, op_id, job_id, fault](std::vector<kernel_version>& versions) {
+            const auto& setup = self->state.setup;
+            auto found = std::find_if(versions.begin(), versions.end(),
+                                      [&](const auto& v) { return v.kernel.hash == hash; });
+            if (found == versions.end())
+              return fault("the library no longer lists it");
+            const auto& k = found->kernel;
+            auto job = benchmark_job(job_id, k.op, k.variant, k.source, k.wrapper,
+                                     contract::to_strings(k.dtypes),
+                                     {.device_kind = id.first,
+                                      .sample_timeout_s = setup.sample_timeout_s,
+                                      .deadline_ms = setup.job_deadline_ms,
+                                      .fingerprint = id.second});
+            job.background = true;
+            ++self->state.jobs_submitted;
+            self->request(setup.fleet, caf::infinite, atom::submit_v, std::move(job))
+                .then(
+                    [self, id, hash, op_id, fault](device_job_result& timed) {
+                      if (timed.status != contract::job_status::done)
+                        return fault("benchmark job " + to_string(timed.status) + ": " +
+                                     timed.error);
+                      auto result = wire::decode_as<contract::benchmark_result>(timed.payload,
+                                                                                "benchmark_result");
+                      if (!result)
+                        return fault(render(result.error()));
+                      if (result->timer == logic_only_timer) {
+                        spdlog::info("{} workers time with {}, which measures no kernel: their "
+                                     "kernels are not timed further",
+                                     id.first, result->timer);
+                        self->state.untimed_kinds.insert(id.first);
+                        self->state.toolchains[id].timing.erase(hash);
+                        return;
+                      }
+                      if (result->outcome != contract::outcome::pass)
+                        return fault(std::string{"benchmark "} + to_string(result->outcome) +
+                                     (result->failure ? ": " + result->failure->message : ""));
+                      auto timings = class_timings(*result, timed.fingerprint, id.first, now_ms());
+                      if (timings.empty())
+                        return fault("the benchmark timed no input");
+                      self->request(self->state.setup.library, caf::infinite, atom::timed_v, op_id,
+                                    hash, std::move(timings))
+                          .then([self, id,
+                                 hash](atom::ok) { self->state.toolchains[id].timing.erase(hash); },
+                                [fault](const caf::error& err) {
+                                  fault("the library did not record the timings: " + render(err));
+                                });
+                    },
+                    [self, id, hash, fault](const caf::error& err) {
+                      if (err.category() == caf::atom("opforge") &&
+                          static_cast<errc>(err.code()) == errc::cancelled) {
+                        self->state.toolchains[id].timing.erase(hash);
+                        return;
+                      }
+                      fault(render(err));
+                    });
+          },
+          [fault](const caf::error& err) { fault(render(err)); });
+}
+
+void update_metrics(self_pointer self, const std::vector<regression>& found,
+                    const std::vector<speed_regression>& slower) {
   auto& state = self->state;
   auto& telemetry = state.setup.telemetry;
   if (!telemetry)
@@ -195,41 +275,64 @@ void update_metrics(self_pointer self, const std::vector<regression>& found) {
     if (!live.count(id))
       telemetry->remove_toolchain(id.first, id.second);
   state.metered = std::move(live);
-  std::map<std::string, double> per_kind;
+  std::map<std::string, std::pair<double, double>> per_kind; // correctness, speed
   for (const auto& kind : state.regression_kinds)
-    per_kind[kind] = 0;
-  // A regression another kernel serves is history: the gauge's alert is for what needs work.
+    per_kind[kind] = {0, 0};
+  // A regression another kernel serves is history: the gauges' alerts are for what needs work.
   for (const auto& r : found)
     if (r.served_by.empty())
-      per_kind[r.after.device_kind] += 1;
-  for (const auto& [kind, count] : per_kind) {
-    telemetry->regressions(kind).Set(count);
+      per_kind[r.after.device_kind].first += 1;
+  for (const auto& r : slower)
+    if (r.served_by.empty())
+      per_kind[r.after.device_kind].second += 1;
+  for (const auto& [kind, counts] : per_kind) {
+    telemetry->regressions(kind).Set(counts.first);
+    telemetry->speed_regressions(kind).Set(counts.second);
     state.regression_kinds.insert(kind);
   }
 }
 
-// Starts the repair of regressions no repair was started for (`maintenance.repair: auto`).
-void repair_new(self_pointer self, const std::vector<regression>& found) {
+// A regressed kernel on the toolchain it regressed on: what a repair is started for, once.
+struct repair_key {
+  std::string op;
+  std::string variant;
+  std::string hash;
+  std::string fingerprint;
+};
+
+// Starts the repair of regressions and speed regressions no repair was started for
+// (`maintenance.repair: auto`).
+void repair_new(self_pointer self, const std::vector<regression>& found,
+                const std::vector<speed_regression>& slower) {
   auto& state = self->state;
+  auto fresh_one = [&](const auto& r) {
+    return !state.repaired.count({r.hash, r.after.fingerprint});
+  };
   std::vector<regression> fresh;
-  for (const auto& r : found)
-    if (!state.repaired.count({r.hash, r.after.fingerprint}))
-      fresh.push_back(r);
-  if (fresh.empty())
+  std::copy_if(found.begin(), found.end(), std::back_inserter(fresh), fresh_one);
+  std::vector<speed_regression> fresh_slower;
+  std::copy_if(slower.begin(), slower.end(), std::back_inserter(fresh_slower),
+               [&](const auto& r) { return r.served_by.empty() && fresh_one(r); });
+  std::vector<repair_key> keys;
+  for (const auto& r : fresh)
+    keys.push_back({r.op, r.variant, r.hash, r.after.fingerprint});
+  for (const auto& r : fresh_slower)
+    keys.push_back({r.op, r.variant, r.hash, r.after.fingerprint});
+  if (keys.empty())
     return;
   // Marked now so the next poll does not start them again while this one is under way.
-  for (const auto& r : fresh)
-    state.repaired.insert({r.hash, r.after.fingerprint});
+  for (const auto& k : keys)
+    state.repaired.insert({k.hash, k.fingerprint});
   self->request(state.setup.library, caf::infinite, atom::list_v, std::string{}, true)
       .then(
-          [self, fresh](std::vector<kernel_version>& kernels) {
-            for (auto& request : repair_campaigns(fresh, kernels)) {
-              std::vector<regression> covered;
-              for (const auto& r : fresh)
+          [self, fresh, fresh_slower, keys](std::vector<kernel_version>& kernels) {
+            for (auto& request : repair_campaigns(fresh, kernels, fresh_slower)) {
+              std::vector<repair_key> covered;
+              for (const auto& k : keys)
                 for (const auto& seed : request.seeds)
-                  if (r.after.fingerprint == request.fingerprint && seed.op == r.op &&
-                      seed.variant == r.variant) {
-                    covered.push_back(r);
+                  if (k.fingerprint == request.fingerprint && seed.op == k.op &&
+                      seed.variant == k.variant) {
+                    covered.push_back(k);
                     break;
                   }
               self->request(self->state.setup.campaigns, caf::infinite, atom::submit_v,
@@ -242,11 +345,11 @@ void repair_new(self_pointer self, const std::vector<regression>& found) {
                         // Stored once started: a crash in between starts it again rather
                         // than never.
                         write_batch batch{{}, true};
-                        for (const auto& r : covered)
+                        for (const auto& k : covered)
                           batch.ops.push_back({family::meta,
-                                               repair_started_key(r.hash, r.after.fingerprint),
-                                               encode_fields({{"hash", r.hash},
-                                                              {"fingerprint", r.after.fingerprint},
+                                               repair_started_key(k.hash, k.fingerprint),
+                                               encode_fields({{"hash", k.hash},
+                                                              {"fingerprint", k.fingerprint},
                                                               {"campaign", campaign.campaign_id}},
                                                              {})});
                         self->request(self->state.setup.store, caf::infinite, atom::write_v,
@@ -258,26 +361,46 @@ void repair_new(self_pointer self, const std::vector<regression>& found) {
                       },
                       [self, covered](const caf::error& err) {
                         spdlog::error("repair campaign did not start: {}", render(err));
-                        for (const auto& r : covered)
-                          self->state.repaired.erase({r.hash, r.after.fingerprint});
+                        for (const auto& k : covered)
+                          self->state.repaired.erase({k.hash, k.fingerprint});
                       });
             }
           },
-          [self, fresh](const caf::error& err) {
+          [self, keys](const caf::error& err) {
             spdlog::error("repair: the library did not list its kernels: {}", render(err));
-            for (const auto& r : fresh)
-              self->state.repaired.erase({r.hash, r.after.fingerprint});
+            for (const auto& k : keys)
+              self->state.repaired.erase({k.hash, k.fingerprint});
           });
+}
+
+// The device kinds with more than one toolchain, among the live ones and those the library's
+// verdicts name: there, timing the kernels can show a slowdown.
+std::set<std::string> dropped_kinds(const maintenance_state& state,
+                                    const std::vector<kernel_version>& kernels) {
+  std::map<std::string, std::set<std::string>> fingerprints;
+  for (const auto& [id, work] : state.toolchains)
+    fingerprints[id.first].insert(id.second);
+  for (const auto& version : kernels)
+    for (const auto& proof : version.kernel.proofs)
+      fingerprints[proof.device_kind].insert(proof.fingerprint);
+  std::set<std::string> out;
+  for (const auto& [kind, prints] : fingerprints)
+    if (prints.size() > 1)
+      out.insert(kind);
+  return out;
 }
 
 // Counts what each toolchain owes and has, and submits the owed kernels not under way.
 void refresh(self_pointer self, const std::vector<kernel_version>& kernels) {
   auto& state = self->state;
+  auto dropped = dropped_kinds(state, kernels);
   for (auto& [id, work] : state.toolchains) {
     count_revalidation(work.status, kernels);
     if (!work.status.live) {
       // Its jobs would wait for a worker that may never come back.
       for (const auto& [hash, job_id] : work.running)
+        self->send(state.setup.fleet, atom::cancel_v, job_id);
+      for (const auto& [hash, job_id] : work.timing)
         self->send(state.setup.fleet, atom::cancel_v, job_id);
       continue;
     }
@@ -287,26 +410,42 @@ void refresh(self_pointer self, const std::vector<kernel_version>& kernels) {
     for (const auto& version : kernels)
       if (is_current_on(version, id.first))
         current.push_back(version);
-    auto owed = pending_validations(current, id.first, id.second, work.status.requested_at_ms);
-    for (const auto& hash : owed) {
-      if (work.running.count(hash))
-        continue;
-      auto faults = state.faults.find({hash, id.second});
-      if (faults != state.faults.end() && faults->second >= max_faults)
-        continue;
-      for (const auto& version : current)
-        if (version.kernel.hash == hash) {
-          revalidate_kernel(self, id, version);
-          break;
-        }
-    }
+    // Each owed kernel once, unless it is under way or has failed too often here.
+    auto start = [&](const std::vector<std::string>& owed,
+                     const std::map<std::string, std::string>& running,
+                     const std::map<std::pair<std::string, std::string>, int>& faults,
+                     void (*begin)(self_pointer, const toolchain_id&, const kernel_version&)) {
+      for (const auto& hash : owed) {
+        if (running.count(hash))
+          continue;
+        auto failed = faults.find({hash, id.second});
+        if (failed != faults.end() && failed->second >= max_faults)
+          continue;
+        for (const auto& version : current)
+          if (version.kernel.hash == hash) {
+            begin(self, id, version);
+            break;
+          }
+      }
+    };
+    auto since = work.status.requested_at_ms;
+    start(pending_validations(current, id.first, id.second, since), work.running, state.faults,
+          revalidate_kernel);
+    if (state.setup.retime && !state.untimed_kinds.count(id.first) && dropped.count(id.first))
+      start(pending_timings(current, id.first, id.second, since), work.timing, state.timing_faults,
+            retime_kernel);
   }
+  auto unserved = [](const auto& list) {
+    return static_cast<uint64_t>(
+        std::count_if(list.begin(), list.end(), [](const auto& r) { return r.served_by.empty(); }));
+  };
   auto found = find_regressions(kernels);
-  state.regressions = static_cast<uint64_t>(
-      std::count_if(found.begin(), found.end(), [](const auto& r) { return r.served_by.empty(); }));
-  update_metrics(self, found);
+  auto slower = find_speed_regressions(kernels, state.setup.speed_regression);
+  state.regressions = unserved(found);
+  state.speed_regressions = unserved(slower);
+  update_metrics(self, found, slower);
   if (state.setup.repair && state.setup.campaigns)
-    repair_new(self, found);
+    repair_new(self, found, slower);
 }
 
 // Passing counts per live toolchain for opforge_library_passing.

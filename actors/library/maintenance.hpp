@@ -7,9 +7,15 @@
 // a new fingerprint owes the whole current library, and the owed work is derived from the
 // `validations` family alone: a restart neither repeats a recorded verdict nor loses one that was
 // not recorded. Owed kernels become background test jobs pinned to the fingerprint; verdicts go
-// to the library. `revalidate` by hand stores its request in the store (`family::meta`), so
-// verdicts older than it stop counting, and a restart resumes it. With `repair` on, each new
-// regression is handed to repair_campaigns (actors/library/repair.hpp) and its campaign started.
+// to the library. A current kernel that passes on a live toolchain and has no timing there is
+// owed a timing the same way (pending_timings) once its device kind has more than one toolchain
+// (a drop came): a background benchmark job whose timings go to the library, so each toolchain's
+// speed is measured beside its verdicts, and a kernel slower than on the previous toolchain is a
+// speed regression (find_speed_regressions). A device kind whose worker times with the logic-only
+// timer (the interpreter) is timed no further in the daemon's life: its timings measure nothing.
+// `revalidate` by hand stores its request in the store (`family::meta`), so verdicts older than it
+// stop counting, and a restart resumes it. With `repair` on, each new regression is handed to
+// repair_campaigns (actors/library/repair.hpp) and its campaign started.
 
 #include "messages/actors.hpp"
 #include "messages/device_messages.hpp"
@@ -46,6 +52,8 @@ struct maintenance_setup {
   bool enabled = true;
   std::chrono::milliseconds poll{5000};
   bool repair = false; // `maintenance.repair: auto`
+  bool retime = true;  // `maintenance.retime`: time the kernels that pass on each toolchain
+  double speed_regression = 0.10; // `maintenance.speed_regression_percent` / 100
   double sample_timeout_s = 60;
   int64_t job_deadline_ms = 30 * 60 * 1000;
 };
@@ -56,6 +64,7 @@ using toolchain_id = std::pair<std::string, std::string>;
 struct toolchain_work {
   revalidation_status status;
   std::map<std::string, std::string> running; // kernel hash -> job id
+  std::map<std::string, std::string> timing;  // kernel hash -> benchmark job id
 };
 
 struct maintenance_state {
@@ -65,8 +74,12 @@ struct maintenance_state {
       faults;                                             // (hash, fingerprint) -> harness faults
   std::set<std::pair<std::string, std::string>> repaired; // (hash, fingerprint) repairs started
   std::set<toolchain_id> metered;                         // toolchains with metric series
-  std::set<std::string> regression_kinds;                 // device kinds with the gauge
+  std::map<std::pair<std::string, std::string>, int>
+      timing_faults;                      // (hash, fingerprint) -> failed benchmarks
+  std::set<std::string> regression_kinds; // device kinds with the gauges
+  std::set<std::string> untimed_kinds;    // device kinds whose timer measures no kernel
   uint64_t regressions = 0;
+  uint64_t speed_regressions = 0;
   std::vector<std::string> repair_campaigns;
   bool polling = false;
   uint64_t jobs_submitted = 0;

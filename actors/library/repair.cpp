@@ -8,6 +8,8 @@
 #include <set>
 #include <string>
 
+#include <spdlog/fmt/fmt.h>
+
 namespace opforge {
 
 namespace {
@@ -47,10 +49,42 @@ std::string regression_feedback(const regression& r) {
   return out;
 }
 
+std::string speed_feedback(const speed_regression& r) {
+  std::string out = "This kernel passes every test on the new toolchain";
+  out += r.change.empty() ? std::string{} : " (" + r.change + ")";
+  out += " but runs slower there than on the previous one:\n";
+  for (const auto& s : r.slower)
+    out += fmt::format("- {} {}: {:.1f} us, was {:.1f} us ({:.2f}x the time; noise {:.0f}% and "
+                       "{:.0f}%)\n",
+                       to_string(s.after.dtype), s.after.shape_class, s.after.kernel_us,
+                       s.before.kernel_us, s.ratio, 100 * s.after.noise, 100 * s.before.noise);
+  out += "Make it faster on the new toolchain and keep it correct: a repair is kept only when it "
+         "is timed faster there than this kernel.\n";
+  return out;
+}
+
+// One kernel to repair on the toolchain it regressed on, and what its session is told first.
+struct repair_target {
+  std::string op;
+  std::string variant;
+  std::string hash;
+  const contract::toolchain_proof* after;
+  std::string feedback;
+};
+
 } // namespace
 
 std::vector<campaign_request> repair_campaigns(const std::vector<regression>& regressions,
-                                               const std::vector<kernel_version>& kernels) {
+                                               const std::vector<kernel_version>& kernels,
+                                               const std::vector<speed_regression>& slower) {
+  std::vector<repair_target> targets;
+  for (const auto& r : regressions)
+    if (!served_on(kernels, r))
+      targets.push_back({r.op, r.variant, r.hash, &r.after, regression_feedback(r)});
+  for (const auto& r : slower)
+    if (r.served_by.empty())
+      targets.push_back({r.op, r.variant, r.hash, &r.after, speed_feedback(r)});
+
   // The same source may serve several operator variants: a kernel is its operator id and hash.
   std::map<std::string, const kernel_version*> listed;
   for (const auto& v : kernels)
@@ -60,14 +94,15 @@ std::vector<campaign_request> repair_campaigns(const std::vector<regression>& re
   // Per fingerprint, in the order its first regression came, one seed per operator variant: of
   // several regressed versions, the newest.
   std::vector<std::string> order;
-  std::map<std::string, std::map<std::string, std::pair<const kernel_version*, const regression*>>>
+  std::map<std::string,
+           std::map<std::string, std::pair<const kernel_version*, const repair_target*>>>
       seeds;
-  for (const auto& r : regressions) {
+  for (const auto& r : targets) {
     auto id = operator_id(r.op, r.variant);
     auto found = listed.find(id + " " + r.hash);
-    if (found == listed.end() || served_on(kernels, r))
+    if (found == listed.end())
       continue;
-    const auto& fingerprint = r.after.fingerprint;
+    const auto& fingerprint = r.after->fingerprint;
     if (!seeds.count(fingerprint))
       order.push_back(fingerprint);
     auto& seed = seeds[fingerprint][id];
@@ -84,10 +119,10 @@ std::vector<campaign_request> repair_campaigns(const std::vector<regression>& re
     std::set<std::string> dtypes;
     for (const auto& [id, seed] : seeds[fingerprint]) {
       const auto& [version, r] = seed;
-      request.device_kind = r->after.device_kind;
+      request.device_kind = r->after->device_kind;
       for (const auto& dtype : contract::to_strings(version->kernel.dtypes))
         dtypes.insert(dtype);
-      request.seeds.push_back({r->op, r->variant, version->kernel.source, regression_feedback(*r)});
+      request.seeds.push_back({r->op, r->variant, version->kernel.source, r->feedback});
     }
     // The dtypes the regressed kernels were proved for: a repair restores what they covered.
     request.dtypes.assign(dtypes.begin(), dtypes.end());

@@ -13,10 +13,15 @@
 
 namespace opforge {
 
-/// The campaigns that repair `regressions`, one per regressed fingerprint, each seeding one
-/// session per regressed operator variant with the kernel's source (from `kernels`, listed with
-/// sources) and its failure as first feedback. Empty when there is nothing to repair.
+/// The campaigns that repair `regressions` and `slower` (speed regressions no faster kernel
+/// serves), one per regressed fingerprint, each seeding one session per regressed operator
+/// variant with the kernel's source (from `kernels`, listed with sources) and, as first feedback,
+/// its failure, or its times on both toolchains. Empty when there is nothing to repair. A speed
+/// repair is proved like any repair; it counts as one only once it is timed faster there than
+/// the regressed kernel (speed_regression::served_by), and until then `export` keeps serving the
+/// faster regressed kernel.
 std::vector<campaign_request> repair_campaigns(const std::vector<regression>& regressions,
-                                               const std::vector<kernel_version>& kernels);
+                                               const std::vector<kernel_version>& kernels,
+                                               const std::vector<speed_regression>& slower = {});
 
 } // namespace opforge

@@ -1,9 +1,12 @@
 #include "actors/library/report.hpp"
 
+#include "actors/library/kernels.hpp"
 #include "persistence/keys.hpp"
 
 #include <algorithm>
 #include <array>
+#include <cmath>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -150,7 +153,10 @@ campaign_report build_report(const std::vector<stored_campaign>& campaigns,
   return report;
 }
 
-std::vector<toolchain_regressions> per_toolchain(const std::vector<regression>& regressions) {
+namespace {
+
+template <class Regression>
+std::vector<toolchain_regressions> grouped(const std::vector<Regression>& regressions) {
   std::map<std::tuple<std::string, std::string, std::string>, toolchain_regressions> groups;
   for (const auto& r : regressions) {
     const auto& kind = r.after.device_kind;
@@ -169,6 +175,109 @@ std::vector<toolchain_regressions> per_toolchain(const std::vector<regression>& 
     out.push_back(std::move(group));
   }
   return out;
+}
+
+// A kernel's timings on the toolchain it was last timed on, and its speedup there.
+struct kernel_speed {
+  std::vector<contract::kernel_timing> timings;
+  double speedup = 0;
+};
+
+std::optional<kernel_speed> speed_of(const contract::library_kernel& kernel,
+                                     const std::string& device_kind) {
+  const contract::kernel_timing* newest = nullptr;
+  for (const auto& t : kernel.timings)
+    if (t.device_kind == device_kind && (!newest || t.measured_at_ms > newest->measured_at_ms))
+      newest = &t;
+  if (!newest)
+    return std::nullopt;
+  kernel_speed out{timings_on(kernel.timings, device_kind, newest->fingerprint), 0};
+  bool all_bound = std::all_of(out.timings.begin(), out.timings.end(),
+                               [](const auto& t) { return t.launch_bound; });
+  double log_sum = 0;
+  int n = 0;
+  for (const auto& t : out.timings)
+    if ((all_bound || !t.launch_bound) && t.speedup > 0) {
+      log_sum += std::log(t.speedup);
+      ++n;
+    }
+  if (n == 0)
+    return std::nullopt;
+  out.speedup = std::exp(log_sum / n);
+  return out;
+}
+
+// Shares of the peak, binned by tenths.
+constexpr int roofline_bins = 10;
+
+} // namespace
+
+std::vector<toolchain_regressions> per_toolchain(const std::vector<regression>& regressions) {
+  return grouped(regressions);
+}
+
+std::vector<toolchain_regressions> per_toolchain(const std::vector<speed_regression>& slower) {
+  return grouped(slower);
+}
+
+void add_speed(campaign_report& report, const std::vector<kernel_version>& kernels,
+               const std::vector<stored_campaign>& campaigns) {
+  std::map<std::string, std::string> category; // by operator id
+  for (const auto& c : campaigns)
+    for (const auto& op : c.spec.operators)
+      if (!op.category.empty())
+        category[operator_id(op.op, op.variant)] = op.category;
+  // The fastest timed version of each operator variant per device kind.
+  std::map<std::pair<std::string, std::string>, kernel_speed> fastest;
+  for (const auto& v : kernels) {
+    auto speed = speed_of(v.kernel, v.device_kind);
+    if (!speed)
+      continue;
+    auto& best = fastest[{v.device_kind, operator_id(v.kernel.op, v.kernel.variant)}];
+    if (best.timings.empty() || speed->speedup > best.speedup)
+      best = std::move(*speed);
+  }
+  std::map<std::pair<std::string, std::string>, std::vector<double>> speedups;
+  std::map<std::string, roofline_histogram> roofline;
+  for (const auto& [key, speed] : fastest) {
+    const auto& [kind, id] = key;
+    auto filed = category.find(id);
+    speedups[{kind, filed == category.end() ? "uncategorized" : filed->second}].push_back(
+        speed.speedup);
+    auto& histogram = roofline[kind];
+    if (histogram.counts.empty()) {
+      histogram.device_kind = kind;
+      for (int i = 0; i <= roofline_bins; ++i)
+        histogram.edges.push_back(static_cast<double>(i) / roofline_bins);
+      histogram.counts.assign(roofline_bins, 0);
+    }
+    for (const auto& t : speed.timings) {
+      if (t.launch_bound)
+        ++histogram.launch_bound;
+      else if (!t.peak_share)
+        ++histogram.without_peak;
+      else
+        ++histogram.counts[std::clamp(static_cast<int>(*t.peak_share * roofline_bins), 0,
+                                      roofline_bins - 1)];
+    }
+  }
+  for (const auto& [key, values] : speedups) {
+    category_speedup row;
+    row.device_kind = key.first;
+    row.category = key.second;
+    row.kernels = static_cast<uint32_t>(values.size());
+    double log_sum = 0;
+    for (auto x : values)
+      log_sum += std::log(x);
+    row.geomean_speedup = std::exp(log_sum / values.size());
+    row.slowest = *std::min_element(values.begin(), values.end());
+    row.fastest = *std::max_element(values.begin(), values.end());
+    row.slower_than_baseline = static_cast<uint32_t>(
+        std::count_if(values.begin(), values.end(), [](double x) { return x < 1; }));
+    report.speedups.push_back(std::move(row));
+  }
+  for (auto& [kind, histogram] : roofline)
+    report.roofline.push_back(std::move(histogram));
 }
 
 namespace {
@@ -280,6 +389,57 @@ std::string bars_svg(const std::string& id, const std::vector<std::pair<std::str
   return out + "</svg>\n";
 }
 
+// The regressed kernels per toolchain and change, then as bars.
+std::string regressions_table(const std::string& id,
+                              const std::vector<toolchain_regressions>& groups) {
+  std::string out = "<table><tr><th>device kind</th><th>toolchain</th><th>change</th><th>regressed "
+                    "kernels</th><th>operators</th></tr>\n";
+  std::vector<std::pair<std::string, double>> regressed;
+  for (const auto& r : groups) {
+    std::string operators;
+    for (const auto& op : r.operators)
+      operators += (operators.empty() ? "" : ", ") + op;
+    out += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                       escape(r.device_kind), escape(r.fingerprint), escape(r.change), r.kernels,
+                       escape(operators));
+    regressed.emplace_back(r.change, r.kernels);
+  }
+  // A colour of its own, apart from the curves' and the other bars'.
+  return out + "</table>\n" + bars_svg(id, regressed, palette[4]);
+}
+
+std::string speedup_table(const std::vector<category_speedup>& rows) {
+  if (rows.empty())
+    return "<p>No kernel has been timed yet.</p>\n";
+  std::string out = "<table id=\"speedups\"><tr><th>device kind</th><th>category</th><th>timed "
+                    "kernels</th><th>geomean speedup</th><th>slowest</th><th>fastest</th><th>"
+                    "slower than baseline</th></tr>\n";
+  for (const auto& r : rows)
+    out += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.2f}x</td><td>{:.2f}x</td>"
+                       "<td>{:.2f}x</td><td>{}</td></tr>\n",
+                       escape(r.device_kind), escape(r.category), r.kernels, r.geomean_speedup,
+                       r.slowest, r.fastest, r.slower_than_baseline);
+  return out + "</table>\n";
+}
+
+std::string roofline_svgs(const std::vector<roofline_histogram>& histograms) {
+  if (histograms.empty())
+    return "<p>No kernel has been timed yet.</p>\n";
+  std::string out;
+  for (const auto& h : histograms) {
+    std::vector<std::pair<std::string, double>> bins;
+    for (size_t i = 0; i < h.counts.size(); ++i)
+      bins.emplace_back(
+          fmt::format("{} {:.0f}-{:.0f}%", h.device_kind, 100 * h.edges[i], 100 * h.edges[i + 1]),
+          h.counts[i]);
+    out += bars_svg("roofline-" + h.device_kind, bins, palette[5]);
+    out += fmt::format("<p>{}: {} launch-bound timings left out, {} without a peak for the "
+                       "device kind.</p>\n",
+                       escape(h.device_kind), h.launch_bound, h.without_peak);
+  }
+  return out;
+}
+
 } // namespace
 
 std::string render_html(const campaign_report& report) {
@@ -307,23 +467,15 @@ std::string render_html(const campaign_report& report) {
   }
   out += "</table>\n" + bars_svg("calls-per-operator", calls);
   out += "<h2>Regressions per toolchain</h2>\n";
-  if (report.regressions.empty())
-    return out + "<p>None: every kernel passes on the newest toolchain it was validated on.</p>\n"
-                 "</body></html>\n";
-  out += "<table><tr><th>device kind</th><th>toolchain</th><th>change</th><th>regressed "
-         "kernels</th><th>operators</th></tr>\n";
-  std::vector<std::pair<std::string, double>> regressed;
-  for (const auto& r : report.regressions) {
-    std::string operators;
-    for (const auto& op : r.operators)
-      operators += (operators.empty() ? "" : ", ") + op;
-    out += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-                       escape(r.device_kind), escape(r.fingerprint), escape(r.change), r.kernels,
-                       escape(operators));
-    regressed.emplace_back(r.change, r.kernels);
-  }
-  // A colour of its own, apart from the curves' and the other bars'.
-  out += "</table>\n" + bars_svg("regressions", regressed, palette[4]);
+  out += report.regressions.empty()
+             ? "<p>None: every kernel passes on the newest toolchain it was validated on.</p>\n"
+             : regressions_table("regressions", report.regressions);
+  out += "<h2>Speedup per category</h2>\n" + speedup_table(report.speedups);
+  out += "<h2>Share of the peak bandwidth</h2>\n" + roofline_svgs(report.roofline);
+  out += "<h2>Speed regressions per toolchain</h2>\n";
+  out += report.speed_regressions.empty()
+             ? "<p>None: no kernel runs slower on a toolchain than on the one before it.</p>\n"
+             : regressions_table("speed-regressions", report.speed_regressions);
   return out + "</body></html>\n";
 }
 

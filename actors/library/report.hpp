@@ -53,6 +53,31 @@ struct toolchain_regressions {
   std::vector<std::string> operators; // their operator ids, each once, sorted
 };
 
+/// How fast one category's kernels of a device kind are against their baselines: of each operator
+/// variant its fastest timed version, by its speedup on the toolchain it was last timed on (the
+/// geometric mean over the dtypes and shape classes that are not launch-bound, over all of them
+/// where every one is).
+struct category_speedup {
+  std::string device_kind;
+  std::string category;
+  uint32_t kernels = 0;              // timed operator variants
+  double geomean_speedup = 0;        // over those kernels
+  double slowest = 0;                // the lowest kernel speedup
+  double fastest = 0;                // the highest
+  uint32_t slower_than_baseline = 0; // kernels with a speedup below 1
+};
+
+/// Where the same kernels stand against the device kind's peak bandwidth: their timings that are
+/// not launch-bound, binned by peak_share.
+struct roofline_histogram {
+  std::string device_kind;
+  std::vector<double> edges;    // bin i holds shares in [edges[i], edges[i + 1]); the last bin
+                                // also holds a share of 1 or more
+  std::vector<uint32_t> counts; // one per bin
+  uint32_t launch_bound = 0;    // timings left out as launch-bound
+  uint32_t without_peak = 0;    // timings on a kind whose registry entry names no peak
+};
+
 struct campaign_report {
   std::vector<std::string> columns; // in order of first appearance
   std::vector<coverage_row> by_category;
@@ -63,6 +88,9 @@ struct campaign_report {
   std::map<std::string, uint32_t> failures;
   std::vector<passed_cost> passed;
   std::vector<toolchain_regressions> regressions; // of the whole library, not only the campaigns'
+  std::vector<toolchain_regressions> speed_regressions; // likewise, the kernels that got slower
+  std::vector<category_speedup> speedups;               // by device kind, then category
+  std::vector<roofline_histogram> roofline;             // by device kind
 };
 
 /// Why a failed session ended, as a class that many operators share: the verdict of its last
@@ -81,6 +109,16 @@ campaign_report build_report(const std::vector<stored_campaign>& campaigns,
 /// `regressions` (find_regressions over the library) grouped per failing toolchain and change,
 /// ordered by device kind, fingerprint and change.
 std::vector<toolchain_regressions> per_toolchain(const std::vector<regression>& regressions);
+
+/// `slower` (find_speed_regressions over the library) grouped as `per_toolchain` groups
+/// regressions.
+std::vector<toolchain_regressions> per_toolchain(const std::vector<speed_regression>& slower);
+
+/// The library's speed for the report: `speedups` and `roofline` of `kernels` (the library's
+/// `list` reply), each operator variant under the category a campaign of `campaigns` files it
+/// under ("uncategorized" where none lists it).
+void add_speed(campaign_report& report, const std::vector<kernel_version>& kernels,
+               const std::vector<stored_campaign>& campaigns);
 
 /// The report as one self-contained HTML page (inline SVG, no scripts, no network).
 std::string render_html(const campaign_report& report);
