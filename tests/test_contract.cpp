@@ -168,7 +168,7 @@ TEST(Contract, EnumsHaveOneWireName) {
   EXPECT_EQ(to_string(contract::dtype::bool_), "bool");
   EXPECT_EQ(contract::from_string<contract::campaign_state>("interrupted"),
             contract::campaign_state::interrupted);
-  EXPECT_EQ(contract::from_string<contract::job_kind>("benchmark"), std::nullopt);
+  EXPECT_EQ(contract::from_string<contract::job_kind>("profile"), std::nullopt);
   EXPECT_EQ(contract::one_of<contract::worker_role>(), "device or lint");
 }
 

@@ -145,7 +145,7 @@ def test_the_panels_show_what_the_campaign_did(stack):
     assert last(panels["Workers"], kind="none", state="idle") == 1
     assert last(panels["Sessions ended per hour"], outcome="SUCCESS") > 0
     jobs = {s["metric"]["kind"] for s in panels["Jobs per second"].series}
-    assert jobs == {"catalog", "lint", "test"}
+    assert jobs == {"benchmark", "catalog", "lint", "test"}
     assert {s["metric"]["kind"] for s in panels["Job latency p95"].finite()} >= {"lint", "test"}
     requests = panels["Requests per second"]
     assert requests.moved() == [{"endpoint": "demo", "outcome": "ok"}]

@@ -1,6 +1,6 @@
 """The ``benchmark`` job: a proved candidate timed against its baseline (TIMING.md).
 
-    payload = Harness(...).run_benchmark(request, cancel)  # benchmark_request -> benchmark_result
+    payload = run_benchmark(Harness(...), request, cancel)  # benchmark_request -> benchmark_result
 
 The judge plans the inputs (``plan_inputs``): the operator's larger OpInfo samples, a size
 ladder for its class, and the request's model sets, each as two value sets of one layout (the
@@ -22,6 +22,7 @@ import dataclasses
 import hashlib
 import math
 import pickle
+import threading
 import time
 from dataclasses import dataclass
 from functools import cache
@@ -457,3 +458,11 @@ def _differing_failure(differing: list) -> Failure | None:
         f"timing_repeat: repetition {repetition}'s output differs from the checked output of "
         f"the same inputs ({len(differing)} repetitions differ): right only on some calls",
     )
+
+
+def run_benchmark(harness, request: dict, cancel: threading.Event | None = None) -> dict:
+    """Time a proved candidate against its baseline on ``harness``'s candidate process (TIMING.md);
+    returns the benchmark_result payload. Here, not a Harness method, so that the harness does
+    not import the benchmark that builds on it."""
+    with harness._lock:
+        return BenchmarkRun(harness, request, cancel or threading.Event()).run()

@@ -184,14 +184,6 @@ class Harness:
         with self._lock:
             return _TestRun(self, request, cancel or threading.Event()).run()
 
-    def run_benchmark(self, request: dict, cancel: threading.Event | None = None) -> dict:
-        """Time a proved candidate against its baseline (benchmark.py, TIMING.md); returns the
-        benchmark_result payload."""
-        from opforge_worker.benchmark import BenchmarkRun
-
-        with self._lock:
-            return BenchmarkRun(self, request, cancel or threading.Event()).run()
-
     @property
     def processes_started(self) -> int:
         """The candidate processes this harness started, replacements included."""

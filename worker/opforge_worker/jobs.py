@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from opforge_worker import contract, device_kinds
+from opforge_worker.benchmark import run_benchmark
 from opforge_worker.connection import JobCancelled, JobHandler
 
 
@@ -110,7 +111,7 @@ class HarnessPool:
         try:
             harness = self._take(source, exclusive=True)
             try:
-                return harness.run_benchmark(payload, cancel)
+                return run_benchmark(harness, payload, cancel)
             finally:
                 self._give_back(harness, source)
         finally:

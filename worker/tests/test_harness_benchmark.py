@@ -7,6 +7,7 @@ import torch
 from harness_helpers import DEVICE, FLAT_NEG, source
 
 from opforge_worker import model_sets, timing
+from opforge_worker.benchmark import run_benchmark
 from opforge_worker.harness import Harness
 from opforge_worker.samples import SampleCache
 
@@ -46,8 +47,8 @@ def harness(tmp_path_factory):
 
 
 def test_a_pass_times_every_input_against_aten(harness, toy_set):
-    result = harness.run_benchmark(
-        benchmark_request("neg", source("honest/neg"), model_samples=toy_set)
+    result = run_benchmark(
+        harness, benchmark_request("neg", source("honest/neg"), model_samples=toy_set)
     )
 
     assert (result["outcome"], result["baseline"]) == ("pass", "aten"), result["failure"]
@@ -72,7 +73,7 @@ def test_a_pass_times_every_input_against_aten(harness, toy_set):
 
 def test_the_model_set_is_checked_after_timing(harness, toy_set):
     # Right on OpInfo's contiguous samples and the ladder, wrong on the model's strided call.
-    result = harness.run_benchmark(benchmark_request("neg", FLAT_NEG, model_samples=toy_set))
+    result = run_benchmark(harness, benchmark_request("neg", FLAT_NEG, model_samples=toy_set))
 
     assert result["outcome"] == "accuracy_error", result["failure"]
     assert result["failure"]["sample_set"] == "model:toy:0"
@@ -81,7 +82,7 @@ def test_the_model_set_is_checked_after_timing(harness, toy_set):
 
 def test_a_library_kernel_is_the_baseline_when_given(harness):
     exp = source("honest/exp")
-    result = harness.run_benchmark(benchmark_request("exp", exp, baseline_source=exp))
+    result = run_benchmark(harness, benchmark_request("exp", exp, baseline_source=exp))
 
     assert result["outcome"] == "pass", result["failure"]
     assert result["baseline"].startswith("library:") and len(result["baseline"]) == 24
@@ -89,8 +90,8 @@ def test_a_library_kernel_is_the_baseline_when_given(harness):
 
 def test_a_baseline_the_gate_refuses_is_the_harness_problem(harness):
     refused = source("honest/exp") + "\nimport os\n"
-    result = harness.run_benchmark(
-        benchmark_request("exp", source("honest/exp"), baseline_source=refused)
+    result = run_benchmark(
+        harness, benchmark_request("exp", source("honest/exp"), baseline_source=refused)
     )
 
     assert result["outcome"] == "harness_error"
@@ -98,7 +99,7 @@ def test_a_baseline_the_gate_refuses_is_the_harness_problem(harness):
 
 
 def test_a_bad_request_is_a_harness_error(harness):
-    result = harness.run_benchmark({"op": "exp"})
+    result = run_benchmark(harness, {"op": "exp"})
 
     assert result["outcome"] == "harness_error"
     assert result["failure"]["message"].startswith("bad benchmark request")

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from opforge_worker import benchmark, timing
+from opforge_worker import jobs as worker_jobs
 from opforge_worker.jobs import HarnessPool
 from opforge_worker.samples import SampleCache
 
@@ -155,7 +156,12 @@ class _SlowHarness:
         pass
 
 
-def test_a_benchmark_waits_for_running_jobs_and_holds_every_slot():
+def test_a_benchmark_waits_for_running_jobs_and_holds_every_slot(monkeypatch):
+    monkeypatch.setattr(
+        worker_jobs,
+        "run_benchmark",
+        lambda harness, payload, cancel: harness.run_benchmark(payload, cancel),
+    )
     pool = HarnessPool(3, _SlowHarness)
     _SlowHarness.seen = []
     cancel = threading.Event()
