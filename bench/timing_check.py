@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "worker"))
 
 from opforge_worker import timing  # noqa: E402
+from opforge_worker.benchmark import run_benchmark  # noqa: E402
 from opforge_worker.validate import read_candidates  # noqa: E402
 
 CALIBRATION_TOLERANCE = 0.05
@@ -175,7 +176,7 @@ def calibration_verdict(ours_us: float, ncu_us: float) -> dict:
 def calibrate(harness, device: str, use_ncu: bool) -> list[dict]:
     rows = []
     for path, op in CALIBRATED:
-        result = harness.run_benchmark(benchmark_request(path, ["float32"]))
+        result = run_benchmark(harness, benchmark_request(path, ["float32"]))
         top = largest(result)
         row = {"op": op, "outcome": result["outcome"], "shape": top and top["shape"]}
         if top is not None and use_ncu:
@@ -242,7 +243,7 @@ def library(harness, ops, dtypes, budget_s: float) -> dict:
         if time.monotonic() > deadline:
             skipped.append(op)
             continue
-        result = harness.run_benchmark(benchmark_request(path, dtypes))
+        result = run_benchmark(harness, benchmark_request(path, dtypes))
         results.append({"op": op, "dtypes": list(dtypes), "result": result})
     return {"per_dtype": summarize_library(results), "skipped_for_time": skipped}
 
@@ -276,8 +277,8 @@ def main(argv=None) -> int:
             persisting_l2_after_reset() if args.device == "cuda" else None
         )
         report["calibration"] = calibrate(harness, args.device, not args.no_ncu)
-        twice = harness.run_benchmark(
-            benchmark_request(HONEST_EXP, ["float32"], baseline=HONEST_EXP)
+        twice = run_benchmark(
+            harness, benchmark_request(HONEST_EXP, ["float32"], baseline=HONEST_EXP)
         )
         report["noise"] = noise_verdict(twice)
         report["library"] = library(harness, ops, args.dtypes.split(","), args.budget_s)

@@ -9,6 +9,7 @@ that show only on a GPU run when ``OPFORGE_HARNESS_DEVICE=cuda`` (ops/gpu-check.
 import pytest
 from harness_helpers import DEVICE, source
 
+from opforge_worker.benchmark import run_benchmark
 from opforge_worker.harness import Harness
 
 CUDA_ONLY = "needs a cuda device (OPFORGE_HARNESS_DEVICE=cuda)"
@@ -53,20 +54,20 @@ CHEATS = [
 def test_timing_cheat_is_caught_and_its_twin_passes(harness, cheat, op, check, twin, shows_on):
     if shows_on is not None and shows_on != DEVICE:
         pytest.skip(CUDA_ONLY)
-    caught = harness.run_benchmark(benchmark_request(cheat, op))
+    caught = run_benchmark(harness, benchmark_request(cheat, op))
 
     assert caught["outcome"] == "cheat_detected", caught["failure"]
     assert caught["failure"]["check"] == check, caught["failure"]
     assert caught["failure"]["message"].startswith(check)
     assert caught["timings"] == []
-    honest = harness.run_benchmark(benchmark_request(twin, op))
+    honest = run_benchmark(harness, benchmark_request(twin, op))
     assert honest["outcome"] == "pass", honest["failure"]
     assert honest["timings"]
 
 
 def test_a_kernel_right_only_on_its_first_calls_fails_after_timing(harness):
     # Its first timed output of each value set is right; the later ones are checked too.
-    result = harness.run_benchmark(benchmark_request("timing/right_first_calls"))
+    result = run_benchmark(harness, benchmark_request("timing/right_first_calls"))
 
     assert result["outcome"] == "accuracy_error", result["failure"]
     assert result["failure"]["check"] == "timing_repeat"
@@ -97,7 +98,7 @@ def gated():
 def test_with_the_static_gate_each_cheat_is_refused_or_caught_while_timing(
     gated, cheat, op, outcome, check
 ):
-    result = gated.run_benchmark(benchmark_request(cheat, op))
+    result = run_benchmark(gated, benchmark_request(cheat, op))
 
     assert (result["outcome"], result["failure"]["check"]) == (outcome, check), result["failure"]
     assert result["timings"] == []
