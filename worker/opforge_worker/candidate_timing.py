@@ -37,6 +37,9 @@ from opforge_worker.transport import decode_inputs, to_device
 #: Repetitions whose inputs and outputs stay alive while the next one runs (odd, against the
 #: two value sets: memory freed comes back with the other set's values).
 _HELD_REPETITIONS = 2
+#: Event pairs around nothing, timed like a call, whose median the events' own part of every
+#: interval is (TIMING.md).
+_EMPTY_MARKS = 20
 
 
 def run(server, header: dict, blob) -> tuple[dict, bytes]:
@@ -172,7 +175,15 @@ class _TimedInput:
             held.append((result, inputs))
             if findings:
                 raise _Stop({**reply, "findings": findings})
+        empty = []
+        if isinstance(self.timer, timing.EventTimer):
+            empty = self.timer.empty_marks(
+                self.flush, self.protocol.host_head_start_us, _EMPTY_MARKS
+            )
         self._synchronize()
+        offset_us = (
+            timing.summarize([self.timer.elapsed_us(m) for m in empty]).median if empty else 0.0
+        )
         differing = _differing(agreements)
         reply = {
             "kind": "benchmark",
@@ -181,8 +192,10 @@ class _TimedInput:
             "repetitions": repetitions,
             "timer": self.timer.name,
             "times_us": {
-                side: [self.timer.elapsed_us(mark) for mark in marks[side]] for side in timing.SIDES
+                side: [max(self.timer.elapsed_us(mark) - offset_us, 0.0) for mark in marks[side]]
+                for side in timing.SIDES
             },
+            "timer_offset_us": offset_us,
             "differing": differing,
             "calls": [],
         }

@@ -255,6 +255,16 @@ class EventTimer(Timer):
         started, end = mark
         return self._elapsed(started, end) * 1e3
 
+    def empty_marks(self, flush: L2Flush, head_start_us: float, count: int) -> list:
+        """``count`` event pairs around nothing, each placed as a timed call's: what the events
+        add to an interval by themselves, subtracted from every timed call (TIMING.md)."""
+        marks = []
+        for _ in range(count):
+            flush.flush()
+            self.head_start(head_start_us)
+            marks.append(self.stop(self.start()))
+        return marks
+
     def tampered(self) -> list[str]:
         changed = []
         if self._torch_cuda.Event is not self._event:
@@ -281,20 +291,21 @@ def make_timer(timer: str) -> Timer:
 
 
 class L2Flush:
-    """A buffer larger than the device's L2, written with a plain torch fill before each timed
-    call: whatever either side left in the cache is gone. The fill is ATen's own kernel, issued
-    by the harness outside the call's dispatch recorder and before the timer starts."""
+    """A buffer larger than the device's L2, read by a plain torch reduction before each timed
+    call: whatever either side left in the cache is gone. A read, not a write: a fill leaves the
+    cache full of dirty lines that the timed kernel then pays to write back (TIMING.md). The
+    reduction is ATen's own kernel, issued by the harness outside the call's dispatch recorder
+    and before the timer starts."""
 
     def __init__(self, device, nbytes: int):
         import torch
 
-        self._buffer = torch.empty(max(nbytes // 4, 1), dtype=torch.int32, device=device)
-        self._fill = torch.Tensor.fill_
-        self._count = 0
+        self._buffer = torch.ones(max(nbytes // 4, 1), dtype=torch.int32, device=device)
+        self._sink = torch.empty((), dtype=torch.int64, device=device)
+        self._sum = torch.sum
 
     def flush(self) -> None:
-        self._count += 1
-        self._fill(self._buffer, self._count)  # another value each time: nothing to elide
+        self._sum(self._buffer, dim=0, dtype=self._sink.dtype, out=self._sink)
 
 
 # -- the persisting L2 window -----------------------------------------------------------------
