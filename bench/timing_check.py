@@ -57,6 +57,17 @@ DEFAULT_OPS = (
     "nn.functional.silu",
 )
 NCU_CALLS = 10
+#: What the noise verdict shows of each shape, so that a deviation explains itself.
+NOISE_ROW_KEYS = (
+    "source",
+    "launch_bound",
+    "repetitions",
+    "candidate_us",
+    "candidate_iqr_us",
+    "baseline_us",
+    "baseline_iqr_us",
+    "speedup",
+)
 
 
 def benchmark_request(path: Path, dtypes, baseline: Path | None = None) -> dict:
@@ -197,6 +208,7 @@ def noise_verdict(result: dict) -> dict:
         "worst_deviation": worst and worst["speedup"] - 1,
         "within": bool(steady) and abs(worst["speedup"] - 1) <= NOISE_TOLERANCE,
         "noise": result.get("noise"),
+        "rows": [{key: t.get(key) for key in NOISE_ROW_KEYS} for t in result.get("timings", [])],
     }
 
 
