@@ -4,6 +4,7 @@ enabled and without it, side by side in one run, on one device kind (issue 28, d
 
     python bench/dispatch_overhead.py --device cuda|interpreter [--package DIR] [--json OUT]
         [--kernels real|stand-in] [--sizes 1,1048576] [--calls 100] [--repetitions 60]
+        [--profile OUT.txt]
 
 Rows, each the median and interquartile range of ``--repetitions`` samples, a sample being one
 batch of ``--calls`` calls (its device work synchronised at the end) divided by the calls:
@@ -30,9 +31,12 @@ three operators in float32.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import importlib
+import io
 import json
 import os
+import pstats
 import statistics
 import sys
 import tempfile
@@ -228,6 +232,27 @@ def check_served(package, kind) -> None:
     package.disable()
 
 
+def profile(cases: list[Case], states: States, calls: int, lines: int = 30) -> str:
+    """Where the time of each case's ``package`` variant goes: cProfile over ``calls`` calls,
+    the functions that took the most time of their own. Profiling slows Python calls, so the
+    shares say where to look, not what a call costs."""
+    report = io.StringIO()
+    for case in cases:
+        for name, state, function in case.variants:
+            if name != PACKAGE:
+                continue
+            states.enter(state, case.overload)
+            profiler = cProfile.Profile()
+            profiler.enable()
+            for _ in range(calls):
+                function()
+            profiler.disable()
+            report.write(f"== {case.label}, {calls} calls with the package\n")
+            pstats.Stats(profiler, stream=report).sort_stats("tottime").print_stats(lines)
+    states.enter(EAGER, "")
+    return report.getvalue()
+
+
 def rows(cases: list[Case]) -> list[dict]:
     found = []
     for case in cases:
@@ -281,6 +306,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repetitions", type=int, default=60, help="timed batches per variant")
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall")
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--profile", type=Path, help="also write a cProfile of each served variant to this file"
+    )
     args = parser.parse_args(argv)
     kind = device_kinds.lookup(args.device)
     for name, value in kind.triton_environment.items():
@@ -296,6 +324,8 @@ def main(argv: list[str] | None = None) -> int:
         clock = time.perf_counter if args.clock == "wall" else time.thread_time
         states = States(package, package.manifest["dispatch_key"])
         run(cases, states, kind, args.calls, args.repetitions, clock)
+        if args.profile:
+            args.profile.write_text(profile(cases, states, args.calls * 10))
     found = rows(cases)
     import torch
     import triton
