@@ -86,6 +86,10 @@ class Reference:
     #: The factor on the tolerance's atol: a numerics sample's values are scaled, and an honest
     #: kernel's rounding error with them (sample_sets.numerics_of).
     atol_scale: float = 1.0
+    #: Whether a zero must have the reference's sign (compare.py). Not in a numerics sample:
+    #: its zeros are results that underflowed, whose sign is the path's (ATen's logsigmoid of
+    #: x + 100 in float16 is +0.0 for -3.7e-44); the extremal set tests signed zeros.
+    zero_signs: bool = True
     _exact_reply: object = field(default=_NOT_COMPUTED, init=False, repr=False, compare=False)
 
     def exact_reply(self) -> ExactReply | None:
@@ -245,11 +249,15 @@ PRECISE_DTYPES = {
 
 
 def compute_reference(
-    opinfo, sample, dtype: torch.dtype | None = None, atol_scale: float = 1.0
+    opinfo,
+    sample,
+    dtype: torch.dtype | None = None,
+    atol_scale: float = 1.0,
+    zero_signs: bool = True,
 ) -> Reference:
     """The CPU ATen reference of ``sample``, computed on copies of its inputs; for a tested
     ``dtype`` of ``PRECISE_DTYPES``, with its precise twin where it can have one; compared
-    with the tolerance's atol times ``atol_scale``."""
+    with the tolerance's atol times ``atol_scale``, zero signs checked where ``zero_signs``."""
     args = _clone([sample.input, *sample.args])
     kwargs = _clone(dict(sample.kwargs))
     try:
@@ -273,6 +281,7 @@ def compute_reference(
         aliases_input=aliases,
         precise=_precise(opinfo, sample, dtype, expected, inputs_after),
         atol_scale=atol_scale,
+        zero_signs=zero_signs,
     )
 
 
@@ -395,13 +404,18 @@ class Judge:
         return self._tolerances[dtype]
 
     def _tolerances_of(self, reference: Reference):
-        """``tolerance_for`` as it applies to ``reference``: its atol scaled."""
-        if reference.atol_scale == 1.0:
+        """``tolerance_for`` as it applies to ``reference``: its atol scaled, zero signs
+        checked only where both the operator and the reference ask for them."""
+        if reference.atol_scale == 1.0 and reference.zero_signs:
             return self.tolerance_for
 
         def scaled(dtype: torch.dtype) -> Tolerance | None:
             found = self.tolerance_for(dtype)
-            return found and replace(found, atol=found.atol * reference.atol_scale)
+            return found and replace(
+                found,
+                atol=found.atol * reference.atol_scale,
+                zero_signs=found.zero_signs and reference.zero_signs,
+            )
 
         return scaled
 
