@@ -56,7 +56,7 @@ import os
 import threading
 import warnings
 from collections import Counter
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import torch
@@ -144,7 +144,7 @@ class SampleSetsConfig:
     #: Per generated set, the operators that do not get it.
     exclude: dict[str, dict[str, str]]
     #: Per floating dtype name, the numerics set's transformations; a dtype not listed gets none.
-    numerics: dict[str, NumericsValues]
+    numerics: dict[str, NumericsValues] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: Path | str | None = None) -> SampleSetsConfig:
@@ -187,7 +187,7 @@ def _numerics_values(raw, path: Path) -> dict[str, NumericsValues]:
         )
     found = {}
     for dtype, entry in raw.items():
-        keys = [field.name for field in fields(NumericsValues)]
+        keys = [item.name for item in fields(NumericsValues)]
         if not isinstance(entry, dict) or set(entry) - set(keys):
             raise ValueError(f"sample sets config {path}: numerics.{dtype}: keys {keys} only")
         values = {}
