@@ -58,8 +58,8 @@ TEST(ModelSets, ATestJobNamesEveryGeneratedSetThenTheModelsAndCarriesTheirFiles)
 
   ASSERT_TRUE(request.sample_sets);
   EXPECT_EQ(*request.sample_sets,
-            (std::vector<std::string>{"sample_inputs", "reference_inputs", "extremal", "layouts",
-                                      "sizes", "model:llama"}));
+            (std::vector<std::string>{"sample_inputs", "reference_inputs", "extremal", "numerics",
+                                      "layouts", "sizes", "model:llama"}));
   EXPECT_EQ(request.model_samples, limits.model_samples);
 
   // Without extra sets the worker's default stands: every generated set, no model's.

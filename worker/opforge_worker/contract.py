@@ -96,6 +96,7 @@ class SampleSet(enum.StrEnum):
     SAMPLE_INPUTS = "sample_inputs"
     REFERENCE_INPUTS = "reference_inputs"
     EXTREMAL = "extremal"
+    NUMERICS = "numerics"
     LAYOUTS = "layouts"
     SIZES = "sizes"
 

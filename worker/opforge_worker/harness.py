@@ -529,6 +529,10 @@ class _TestRun:
                 failure.dtype, failure.sample_set = dtype, sample.sample_set
                 failure.sample_index = sample.index
                 failure.sample = failure.sample or sample.label()
+                if sample.transformation:  # "numerics (scaled by 1e4): output: values differ"
+                    failure.message = (
+                        f"{sample.sample_set} ({sample.transformation}): {failure.message}"
+                    )
                 self.result.record_failure(failure)
                 if (
                     self.mode == contract.TestMode.FIRST_FAILURE

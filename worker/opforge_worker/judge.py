@@ -21,7 +21,7 @@ calls (``cheat_detected``, check ``fresh_inputs``); any other miss is an ``accur
 from __future__ import annotations
 
 import marshal
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -83,6 +83,13 @@ class Reference:
     #: The precise twin an output may match instead (compare.py), where it was computed and
     #: differs from ATen's own result; compared with only when ATen's result does not match.
     precise: Precise | None = None
+    #: The factor on the tolerance's atol: a numerics sample's values are scaled, and an honest
+    #: kernel's rounding error with them (sample_sets.numerics_of).
+    atol_scale: float = 1.0
+    #: Whether a zero must have the reference's sign (compare.py). Not in a numerics sample:
+    #: its zeros are results that underflowed, whose sign is the path's (ATen's logsigmoid of
+    #: x + 100 in float16 is +0.0 for -3.7e-44); the extremal set tests signed zeros.
+    zero_signs: bool = True
     _exact_reply: object = field(default=_NOT_COMPUTED, init=False, repr=False, compare=False)
 
     def exact_reply(self) -> ExactReply | None:
@@ -241,9 +248,16 @@ PRECISE_DTYPES = {
 }
 
 
-def compute_reference(opinfo, sample, dtype: torch.dtype | None = None) -> Reference:
+def compute_reference(
+    opinfo,
+    sample,
+    dtype: torch.dtype | None = None,
+    atol_scale: float = 1.0,
+    zero_signs: bool = True,
+) -> Reference:
     """The CPU ATen reference of ``sample``, computed on copies of its inputs; for a tested
-    ``dtype`` of ``PRECISE_DTYPES``, with its precise twin where it can have one."""
+    ``dtype`` of ``PRECISE_DTYPES``, with its precise twin where it can have one; compared
+    with the tolerance's atol times ``atol_scale``, zero signs checked where ``zero_signs``."""
     args = _clone([sample.input, *sample.args])
     kwargs = _clone(dict(sample.kwargs))
     try:
@@ -266,6 +280,8 @@ def compute_reference(opinfo, sample, dtype: torch.dtype | None = None) -> Refer
         ),
         aliases_input=aliases,
         precise=_precise(opinfo, sample, dtype, expected, inputs_after),
+        atol_scale=atol_scale,
+        zero_signs=zero_signs,
     )
 
 
@@ -277,17 +293,8 @@ def _precise(opinfo, sample, dtype, expected, inputs_after) -> Precise | None:
     wide = PRECISE_DTYPES.get(dtype)
     if wide is None:
         return None
-
-    def upcast(value):
-        if isinstance(value, torch.Tensor):
-            return value.to(wide) if value.dtype == dtype else value.clone()
-        if isinstance(value, tuple | list):
-            return type(value)(upcast(item) for item in value)
-        if isinstance(value, dict):
-            return {key: upcast(item) for key, item in value.items()}
-        return value
-
-    args, kwargs = upcast([sample.input, *sample.args]), upcast(dict(sample.kwargs))
+    args = upcast([sample.input, *sample.args], dtype, wide)
+    kwargs = upcast(dict(sample.kwargs), dtype, wide)
     try:
         result = opinfo.op(*args, **kwargs)
         precise = _rounded_like(result, expected, dtype, wide)
@@ -307,6 +314,18 @@ def _precise(opinfo, sample, dtype, expected, inputs_after) -> Precise | None:
     ):
         return None
     return Precise(expected=precise, inputs_after=precise_after)
+
+
+def upcast(value, dtype: torch.dtype, wide: torch.dtype):
+    """``value`` (arguments, nested) with its tensors of ``dtype`` converted to ``wide``, every
+    other tensor copied: the operator may write its inputs."""
+    if isinstance(value, torch.Tensor):
+        return value.to(wide) if value.dtype == dtype else value.clone()
+    if isinstance(value, tuple | list):
+        return type(value)(upcast(item, dtype, wide) for item in value)
+    if isinstance(value, dict):
+        return {key: upcast(item, dtype, wide) for key, item in value.items()}
+    return value
 
 
 def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -384,6 +403,22 @@ class Judge:
             self._tolerances[dtype] = self.settings.tolerance(self.opinfo.name, dtype_name(dtype))
         return self._tolerances[dtype]
 
+    def _tolerances_of(self, reference: Reference):
+        """``tolerance_for`` as it applies to ``reference``: its atol scaled, zero signs
+        checked only where both the operator and the reference ask for them."""
+        if reference.atol_scale == 1.0 and reference.zero_signs:
+            return self.tolerance_for
+
+        def scaled(dtype: torch.dtype) -> Tolerance | None:
+            found = self.tolerance_for(dtype)
+            return found and replace(
+                found,
+                atol=found.atol * reference.atol_scale,
+                zero_signs=found.zero_signs and reference.zero_signs,
+            )
+
+        return scaled
+
     def verdict(
         self, reply: dict, blob: bytes, reference: Reference, earlier: Reference | None = None
     ) -> Failure | None:
@@ -417,13 +452,14 @@ class Judge:
         """compare_structure of the outputs with ``reference``'s, and where that fails and
         there is one, with its precise twin elementwise; None when they match."""
         structure = reply.get("structure", {})
-        found = compare_structure(structure, outputs, reference.expected, self.tolerance_for)
+        tolerance_for = self._tolerances_of(reference)
+        found = compare_structure(structure, outputs, reference.expected, tolerance_for)
         if found and reference.precise is not None:
             found = compare_structure(
                 structure,
                 outputs,
                 reference.expected,
-                self.tolerance_for,
+                tolerance_for,
                 precise=reference.precise.expected,
             )
         return found
@@ -485,7 +521,7 @@ class Judge:
                         "write its inputs",
                     )
                 continue
-            tolerance = self.tolerance_for(before.dtype)
+            tolerance = self._tolerances_of(reference)(before.dtype)
             diff = tensor_diff(actual_after, expected_after, tolerance)
             if diff and twin is not None:
                 diff = tensor_diff(actual_after, expected_after, tolerance, twin)

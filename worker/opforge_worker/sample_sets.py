@@ -50,12 +50,13 @@ be a Python -1): INT64_MIN / -1 kills the CPU reference's process with SIGFPE.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import threading
 import warnings
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import torch
@@ -70,6 +71,7 @@ from opforge_worker.package_data import data_path
 SAMPLE_INPUTS = SampleSet.SAMPLE_INPUTS.value
 REFERENCE_INPUTS = SampleSet.REFERENCE_INPUTS.value
 EXTREMAL = SampleSet.EXTREMAL.value
+NUMERICS = SampleSet.NUMERICS.value
 LAYOUTS = SampleSet.LAYOUTS.value
 SIZES = SampleSet.SIZES.value
 
@@ -88,6 +90,11 @@ REFERENCE_MAX_BYTES = 1 << 20
 EXTREMAL_ROTATIONS = 4
 #: Base samples the extremal set writes specials over: the largest ones.
 EXTREMAL_BASES = 2
+#: Base samples the numerics set transforms: the largest ones.
+NUMERICS_BASES = 1
+#: The spread transformation lifts the largest 1/SPREAD_EVERY of a tensor's values: "a few
+#: large entries" among the sample's own.
+SPREAD_EVERY = 8
 SIZES_MAX_ELEMENTS = 1 << 18
 ONE_PAST_A_POWER_OF_TWO = 1025
 STORAGE_OFFSET = 3
@@ -116,14 +123,28 @@ def check_names(names) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
+class NumericsValues:
+    """The numerics set's transformations of one dtype (data/sample_sets.yaml, ``numerics``):
+    every value ``x`` of the dtype becomes ``scale * x``, ``x + offset``, or, for the largest
+    ``1 / SPREAD_EVERY`` of a tensor's values, ``x + spread``."""
+
+    scales: tuple[float, ...]
+    offsets: tuple[float, ...]
+    spreads: tuple[float, ...]
+
+
+@dataclass(frozen=True)
 class SampleSetsConfig:
-    """data/sample_sets.yaml: operators (``name`` or ``name.variant``) with a reason each."""
+    """data/sample_sets.yaml: operators (``name`` or ``name.variant``) with a reason each, and
+    the numerics set's transformations per dtype."""
 
     #: Value-safe besides the ufunc and reduction classes: every tensor input of the dtype
     #: under test is data, read elementwise.
     value_safe: dict[str, str]
     #: Per generated set, the operators that do not get it.
     exclude: dict[str, dict[str, str]]
+    #: Per floating dtype name, the numerics set's transformations; a dtype not listed gets none.
+    numerics: dict[str, NumericsValues] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: Path | str | None = None) -> SampleSetsConfig:
@@ -152,7 +173,37 @@ class SampleSetsConfig:
         return cls(
             value_safe=dict(value_safe),
             exclude={name: dict(entries or {}) for name, entries in exclude.items()},
+            numerics=_numerics_values(raw.get("numerics") or {}, path),
         )
+
+
+def _numerics_values(raw, path: Path) -> dict[str, NumericsValues]:
+    """The ``numerics`` section; ValueError naming the dtype and key that is wrong."""
+    floating = [name for name, dtype in opinfo_db.DTYPES.items() if dtype.is_floating_point]
+    if not isinstance(raw, dict) or not all(name in floating for name in raw):
+        raise ValueError(
+            f"sample sets config {path}: numerics: a map from dtype ({', '.join(floating)}) "
+            "to its scales, offsets and spreads"
+        )
+    found = {}
+    for dtype, entry in raw.items():
+        keys = [item.name for item in fields(NumericsValues)]
+        if not isinstance(entry, dict) or set(entry) - set(keys):
+            raise ValueError(f"sample sets config {path}: numerics.{dtype}: keys {keys} only")
+        values = {}
+        for key in keys:
+            listed = entry.get(key) or []
+            if not isinstance(listed, list) or not all(
+                isinstance(value, int | float) and math.isfinite(value) and value > 0
+                for value in listed
+            ):
+                raise ValueError(
+                    f"sample sets config {path}: numerics.{dtype}.{key}: a list of positive "
+                    f"finite numbers, got {listed!r}"
+                )
+            values[key] = tuple(float(value) for value in listed)
+        found[dtype] = NumericsValues(**values)
+    return found
 
 
 _config: SampleSetsConfig | None = None
@@ -207,6 +258,9 @@ class _Candidate:
     sample: object  # a SampleInput
     #: The unmodified sample whose output shapes an extremal sample must keep, or None.
     same_output_shapes_as: object | None = None
+    #: False where the sample tests nothing it was made for: a numerics transformation that
+    #: overflows the dtype or the reference (``_numerics_check``).
+    meaningful: bool = True
 
 
 _decisions: dict[tuple, tuple[int, ...]] = {}
@@ -246,6 +300,8 @@ def _structure(sample) -> tuple:
 def _valid(opinfo, candidate: _Candidate) -> bool:
     from opforge_worker.judge import ReferenceError, compute_reference  # imports triton: seconds
 
+    if not candidate.meaningful:
+        return False
     try:
         reference = compute_reference(opinfo, candidate.sample)
         if candidate.same_output_shapes_as is None:
@@ -497,6 +553,169 @@ def _labels(specials) -> str:
     return "/".join(labels) if len(labels) <= 4 else "/".join(labels[:4]) + "/..."
 
 
+# -- numerics ---------------------------------------------------------------------------------
+
+
+def numerics_of(sample) -> tuple[str, float]:
+    """(transformation, atol scale) of a numerics sample: what made it, for its failures, and
+    the factor its tolerance's atol takes (``_numerics_check``); ("", 1.0) for any other."""
+    return getattr(sample, "transformation", ""), getattr(sample, "atol_scale", 1.0)
+
+
+@functools.cache
+def _numerics_sample_class():
+    # op_db's module, imported by whoever holds an OpInfo to transform the samples of.
+    from torch.testing._internal.opinfo.core import SampleInput
+
+    class NumericsSample(SampleInput):
+        """A sample of the numerics set: its transformation and its tolerance's atol scale."""
+
+        __slots__ = ("transformation", "atol_scale")
+
+    return NumericsSample
+
+
+def _power_label(value: float) -> str:
+    """1e4 for 10000.0, 2.5e-3 for 0.0025: the magnitude a person reads at once."""
+    mantissa, exponent = f"{value:e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+
+
+def _spread(values: torch.Tensor, spread: float) -> torch.Tensor:
+    """``values`` (float64) with the largest ``1 / SPREAD_EVERY`` of its finite ones (at least
+    one) lifted by ``spread``: an increasing map, so order and ties hold."""
+    finite = values[values.isfinite()]
+    if finite.numel() < 2:
+        return values
+    count = max(1, finite.numel() // SPREAD_EVERY)
+    threshold = finite.topk(count).values[-1]
+    return values + spread * (values >= threshold)
+
+
+def _transformations(values: NumericsValues):
+    """(label, map of a float64 tensor) of each transformation ``values`` names."""
+    for scale in values.scales:
+        yield f"scaled by {_power_label(scale)}", lambda t, scale=scale: t * scale
+    for offset in values.offsets:
+        yield f"offset {_power_label(offset)}", lambda t, offset=offset: t + offset
+    for spread in values.spreads:
+        label = f"spread: its largest 1/{SPREAD_EVERY} +{_power_label(spread)}"
+        yield label, lambda t, spread=spread: _spread(t, spread)
+
+
+def _numerics(opinfo, dtype: torch.dtype, seed: int) -> list[_Candidate]:
+    values = config().numerics.get(str(dtype).removeprefix("torch."))
+    if values is None:
+        return []
+    bases = _sample_inputs(opinfo, dtype, seed)
+
+    def eligible(sample):
+        tensors = _tensors(sample)
+        return all(t.layout == torch.strided for t in tensors) and any(
+            t.dtype == dtype and t.numel() for t in tensors
+        )
+
+    numerics_sample = _numerics_sample_class()
+    candidates = []
+    for base_index in _largest(bases, dtype, NUMERICS_BASES, eligible):
+        base = bases[base_index]
+        base_outputs = _wide_outputs(opinfo, base, dtype)
+        for label, transform in _transformations(values):
+
+            def replace(tensor, _operand, transform=transform):
+                if tensor.dtype != dtype:
+                    return tensor  # indices, masks, other dtypes: not the data under test
+                return tensor.clone().copy_(transform(tensor.double()))
+
+            name = f"{NUMERICS}: {label} (sample #{base_index})"
+            derived = _replace_tensors(base, name, replace)
+            sample = numerics_sample(
+                derived.input, args=derived.args, kwargs=derived.kwargs, name=name
+            )
+            sample.transformation = label
+            sample.atol_scale, meaningful = _numerics_check(
+                opinfo, dtype, base, base_outputs, derived
+            )
+            candidates.append(_Candidate(sample, base, meaningful))
+    return candidates
+
+
+def _wide_outputs(opinfo, sample, dtype: torch.dtype) -> list[torch.Tensor] | None:
+    """The tensors of the operator's result on ``sample`` with its tensors of ``dtype`` in
+    float64, or None where it fails there."""
+    from opforge_worker.judge import upcast  # imports triton: seconds
+
+    arguments = upcast([sample.input, *sample.args], dtype, torch.float64)
+    try:
+        result = opinfo.op(*arguments, **upcast(dict(sample.kwargs), dtype, torch.float64))
+    except Exception:  # noqa: BLE001 (the operator may not run in float64: no test of numerics)
+        return None
+    return [leaf for leaf in pytree.tree_leaves(result) if isinstance(leaf, torch.Tensor)]
+
+
+def _magnitude(tensors) -> float:
+    """The largest finite magnitude among the floating ``tensors``, 0.0 where there is none."""
+    found = [
+        t.detach().double().abs().nan_to_num(0.0, 0.0, 0.0).max()
+        for t in tensors
+        if t.dtype.is_floating_point and t.numel()
+    ]
+    return float(max(found)) if found else 0.0
+
+
+def _numerics_check(opinfo, dtype, base, base_outputs, derived) -> tuple[float, bool]:
+    """(atol scale, meaningful) of ``derived``, a numerics transformation of ``base``.
+
+    Meaningful: it changes the sample's values, keeps its finite inputs finite in ``dtype``,
+    and the operator's float64 result, rounded to ``dtype``, is finite wherever the base's is,
+    in the same shapes; where the result holds integers (indices, counts), the transformation
+    merges no two values (ties would make them ambiguous).
+
+    The atol scale: an honest kernel's rounding error grows with the magnitude of what it
+    computes with, its inputs (a normalization at an offset) and its outputs (a product of two
+    scaled operands); atol scales with the larger of the two ratios to the base's (a scaled
+    down sample gets a tighter atol, where log(1 + x) shows)."""
+    before = [t for t in _tensors(base) if t.dtype == dtype]
+    after = [t for t in _tensors(derived) if t.dtype == dtype]
+    inputs = list(zip(after, before, strict=True))
+    if all(torch.equal(a.nan_to_num(), b.nan_to_num()) for a, b in inputs):
+        return 1.0, False  # nothing changed: all zeros scaled, say
+    if any(bool((~a.isfinite() & b.isfinite()).any()) for a, b in inputs):
+        return 1.0, False  # beyond the dtype's range
+    outputs = _wide_outputs(opinfo, derived, dtype)
+    if (
+        outputs is None
+        or base_outputs is None
+        or [t.shape for t in outputs] != [t.shape for t in base_outputs]
+        or any(t.layout != torch.strided for t in (*outputs, *base_outputs))
+    ):
+        return 1.0, False  # no float64 result, or none whose values can be read
+    pairs = list(zip(outputs, base_outputs, strict=True))
+    if any(_overflows(ours, theirs, dtype) for ours, theirs in pairs):
+        return 1.0, False
+    indices = any(not t.dtype.is_floating_point and t.dtype != torch.bool for t in base_outputs)
+    if indices and any(a.unique().numel() < b.unique().numel() for a, b in inputs):
+        return 1.0, False
+    ratios = [
+        new / old
+        for new, old in (
+            (_magnitude(after), _magnitude(before)),
+            (_magnitude(outputs), _magnitude(base_outputs)),
+        )
+        if new > 0 and old > 0
+    ]
+    return (max(ratios) if ratios else 1.0), True
+
+
+def _overflows(output: torch.Tensor, base_output: torch.Tensor, dtype: torch.dtype) -> bool:
+    """Whether ``output`` (float64), rounded to ``dtype``, is not finite where the base's is."""
+    if not output.dtype.is_floating_point:
+        return False
+    if output.dtype == torch.float64:
+        output, base_output = output.to(dtype), base_output.to(dtype)
+    return bool((~output.isfinite() & base_output.isfinite()).any())
+
+
 # -- layouts ----------------------------------------------------------------------------------
 
 
@@ -653,6 +872,7 @@ def _sizes(opinfo, dtype: torch.dtype, seed: int) -> list[_Candidate]:
 _BUILDERS = {
     REFERENCE_INPUTS: _reference_inputs,
     EXTREMAL: _extremal,
+    NUMERICS: _numerics,
     LAYOUTS: _layouts,
     SIZES: _sizes,
 }

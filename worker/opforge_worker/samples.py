@@ -40,6 +40,8 @@ class PreparedSample:
     inputs: bytes  # transport.encode_inputs of the sample's args and kwargs
     reference: Reference | None
     reference_error: str  # why the CPU reference failed, when it did
+    #: What a numerics sample's values went through ("scaled by 1e4"), "" for other sets' samples.
+    transformation: str = ""
 
     def label(self, fresh_values: bool = False) -> str:
         """The sample for feedback, where it came from first: "extremal #2 (nan/inf mix):
@@ -78,8 +80,13 @@ def prepare(
     arguments = [sample.input, *sample.args]
     kwargs = dict(sample.kwargs)
     leaves = tensor_leaves((arguments, kwargs))
+    transformation, atol_scale = sample_sets.numerics_of(sample)
     try:
-        reference, error = compute_reference(opinfo, sample, dtype), ""
+        # A numerics sample's zeros are underflows: their sign is no part of its test.
+        reference = compute_reference(
+            opinfo, sample, dtype, atol_scale, zero_signs=not transformation
+        )
+        error = ""
     except ReferenceError as failure:
         reference, error = None, str(failure)
     return PreparedSample(
@@ -91,6 +98,7 @@ def prepare(
         inputs=encode_inputs({"args": arguments, "kwargs": kwargs}),
         reference=reference,
         reference_error=error,
+        transformation=transformation,
     )
 
 

@@ -107,7 +107,7 @@ def test_a_request_draws_only_the_sets_it_names(harness, drawn):
         (
             ["extremal", "no_such_set"],
             "bad test request: key 'sample_sets': unknown sample sets ['no_such_set'] (known: "
-            "sample_inputs, reference_inputs, extremal, layouts, sizes, model:<name>)",
+            "sample_inputs, reference_inputs, extremal, numerics, layouts, sizes, model:<name>)",
         ),
         ([], "bad test request: key 'sample_sets': must not be empty"),
         ("extremal", "bad test request: key 'sample_sets': expected array, got str"),
