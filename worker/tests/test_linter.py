@@ -39,7 +39,13 @@ def lint(source, profile="interpreter"):
 
 
 #: The report on a clean source: nothing to refuse, so the gate passes it.
-CLEAN = {"ok": True, "violations": [], "syntax_error": None, "gate_outcome": "pass", "gate_check": ""}
+CLEAN = {
+    "ok": True,
+    "violations": [],
+    "syntax_error": None,
+    "gate_outcome": "pass",
+    "gate_check": "",
+}
 
 
 def rules_of(report):
@@ -80,7 +86,7 @@ AUTOTUNED = autotuned()
 
 # "rule id[ (variant)]" -> (violating source, near-miss source that must be clean)
 CASES = {
-    "import": (candidate(module="import math"), candidate(module="important = 1")),
+    "import": (candidate(module="import numpy"), candidate(module="import math")),
     "class_definition": (
         candidate(module="class Box(torch.Tensor):\n    pass"),
         candidate(host="assert isinstance(input, torch.Tensor)"),
@@ -111,7 +117,7 @@ CASES = {
         candidate(host="for os in range(2):\n    n = os"),
     ),
     "unavailable_module": (
-        candidate(host="n = math.ceil(3 / 2)"),
+        candidate(host="n = numpy.ceil(3 / 2)"),
         candidate(host="n = triton.cdiv(3, 2)"),
     ),
     FORBIDDEN_ATTRIBUTE_RULE: (
@@ -125,8 +131,12 @@ CASES = {
     "dunder": (candidate(host="c = input.__class__"), candidate(host="c = input.dtype")),
     "private_attribute": (candidate(host="c = input._base"), candidate(host="c = input.ndim")),
     "module_attribute": (
-        candidate(host="y = torch.sin(input)"),
+        candidate(host="s = torch.cuda.Stream()"),
         candidate(host="y = torch.empty_like(input)"),
+    ),
+    "fallback": (
+        candidate(host="y = torch.sin(input)"),
+        candidate(host="y, z = torch.broadcast_tensors(input, out)"),
     ),
     "module_alias": (candidate(host="t = torch"), candidate(host="t = torch.float32")),
     "module_scope": (
@@ -161,12 +171,8 @@ CASES = {
         candidate(module="@triton.jit\ndef helper_kernel(x):\n    return x"),
     ),
     "kernel_launch": (
+        candidate(host="launcher = copy_kernel"),
         candidate(module="def launch(x):\n    copy_kernel[(1,)](x, x, 0, BLOCK=128)"),
-        candidate(host="copy_kernel[(1,)](out, out, 0, BLOCK=128)"),
-    ),
-    "kernel_name": (
-        candidate(module="@triton.jit\ndef helper(x):\n    return x"),
-        candidate(module="@triton.jit\ndef helper_kernel(x):\n    return x"),
     ),
     "wrapper_missing": (WITHOUT_WRAPPER, candidate()),
     "wrapper_duplicate": (
@@ -214,9 +220,10 @@ def test_view_ops_need_no_kernel_and_may_call_view_methods():
     view_only = "def diagonal_wrapper(input, offset=0):\n    return input.diagonal(offset)\n"
     report = lint_source(view_only, op="diagonal", wrapper="diagonal_wrapper", profile="cuda")
     assert report["ok"], report["violations"]
-    # The same wrapper for an operator that computes is refused twice over.
+    # The same wrapper for an operator that computes needs a kernel; the view itself is allowed
+    # (diagonal is a view for the dynamic check too: data/aten_kinds.yaml).
     report = lint_source(view_only, op="diag", wrapper="diagonal_wrapper", profile="cuda")
-    assert rules_of(report) == {"kernel_missing", "host_method"}
+    assert rules_of(report) == {"kernel_missing"}
 
 
 def test_value_dependent_ops_may_read_device_values_on_the_host():
@@ -304,8 +311,10 @@ OBFUSCATIONS = {
         candidate(module="def pick():\n    return torch.special"),
         "module_attribute",
     ),
-    "aten ops": (candidate(host="y = torch.ops.aten.sin.default(input)"), "module_attribute"),
-    "torch.Tensor method": (candidate(host="y = torch.Tensor.sin(input)"), "module_attribute"),
+    "aten ops": (candidate(host="y = torch.ops.aten.sin.default(input)"), "fallback"),
+    "torch.Tensor method": (candidate(host="y = torch.Tensor.sin(input)"), "fallback"),
+    "torch.nn.functional": (candidate(host="y = torch.nn.functional.relu(input)"), "fallback"),
+    "an aten op read, not called": (candidate(host="f = torch.ops.aten.sin"), "module_attribute"),
     "torch module dict": (candidate(host="f = torch.__dict__['sin']"), "dunder"),
     "vars of torch": (candidate(host="f = vars(torch)['sin']"), "forbidden_builtin"),
     ".numpy()": (candidate(host="a = input.numpy()"), FORBIDDEN_ATTRIBUTE_RULE),
@@ -366,8 +375,8 @@ OBFUSCATIONS = {
     "kernel raising": (candidate(kernel="raise ValueError('n')"), "kernel_python"),
     "tl internals": (candidate(kernel="c = tl.core.tensor"), "module_attribute"),
     "torch in a kernel": (candidate(kernel="y = torch.float32"), "module_scope"),
-    "kernel launched from a helper": (
-        candidate(module="def go(x):\n    copy_kernel[(1,)](x, x, 0, BLOCK=128)"),
+    "kernel launched at import": (
+        candidate(module="copy_kernel[(1,)](None, None, 0, BLOCK=128)"),
         "kernel_launch",
     ),
     "kernel run method": (candidate(host="copy_kernel.run(input)"), "kernel_launch"),
@@ -451,7 +460,7 @@ OBFUSCATIONS = {
     ),
     "annotation that calls": (
         candidate(module="def helper(x: torch.sin(1)):\n    return x"),
-        "module_attribute",
+        "fallback",
     ),
     "annotation through a private name": (
         candidate(module="def helper(x: torch._C.Graph):\n    return x"),
@@ -584,7 +593,7 @@ def test_a_main_guard_is_not_linted_but_an_else_branch_runs():
     assert lint(candidate(module=guarded))["ok"]
     # Without the guard the same lines are refused, for what they are.
     report = lint(candidate(module=guarded.replace("if __name__ == '__main__':", "if True:")))
-    assert rules_of(report) == {"module_state", "import", "forbidden_module"}
+    assert rules_of(report) == {"module_state", "forbidden_module"}
 
 
 def test_violation_names_position_text_and_hint():
@@ -629,7 +638,7 @@ def test_many_violations_are_all_listed_quickly():
 
 
 def test_report_lists_every_violation_in_order_and_is_deterministic():
-    source = candidate(module="import math", host="y = input.cpu()\nz = eval('1')")
+    source = candidate(module="import numpy", host="y = input.cpu()\nz = eval('1')")
     first = lint(source)
     assert [(v["line"], v["rule"]) for v in first["violations"]] == [
         (8, "import"),

@@ -769,8 +769,10 @@ class _Checker:
                 self.check_binding(name, node)
             elif id(node) not in self.chain_roots:
                 self.report("module_alias", node, self.hint("module_alias", module=name))
-            # A dtype is a value wherever it is read; an annotation is never evaluated here.
-            if id(node) not in self.constant_roots and id(node) not in self.annotation_names:
+            # A dtype is a value the host may read (a table from torch to tl dtypes); a kernel
+            # still reads only its own module. An annotation is never evaluated here.
+            value_on_host = id(node) in self.constant_roots and where.scope == "host"
+            if not value_on_host and id(node) not in self.annotation_names:
                 self.check_module_scope(name, node, where)
         elif name in self.kernels and where.scope == "host":
             self.check_launch(node, parent, where)
@@ -899,7 +901,7 @@ class _Checker:
             self.report("autotune_configs", node, hint)
             return
         suggestion = self.suggestion(dotted, rules.allow, f"{module}.")
-        if called and module in self.profile.aten_kind_modules:
+        if called and self.is_fallback(module, path):
             hint = self.hint(FALLBACK_CHECK, name=name, suggestion=suggestion)
             self.report(FALLBACK_CHECK, node, hint)
             return
@@ -911,6 +913,16 @@ class _Checker:
             suggestion=suggestion,
         )
         self.report("module_attribute", node, hint)
+
+    def is_fallback(self, module: str, path: list[str]) -> bool:
+        """Whether calling module.path computes with torch instead of a kernel."""
+        profile = self.profile
+        if module not in profile.aten_kind_modules:
+            return False
+        name = ".".join((module, *path))
+        return len(path) == 1 or any(
+            name.startswith(f"{namespace}.") for namespace in profile.fallback_namespaces
+        )
 
     def in_config_list(self, node: ast.AST) -> bool:
         return any(

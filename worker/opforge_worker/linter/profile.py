@@ -116,6 +116,8 @@ class Profile:
     modules: MappingProxyType[str, ModuleRules]
     #: Modules whose names outside their allow list, called on the host, compute: a fallback.
     aten_kind_modules: frozenset[str]
+    #: Namespaces of those modules whose called names compute too (torch.nn.functional.relu).
+    fallback_namespaces: frozenset[str]
     forbidden_builtins: MappingProxyType[str, str]
     forbidden_modules: MappingProxyType[str, str]
     unavailable_modules: MappingProxyType[str, str]
@@ -234,6 +236,7 @@ def _check_file(path: Path, data: dict) -> None:
         "max_autotune_configs": _check_positive_int,
         "modules": _check_modules,
         "aten_kind_modules": _check_identifier_list,
+        "fallback_namespaces": _check_dotted_list,
         "forbidden_builtins": _check_hint_map,
         "forbidden_modules": _check_hint_map,
         "unavailable_modules": _check_hint_map,
@@ -282,14 +285,6 @@ def _check_positive_int(path: Path, key: str, value: Any) -> None:
     _expect(path, key, value, int, "an integer")
     if value <= 0:
         raise ProfileError(path, key, f"must be positive, got {value}")
-
-
-def _check_regex(path: Path, key: str, value: Any) -> None:
-    _expect(path, key, value, str, "a regular expression")
-    try:
-        re.compile(value)
-    except re.error as error:
-        raise ProfileError(path, key, f"bad regular expression: {error}") from error
 
 
 def _check_names(path: Path, key: str, value: Any, pattern: re.Pattern[str], what: str) -> None:
@@ -413,6 +408,7 @@ _REQUIRED = (
     "max_autotune_configs",
     "modules",
     "aten_kind_modules",
+    "fallback_namespaces",
     "forbidden_builtins",
     "forbidden_modules",
     "unavailable_modules",
@@ -488,6 +484,7 @@ def _build(name: str, data: dict, leaf: Path) -> Profile:
             }
         ),
         aten_kind_modules=frozenset(data["aten_kind_modules"]),
+        fallback_namespaces=frozenset(data["fallback_namespaces"]),
         forbidden_builtins=MappingProxyType(dict(data["forbidden_builtins"])),
         forbidden_modules=MappingProxyType(dict(data["forbidden_modules"])),
         unavailable_modules=MappingProxyType(dict(data["unavailable_modules"])),
