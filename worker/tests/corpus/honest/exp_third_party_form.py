@@ -1,3 +1,4 @@
+# ruff: noqa: UP045 (typing.Optional on purpose: the form third-party sets write)
 """Honest exp written the way third-party kernel sets write it (issue 27): a docstring before the
 imports, `from __future__`, math and typing imports, the harness's own modules imported again,
 autotune configs in a module constant, a kernel named without the `_kernel` suffix launched from
