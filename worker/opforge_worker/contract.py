@@ -903,7 +903,7 @@ class LintResult:
         _Field("violations", ("list", ("struct", "lint_violation"))),
         _Field("syntax_error", ("optional", ("struct", "syntax_error"))),
         _Field("gate_outcome", ("enum", OUTCOMES), optional=True),
-        _Field("gate_check", ("str",), optional=True, max_len=32),
+        _Field("gate_check", ("str",), optional=True),
     )
 
     ok: bool = False
