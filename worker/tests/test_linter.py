@@ -375,6 +375,27 @@ OBFUSCATIONS = {
     "kernel raising": (candidate(kernel="raise ValueError('n')"), "kernel_python"),
     "tl internals": (candidate(kernel="c = tl.core.tensor"), "module_attribute"),
     "torch in a kernel": (candidate(kernel="y = torch.float32"), "module_scope"),
+    "an import under another name": (candidate(module="import math as m"), "import"),
+    "a cache from functools": (candidate(module="from functools import lru_cache"), "import"),
+    "a relative import": (candidate(module="from . import helpers"), "import"),
+    "a star import": (candidate(module="from math import *"), "import"),
+    "a module of torch imported": (candidate(module="import torch.nn.functional"), "import"),
+    "autotune configs in a constant bound twice": (
+        AUTOTUNED.replace("@triton.autotune(configs=[", "CONFIGS = [1]\nCONFIGS = [", 1).replace(
+            "], key=['n'])", "]\n\n\n@triton.autotune(configs=CONFIGS, key=['n'])", 1
+        ),
+        "autotune_configs",
+    ),
+    "autotune configs in a constant over the bound": (
+        autotuned(AT_CONFIG_LIMIT + 1)
+        .replace("@triton.autotune(configs=[", "CONFIGS = [", 1)
+        .replace("], key=['n'])", "]\n\n\n@triton.autotune(configs=CONFIGS, key=['n'])", 1),
+        "autotune_configs",
+    ),
+    "a tl dtype read in the wrapper is a value, a tl function is not": (
+        candidate(host="y = tl.exp(input)"),
+        "module_scope",
+    ),
     "kernel launched at import": (
         candidate(module="copy_kernel[(1,)](None, None, 0, BLOCK=128)"),
         "kernel_launch",
@@ -572,6 +593,34 @@ NEAR_MISSES = {
     ),
     "torch.device annotating a local": candidate(host="device: torch.device = input.device"),
     "a string annotation": candidate(module="def helper(x: 'torch.dtype') -> int:\n    return 1"),
+    # Forms of third-party kernel sets (issue 27): none changes what runs.
+    "imports after a docstring": '"""copy."""\nfrom __future__ import annotations\n'
+    + "import math\nfrom typing import Optional, Tuple\nimport functools\n"
+    + "import torch\nimport triton\nimport triton.language as tl\n"
+    + "from triton import language as tl\n"
+    + candidate(host="n = math.ceil(functools.reduce(lambda a, b: a * b, input.shape, 1) / 2)"),
+    "an import inside the wrapper": candidate(host="import math\nn = math.prod(input.shape)"),
+    "autotune configs in a module constant": AUTOTUNED.replace(
+        "@triton.autotune(configs=[", "CONFIGS = [", 1
+    ).replace("], key=['n'])", "]\n\n\n@triton.autotune(configs=CONFIGS, key=['n'])", 1),
+    "autotune configs as a comprehension": AUTOTUNED.replace(
+        "configs=[triton.Config({'BLOCK': 64}, num_warps=4), "
+        "triton.Config({'BLOCK': 128}, num_warps=4)]",
+        "configs=[triton.Config({'BLOCK': b}, num_warps=w) for b in (64, 128) for w in (2, 4)]",
+    ),
+    "a kernel named freely": candidate().replace("copy_kernel", "_copy_impl"),
+    "a torch to tl dtype table": candidate(
+        module="TO_TL = {torch.float32: tl.float32, torch.int64: tl.int64}",
+        host="element = TO_TL[input.dtype]",
+    ),
+    "torch view functions": candidate(
+        host="a, b = torch.broadcast_tensors(input, out)\n"
+        "v = torch.as_strided(input, input.shape, input.stride())\n"
+        "r = input.real\nk = input.storage_offset()"
+    ),
+    "complex views": candidate(
+        host="z = torch.view_as_complex(torch.view_as_real(torch.empty(2, dtype=torch.complex64)))"
+    ),
 }
 
 
@@ -580,6 +629,19 @@ def test_honest_near_miss_is_clean(name):
     for profile in ("cuda", "interpreter"):
         report = lint(NEAR_MISSES[name], profile)
         assert report == CLEAN, report
+
+
+def test_the_report_says_what_the_gate_decides():
+    fallback = lint(candidate(host="y = torch.exp(input)"))
+    assert (fallback["gate_outcome"], fallback["gate_check"]) == ("cheat_detected", "fallback")
+    assert "Compute it in a Triton kernel" in fallback["violations"][0]["hint"]
+    # A cheat beside the fallback decides: it is the attempt to get around the checks.
+    both = lint(candidate(host="y = torch.exp(input)\nz = input.__class__"))
+    assert (both["gate_outcome"], both["gate_check"]) == ("cheat_detected", "static")
+    form = lint(candidate(module="import numpy"))
+    assert (form["gate_outcome"], form["gate_check"]) == ("lint_violation", "static")
+    syntax = lint("def copy_wrapper(input:\n")
+    assert (syntax["gate_outcome"], syntax["gate_check"]) == ("lint_violation", "static")
 
 
 def test_autotune_config_hint_names_the_limit():
