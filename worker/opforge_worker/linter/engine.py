@@ -12,6 +12,12 @@ tensor shares (``add``, ``sort``) is allowed only on a receiver known to be a bu
 the right type (``typed_methods``): a literal, a builtin constructor's result, a local bound to
 nothing else, or a name narrowed by ``isinstance(name, T) and ...``.
 
+Imports are judged by what they bind: a module of the profile under its own name (torch,
+``triton.language as tl``, math) or names the profile allows from one (``from typing import
+Optional``), wherever the statement stands. A called torch function outside the allowed names
+is a ``fallback`` (it computes with torch instead of a kernel), not a mistake of form. No rule
+judges names.
+
 Two kinds of module-level statement are never walked, because they never run or do nothing: an
 ``if __name__ == "__main__":`` block without ``else`` (the harness loads a candidate under
 another module name, candidate.py) and ``__all__`` bound to a list of strings. Annotations made
