@@ -231,6 +231,21 @@ TEST_F(SessionMachine, LintViolationsAreReportedWithRuleLineAndHint) {
   EXPECT_EQ(transitions[4].content, "") << "FEEDBACK->GENERATE repeats nothing";
 }
 
+TEST_F(SessionMachine, AFallbackTheGateFoundIsRecordedAsTheCheatItIs) {
+  begin();
+  feed(llm_answered{good_answer, false, 0, 0});
+  auto fallback = lint_bad;
+  fallback.violations[0].rule = "fallback";
+  fallback.violations[0].hint = "Compute it in a Triton kernel";
+  fallback.gate_outcome = outcome::cheat_detected;
+  fallback.gate_check = "fallback";
+  feed(lint_finished{fallback});
+  EXPECT_EQ(record.state, session_state::generate);
+  EXPECT_NE(last_prompt().find("Compute it in a Triton kernel"), std::string::npos);
+  EXPECT_EQ(record.history.back().outcome, contract::attempt_outcome::cheat_detected);
+  EXPECT_EQ(record.history.back().detail, "fallback: fallback");
+}
+
 TEST_F(SessionMachine, SyntaxErrorsGoBackAsLintFeedback) {
   begin();
   feed(llm_answered{good_answer, false, 0, 0});

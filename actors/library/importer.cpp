@@ -517,7 +517,9 @@ void judge(self_pointer self, const std::string& id, size_t index, import_target
               auto& run = self->state.imports[id];
               --run.pending;
               seed(run, run.kernels[index], target, failure_feedback(*lint));
-              verdict.verdict = to_import_outcome(contract::outcome::lint_violation);
+              verdict.verdict = to_import_outcome(lint->gate_outcome == contract::outcome::pass
+                                                      ? contract::outcome::lint_violation
+                                                      : lint->gate_outcome);
               verdict.detail = verdict_line(*lint);
               return decide(self, id, std::move(verdict));
             }

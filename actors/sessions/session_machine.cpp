@@ -199,9 +199,16 @@ public:
       rules.push_back("syntax_error");
     for (const auto& v : result.violations)
       rules.push_back(v.rule);
+    // The worker's gate says what the violations are: a fallback (the wrapper computes with
+    // torch) or a cheat is cheat_detected, the rest lint_violation.
+    auto outcome = result.gate_outcome == contract::outcome::pass
+                       ? contract::attempt_outcome::lint_violation
+                       : contract::to_attempt_outcome(result.gate_outcome);
+    auto summary = join(rules, ", ");
+    if (!result.gate_check.empty())
+      summary = result.gate_check + ": " + summary;
     feed_back(lint_feedback(ctx_.templates, result, rec_.wrapper),
-              {0, 0, contract::attempt_stage::lint, contract::attempt_outcome::lint_violation,
-               first_line(join(rules, ", "))});
+              {0, 0, contract::attempt_stage::lint, outcome, first_line(summary)});
   }
 
   void on(const test_finished& event) {

@@ -50,138 +50,12 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
 from triton.compiler.errors import CompilationError
 
+from opforge_worker.aten_kinds import COMPUTE, FALLBACK_CHECK, aten_kind, uninitialized
 from opforge_worker.audit import CodeOwners, path_prefixes
 from opforge_worker.device_kinds import DeviceKind
 
-# ATen op kinds, by overload-packet name with any trailing underscore removed.
-_EMPTY = frozenset(
-    {
-        "empty",
-        "empty_like",
-        "empty_strided",
-        "new_empty",
-        "new_empty_strided",
-        "lift_fresh",
-        "resize",
-        "empty_permuted",
-    }
-)
-_FILL = frozenset(
-    {
-        "zeros",
-        "zeros_like",
-        "ones",
-        "ones_like",
-        "full",
-        "full_like",
-        "new_zeros",
-        "new_ones",
-        "new_full",
-        "fill",
-        "zero",
-        "scalar_tensor",
-    }
-)
-_VIEW = frozenset(
-    {
-        "view",
-        "_unsafe_view",
-        "_reshape_alias",
-        "reshape",
-        "expand",
-        "permute",
-        "transpose",
-        "t",
-        "squeeze",
-        "unsqueeze",
-        "select",
-        "slice",
-        "narrow",
-        "as_strided",
-        "diagonal",
-        "split",
-        "split_with_sizes",
-        "chunk",
-        "unbind",
-        "unfold",
-        "view_as_real",
-        "view_as_complex",
-        "real",
-        "imag",
-        "alias",
-        "detach",
-        "movedim",
-        "flatten",
-        "unflatten",
-        "view_as",
-        "_conj",
-        "conj",
-        "_neg_view",
-        "swapaxes",
-        "swapdims",
-        "tensor_split",
-        "numpy_T",
-        "T",
-        "mT",
-        "expand_as",
-    }
-)
-_COPY = frozenset(
-    {
-        "copy",
-        "_to_copy",
-        "clone",
-        "_copy_from",
-        "_copy_from_and_resize",
-        "lift_fresh_copy",
-        "contiguous",
-        "to",
-    }
-)
-_METADATA = frozenset(
-    {
-        "sym_size",
-        "sym_stride",
-        "sym_numel",
-        "sym_storage_offset",
-        "size",
-        "stride",
-        "numel",
-        "dim",
-        "is_contiguous",
-        "is_same_size",
-        # Dtype arithmetic: what a wrapper needs to allocate a promoted output (cat of mixed
-        # dtypes), computed on dtypes, never on tensor data.
-        "promote_types",
-        "result_type",
-        "can_cast",
-        "record_stream",
-        "_has_compatible_shallow_copy_type",
-    }
-)
-_HOST_READ = frozenset({"_local_scalar_dense", "item"})
-#: Allocations whose memory holds whatever was there before (``_EMPTY`` less the ops that keep
-#: or copy existing values).
-_UNINITIALIZED = frozenset(
-    {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_permuted"}
-)
-
-
-def aten_kind(name: str) -> str:
-    """``empty``, ``fill``, ``view``, ``copy``, ``metadata``, ``host_read`` or ``compute``."""
-    if name.endswith("_") and not name.endswith("__"):
-        name = name[:-1]
-    for kind, names in (
-        ("empty", _EMPTY),
-        ("fill", _FILL),
-        ("view", _VIEW),
-        ("copy", _COPY),
-        ("metadata", _METADATA),
-        ("host_read", _HOST_READ),
-    ):
-        if name in names:
-            return kind
-    return "compute"
+#: Allocations whose memory holds whatever was there before (data/aten_kinds.yaml).
+_UNINITIALIZED = uninitialized()
 
 
 class BackendCompileError(Exception):
@@ -206,7 +80,7 @@ class CallPolicy:
         kind = aten_kind(name)
         if not self.launch_exempt and name.removesuffix("_") in self.op_names:
             return "the operator under test itself"
-        if kind == "compute":
+        if kind == COMPUTE:
             return "a compute op (ATen fallback)"
         if kind == "host_read" and not self.host_read_allowed:
             return "a read of device data on the host"
@@ -572,7 +446,7 @@ class DispatchRecorder(TorchDispatchMode):
         name = func.overloadpacket.__name__
         reason = self.policy.forbidden_kind(name)
         if reason and not self._inside_launch_machinery():
-            self.findings.add("fallback", f"wrapper ran aten::{name}, {reason}")
+            self.findings.add(FALLBACK_CHECK, f"wrapper ran aten::{name}, {reason}")
         result = func(*args, **(kwargs or {}))
         # Triton's own allocations during a launch are written before they are read.
         if self.poison and name in _UNINITIALIZED and self.launches.depth == 0:

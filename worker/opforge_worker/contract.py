@@ -903,11 +903,18 @@ class LintResult:
         _Field("ok", ("bool",)),
         _Field("violations", ("list", ("struct", "lint_violation"))),
         _Field("syntax_error", ("optional", ("struct", "syntax_error"))),
+        _Field("gate_outcome", ("enum", OUTCOMES), optional=True),
+        _Field("gate_check", ("str",), optional=True),
     )
 
     ok: bool = False
     violations: list[LintViolation] = field(default_factory=list)
     syntax_error: SyntaxError | None = None
+    #: what the static gate decides of the violations (the linter profile's refused_before_test
+    #: classes): pass when ok, cheat_detected for a cheat or a fallback, else lint_violation
+    gate_outcome: str = "lint_violation"
+    #: the check of a refusal: fallback (the wrapper computes with torch) or static; "" when ok
+    gate_check: str = ""
 
     @classmethod
     def from_dict(cls, value: Any, context: str = "") -> Self:

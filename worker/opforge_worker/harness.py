@@ -6,12 +6,14 @@
     h.close()
 
 Before a candidate runs, the harness lints its source with the device kind's linter profile and
-refuses it (check ``static``) when it breaks one of the profile's ``refused_before_test`` rules:
-``cheat_detected`` when one broken rule is of the ``cheat`` class (reflection, private and dunder
-attributes, forbidden modules and builtins, aliasing or patching modules, classes),
-``lint_violation`` when all are of the ``lint`` class (a mistake of dialect or form: a name the
-profile does not have, a method that computes on the host, an import, autotuning beyond its
-bounds). The findings list every refused violation, those that decided the outcome first. The
+refuses it when it breaks one of the profile's ``refused_before_test`` rules
+(``Profile.gate_verdict``): ``cheat_detected`` (check ``static``) when one broken rule is of the
+``cheat`` class (reflection, private and dunder attributes, forbidden modules and builtins,
+aliasing or patching modules, classes), else ``cheat_detected`` (check ``fallback``) when the
+wrapper calls a torch function that computes, else ``lint_violation`` (check ``static``: a
+mistake of dialect or form: a name the profile does not have, a method that computes on the
+host, an import of a module it does not have, autotuning beyond its bounds). The findings list
+every refused violation, those that decided the outcome first. The
 dynamic checks run in the candidate's own interpreter, where code that can
 reflect reaches them (a dispatch mode's findings, a traceback's frames, a hook's globals) and can
 erase what they saw; they hold only against code that cannot reach them, and this static gate
@@ -91,6 +93,7 @@ from opforge_worker import samples as samples_module
 from opforge_worker.contract import Outcome
 from opforge_worker.judge import Judge, Reference, ReplyError, report_verdict
 from opforge_worker.linter import Profile, lint_source, load_profile
+from opforge_worker.linter.profile import REFUSAL_CLASSES
 from opforge_worker.results import Failure, ResultBuilder
 from opforge_worker.samples import PreparedSample, SampleCache
 from opforge_worker.sandbox import (
@@ -428,16 +431,16 @@ class _TestRun:
         request = self.spec
         refused = gate.refused(request.source, request.op, request.wrapper)
         if refused:
-            cheats = [text for refusal, text in refused if refusal == "cheat"]
-            outcome = Outcome.CHEAT_DETECTED if cheats else Outcome.LINT_VIOLATION
-            ordered = cheats + [text for refusal, text in refused if refusal != "cheat"]
+            outcome, check = gate.profile.gate_verdict(refusal for refusal, _ in refused)
+            # Those that decided the outcome first: cheats, then fallbacks, then the rest.
+            ordered = [text for _, text in sorted(refused, key=_severity)]
             more = f" ({len(ordered) - 1} more in findings)" if len(ordered) > 1 else ""
             self._stop(
                 Failure(
                     outcome,
-                    "static",
-                    f"static: refused before running: {ordered[0]}{more}",
-                    findings=[f"static: {text}" for text in ordered],
+                    check,
+                    f"{check}: refused before running: {ordered[0]}{more}",
+                    findings=[f"{check}: {text}" for text in ordered],
                 )
             )
 
@@ -836,6 +839,11 @@ class _StaticGate:
         if len(self._refused) > _GATED_SOURCES:
             self._refused.popitem(last=False)
         return refused
+
+
+def _severity(refused: tuple[str, str]) -> int:
+    """Where a refusal of this class stands in the findings (REFUSAL_CLASSES's order)."""
+    return REFUSAL_CLASSES.index(refused[0])
 
 
 def _describe_violation(violation: dict) -> str:

@@ -45,19 +45,19 @@ def test_every_tamper_candidate_is_listed():
     assert {f"tamper/{path.stem}" for path in (CORPUS / "tamper").glob("*.py")} == listed
 
 
-def refused_before_running(result, outcome="cheat_detected") -> dict:
+def refused_before_running(result, outcome="cheat_detected", check="static") -> dict:
     """The failure of a test the static gate refused, checked for what every such one has."""
     assert result["outcome"] == outcome, result["failure"]
     failure = result["failure"]
-    assert failure["check"] == "static"
+    assert failure["check"] == check
     assert failure["dtype"] == "" and failure["sample_index"] == -1
     assert result["tests_run"] == 0 and result["sandbox"] == {}
     findings = failure["findings"]
-    assert findings and all(finding.startswith("static: ") for finding in findings)
+    assert findings and all(finding.startswith(f"{check}: ") for finding in findings)
     # The message names the first violation, and counts the others.
-    first = findings[0].removeprefix("static: ")
+    first = findings[0].removeprefix(f"{check}: ")
     more = f" ({len(findings) - 1} more in findings)" if len(findings) > 1 else ""
-    assert failure["message"] == f"static: refused before running: {first}{more}"
+    assert failure["message"] == f"{check}: refused before running: {first}{more}"
     return failure
 
 
@@ -83,15 +83,29 @@ def test_every_violation_of_a_refused_rule_is_a_finding_with_line_text_and_hint(
         "use the public API.",
         "static: attribute_assignment at line 14 `.add`: Assigning `.add` is not allowed: "
         "never patch modules or tensors; bind a local name instead.",
-        "static: module_attribute at line 16 `torch.exp`: `torch.exp` is not allowed by the "
-        f"{DEVICE} profile: use torch only for its allowed names (torch: allocation, dtypes and "
-        "metadata on the host; tl: inside kernels) and compute in a kernel.",
+        "static: fallback at line 16 `torch.exp`: `torch.exp` computes with torch on the host: "
+        "that is a fallback, not a kernel. Compute it in a Triton kernel; the wrapper may call "
+        "torch only to allocate, fill, view, copy and read metadata.",
     ]
 
 
+def test_imports_of_the_profiles_modules_pass_wherever_they_stand(harness):
+    # The habit of every model: importing what the harness provides, after a docstring, with
+    # __future__ and the standard library's pure modules beside it.
+    imports = (
+        '"""exp."""\nfrom __future__ import annotations\nimport math\nfrom typing import Optional\n'
+        "import torch\nimport triton\nimport triton.language as tl\n"
+    )
+
+    result = harness.run_test(
+        {**request("honest/exp", "exp"), "source": imports + source("honest/exp")}
+    )
+
+    assert result["outcome"] == "pass", result["failure"]
+
+
 def test_a_mistake_of_form_alone_is_a_lint_violation_with_instructions(harness):
-    # The habit of every model: importing what the harness provides.
-    imports = "import torch\nimport triton\nimport triton.language as tl\n"
+    imports = "import numpy\nfrom math import *\n"
     started = harness._processes_started
 
     result = harness.run_test(
@@ -99,23 +113,35 @@ def test_a_mistake_of_form_alone_is_a_lint_violation_with_instructions(harness):
     )
 
     failure = refused_before_running(result, "lint_violation")
-    hint = load_profile(DEVICE).constructs["import"].hint
+    hint = load_profile(DEVICE).hints["import"]
     assert failure["findings"] == [
-        f"static: import at line {line} `{text}`: {hint}"
-        for line, text in enumerate(imports.splitlines(), start=1)
+        f"static: import at line 1 `import numpy`: {hint.format(module='numpy')}",
+        f"static: import at line 2 `from math import *`: {hint.format(module='math.*')}",
     ]
     assert harness._processes_started == started
 
 
+def test_a_torch_compute_call_in_the_wrapper_is_a_fallback_refused_before_it_runs(harness):
+    started = harness._processes_started
+
+    result = harness.run_test(request("cheats/torch_fallback", "exp"))
+
+    failure = refused_before_running(result, "cheat_detected", "fallback")
+    (finding,) = failure["findings"]
+    assert finding.startswith("fallback: fallback at line 4 `torch.exp`: ")
+    assert "Compute it in a Triton kernel" in finding
+    assert harness._processes_started == started
+
+
 def test_a_cheat_decides_the_outcome_and_comes_first_among_mistakes_of_form(harness):
-    tampering = "import torch\n" + source("tamper/hook_globals")
+    tampering = "import numpy\n" + source("tamper/hook_globals")
 
     failure = refused_before_running(
         harness.run_test({**request("tamper/hook_globals", "exp"), "source": tampering})
     )
 
     rules = [finding.split(" ")[1] for finding in failure["findings"]]
-    assert rules == ["dunder", "attribute_assignment", "import", "module_attribute"]
+    assert rules == ["dunder", "attribute_assignment", "fallback", "import"]
 
 
 def test_an_oversized_source_is_refused_unparsed(harness):
@@ -182,7 +208,8 @@ def test_a_source_changed_by_one_character_is_linted_afresh(harness, linted):
     still_refused = harness.run_test({**refused, "source": refused_changed})
 
     assert linted == [honest_changed, refused_changed]
-    now_refused = refused_before_running(now_refused, "lint_violation")
+    # A torch function the profile does not know, called, is taken for one that computes.
+    now_refused = refused_before_running(now_refused, "cheat_detected", "fallback")
     assert any("`torch.emptx`" in finding for finding in now_refused["findings"])
     findings = refused_before_running(still_refused)["findings"]
     assert any("`torch.exq`" in finding for finding in findings), findings
@@ -196,7 +223,7 @@ def test_the_gate_forgets_the_least_recently_gated_source_first(linted, monkeypa
 
     for gated in (first, second, first, third, first, second):
         verdict = gate.refused(gated, "exp", "exp")
-        assert [refusal for refusal, _ in verdict] == ["cheat", "cheat", "lint"]
+        assert [refusal for refusal, _ in verdict] == ["cheat", "cheat", "fallback"]
 
     assert linted == [first, second, third, second]
 
@@ -232,8 +259,8 @@ def test_validate_is_gated(tmp_path):
 
 
 def test_rules_outside_the_gate_leave_the_verdict_to_the_dynamic_checks(harness):
-    # `noop` breaks the kernel naming rule, which the gate lets through: the dispatch recorder
-    # catches the copy that computes the result, and the honest clone passes with the gate on.
+    # A copy_ into an allocation is within the surface the gate allows: the dispatch recorder
+    # catches that the copy is the result, and the honest clone passes with the gate on.
     copying = (
         "@triton.jit\ndef noop(x_ptr):\n    pass\n\n\n"
         "def clone(input):\n    noop[(1,)](input)\n"

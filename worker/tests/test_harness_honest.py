@@ -29,8 +29,11 @@ HONEST = [
     # torch.tensor of host lists, a complex dtype table, set.add, list.sort, a local named os,
     # torch.device in an annotation;
     ("honest/flip_strided", "flip", ["float32", "int64"]),
-    # float.is_integer, torch.as_tensor of a host number.
+    # float.is_integer, torch.as_tensor of a host number;
     ("honest/softplus_scalars", "nn.functional.softplus", ["float32"]),
+    # a docstring before __future__, math, typing and torch imports, autotune configs in a
+    # module constant, a kernel named freely launched from a helper, torch.broadcast_tensors.
+    ("honest/exp_third_party_form", "exp", ["float32", "bfloat16", "int64"]),
 ]
 
 

@@ -38,6 +38,16 @@ def lint(source, profile="interpreter"):
     return lint_source(source, op="copy", wrapper="copy_wrapper", profile=profile)
 
 
+#: The report on a clean source: nothing to refuse, so the gate passes it.
+CLEAN = {
+    "ok": True,
+    "violations": [],
+    "syntax_error": None,
+    "gate_outcome": "pass",
+    "gate_check": "",
+}
+
+
 def rules_of(report):
     return {violation["rule"] for violation in report["violations"]}
 
@@ -76,7 +86,7 @@ AUTOTUNED = autotuned()
 
 # "rule id[ (variant)]" -> (violating source, near-miss source that must be clean)
 CASES = {
-    "import": (candidate(module="import math"), candidate(module="important = 1")),
+    "import": (candidate(module="import numpy"), candidate(module="import math")),
     "class_definition": (
         candidate(module="class Box(torch.Tensor):\n    pass"),
         candidate(host="assert isinstance(input, torch.Tensor)"),
@@ -107,7 +117,7 @@ CASES = {
         candidate(host="for os in range(2):\n    n = os"),
     ),
     "unavailable_module": (
-        candidate(host="n = math.ceil(3 / 2)"),
+        candidate(host="n = numpy.ceil(3 / 2)"),
         candidate(host="n = triton.cdiv(3, 2)"),
     ),
     FORBIDDEN_ATTRIBUTE_RULE: (
@@ -121,8 +131,12 @@ CASES = {
     "dunder": (candidate(host="c = input.__class__"), candidate(host="c = input.dtype")),
     "private_attribute": (candidate(host="c = input._base"), candidate(host="c = input.ndim")),
     "module_attribute": (
-        candidate(host="y = torch.sin(input)"),
+        candidate(host="s = torch.cuda.Stream()"),
         candidate(host="y = torch.empty_like(input)"),
+    ),
+    "fallback": (
+        candidate(host="y = torch.sin(input)"),
+        candidate(host="y, z = torch.broadcast_tensors(input, out)"),
     ),
     "module_alias": (candidate(host="t = torch"), candidate(host="t = torch.float32")),
     "module_scope": (
@@ -157,12 +171,8 @@ CASES = {
         candidate(module="@triton.jit\ndef helper_kernel(x):\n    return x"),
     ),
     "kernel_launch": (
+        candidate(host="launcher = copy_kernel"),
         candidate(module="def launch(x):\n    copy_kernel[(1,)](x, x, 0, BLOCK=128)"),
-        candidate(host="copy_kernel[(1,)](out, out, 0, BLOCK=128)"),
-    ),
-    "kernel_name": (
-        candidate(module="@triton.jit\ndef helper(x):\n    return x"),
-        candidate(module="@triton.jit\ndef helper_kernel(x):\n    return x"),
     ),
     "wrapper_missing": (WITHOUT_WRAPPER, candidate()),
     "wrapper_duplicate": (
@@ -190,7 +200,7 @@ def test_rule_catches_its_violation(case):
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_rule_accepts_its_near_miss(case):
     _, near_miss = CASES[case]
-    assert lint(near_miss) == {"ok": True, "violations": [], "syntax_error": None}
+    assert lint(near_miss) == CLEAN
 
 
 def test_every_rule_of_the_profiles_has_cases():
@@ -210,9 +220,10 @@ def test_view_ops_need_no_kernel_and_may_call_view_methods():
     view_only = "def diagonal_wrapper(input, offset=0):\n    return input.diagonal(offset)\n"
     report = lint_source(view_only, op="diagonal", wrapper="diagonal_wrapper", profile="cuda")
     assert report["ok"], report["violations"]
-    # The same wrapper for an operator that computes is refused twice over.
+    # The same wrapper for an operator that computes needs a kernel; the view itself is allowed
+    # (diagonal is a view for the dynamic check too: data/aten_kinds.yaml).
     report = lint_source(view_only, op="diag", wrapper="diagonal_wrapper", profile="cuda")
-    assert rules_of(report) == {"kernel_missing", "host_method"}
+    assert rules_of(report) == {"kernel_missing"}
 
 
 def test_value_dependent_ops_may_read_device_values_on_the_host():
@@ -300,8 +311,10 @@ OBFUSCATIONS = {
         candidate(module="def pick():\n    return torch.special"),
         "module_attribute",
     ),
-    "aten ops": (candidate(host="y = torch.ops.aten.sin.default(input)"), "module_attribute"),
-    "torch.Tensor method": (candidate(host="y = torch.Tensor.sin(input)"), "module_attribute"),
+    "aten ops": (candidate(host="y = torch.ops.aten.sin.default(input)"), "fallback"),
+    "torch.Tensor method": (candidate(host="y = torch.Tensor.sin(input)"), "fallback"),
+    "torch.nn.functional": (candidate(host="y = torch.nn.functional.relu(input)"), "fallback"),
+    "an aten op read, not called": (candidate(host="f = torch.ops.aten.sin"), "module_attribute"),
     "torch module dict": (candidate(host="f = torch.__dict__['sin']"), "dunder"),
     "vars of torch": (candidate(host="f = vars(torch)['sin']"), "forbidden_builtin"),
     ".numpy()": (candidate(host="a = input.numpy()"), FORBIDDEN_ATTRIBUTE_RULE),
@@ -362,8 +375,29 @@ OBFUSCATIONS = {
     "kernel raising": (candidate(kernel="raise ValueError('n')"), "kernel_python"),
     "tl internals": (candidate(kernel="c = tl.core.tensor"), "module_attribute"),
     "torch in a kernel": (candidate(kernel="y = torch.float32"), "module_scope"),
-    "kernel launched from a helper": (
-        candidate(module="def go(x):\n    copy_kernel[(1,)](x, x, 0, BLOCK=128)"),
+    "an import under another name": (candidate(module="import math as m"), "import"),
+    "a cache from functools": (candidate(module="from functools import lru_cache"), "import"),
+    "a relative import": (candidate(module="from . import helpers"), "import"),
+    "a star import": (candidate(module="from math import *"), "import"),
+    "a module of torch imported": (candidate(module="import torch.nn.functional"), "import"),
+    "autotune configs in a constant bound twice": (
+        AUTOTUNED.replace("@triton.autotune(configs=[", "CONFIGS = [1]\nCONFIGS = [", 1).replace(
+            "], key=['n'])", "]\n\n\n@triton.autotune(configs=CONFIGS, key=['n'])", 1
+        ),
+        "autotune_configs",
+    ),
+    "autotune configs in a constant over the bound": (
+        autotuned(AT_CONFIG_LIMIT + 1)
+        .replace("@triton.autotune(configs=[", "CONFIGS = [", 1)
+        .replace("], key=['n'])", "]\n\n\n@triton.autotune(configs=CONFIGS, key=['n'])", 1),
+        "autotune_configs",
+    ),
+    "a tl dtype read in the wrapper is a value, a tl function is not": (
+        candidate(host="y = tl.exp(input)"),
+        "module_scope",
+    ),
+    "kernel launched at import": (
+        candidate(module="copy_kernel[(1,)](None, None, 0, BLOCK=128)"),
         "kernel_launch",
     ),
     "kernel run method": (candidate(host="copy_kernel.run(input)"), "kernel_launch"),
@@ -447,7 +481,7 @@ OBFUSCATIONS = {
     ),
     "annotation that calls": (
         candidate(module="def helper(x: torch.sin(1)):\n    return x"),
-        "module_attribute",
+        "fallback",
     ),
     "annotation through a private name": (
         candidate(module="def helper(x: torch._C.Graph):\n    return x"),
@@ -559,6 +593,34 @@ NEAR_MISSES = {
     ),
     "torch.device annotating a local": candidate(host="device: torch.device = input.device"),
     "a string annotation": candidate(module="def helper(x: 'torch.dtype') -> int:\n    return 1"),
+    # Forms of third-party kernel sets (issue 27): none changes what runs.
+    "imports after a docstring": '"""copy."""\nfrom __future__ import annotations\n'
+    + "import math\nfrom typing import Optional, Tuple\nimport functools\n"
+    + "import torch\nimport triton\nimport triton.language as tl\n"
+    + "from triton import language as tl\n"
+    + candidate(host="n = math.ceil(functools.reduce(lambda a, b: a * b, input.shape, 1) / 2)"),
+    "an import inside the wrapper": candidate(host="import math\nn = math.prod(input.shape)"),
+    "autotune configs in a module constant": AUTOTUNED.replace(
+        "@triton.autotune(configs=[", "CONFIGS = [", 1
+    ).replace("], key=['n'])", "]\n\n\n@triton.autotune(configs=CONFIGS, key=['n'])", 1),
+    "autotune configs as a comprehension": AUTOTUNED.replace(
+        "configs=[triton.Config({'BLOCK': 64}, num_warps=4), "
+        "triton.Config({'BLOCK': 128}, num_warps=4)]",
+        "configs=[triton.Config({'BLOCK': b}, num_warps=w) for b in (64, 128) for w in (2, 4)]",
+    ),
+    "a kernel named freely": candidate().replace("copy_kernel", "_copy_impl"),
+    "a torch to tl dtype table": candidate(
+        module="TO_TL = {torch.float32: tl.float32, torch.int64: tl.int64}",
+        host="element = TO_TL[input.dtype]",
+    ),
+    "torch view functions": candidate(
+        host="a, b = torch.broadcast_tensors(input, out)\n"
+        "v = torch.as_strided(input, input.shape, input.stride())\n"
+        "r = input.real\nk = input.storage_offset()"
+    ),
+    "complex views": candidate(
+        host="z = torch.view_as_complex(torch.view_as_real(torch.empty(2, dtype=torch.complex64)))"
+    ),
 }
 
 
@@ -566,7 +628,20 @@ NEAR_MISSES = {
 def test_honest_near_miss_is_clean(name):
     for profile in ("cuda", "interpreter"):
         report = lint(NEAR_MISSES[name], profile)
-        assert report == {"ok": True, "violations": [], "syntax_error": None}, report
+        assert report == CLEAN, report
+
+
+def test_the_report_says_what_the_gate_decides():
+    fallback = lint(candidate(host="y = torch.exp(input)"))
+    assert (fallback["gate_outcome"], fallback["gate_check"]) == ("cheat_detected", "fallback")
+    assert "Compute it in a Triton kernel" in fallback["violations"][0]["hint"]
+    # A cheat beside the fallback decides: it is the attempt to get around the checks.
+    both = lint(candidate(host="y = torch.exp(input)\nz = input.__class__"))
+    assert (both["gate_outcome"], both["gate_check"]) == ("cheat_detected", "static")
+    form = lint(candidate(module="import numpy"))
+    assert (form["gate_outcome"], form["gate_check"]) == ("lint_violation", "static")
+    syntax = lint("def copy_wrapper(input:\n")
+    assert (syntax["gate_outcome"], syntax["gate_check"]) == ("lint_violation", "static")
 
 
 def test_autotune_config_hint_names_the_limit():
@@ -580,7 +655,7 @@ def test_a_main_guard_is_not_linted_but_an_else_branch_runs():
     assert lint(candidate(module=guarded))["ok"]
     # Without the guard the same lines are refused, for what they are.
     report = lint(candidate(module=guarded.replace("if __name__ == '__main__':", "if True:")))
-    assert rules_of(report) == {"module_state", "import", "forbidden_module"}
+    assert rules_of(report) == {"module_state", "forbidden_module"}
 
 
 def test_violation_names_position_text_and_hint():
@@ -625,7 +700,7 @@ def test_many_violations_are_all_listed_quickly():
 
 
 def test_report_lists_every_violation_in_order_and_is_deterministic():
-    source = candidate(module="import math", host="y = input.cpu()\nz = eval('1')")
+    source = candidate(module="import numpy", host="y = input.cpu()\nz = eval('1')")
     first = lint(source)
     assert [(v["line"], v["rule"]) for v in first["violations"]] == [
         (8, "import"),

@@ -17,11 +17,11 @@ def test_clean_example_exits_zero(capsys):
 
 def test_violations_exit_one_with_position_rule_and_hint(tmp_path, capsys):
     candidate = tmp_path / "cheat.py"
-    candidate.write_text("import os\n")
+    candidate.write_text("import numpy\n")
     assert main([str(candidate), "--op", "exp"]) == 1
     out = capsys.readouterr().out
-    assert f"{candidate}:1:1: import: import os" in out
-    assert "hint: Remove the imports" in out
+    assert f"{candidate}:1:1: import: import numpy" in out
+    assert "hint: `numpy` cannot be imported" in out
     assert "wrapper_missing" in out and "exp_wrapper" in out
 
 

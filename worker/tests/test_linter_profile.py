@@ -32,7 +32,11 @@ def test_real_profiles_load_and_are_cached():
     assert interpreter.modules["tl"].allow < cuda.modules["tl"].allow
     assert "extra.cuda.libdevice.erfinv" in cuda.modules["tl"].allow
     assert cuda.modules["torch"].allow == interpreter.modules["torch"].allow
-    assert cuda.kernel_name_pattern.pattern == "^[a-z0-9_]+_kernel$"
+    # The host functions of data/aten_kinds.yaml are torch's allowed names and host methods.
+    assert {"broadcast_tensors", "view_as_real", "as_strided", "empty_strided"} <= (
+        cuda.modules["torch"].allow & cuda.host_methods
+    )
+    assert cuda.modules["tl"].import_path == "triton.language"
 
 
 def test_a_child_adds_to_its_parent(profiles):
@@ -81,10 +85,10 @@ MALFORMED = {
         "max_source_chars",
         "got bool",
     ),
-    "bad regex": (
-        "extends: base\nkernel_name_pattern: '^(['\n",
-        "kernel_name_pattern",
-        "bad regular",
+    "bad import path": (
+        "extends: base\nmodules:\n  math:\n    import: 'not a path'\n",
+        "modules.math.import",
+        "not a dotted name",
     ),
     "list item type": (
         "extends: base\nhost_methods: [view, 3]\n",
@@ -144,7 +148,7 @@ MALFORMED = {
     "rule refused before test without a class": (
         "extends: base\nrefused_before_test: [dunder]\n",
         "refused_before_test",
-        "expected a mapping of cheat and lint",
+        "expected a mapping of cheat and fallback and lint",
     ),
     "unknown class of refusal": (
         "extends: base\nrefused_before_test: {style: [import]}\n",
@@ -168,7 +172,7 @@ MALFORMED = {
     ),
     "not a mapping": ("- a\n- b\n", "<file>", "a profile is a mapping"),
     "not YAML": ("extends: [base\n", "<file>", "not valid YAML"),
-    "missing required key": ("description: alone\n", "kernel_name_pattern", "missing"),
+    "missing required key": ("description: alone\n", "kernel_decorators", "missing"),
     "missing parent": ("extends: nowhere\n", "<file>", "cannot read"),
     "bad parent name": ("extends: ../base\n", "extends", "not an identifier"),
 }

@@ -12,6 +12,12 @@ tensor shares (``add``, ``sort``) is allowed only on a receiver known to be a bu
 the right type (``typed_methods``): a literal, a builtin constructor's result, a local bound to
 nothing else, or a name narrowed by ``isinstance(name, T) and ...``.
 
+Imports are judged by what they bind: a module of the profile under its own name (torch,
+``triton.language as tl``, math) or names the profile allows from one (``from typing import
+Optional``), wherever the statement stands. A called torch function outside the allowed names
+is a ``fallback`` (it computes with torch instead of a kernel), not a mistake of form. No rule
+judges names.
+
 Two kinds of module-level statement are never walked, because they never run or do nothing: an
 ``if __name__ == "__main__":`` block without ``else`` (the harness loads a candidate under
 another module name, candidate.py) and ``__all__`` bound to a list of strings. Annotations made
@@ -26,6 +32,8 @@ import difflib
 import re
 import threading
 from typing import NamedTuple
+
+from opforge_worker.aten_kinds import FALLBACK_CHECK
 
 from .profile import FORBIDDEN_ATTRIBUTE_RULE, Profile, load_profile
 
@@ -55,34 +63,44 @@ class _Where(NamedTuple):
 
 
 def lint_source(source: str, *, op: str, wrapper: str, profile: str | Profile) -> dict:
-    """Lint one candidate; the report lists every violation, ordered by position then rule."""
+    """Lint one candidate; the report lists every violation, ordered by position then rule, and
+    what the gate decides of them (``gate_outcome``, ``gate_check``: Profile.gate_verdict)."""
     if isinstance(profile, str):
         profile = load_profile(profile)
     if len(source) > profile.max_source_chars:
         hint = profile.hints["source_too_large"].format(limit=profile.max_source_chars)
         violation = {"rule": "source_too_large", "line": 1, "col": 1, "text": "", "hint": hint}
-        return {"ok": False, "violations": [violation], "syntax_error": None}
+        return _report(profile, [violation], None)
     try:
         tree = parse_source(source)
     except SyntaxError as error:
-        return _syntax_report(error.lineno or 1, error.offset or 1, error.msg)
+        return _syntax_report(profile, error.lineno or 1, error.offset or 1, error.msg)
     except (ValueError, RecursionError, MemoryError) as error:
         # NUL bytes (ValueError before Python 3.12) or nesting the parser cannot hold.
-        return _syntax_report(1, 1, str(error) or type(error).__name__)
+        return _syntax_report(profile, 1, 1, str(error) or type(error).__name__)
     checker = _Checker(source, op, wrapper, profile)
     checker.run(tree)
     violations = sorted(
         checker.violations, key=lambda v: (v["line"], v["col"], v["rule"], v["text"])
     )
-    return {"ok": not violations, "violations": violations, "syntax_error": None}
+    return _report(profile, violations, None)
 
 
-def _syntax_report(line: int, col: int, message: str) -> dict:
+def _report(profile: Profile, violations: list[dict], syntax_error: dict | None) -> dict:
+    classes = [profile.refusal_class(v["rule"]) for v in violations]
+    classes += [None] if syntax_error else []
+    outcome, check = profile.gate_verdict(classes)
     return {
-        "ok": False,
-        "violations": [],
-        "syntax_error": {"line": line, "col": col, "message": message},
+        "ok": not violations and not syntax_error,
+        "violations": violations,
+        "syntax_error": syntax_error,
+        "gate_outcome": outcome,
+        "gate_check": check,
     }
+
+
+def _syntax_report(profile: Profile, line: int, col: int, message: str) -> dict:
+    return _report(profile, [], {"line": line, "col": col, "message": message})
 
 
 def _is_dunder(name: str) -> bool:
@@ -422,6 +440,11 @@ class _Checker:
         # (checked by check_tuning), names in annotations.
         self.tuning_names: set[int] = set()
         self.annotation_names: set[int] = set()
+        # Module constants of autotune configs, by name, and their values' nodes.
+        self.config_lists: dict[str, ast.expr] = {}
+        self.config_lists_values: set[int] = set()
+        # Roots of module chains that name a value of constant_names (tl.float32 on the host).
+        self.constant_roots: set[int] = set()
         self.scopes: _Scopes | None = None
 
     # --- reporting ---------------------------------------------------------------------------
@@ -471,6 +494,7 @@ class _Checker:
 
     def run(self, tree: ast.Module) -> None:
         self.scopes = _Scopes(tree)
+        self.find_config_lists(tree)
         self.check_contract(tree)
         constructs = self.profile.constructs
         construct_of: dict[type, list[str]] = {}
@@ -534,10 +558,6 @@ class _Checker:
             if isinstance(statement, ast.FunctionDef):
                 if any(self.is_kernel_decorator(d) for d in statement.decorator_list):
                     self.kernels.add(statement.name)
-                    if not self.profile.kernel_name_pattern.match(statement.name):
-                        pattern = self.profile.kernel_name_pattern.pattern
-                        hint = self.hint("kernel_name", name=statement.name, pattern=pattern)
-                        self.report("kernel_name", statement, hint)
                 if statement.name == self.wrapper:
                     wrappers.append(statement)
             elif not self.is_allowed_module_statement(statement):
@@ -559,12 +579,13 @@ class _Checker:
                 hint = self.hint("wrapper_signature", wrapper=self.wrapper, op=self.op)
                 self.report("wrapper_signature", wrappers[0], hint)
         if not self.kernels and self.kernel_required:
-            pattern = self.profile.kernel_name_pattern.pattern
-            self.report("kernel_missing", tree, self.hint("kernel_missing", pattern=pattern))
+            self.report("kernel_missing", tree, self.hint("kernel_missing"))
 
     def is_allowed_module_statement(self, statement: ast.stmt) -> bool:
         if _is_main_guard(statement) or _is_export_list(statement):
             return True
+        if isinstance(statement, ast.Import | ast.ImportFrom):
+            return True  # refused by the import rule where it is not accepted
         constructs = self.profile.constructs.values()
         if any(isinstance(statement, c.nodes) and c.scope != "kernel" for c in constructs):
             return True  # reported by its construct rule
@@ -583,10 +604,66 @@ class _Checker:
         return False
 
     def is_host_constant(self, node: ast.AST) -> bool:
-        """A constant, a name of constant_names (a dtype), or a tuple of them."""
+        """A constant, a name of constant_names (a dtype), a config of autotune_config, a tuple
+        of them, or a list, set or dict of them that is not empty (an empty one at module level
+        has one use, being filled at run time: state kept across calls)."""
         if isinstance(node, ast.Tuple):
             return all(self.is_host_constant(element) for element in node.elts)
-        return _is_constant(node) or _dotted(node) in self.profile.constant_names
+        if isinstance(node, ast.List | ast.Set):
+            return bool(node.elts) and all(self.is_host_constant(item) for item in node.elts)
+        if isinstance(node, ast.Dict):
+            return bool(node.keys) and all(
+                key is not None and self.is_host_constant(key) and self.is_host_constant(value)
+                for key, value in zip(node.keys, node.values, strict=True)
+            )
+        if isinstance(node, ast.Call) and _dotted(node.func) == self.profile.autotune_config:
+            return all(self.is_host_constant(a) for a in node.args) and all(
+                k.arg is not None and self.is_host_constant(k.value) for k in node.keywords
+            )
+        return (
+            _is_constant(node)
+            or _dotted(node) in self.profile.constant_names
+            or id(node) in self.config_lists_values
+        )
+
+    def find_config_lists(self, tree: ast.Module) -> None:
+        """Module constants holding autotune configs (CONFIGS = [triton.Config(...), ...], or a
+        comprehension of them over literal tuples): @triton.autotune(configs=CONFIGS) reads
+        them, and they are checked with the decorator. A name bound more than once is none."""
+        bound: dict[str, list[ast.expr]] = {}
+        for statement in tree.body:
+            if isinstance(statement, ast.Assign):
+                for target in statement.targets:
+                    if isinstance(target, ast.Name):
+                        bound.setdefault(target.id, []).append(statement.value)
+        for name, values in bound.items():
+            if len(values) == 1 and self.config_count(values[0]) is not None:
+                self.config_lists[name] = values[0]
+                self.config_lists_values.add(id(values[0]))
+
+    def config_count(self, node: ast.expr) -> int | None:
+        """How many configs a literal list or a comprehension over literal tuples makes; None
+        for anything else."""
+        config = self.profile.autotune_config
+        if isinstance(node, ast.List | ast.Tuple):
+            calls = all(
+                isinstance(item, ast.Call) and _dotted(item.func) == config for item in node.elts
+            )
+            return len(node.elts) if calls else None
+        if (
+            isinstance(node, ast.ListComp)
+            and isinstance(node.elt, ast.Call)
+            and _dotted(node.elt.func) == config
+        ):
+            count = 1
+            for generator in node.generators:
+                if not isinstance(generator.iter, ast.List | ast.Tuple) or not all(
+                    _is_constant(item) for item in generator.iter.elts
+                ):
+                    return None
+                count *= len(generator.iter.elts)
+            return count
+        return None
 
     # --- node checks -------------------------------------------------------------------------
 
@@ -663,20 +740,21 @@ class _Checker:
     def check_configs(self, configs: ast.expr) -> None:
         profile = self.profile
         config = profile.autotune_config
-        written_out = isinstance(configs, ast.List | ast.Tuple) and all(
-            isinstance(item, ast.Call) and _dotted(item.func) == config for item in configs.elts
-        )
+        if isinstance(configs, ast.Name) and configs.id in self.config_lists:
+            configs = self.config_lists[configs.id]
+        count = self.config_count(configs)
         for item in ast.walk(configs):  # reported once, as the list, when it is refused
             if isinstance(item, ast.Call) and _dotted(item.func) == config:
                 self.tuning_names.add(id(item.func))
-        if not written_out or len(configs.elts) > profile.max_autotune_configs:
+        if count is None or count > profile.max_autotune_configs:
             hint = self.hint(
                 "autotune_configs", config=config, limit=str(profile.max_autotune_configs)
             )
             self.report("autotune_configs", configs, hint)
             return
         arguments = tuple(sorted(profile.autotune_config_arguments, key=lambda a: a != "kwargs"))
-        for item in configs.elts:
+        items = configs.elts if isinstance(configs, ast.List | ast.Tuple) else [configs.elt]
+        for item in items:
             self.check_arguments(item, config, arguments)
 
     def visit_name(self, node: ast.Name, parent: ast.AST, where: _Where) -> None:
@@ -697,7 +775,11 @@ class _Checker:
                 self.check_binding(name, node)
             elif id(node) not in self.chain_roots:
                 self.report("module_alias", node, self.hint("module_alias", module=name))
-            self.check_module_scope(name, node, where)
+            # A dtype is a value the host may read (a table from torch to tl dtypes); a kernel
+            # still reads only its own module. An annotation is never evaluated here.
+            value_on_host = id(node) in self.constant_roots and where.scope == "host"
+            if not value_on_host and id(node) not in self.annotation_names:
+                self.check_module_scope(name, node, where)
         elif name in self.kernels and where.scope == "host":
             self.check_launch(node, parent, where)
 
@@ -711,9 +793,10 @@ class _Checker:
             self.report("module_scope", node, self.hint("module_scope", module=module, scope=scope))
 
     def check_launch(self, node: ast.Name, parent: ast.AST, where: _Where) -> None:
-        # The only host use of a kernel is `kernel[grid](...)` inside the wrapper.
+        # The only host use of a kernel is `kernel[grid](...)` inside a function (the wrapper or
+        # a helper it calls): never at import, never passed on or inspected.
         launched = isinstance(parent, ast.Subscript) and parent.value is node
-        if not launched or where.function != self.wrapper:
+        if not launched or where.function is None:
             hint = self.hint("kernel_launch", kernel=node.id, wrapper=self.wrapper)
             self.report("kernel_launch", node, hint)
 
@@ -748,7 +831,7 @@ class _Checker:
             root, path, inner = chain
             self.chain_inner.update(inner)
             self.chain_roots.add(id(root))
-            self.check_module_path(node, root.id, path)
+            self.check_module_path(node, root, path, called)
             return
         if _is_dunder(name):
             self.report("dunder", node, self.hint("dunder", name=name), at_member=True)
@@ -789,11 +872,16 @@ class _Checker:
             return node, list(reversed(path)), inner
         return None
 
-    def check_module_path(self, node: ast.AST, module: str, path: list[str]) -> None:
+    def check_module_path(
+        self, node: ast.AST, root: ast.Name, path: list[str], called: bool
+    ) -> None:
+        module = root.id
         dotted = ".".join(path)
         rules = self.profile.modules[module]
         name = f"{module}.{dotted}"
         if dotted in rules.allow:
+            if name in self.profile.constant_names:
+                self.constant_roots.add(id(root))
             return
         if any(_is_dunder(part) for part in path):
             self.report("dunder", node, self.hint("dunder", name=name))
@@ -808,7 +896,7 @@ class _Checker:
             return
         if id(node) in self.annotation_names:
             return  # read as a type, never called
-        if id(node) in self.tuning_names:
+        if id(node) in self.tuning_names or self.in_config_list(node):
             return  # checked with its decorator
         if name in self.profile.tuning_decorators:
             self.report("decorator", node, self.hint("decorator", allowed=self.allowed))
@@ -818,14 +906,37 @@ class _Checker:
             hint = self.hint("autotune_configs", config=name, limit=limit)
             self.report("autotune_configs", node, hint)
             return
+        suggestion = self.suggestion(dotted, rules.allow, f"{module}.")
+        if called and self.is_fallback(module, path):
+            hint = self.hint(FALLBACK_CHECK, name=name, suggestion=suggestion)
+            self.report(FALLBACK_CHECK, node, hint)
+            return
         hint = self.hint(
             "module_attribute",
             module=module,
             name=f"{module}.{dotted}",
             profile=self.profile.name,
-            suggestion=self.suggestion(dotted, rules.allow, f"{module}."),
+            suggestion=suggestion,
         )
         self.report("module_attribute", node, hint)
+
+    def is_fallback(self, module: str, path: list[str]) -> bool:
+        """Whether calling module.path computes with torch instead of a kernel."""
+        profile = self.profile
+        if module not in profile.aten_kind_modules:
+            return False
+        name = ".".join((module, *path))
+        return len(path) == 1 or any(
+            name.startswith(f"{namespace}.") for namespace in profile.fallback_namespaces
+        )
+
+    def in_config_list(self, node: ast.AST) -> bool:
+        return any(
+            node is item.func
+            for value in self.config_lists.values()
+            for item in ast.walk(value)
+            if isinstance(item, ast.Call)
+        )
 
     def check_host_member(self, node: ast.AST, owner: ast.AST, name: str, called: bool) -> None:
         """Host code reads metadata and calls view/allocation methods; anything else computes.
@@ -858,15 +969,50 @@ class _Checker:
     def visit_import(
         self, node: ast.Import | ast.ImportFrom, parent: ast.AST, where: _Where
     ) -> None:
-        """Imports are refused as a mistake of form (the `import` construct); importing a
-        forbidden or private module is also the attempt it names."""
-        roots = [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
-        roots += [] if roots else [alias.name for alias in node.names]
-        for root in (name.split(".", 1)[0] for name in roots):
-            if root in self.profile.forbidden_modules:
-                self.report("forbidden_module", node, self.profile.forbidden_modules[root])
-            elif root.startswith("_"):
+        """An import is accepted where it binds a module of the profile under its own name
+        (``import torch``, ``import triton.language as tl``, ``import math``) or takes names the
+        profile allows from one (``from typing import Optional``); any other is refused as a
+        mistake of form (``import``), and importing a forbidden or private module is also the
+        attempt it names."""
+        profile = self.profile
+        for module, accepted in self.imports_of(node):
+            root = module.lstrip(".").split(".", 1)[0]
+            if root in profile.forbidden_modules:
+                self.report("forbidden_module", node, profile.forbidden_modules[root])
+            elif root.startswith("_") and root not in profile.modules:
                 self.report("private_attribute", node, self.hint("private_attribute", name=root))
+            elif not accepted:
+                self.report("import", node, self.hint("import", module=module))
+
+    def imports_of(self, node: ast.Import | ast.ImportFrom) -> list[tuple[str, bool]]:
+        """(the module or name imported, whether the import is accepted) for each of the
+        statement's names."""
+        modules = self.profile.modules
+        paths = {rules.import_path for rules in modules.values()}
+        out = []
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                bound = alias.asname or alias.name.split(".", 1)[0]
+                rules = modules.get(bound)
+                if alias.asname:
+                    accepted = rules is not None and rules.import_path == alias.name
+                else:  # `import triton.language` binds triton
+                    accepted = rules is not None and rules.import_path == bound
+                    accepted = accepted and (alias.name == bound or alias.name in paths)
+                out.append((alias.name, accepted))
+            return out
+        source = "." * node.level + (node.module or "")
+        owner = next(
+            (rules for rules in modules.values() if rules.import_path == source and not node.level),
+            None,
+        )
+        for alias in node.names:
+            bound = alias.asname or alias.name
+            rules = modules.get(bound)
+            whole_module = rules is not None and rules.import_path == f"{source}.{alias.name}"
+            allowed_name = owner is not None and alias.name in owner.allow and bound == alias.name
+            out.append((f"{source}.{alias.name}", whole_module or allowed_name))
+        return out
 
     def visit_annotated(self, node: ast.AnnAssign, parent: ast.AST, where: _Where) -> None:
         if _is_type_expression(node.annotation):

@@ -13,6 +13,7 @@ import functools
 import os
 import re
 import string
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -20,6 +21,8 @@ from typing import Any
 
 import yaml
 
+from opforge_worker import aten_kinds
+from opforge_worker.contract import Outcome
 from opforge_worker.package_data import data_path
 
 # The scopes a module's names may appear in: `kernel` is the body of a @triton.jit function,
@@ -43,15 +46,18 @@ HINT_FIELDS: dict[str, frozenset[str]] = {
     "tuning_argument": frozenset({"name", "call", "allowed"}),
     "autotune_configs": frozenset({"config", "limit"}),
     "kernel_launch": frozenset({"kernel", "wrapper"}),
-    "kernel_name": frozenset({"name", "pattern"}),
     "wrapper_missing": frozenset({"wrapper", "op"}),
     "wrapper_duplicate": frozenset({"wrapper"}),
     "wrapper_signature": frozenset({"wrapper", "op"}),
-    "kernel_missing": frozenset({"pattern"}),
+    "kernel_missing": frozenset(),
+    "fallback": frozenset({"name", "suggestion"}),
     "source_too_large": frozenset({"limit"}),
+    "import": frozenset({"module"}),
 }
 
 FORBIDDEN_ATTRIBUTE_RULE = "forbidden_attribute"
+#: The check of a refusal by the static gate that is not a fallback.
+STATIC_CHECK = "static"
 # Rule ids that profile data may not take for its own constructs.
 RESERVED_RULES = frozenset(HINT_FIELDS) | {
     "forbidden_builtin",
@@ -61,8 +67,9 @@ RESERVED_RULES = frozenset(HINT_FIELDS) | {
 }
 #: The classes of refusal before a test (``refused_before_test``): breaking a ``cheat`` rule is an
 #: attempt to get around the checks (reflection, patching, forbidden modules and builtins), breaking
-#: a ``lint`` rule a mistake of dialect or form (harness.py turns them into different outcomes).
-REFUSAL_CLASSES = ("cheat", "lint")
+#: a ``fallback`` rule computing with torch instead of a kernel, breaking a ``lint`` rule a mistake
+#: of dialect or form (``Profile.gate_verdict`` turns them into outcomes and checks).
+REFUSAL_CLASSES = ("cheat", "fallback", "lint")
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -82,6 +89,8 @@ class ProfileError(ValueError):
 class ModuleRules:
     scope: str
     allow: frozenset[str]
+    #: The dotted path `import` statements name the module by (`triton.language` for tl).
+    import_path: str
 
 
 @dataclass(frozen=True)
@@ -96,7 +105,6 @@ class Profile:
     """Every rule of one device kind, merged and validated; immutable so it can be cached."""
 
     name: str
-    kernel_name_pattern: re.Pattern[str]
     kernel_decorators: frozenset[str]
     #: Decorators a kernel may carry above its kernel decorator, each with the arguments it may
     #: take (the first may also be passed positionally).
@@ -106,6 +114,10 @@ class Profile:
     max_autotune_configs: int
     kernel_globals: frozenset[str]
     modules: MappingProxyType[str, ModuleRules]
+    #: Modules whose names outside their allow list, called on the host, compute: a fallback.
+    aten_kind_modules: frozenset[str]
+    #: Namespaces of those modules whose called names compute too (torch.nn.functional.relu).
+    fallback_namespaces: frozenset[str]
     forbidden_builtins: MappingProxyType[str, str]
     forbidden_modules: MappingProxyType[str, str]
     unavailable_modules: MappingProxyType[str, str]
@@ -135,6 +147,20 @@ class Profile:
     def refusal_class(self, rule: str) -> str | None:
         """The class of refusal (REFUSAL_CLASSES) of a rule refused before a test, else None."""
         return next((kind for kind, rules in self.refused_as.items() if rule in rules), None)
+
+    def gate_verdict(self, classes: Iterable[str | None]) -> tuple[str, str]:
+        """(outcome, check) of a source whose violations have these classes of refusal (None for
+        a rule outside refused_before_test): the most serious class decides. A cheat is
+        cheat_detected (check static), a fallback cheat_detected (check fallback), anything else
+        lint_violation (check static); no violation at all passes."""
+        classes = list(classes)
+        if "cheat" in classes:
+            return Outcome.CHEAT_DETECTED, STATIC_CHECK
+        if "fallback" in classes:
+            return Outcome.CHEAT_DETECTED, aten_kinds.FALLBACK_CHECK
+        if classes:
+            return Outcome.LINT_VIOLATION, STATIC_CHECK
+        return Outcome.PASS, ""
 
 
 def profiles_dir() -> Path:
@@ -202,7 +228,6 @@ def _check_file(path: Path, data: dict) -> None:
     checks = {
         "extends": _check_identifier,
         "description": _check_string,
-        "kernel_name_pattern": _check_regex,
         "kernel_decorators": _check_dotted_list,
         "kernel_globals": _check_dotted_list,
         "tuning_decorators": _check_tuning_decorators,
@@ -210,6 +235,8 @@ def _check_file(path: Path, data: dict) -> None:
         "autotune_config_arguments": _check_identifier_list,
         "max_autotune_configs": _check_positive_int,
         "modules": _check_modules,
+        "aten_kind_modules": _check_identifier_list,
+        "fallback_namespaces": _check_dotted_list,
         "forbidden_builtins": _check_hint_map,
         "forbidden_modules": _check_hint_map,
         "unavailable_modules": _check_hint_map,
@@ -258,14 +285,6 @@ def _check_positive_int(path: Path, key: str, value: Any) -> None:
     _expect(path, key, value, int, "an integer")
     if value <= 0:
         raise ProfileError(path, key, f"must be positive, got {value}")
-
-
-def _check_regex(path: Path, key: str, value: Any) -> None:
-    _expect(path, key, value, str, "a regular expression")
-    try:
-        re.compile(value)
-    except re.error as error:
-        raise ProfileError(path, key, f"bad regular expression: {error}") from error
 
 
 def _check_names(path: Path, key: str, value: Any, pattern: re.Pattern[str], what: str) -> None:
@@ -330,8 +349,12 @@ def _check_modules(path: Path, key: str, value: Any) -> None:
                     raise ProfileError(path, f"{where}.scope", f"one of {', '.join(SCOPES)}")
             elif field == "allow":
                 _check_dotted_list(path, f"{where}.allow", field_value)
+            elif field == "import":
+                _check_dotted(path, f"{where}.import", field_value)
             else:
-                raise ProfileError(path, f"{where}.{field}", "unknown key (known: allow, scope)")
+                raise ProfileError(
+                    path, f"{where}.{field}", "unknown key (known: allow, import, scope)"
+                )
 
 
 def _check_constructs(path: Path, key: str, value: Any) -> None:
@@ -377,7 +400,6 @@ def _check_hints(path: Path, key: str, value: Any) -> None:
 # --- the merged profile ---------------------------------------------------------------------------
 
 _REQUIRED = (
-    "kernel_name_pattern",
     "kernel_decorators",
     "kernel_globals",
     "tuning_decorators",
@@ -385,6 +407,8 @@ _REQUIRED = (
     "autotune_config_arguments",
     "max_autotune_configs",
     "modules",
+    "aten_kind_modules",
+    "fallback_namespaces",
     "forbidden_builtins",
     "forbidden_modules",
     "unavailable_modules",
@@ -429,13 +453,16 @@ def _build(name: str, data: dict, leaf: Path) -> Profile:
         raise ProfileError(
             leaf, "refused_before_test", f"{', '.join(both)} cannot be both cheat and lint"
         )
+    for index, module in enumerate(data["aten_kind_modules"]):
+        if module not in data["modules"]:
+            raise ProfileError(leaf, f"aten_kind_modules[{index}]", f"{module} is not a module")
+    host_names = aten_kinds.host_names()
     constant_names = frozenset(data["constant_names"])
     for constant in constant_names:
         if constant.split(".", 1)[0] not in data["modules"] or "." not in constant:
             raise ProfileError(leaf, "constant_names", f"{constant} is not a name of a module")
     return Profile(
         name=name,
-        kernel_name_pattern=re.compile(data["kernel_name_pattern"]),
         kernel_decorators=frozenset(data["kernel_decorators"]),
         kernel_globals=frozenset(data["kernel_globals"]),
         tuning_decorators=MappingProxyType(
@@ -449,23 +476,27 @@ def _build(name: str, data: dict, leaf: Path) -> Profile:
                 module: ModuleRules(
                     rules["scope"],
                     frozenset(rules.get("allow", ()))
-                    | {c.split(".", 1)[1] for c in constant_names if c.startswith(f"{module}.")},
+                    | {c.split(".", 1)[1] for c in constant_names if c.startswith(f"{module}.")}
+                    | (host_names if module in data["aten_kind_modules"] else frozenset()),
+                    rules.get("import", module),
                 )
                 for module, rules in data["modules"].items()
             }
         ),
+        aten_kind_modules=frozenset(data["aten_kind_modules"]),
+        fallback_namespaces=frozenset(data["fallback_namespaces"]),
         forbidden_builtins=MappingProxyType(dict(data["forbidden_builtins"])),
         forbidden_modules=MappingProxyType(dict(data["forbidden_modules"])),
         unavailable_modules=MappingProxyType(dict(data["unavailable_modules"])),
         forbidden_attributes=MappingProxyType(dict(data["forbidden_attributes"])),
-        host_methods=frozenset(data["host_methods"]),
+        host_methods=frozenset(data["host_methods"]) | host_names,
         typed_methods=MappingProxyType(
             {kind: frozenset(methods) for kind, methods in data["typed_methods"].items()}
         ),
         launch_exempt_ops=frozenset(data["launch_exempt_ops"]),
         host_read_ops=frozenset(data["host_read_ops"]),
         host_read_attributes=frozenset(data["host_read_attributes"]),
-        host_attributes=frozenset(data["host_attributes"]),
+        host_attributes=frozenset(data["host_attributes"]) | aten_kinds.view_names(),
         constant_names=constant_names,
         constructs=MappingProxyType(
             {
