@@ -101,7 +101,9 @@ class SampleSet(enum.StrEnum):
 
 
 class SessionState(enum.StrEnum):
-    """The states of an operator session (ARCHITECTURE.md, the operator session)."""
+    """The states of an operator session (ARCHITECTURE.md, the operator session); OPTIMIZE times
+    a proved version (campaigns.optimize).
+    """
 
     PROMPT = "PROMPT"
     GENERATE = "GENERATE"
@@ -109,6 +111,7 @@ class SessionState(enum.StrEnum):
     LINT = "LINT"
     TEST = "TEST"
     FEEDBACK = "FEEDBACK"
+    OPTIMIZE = "OPTIMIZE"
     SUCCESS = "SUCCESS"
     FAILED = "FAILED"
 
