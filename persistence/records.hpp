@@ -78,10 +78,10 @@ struct proved_version {
   // (class_timings, actors/library/kernels.hpp) with the geometric-mean speedup over the
   // baseline, or why it timed nothing (a timing check fired, outputs wrong after timing).
   bool benchmarked = false;
-  std::vector<contract::kernel_timing> timings;
+  std::vector<contract::kernel_timing> timings{};
   double speedup = 0;
-  std::string timer;        // benchmark_result.timer
-  std::string timing_error; // "" when timed
+  std::string timer{};        // benchmark_result.timer
+  std::string timing_error{}; // "" when timed
 };
 
 /// Everything a session is, as stored under its key in the `sessions` family.

@@ -372,8 +372,8 @@ TEST_F(ConfigTest, OptimizeStageIsOffByDefaultAndItsSettingsAreChecked) {
   auto defaults = load_file("store: {sync: true}\n");
   ASSERT_TRUE(defaults) << failure(defaults);
   EXPECT_EQ(defaults->campaigns.optimize, optimize_policy::off);
-  auto cfg = load_file(
-      "campaigns: {optimize: on, optimize_target_speedup: 1.5, optimize_calls: 2}\n");
+  auto cfg =
+      load_file("campaigns: {optimize: on, optimize_target_speedup: 1.5, optimize_calls: 2}\n");
   ASSERT_TRUE(cfg) << failure(cfg);
   EXPECT_EQ(cfg->campaigns.optimize, optimize_policy::on);
   EXPECT_DOUBLE_EQ(cfg->campaigns.optimize_target_speedup, 1.5);

@@ -6,6 +6,7 @@
 //   there also with the real summarizer condensing the runtime traceback of a failed answer.
 
 #include "actors/fleet/spawn_device_manager.hpp"
+#include "actors/library/kernels.hpp"
 #include "actors/llm/llm_endpoint.hpp"
 #include "actors/llm/replay_launcher.hpp"
 #include "actors/llm/summarizer.hpp"
@@ -16,7 +17,6 @@
 #include "messages/metrics.hpp"
 #include "messages/session_messages.hpp"
 #include "messages/wire.hpp"
-#include "actors/library/kernels.hpp"
 #include "persistence/keys.hpp"
 #include "tests/test_real_workers.hpp"
 #include "tests/test_session_support.hpp"
@@ -24,9 +24,9 @@
 
 #include <algorithm>
 #include <fstream>
-#include <thread>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -187,7 +187,7 @@ protected:
     return record;
   }
 
-  // The states the session's transitions went to, in order, from its event log.
+  // The session's transitions, FROM->TO in order, from its event log.
   std::vector<std::string> visited(const session_record& record) {
     std::vector<std::string> out;
     for (uint64_t revision = 1; revision <= record.revision; ++revision)
@@ -197,7 +197,7 @@ protected:
               [&](stored_value& v) {
                 auto t = decode_transition(v.value.value_or(""));
                 ASSERT_TRUE(t) << render(t.error());
-                out.push_back(to_string(t->to));
+                out.push_back(std::string{to_string(t->from)} + "->" + to_string(t->to));
               },
               [&](const caf::error& err) { ADD_FAILURE() << render(err); });
     return out;
@@ -301,7 +301,8 @@ protected:
   void SetUp() override {
     DemoCampaign::SetUp();
     spec.campaign_id = "demo";
-    spec.operators = {{"square", "", "elementwise", "square(input) -> Tensor", {"float32", "int32"}}};
+    spec.operators = {
+        {"square", "", "elementwise", "square(input) -> Tensor", {"float32"}}};
     spec.budgets.optimize = true;
     spec.budgets.optimize_calls = 1;
     spec.budgets.optimize_target_speedup = 1e9; // never reached: the stage spends its call
@@ -326,8 +327,10 @@ protected:
     EXPECT_NE(record.end_reason.find("its 1 optimize calls are spent"), std::string::npos)
         << record.end_reason;
     auto states = visited(record);
-    EXPECT_EQ(std::count(states.begin(), states.end(), "OPTIMIZE"), 2) << ::testing::PrintToString(states);
-    EXPECT_EQ(states.back(), "SUCCESS");
+    EXPECT_EQ(std::count(states.begin(), states.end(), "TEST->OPTIMIZE"), 2)
+        << ::testing::PrintToString(states);
+    EXPECT_EQ(states.back(), "OPTIMIZE->SUCCESS");
+    EXPECT_NE(std::find(states.begin(), states.end(), "PROMPT->GENERATE"), states.end());
     EXPECT_EQ(answers_served(), 2u) << "no recorded answer is asked for twice";
   }
 };

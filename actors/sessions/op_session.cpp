@@ -283,8 +283,8 @@ void submit(self_pointer self, device_job job, std::vector<std::string> passed_o
               return;
             }
             if (is_benchmark) {
-              auto timed = wire::decode_as<contract::benchmark_result>(result.payload,
-                                                                       "benchmark_result");
+              auto timed =
+                  wire::decode_as<contract::benchmark_result>(result.payload, "benchmark_result");
               if (!timed)
                 on_event(self, harness_faulted{render(timed.error())});
               else
@@ -340,8 +340,8 @@ std::string job_id(const op_session_state& st, contract::job_kind kind) {
 }
 
 test_limits limits_of(const op_session_state& st) {
-  return {st.services.device_kind,  st.services.sample_timeout_s, st.services.job_deadline_ms,
-          st.services.extra_sets,   st.services.model_samples,    st.services.fingerprint};
+  return {st.services.device_kind, st.services.sample_timeout_s, st.services.job_deadline_ms,
+          st.services.extra_sets,  st.services.model_samples,    st.services.fingerprint};
 }
 
 void run_job(self_pointer self, contract::job_kind kind, const std::string& source) {

@@ -52,7 +52,8 @@ std::string timing_table(const std::vector<contract::kernel_timing>& timings) {
 std::string passed_text(const contract::test_result& result,
                         const std::vector<std::string>& requested) {
   auto tested = dtypes_of_pass(result, requested);
-  auto text = "passed " + std::to_string(result.tests_run) + " tests on " + join(tested.passed, ", ");
+  auto text =
+      "passed " + std::to_string(result.tests_run) + " tests on " + join(tested.passed, ", ");
   for (const auto& [dtype, reason] : tested.skipped)
     text += "; skipped " + dtype + ": " + reason;
   return text;
@@ -186,13 +187,14 @@ public:
     if (!fits_context()) {
       auto usage = context_usage();
       rec_.messages.pop_back();
-      move_to(session_state::prompt, "the optimize dialog would exceed the context window (" +
-                                         usage + ")");
+      move_to(session_state::prompt,
+              "the optimize dialog would exceed the context window (" + usage + ")");
       open_optimize_dialog();
       return;
     }
-    move_to(session_state::generate, "optimize call " + std::to_string(rec_.optimize_calls_used + 1) +
-                                         " of " + std::to_string(rec_.budgets.optimize_calls));
+    move_to(session_state::generate, "optimize call " +
+                                         std::to_string(rec_.optimize_calls_used + 1) + " of " +
+                                         std::to_string(rec_.budgets.optimize_calls));
   }
 
   // Opens the stage's dialog: the kept version with its timings. The record is in PROMPT.
@@ -230,9 +232,9 @@ public:
     }
     move_to(session_state::generate,
             "optimize call " + std::to_string(rec_.optimize_calls_used + 1) + " of " +
-                std::to_string(rec_.budgets.optimize_calls) + ": " + to_string(prompt_kind::optimize) +
-                " prompt for version " + std::to_string(kept + 1) + " (speedup " +
-                number(best.speedup) + ", target " +
+                std::to_string(rec_.budgets.optimize_calls) + ": " +
+                to_string(prompt_kind::optimize) + " prompt for version " +
+                std::to_string(kept + 1) + " (speedup " + number(best.speedup) + ", target " +
                 number(rec_.budgets.optimize_target_speedup) + ")",
             rec_.messages.back().content);
   }
@@ -247,8 +249,8 @@ public:
       return;
     }
     if (best.speedup >= rec_.budgets.optimize_target_speedup) {
-      keep_fastest(detail + "; the target speedup " +
-                   number(rec_.budgets.optimize_target_speedup) + " is reached");
+      keep_fastest(detail + "; the target speedup " + number(rec_.budgets.optimize_target_speedup) +
+                   " is reached");
       return;
     }
     if (optimize_calls_left() == 0) {
@@ -271,10 +273,11 @@ public:
     rec_.toolchain = v.toolchain;
     rec_.device_kind = v.device_kind;
     rec_.toolchain_versions = v.toolchain_versions;
-    rec_.end_reason = passed_text(v.verdict, rec_.dtypes) + "; kept version " +
-                      std::to_string(kept + 1) + " of " + std::to_string(rec_.versions.size()) +
-                      (v.timings.empty() ? " (not timed)" : " (speedup " + number(v.speedup) + ")") +
-                      ": " + reason;
+    rec_.end_reason =
+        passed_text(v.verdict, rec_.dtypes) + "; kept version " + std::to_string(kept + 1) +
+        " of " + std::to_string(rec_.versions.size()) +
+        (v.timings.empty() ? " (not timed)" : " (speedup " + number(v.speedup) + ")") + ": " +
+        reason;
     move_to(session_state::success, rec_.end_reason);
   }
 
@@ -441,10 +444,10 @@ public:
       detail += " timed: speedup " + number(v.speedup) + " over " + result.baseline + " (" +
                 result.timer + ")";
     } else {
-      v.timing_error =
-          result.outcome != contract::outcome::pass
-              ? to_string(result.outcome) + (result.failure ? ": " + first_line(result.failure->message) : "")
-              : std::string{"the benchmark timed no input"};
+      v.timing_error = result.outcome != contract::outcome::pass
+                           ? to_string(result.outcome) +
+                                 (result.failure ? ": " + first_line(result.failure->message) : "")
+                           : std::string{"the benchmark timed no input"};
       detail += " not timed: " + v.timing_error;
     }
     next_round(std::move(detail));

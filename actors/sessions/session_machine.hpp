@@ -31,8 +31,8 @@
 #include "persistence/records.hpp"
 
 #include <chrono>
-#include <optional>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -84,9 +84,9 @@ struct cancel_requested {
   std::string reason;
 };
 
-using session_event = std::variant<llm_answered, llm_context_exhausted, llm_faulted, endpoint_moved,
-                                   lint_finished, test_finished, benchmark_finished,
-                                   harness_faulted, cancel_requested>;
+using session_event =
+    std::variant<llm_answered, llm_context_exhausted, llm_faulted, endpoint_moved, lint_finished,
+                 test_finished, benchmark_finished, harness_faulted, cancel_requested>;
 
 // -- actions --------------------------------------------------------------------------------------
 
