@@ -390,7 +390,7 @@ TEST_F(ConfigTest, OptimizeStageIsOffByDefaultAndItsSettingsAreChecked) {
   EXPECT_EQ(failure(load_file("campaigns: {optimize_calls: 0}\n")),
             "config_invalid: DIR/opforge.yaml:1: 'campaigns.optimize_calls' must be >= 1, got 0");
   env["OPFORGE_CAMPAIGNS_OPTIMIZE"] = "on";
-  auto from_env = load_config(sources);
+  auto from_env = load_file("store: {sync: true}\n");
   ASSERT_TRUE(from_env) << failure(from_env);
   EXPECT_EQ(from_env->campaigns.optimize, optimize_policy::on);
 }
