@@ -23,9 +23,9 @@ namespace {
 constexpr auto store_read_bound = std::chrono::milliseconds{4000};
 
 // The states a stored record can be in: PARSE and FEEDBACK are only passed through.
-constexpr std::array resting_states{session_state::prompt,  session_state::generate,
-                                    session_state::lint,    session_state::test,
-                                    session_state::success, session_state::failed};
+constexpr std::array resting_states{
+    session_state::prompt,   session_state::generate, session_state::lint,  session_state::test,
+    session_state::optimize, session_state::success,  session_state::failed};
 
 nlohmann::json failure(const std::string& what) {
   return {{"ok", false}, {"error", what}};

@@ -101,6 +101,10 @@ std::optional<std::string> parse_value(const YAML::Node& node, bool& out) {
   return convert(node, out, "true or false");
 }
 
+std::optional<std::string> parse_value(const YAML::Node& node, double& out) {
+  return convert(node, out, "a number");
+}
+
 // A count that may be left to whoever knows better: an integer >= 1, or `auto` (empty; a local
 // worker's slots are its device kind's default, local_worker_config::slots).
 std::optional<std::string> parse_value(const YAML::Node& node, std::optional<int64_t>& out) {
@@ -302,6 +306,16 @@ check<int64_t> at_least(int64_t low) {
   };
 }
 
+check<double> above(double low) {
+  return [low](const double& value) -> std::optional<std::string> {
+    if (value > low)
+      return std::nullopt;
+    std::ostringstream text;
+    text << "must be > " << low << ", got " << value;
+    return text.str();
+  };
+}
+
 check<std::string> one_of(std::vector<std::string> choices) {
   return [choices](const std::string& value) -> std::optional<std::string> {
     if (std::find(choices.begin(), choices.end(), value) != choices.end())
@@ -447,6 +461,9 @@ void parse(reader& in, campaigns_config& out) {
   in.field("failover", out.failover);
   in.field("sample_timeout_s", out.sample_timeout_s, at_least(1));
   in.field("job_deadline_s", out.job_deadline_s, at_least(1));
+  in.field("optimize", out.optimize);
+  in.field("optimize_target_speedup", out.optimize_target_speedup, above(0));
+  in.field("optimize_calls", out.optimize_calls, at_least(1));
   in.field("prompts_dir", out.prompts_dir);
   in.field("examples_dir", out.examples_dir);
   in.field("demo_cassette", out.demo_cassette);

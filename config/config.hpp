@@ -100,6 +100,17 @@ struct store_config {
   bool sync = true;
 };
 
+/// Whether a session whose kernel passed goes on to make it faster (the OPTIMIZE state,
+/// actors/sessions/session_machine.hpp).
+enum class optimize_policy : uint8_t { off, on };
+
+template <>
+struct contract::enum_traits<optimize_policy> {
+  static constexpr std::string_view label = "optimize_policy";
+  static constexpr std::array<std::string_view, 2> names{"off", "on"};
+  static_assert(names.size() - 1 == static_cast<size_t>(optimize_policy::on));
+};
+
 /// Defaults of `opforge run` and what every campaign's sessions need.
 struct campaigns_config {
   /// Where candidates are tested: `interpreter`, `cuda`, or `auto` (cuda when `nvidia-smi -L`
@@ -118,6 +129,12 @@ struct campaigns_config {
   /// Per-sample limit in the candidate process, and the budget of one device job.
   int64_t sample_timeout_s = 60;
   int64_t job_deadline_s = 1800;
+  /// On: after PASS a session times its kernel and, while it is slower than
+  /// `optimize_target_speedup` times the baseline (ATen), asks the LLM for a faster one, at most
+  /// `optimize_calls` times; the fastest proved version is kept.
+  optimize_policy optimize = optimize_policy::off;
+  double optimize_target_speedup = 1.0;
+  int64_t optimize_calls = 3;
   std::filesystem::path prompts_dir = resource_path("prompts");
   std::filesystem::path examples_dir = resource_path("examples");
   /// What `opforge run` replays when no LLM endpoint is configured: hand-written answers.

@@ -38,11 +38,13 @@ using field_codec::unpack_record;
 void pack_value(codec::packer& p, const session_budgets& x);
 void pack_value(codec::packer& p, const session_message& x);
 void pack_value(codec::packer& p, const session_attempt& x);
+void pack_value(codec::packer& p, const proved_version& x);
 void pack_value(codec::packer& p, const operator_spec& x);
 void pack_value(codec::packer& p, const campaign_spec& x);
 codec::read_result read_value(const msgpack::object& o, session_budgets& x);
 codec::read_result read_value(const msgpack::object& o, session_message& x);
 codec::read_result read_value(const msgpack::object& o, session_attempt& x);
+codec::read_result read_value(const msgpack::object& o, proved_version& x);
 codec::read_result read_value(const msgpack::object& o, operator_spec& x);
 codec::read_result read_value(const msgpack::object& o, campaign_spec& x);
 
@@ -54,6 +56,24 @@ constexpr auto budgets_fields = [](auto& x, auto&& f) {
   f("max_calls_per_dialog", x.max_calls_per_dialog);
   f("context_window_tokens", x.context_window_tokens);
   f("reply_reserve_tokens", x.reply_reserve_tokens);
+  f("optimize", x.optimize);
+  f("optimize_target_speedup", x.optimize_target_speedup);
+  f("optimize_calls", x.optimize_calls);
+};
+
+constexpr auto version_fields = [](auto& x, auto&& f) {
+  f("source", x.source);
+  f("verdict", x.verdict);
+  f("toolchain", x.toolchain);
+  f("device_kind", x.device_kind);
+  f("toolchain_versions", x.toolchain_versions);
+  f("llm_calls", x.llm_calls);
+  f("proved_at_ms", x.proved_at_ms);
+  f("benchmarked", x.benchmarked);
+  f("timings", x.timings);
+  f("speedup", x.speedup);
+  f("timer", x.timer);
+  f("timing_error", x.timing_error);
 };
 
 constexpr auto message_fields = [](auto& x, auto&& f) {
@@ -101,6 +121,9 @@ constexpr auto record_fields = [](auto& x, auto&& f) {
   f("completion_tokens", x.completion_tokens);
   f("history", x.history);
   f("end_reason", x.end_reason);
+  f("versions", x.versions);
+  f("optimizing", x.optimizing);
+  f("optimize_calls_used", x.optimize_calls_used);
 };
 
 constexpr auto transition_fields = [](auto& x, auto&& f) {
@@ -234,6 +257,7 @@ bool is_resting(session_state state) {
   case session_state::generate:
   case session_state::lint:
   case session_state::test:
+  case session_state::optimize:
   case session_state::success:
   case session_state::failed:
   case session_state::prompt: // created, not started yet
@@ -259,6 +283,10 @@ void pack_value(codec::packer& p, const session_attempt& x) {
   pack_fields(p, x, attempt_fields);
 }
 
+void pack_value(codec::packer& p, const proved_version& x) {
+  pack_fields(p, x, version_fields);
+}
+
 void pack_value(codec::packer& p, const operator_spec& x) {
   pack_fields(p, x, operator_fields);
 }
@@ -277,6 +305,10 @@ codec::read_result read_value(const msgpack::object& o, session_message& x) {
 
 codec::read_result read_value(const msgpack::object& o, session_attempt& x) {
   return read_fields(o, x, attempt_fields);
+}
+
+codec::read_result read_value(const msgpack::object& o, proved_version& x) {
+  return read_fields(o, x, version_fields);
 }
 
 codec::read_result read_value(const msgpack::object& o, operator_spec& x) {

@@ -25,6 +25,11 @@ struct session_budgets {
   uint32_t max_calls_per_dialog = 15;
   uint64_t context_window_tokens = 0;   // the endpoint's window; 0: unknown, never checked
   uint64_t reply_reserve_tokens = 8192; // room kept for the answer when checking the window
+  // The OPTIMIZE stage (campaigns.optimize): whether a passing session goes on to it, the speedup
+  // over the baseline that ends it, and the LLM calls it may use beyond the dialogs' budget.
+  bool optimize = false;
+  double optimize_target_speedup = 1.0;
+  uint32_t optimize_calls = 0;
 };
 
 struct session_message {
@@ -57,6 +62,26 @@ struct session_verdict {
   verdict_hosts hosts;
 
   const contract::test_result* test() const { return std::get_if<contract::test_result>(&result); }
+};
+
+/// A version of the session's kernel that passed the full test: the first, and each one the
+/// OPTIMIZE stage asked for that passed too. Every one enters the library on SUCCESS.
+struct proved_version {
+  std::string source;
+  contract::test_result verdict; // its passing test
+  std::string toolchain;         // where it passed: fingerprint, device kind, versions
+  std::string device_kind;
+  std::map<std::string, std::string> toolchain_versions;
+  uint32_t llm_calls = 0;   // the session's answers up to and with this one
+  int64_t proved_at_ms = 0; // wall clock of the checkpoint that recorded it
+  // Its benchmark: whether it came back, and then its timings per dtype and shape class
+  // (class_timings, actors/library/kernels.hpp) with the geometric-mean speedup over the
+  // baseline, or why it timed nothing (a timing check fired, outputs wrong after timing).
+  bool benchmarked = false;
+  std::vector<contract::kernel_timing> timings{};
+  double speedup = 0;
+  std::string timer{};        // benchmark_result.timer
+  std::string timing_error{}; // "" when timed
 };
 
 /// Everything a session is, as stored under its key in the `sessions` family.
@@ -93,6 +118,11 @@ struct session_record {
   uint64_t completion_tokens = 0;
   std::vector<session_attempt> history;
   std::string end_reason; // why it is SUCCESS or FAILED
+  // The OPTIMIZE stage: the proved versions in the order they passed, whether the current dialog
+  // is the stage's (its answers are optimized versions of the kept one), and its answers so far.
+  std::vector<proved_version> versions;
+  bool optimizing = false;
+  uint32_t optimize_calls_used = 0;
 };
 
 /// The msgpack value stored for a record, and back. A record is only ever stored in a state where

@@ -368,6 +368,33 @@ TEST_F(ConfigTest, MaintenanceSection) {
   EXPECT_EQ(from_env->maintenance.repair, repair_policy::automatic);
 }
 
+TEST_F(ConfigTest, OptimizeStageIsOffByDefaultAndItsSettingsAreChecked) {
+  auto defaults = load_file("store: {sync: true}\n");
+  ASSERT_TRUE(defaults) << failure(defaults);
+  EXPECT_EQ(defaults->campaigns.optimize, optimize_policy::off);
+  auto cfg =
+      load_file("campaigns: {optimize: on, optimize_target_speedup: 1.5, optimize_calls: 2}\n");
+  ASSERT_TRUE(cfg) << failure(cfg);
+  EXPECT_EQ(cfg->campaigns.optimize, optimize_policy::on);
+  EXPECT_DOUBLE_EQ(cfg->campaigns.optimize_target_speedup, 1.5);
+  EXPECT_EQ(cfg->campaigns.optimize_calls, 2);
+  EXPECT_EQ(failure(load_file("campaigns: {optimize: yes}\n")),
+            "config_invalid: DIR/opforge.yaml:1: 'campaigns.optimize' must be one of off, on; "
+            "got 'yes'");
+  EXPECT_EQ(failure(load_file("campaigns: {optimize_target_speedup: 0}\n")),
+            "config_invalid: DIR/opforge.yaml:1: 'campaigns.optimize_target_speedup' must be > 0, "
+            "got 0");
+  EXPECT_EQ(failure(load_file("campaigns: {optimize_target_speedup: fast}\n")),
+            "config_invalid: DIR/opforge.yaml:1: 'campaigns.optimize_target_speedup' must be a "
+            "number, got 'fast'");
+  EXPECT_EQ(failure(load_file("campaigns: {optimize_calls: 0}\n")),
+            "config_invalid: DIR/opforge.yaml:1: 'campaigns.optimize_calls' must be >= 1, got 0");
+  env["OPFORGE_CAMPAIGNS_OPTIMIZE"] = "on";
+  auto from_env = load_file("store: {sync: true}\n");
+  ASSERT_TRUE(from_env) << failure(from_env);
+  EXPECT_EQ(from_env->campaigns.optimize, optimize_policy::on);
+}
+
 // A count of slots below 1, or any word but auto, is refused naming both choices.
 TEST_F(ConfigTest, SlotsMustBeACountOrAuto) {
   auto cases = std::vector<std::pair<std::string, std::string>>{

@@ -6,6 +6,7 @@
 //   there also with the real summarizer condensing the runtime traceback of a failed answer.
 
 #include "actors/fleet/spawn_device_manager.hpp"
+#include "actors/library/kernels.hpp"
 #include "actors/llm/llm_endpoint.hpp"
 #include "actors/llm/replay_launcher.hpp"
 #include "actors/llm/summarizer.hpp"
@@ -21,9 +22,11 @@
 #include "tests/test_session_support.hpp"
 #include "tests/test_store_support.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -71,11 +74,13 @@ job_reply demo_verdict(const device_job& job, const json& request) {
 
 class DemoCampaign : public ::testing::Test {
 protected:
+  virtual std::string cassette() const { return "config/demo/cassette.jsonl"; }
+
   void SetUp() override {
     replay_server::options opts;
     opts.python = OPFORGE_PYTHON;
     opts.worker_dir = worker_source();
-    opts.cassette = std::string{OPFORGE_SOURCE_DIR} + "/config/demo/cassette.jsonl";
+    opts.cassette = std::string{OPFORGE_SOURCE_DIR} + "/" + cassette();
     opts.hit_log = (dir.path() / "hits.jsonl").string();
     auto started = replay_server::start(opts);
     ASSERT_TRUE(started) << render(started.error());
@@ -165,12 +170,7 @@ protected:
     EXPECT_EQ(first_outcome("sigmoid"), "accuracy_error");
     EXPECT_EQ(first_outcome("neg"), "pass");
     // Every answer of the cassette was served once, over HTTP.
-    std::ifstream hits{(dir.path() / "hits.jsonl").string()};
-    std::string line;
-    size_t served = 0;
-    while (std::getline(hits, line))
-      served += !line.empty();
-    EXPECT_EQ(served, 7u);
+    EXPECT_EQ(answers_served(), 7u);
   }
 
   session_record stored_session(const std::string& op) {
@@ -185,6 +185,39 @@ protected:
             },
             [&](const caf::error& err) { ADD_FAILURE() << render(err); });
     return record;
+  }
+
+  // The session's transitions, FROM->TO in order, from its event log.
+  std::vector<std::string> visited(const session_record& record) {
+    std::vector<std::string> out;
+    for (uint64_t revision = 1; revision <= record.revision; ++revision)
+      self->request(store, caf::infinite, atom::get_v, family::events,
+                    event_key(record.session_id, revision))
+          .receive(
+              [&](stored_value& v) {
+                auto t = decode_transition(v.value.value_or(""));
+                ASSERT_TRUE(t) << render(t.error());
+                out.push_back(std::string{to_string(t->from)} + "->" + to_string(t->to));
+              },
+              [&](const caf::error& err) { ADD_FAILURE() << render(err); });
+    return out;
+  }
+
+  bool in_library(const std::string& op, const std::string& source) {
+    bool found = false;
+    self->request(store, caf::infinite, atom::get_v, family::kernels, kernel_key(op, source))
+        .receive([&](stored_value& v) { found = v.value.has_value(); },
+                 [&](const caf::error& err) { ADD_FAILURE() << render(err); });
+    return found;
+  }
+
+  size_t answers_served() {
+    std::ifstream hits{(dir.path() / "hits.jsonl").string()};
+    std::string line;
+    size_t served = 0;
+    while (std::getline(hits, line))
+      served += !line.empty();
+    return served;
   }
 
   std::string first_outcome(const std::string& op) {
@@ -253,4 +286,92 @@ TEST_F(DemoCampaign, LongRuntimeTracebackIsSummarizedBeforeTheNextPrompt) {
       << feedback.content;
   EXPECT_NE(feedback.content.find("omitted ...]"), std::string::npos) << feedback.content;
   EXPECT_EQ(telemetry->summaries("deterministic").Value(), 1);
+}
+
+namespace {
+
+// The optimize stage's cassette (config/demo/optimize): `square` first squares 32 elements per
+// program, correct but slow, then 4096. On the interpreter the timer measures no kernel, so the
+// tests check the stage's logic (states, versions, budget), never which version is faster: the
+// H200 run shows real speed.
+class OptimizeCampaign : public DemoCampaign {
+protected:
+  std::string cassette() const override { return "config/demo/optimize/cassette.jsonl"; }
+
+  void SetUp() override {
+    DemoCampaign::SetUp();
+    spec.campaign_id = "demo";
+    spec.operators = {
+        {"square", "", "elementwise", "square(input) -> Tensor", {"float32"}}};
+    spec.budgets.optimize = true;
+    spec.budgets.optimize_calls = 1;
+    spec.budgets.optimize_target_speedup = 1e9; // never reached: the stage spends its call
+  }
+
+  // The record ended as the stage should: both answers proved and timed, the fastest kept, both
+  // in the library, the stage's one call spent.
+  void expect_optimized(const session_record& record) {
+    EXPECT_EQ(record.state, session_state::success) << record.end_reason;
+    ASSERT_EQ(record.versions.size(), 2u);
+    for (const auto& v : record.versions) {
+      EXPECT_TRUE(v.benchmarked);
+      EXPECT_EQ(v.timer, logic_only_timer);
+      EXPECT_FALSE(v.timings.empty()) << v.timing_error;
+      EXPECT_TRUE(in_library("square", v.source));
+    }
+    EXPECT_NE(record.versions[0].source.find("BLOCK_SIZE=32)"), std::string::npos);
+    EXPECT_NE(record.versions[1].source.find("BLOCK_SIZE=4096"), std::string::npos);
+    EXPECT_EQ(record.proposal, record.versions[*fastest_version(record)].source);
+    EXPECT_EQ(record.optimize_calls_used, 1u);
+    EXPECT_EQ(record.total_calls, 2u);
+    EXPECT_NE(record.end_reason.find("its 1 optimize calls are spent"), std::string::npos)
+        << record.end_reason;
+    auto states = visited(record);
+    EXPECT_EQ(std::count(states.begin(), states.end(), "TEST->OPTIMIZE"), 2)
+        << ::testing::PrintToString(states);
+    EXPECT_EQ(states.back(), "OPTIMIZE->SUCCESS");
+    EXPECT_NE(std::find(states.begin(), states.end(), "PROMPT->GENERATE"), states.end());
+    EXPECT_EQ(answers_served(), 2u) << "no recorded answer is asked for twice";
+  }
+};
+
+} // namespace
+
+TEST_F(OptimizeCampaign, KeepsTheFastestProvedVersionOnRealWorkers) {
+  start_real_workers();
+  auto status = run_campaign();
+  ASSERT_EQ(status.finished.size(), 1u);
+  EXPECT_EQ(status.finished.front().state, session_state::success);
+  auto record = stored_session("square");
+  expect_optimized(record);
+  EXPECT_EQ(status.finished.front().kernel_key, kernel_key("square", record.proposal));
+}
+
+// A daemon that stops while a session waits in OPTIMIZE resumes it from its checkpoint: the
+// benchmark is asked again, the recorded answer never.
+TEST_F(OptimizeCampaign, ResumesMidOptimizeFromItsCheckpoint) {
+  auto jobs = std::make_shared<job_script>();
+  jobs->add_test("square", done(test_verdict(contract::outcome::pass, 5, 5)));
+  services.jobs = sys.spawn(scripted_jobs, jobs); // holds the benchmark job
+  auto first = sys.spawn(campaign, spec, services, std::vector<session_record>{});
+  self->send(first, atom::run_v);
+  session_record stopped;
+  for (int i = 0; i < 600 && stopped.state != session_state::optimize; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds{100});
+    stopped = stored_session("square");
+  }
+  ASSERT_EQ(stopped.state, session_state::optimize);
+  ASSERT_EQ(stopped.versions.size(), 1u);
+  EXPECT_EQ(jobs->count("benchmark"), 1u);
+  self->send_exit(first, caf::exit_reason::kill);
+  self->send_exit(services.jobs, caf::exit_reason::user_shutdown);
+
+  start_real_workers();
+  campaign_status status;
+  self->request(sys.spawn(campaign, spec, services, std::vector<session_record>{stopped}),
+                caf::infinite, atom::run_v)
+      .receive([&](campaign_status& s) { status = std::move(s); },
+               [&](const caf::error& err) { ADD_FAILURE() << render(err); });
+  ASSERT_EQ(status.finished.size(), 1u);
+  expect_optimized(stored_session("square"));
 }

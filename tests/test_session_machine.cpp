@@ -1,4 +1,7 @@
+#include "actors/library/kernels.hpp"
+#include "actors/sessions/answer_parser.hpp"
 #include "actors/sessions/feedback.hpp"
+#include "actors/sessions/op_session.hpp"
 #include "actors/sessions/session_machine.hpp"
 #include "messages/errors.hpp"
 #include "tests/test_diff_support.hpp"
@@ -87,6 +90,8 @@ std::string describe(const session_action& action) {
           return "lint after " + std::to_string(a.delay.count()) + "ms:\n" + a.source;
         } else if constexpr (std::is_same_v<type, test_candidate>) {
           return "test after " + std::to_string(a.delay.count()) + "ms:\n" + a.source;
+        } else if constexpr (std::is_same_v<type, benchmark_candidate>) {
+          return "benchmark after " + std::to_string(a.delay.count()) + "ms:\n" + a.source;
         } else {
           return std::string{a.success ? "success: " : "failed: "} + a.reason;
         }
@@ -585,6 +590,226 @@ TEST_F(SessionMachine, RepairSessionStartsFromItsSeed) {
   r.seed_kernel = "def exp_wrapper(input):\n    return old_kernel(input)\n";
   begin(r);
   EXPECT_NE(record.messages[0].content.find("return old_kernel(input)"), std::string::npos);
+}
+
+namespace {
+
+// A benchmark on a GPU's timer: one float32 class that is not launch-bound, the kernel at
+// `kernel_us` against ATen's 10 us.
+benchmark_finished timed(double kernel_us, std::string timer = "cuda_events") {
+  contract::shape_timing shape{.shape_class = "n<=1M",
+                               .source = "ladder:1048576",
+                               .dtype = contract::dtype::float32,
+                               .shape = "Tensor[float32](1048576)",
+                               .elements = 1048576,
+                               .bytes = 8388608,
+                               .launch_bound = false,
+                               .repetitions = 10,
+                               .candidate_us = kernel_us,
+                               .candidate_iqr_us = kernel_us / 100,
+                               .baseline_us = 10,
+                               .baseline_iqr_us = 0.1,
+                               .speedup = 10 / kernel_us,
+                               .achieved_gbps = 8388608 / kernel_us / 1000,
+                               .peak_share = 0.25};
+  return {.result = {.outcome = outcome::pass,
+                     .baseline = "aten",
+                     .timer = std::move(timer),
+                     .timings = {shape},
+                     .geomean_speedup = 10 / kernel_us},
+          .fingerprint = "fp1",
+          .device_kind = "cuda",
+          .measured_at_ms = 1000};
+}
+
+session_record optimizing_record(uint32_t calls, double target = 1.0) {
+  auto r = fresh_record();
+  r.budgets.optimize = true;
+  r.budgets.optimize_calls = calls;
+  r.budgets.optimize_target_speedup = target;
+  return r;
+}
+
+} // namespace
+
+class OptimizeStage : public SessionMachine {
+protected:
+  // Answer `n` through lint and a passing test.
+  void prove(int n) {
+    feed(llm_answered{answer_number(n), false, 0, 0});
+    feed(lint_finished{lint_ok});
+    feed(test_finished{pass});
+  }
+
+  std::string source_of(int n) const {
+    auto parsed = parse_answer(answer_number(n), "exp_wrapper");
+    return std::get<parsed_candidate>(parsed).source;
+  }
+};
+
+TEST_F(OptimizeStage, OffAPassEndsInSuccessAsBefore) {
+  begin();
+  prove(1);
+  EXPECT_EQ(log.back(), "TEST->SUCCESS");
+  EXPECT_TRUE(record.versions.empty());
+}
+
+TEST_F(OptimizeStage, APassIsTimedThenAFasterVersionIsAskedForWithItsTimings) {
+  begin(optimizing_record(2));
+  prove(1);
+  EXPECT_EQ(log.back(), "TEST->OPTIMIZE");
+  ASSERT_EQ(record.versions.size(), 1u);
+  auto bench = std::get<benchmark_candidate>(action());
+  EXPECT_EQ(bench.source, source_of(1));
+  EXPECT_EQ(bench.dtypes, (std::vector<std::string>{"float32", "bfloat16"}));
+
+  feed(timed(20)); // half ATen's speed: below the target
+  EXPECT_EQ(log[log.size() - 2], "OPTIMIZE->PROMPT");
+  EXPECT_EQ(log.back(), "PROMPT->GENERATE");
+  EXPECT_TRUE(record.optimizing);
+  ASSERT_EQ(record.messages.size(), 1u);
+  const auto& prompt = last_prompt();
+  EXPECT_NE(prompt.find("Make it faster"), std::string::npos) << prompt;
+  EXPECT_NE(prompt.find(source_of(1)), std::string::npos);
+  EXPECT_NE(prompt.find("| float32 | n<=1M | 20.0 | 10.0 | 0.5 | 25% |"), std::string::npos)
+      << prompt;
+  EXPECT_NE(prompt.find("over the classes that are not launch-bound: 0.5. The target is\n1."),
+            std::string::npos)
+      << prompt;
+  EXPECT_EQ(prompt.find("interpreter"), std::string::npos) << "a GPU timer needs no warning";
+
+  prove(2);
+  EXPECT_EQ(log.back(), "TEST->OPTIMIZE");
+  EXPECT_EQ(std::get<benchmark_candidate>(action()).source, source_of(2));
+  feed(timed(5)); // twice ATen's speed: the target is reached
+  EXPECT_EQ(log.back(), "OPTIMIZE->SUCCESS");
+  EXPECT_EQ(record.proposal, source_of(2));
+  EXPECT_EQ(record.optimize_calls_used, 1u);
+  EXPECT_EQ(record.total_calls, 2u);
+  EXPECT_NE(record.end_reason.find("kept version 2 of 2 (speedup 2)"), std::string::npos)
+      << record.end_reason;
+  EXPECT_NE(record.end_reason.find("the target speedup 1 is reached"), std::string::npos)
+      << record.end_reason;
+  EXPECT_EQ(describe(action()), "success: " + record.end_reason);
+}
+
+TEST_F(OptimizeStage, ASlowerVersionIsNotKept) {
+  begin(optimizing_record(1));
+  prove(1);
+  feed(timed(20));
+  prove(2);
+  feed(timed(40));
+  EXPECT_EQ(log.back(), "OPTIMIZE->SUCCESS");
+  EXPECT_EQ(record.proposal, source_of(1));
+  ASSERT_EQ(record.versions.size(), 2u);
+  EXPECT_EQ(fastest_version(record), 0u);
+  EXPECT_NE(record.end_reason.find("kept version 1 of 2 (speedup 0.5)"), std::string::npos)
+      << record.end_reason;
+  EXPECT_NE(record.end_reason.find("its 1 optimize calls are spent"), std::string::npos)
+      << record.end_reason;
+}
+
+TEST_F(OptimizeStage, FailedVersionsAreFedBackWithinTheStagesCallsAndNeverKept) {
+  begin(optimizing_record(2));
+  prove(1);
+  feed(timed(20));
+  feed(llm_answered{answer_number(2), false, 0, 0});
+  feed(lint_finished{lint_ok});
+  feed(test_finished{accuracy});
+  EXPECT_EQ(log.back(), "FEEDBACK->GENERATE") << "one optimize call left";
+  EXPECT_EQ(record.messages.size(), 3u) << "fed back in the stage's dialog";
+  feed(llm_answered{"no code this time", false, 0, 0});
+  EXPECT_EQ(log.back(), "FEEDBACK->SUCCESS");
+  EXPECT_EQ(record.proposal, source_of(1));
+  EXPECT_EQ(record.optimize_calls_used, 2u);
+  EXPECT_EQ(record.total_calls, 3u);
+  EXPECT_EQ(record.versions.size(), 1u);
+  // The kept version's passing verdict is the session's again, not the failed one's.
+  ASSERT_NE(record.verdict.test(), nullptr);
+  EXPECT_EQ(record.verdict.test()->outcome, outcome::pass);
+  EXPECT_NE(record.end_reason.find("its 2 optimize calls are spent"), std::string::npos)
+      << record.end_reason;
+}
+
+TEST_F(OptimizeStage, ATimingCheckThatFiresKeepsTheProvedKernelUntimed) {
+  begin(optimizing_record(3));
+  prove(1);
+  auto refused = timed(20);
+  refused.result.outcome = outcome::cheat_detected;
+  refused.result.failure = test_failure{.message = "work on a side stream"};
+  feed(refused);
+  EXPECT_EQ(log.back(), "OPTIMIZE->SUCCESS");
+  EXPECT_EQ(record.optimize_calls_used, 0u);
+  EXPECT_EQ(record.versions[0].timing_error, "cheat_detected: work on a side stream");
+  EXPECT_NE(record.end_reason.find("kept version 1 of 1 (not timed)"), std::string::npos)
+      << record.end_reason;
+}
+
+TEST_F(OptimizeStage, HarnessFaultsRetryTheBenchmarkAndACancelKeepsTheProvedKernel) {
+  begin(optimizing_record(3));
+  prove(1);
+  feed(harness_faulted{"worker lost"});
+  EXPECT_EQ(record.state, session_state::optimize);
+  EXPECT_EQ(std::get<benchmark_candidate>(action()).delay, 1000ms);
+  feed(timed(20));
+  feed(cancel_requested{"by the user"});
+  EXPECT_EQ(log.back(), "GENERATE->SUCCESS");
+  EXPECT_EQ(record.proposal, source_of(1));
+  EXPECT_NE(record.end_reason.find("cancelled: by the user"), std::string::npos);
+}
+
+TEST_F(OptimizeStage, InterpreterTimingsSayTheyMeasureNoSpeed) {
+  begin(optimizing_record(1));
+  prove(1);
+  feed(timed(20, std::string{logic_only_timer}));
+  EXPECT_NE(last_prompt().find("say nothing about speed on a GPU"), std::string::npos);
+}
+
+TEST_F(OptimizeStage, SuccessPutsEveryProvedVersionInTheLibraryTheKeptOneCurrent) {
+  begin(optimizing_record(1));
+  prove(1);
+  feed(timed(20));
+  prove(2);
+  feed(timed(5));
+  record.versions[0].proved_at_ms = 100;
+  record.versions[1].proved_at_ms = 200;
+  auto batch = checkpoint(record, {}, 150);
+  std::map<std::string, kernel_record> kernels; // by source
+  for (const auto& op : batch.ops)
+    if (op.family == family::kernels) {
+      auto kernel = decode_kernel(op.value.value_or(""));
+      ASSERT_TRUE(kernel) << render(kernel.error());
+      kernels[kernel->source] = *kernel;
+    }
+  ASSERT_EQ(kernels.size(), 2u);
+  const auto& slow = kernels.at(source_of(1));
+  const auto& fast = kernels.at(source_of(2));
+  EXPECT_EQ(slow.accepted_at_ms, 100);
+  EXPECT_GT(fast.accepted_at_ms, slow.accepted_at_ms) << "the kept version is the newest";
+  ASSERT_EQ(slow.timings.size(), 1u);
+  EXPECT_DOUBLE_EQ(slow.timings[0].speedup, 0.5);
+  ASSERT_EQ(fast.timings.size(), 1u);
+  EXPECT_DOUBLE_EQ(fast.timings[0].speedup, 2);
+  EXPECT_EQ(fast.timings[0].fingerprint, "fp1");
+  EXPECT_EQ(fast.llm_calls, 2u);
+  EXPECT_EQ(slow.llm_calls, 1u);
+  EXPECT_TRUE(batch.sync);
+}
+
+TEST_F(OptimizeStage, LogicOnlyTimingsStayOutOfTheLibrary) {
+  begin(optimizing_record(1));
+  prove(1);
+  feed(timed(20, std::string{logic_only_timer}));
+  prove(2);
+  feed(timed(40, std::string{logic_only_timer}));
+  auto batch = checkpoint(record, {}, 150);
+  size_t kernels = 0;
+  for (const auto& op : batch.ops)
+    if (op.family == family::kernels) {
+      ++kernels;
+      EXPECT_TRUE(decode_kernel(op.value.value_or(""))->timings.empty());
+    }
+  EXPECT_EQ(kernels, 2u);
 }
 
 TEST(SessionRecord, CorruptBytesAreErrorsNotCrashes) {

@@ -384,6 +384,9 @@ caf::expected<campaign_spec> accept(const campaign_manager_setup& setup,
   spec.budgets.max_dialogs = or_default(request.max_dialogs, defaults.max_dialogs);
   spec.budgets.max_calls_per_dialog =
       or_default(request.max_calls_per_dialog, defaults.max_calls_per_dialog);
+  spec.budgets.optimize = defaults.optimize == optimize_policy::on;
+  spec.budgets.optimize_target_speedup = defaults.optimize_target_speedup;
+  spec.budgets.optimize_calls = static_cast<uint32_t>(defaults.optimize_calls);
   spec.model = endpoint->second.config.model;
   spec.budgets.context_window_tokens = endpoint->second.config.context_window;
   spec.budgets.reply_reserve_tokens = endpoint->second.config.max_tokens;

@@ -31,16 +31,28 @@ int64_t now_ms() {
       .count();
 }
 
-// A kernel is recorded for the dtypes it passed; the ones its test skipped are named apart.
-kernel_record accepted_kernel(const session_record& r, int64_t at_ms) {
+// The session's kernel, as it ends SUCCESS: its proposal with the verdict that passed it.
+proved_version final_version(const session_record& r) {
   // Only a passing test verdict ends a session in SUCCESS.
-  const auto& verdict = r.verdict.test() ? *r.verdict.test() : contract::test_result{};
+  return {.source = r.proposal,
+          .verdict = r.verdict.test() ? *r.verdict.test() : contract::test_result{},
+          .toolchain = r.toolchain,
+          .device_kind = r.device_kind,
+          .toolchain_versions = r.toolchain_versions,
+          .llm_calls = r.total_calls};
+}
+
+// A kernel is recorded for the dtypes it passed; the ones its test skipped are named apart. Its
+// timings go with it unless its timer measured no kernel (the interpreter's): those checked the
+// OPTIMIZE stage's logic and are no speed verdict.
+kernel_record accepted_kernel(const session_record& r, const proved_version& v, int64_t at_ms) {
+  const auto& verdict = v.verdict;
   auto tested = dtypes_of_pass(verdict, r.dtypes);
   kernel_record kernel;
   kernel.op = r.op;
   kernel.variant = r.variant;
   kernel.wrapper = r.wrapper;
-  kernel.source = r.proposal;
+  kernel.source = v.source;
   kernel.dtypes = std::move(tested.passed);
   for (auto& [dtype, reason] : tested.skipped)
     kernel.skipped_dtypes[dtype] = std::move(reason);
@@ -52,15 +64,38 @@ kernel_record accepted_kernel(const session_record& r, int64_t at_ms) {
   kernel.endpoint = r.endpoint;
   kernel.model = r.model;
   kernel.dialogs = r.dialog;
-  kernel.llm_calls = r.total_calls;
+  kernel.llm_calls = v.llm_calls;
   kernel.calls_in_last_dialog = r.calls_in_dialog;
   kernel.tests_run = verdict.tests_run;
   kernel.tests_passed = verdict.tests_passed;
-  kernel.toolchain = r.toolchain;
-  kernel.toolchain_versions = r.toolchain_versions;
-  kernel.device_kind = r.device_kind;
+  kernel.toolchain = v.toolchain;
+  kernel.toolchain_versions = v.toolchain_versions;
+  kernel.device_kind = v.device_kind;
   kernel.accepted_at_ms = at_ms;
+  if (v.timer != logic_only_timer)
+    kernel.timings = merge_timings({}, v.timings);
   return kernel;
+}
+
+// The writes of a SUCCESS: every proved version, the kept one accepted last (now), so that it is
+// the operator's current kernel, the others when they were proved.
+std::vector<write_op> accepted_versions(const session_record& r, int64_t at_ms) {
+  std::vector<write_op> out;
+  auto add = [&out](const kernel_record& kernel) {
+    for (auto& op : accept_kernel(kernel))
+      out.push_back(std::move(op));
+  };
+  auto kept = final_version(r);
+  auto kept_at = at_ms;
+  for (const auto& v : r.versions)
+    if (v.source != kept.source) {
+      add(accepted_kernel(r, v, v.proved_at_ms));
+      kept_at = std::max(kept_at, v.proved_at_ms + 1);
+    } else {
+      kept = v;
+    }
+  add(accepted_kernel(r, kept, kept_at));
+  return out;
 }
 
 void act(self_pointer self);
@@ -71,8 +106,12 @@ void apply(self_pointer self, step_result result) {
   if (result.transitions.empty())
     return;
   st.record = std::move(result.record);
+  auto at = now_ms();
+  for (auto& v : st.record.versions)
+    if (v.proved_at_ms == 0)
+      v.proved_at_ms = at;
   st.writing = true;
-  auto batch = checkpoint(st.record, result.transitions, now_ms());
+  auto batch = checkpoint(st.record, result.transitions, at);
   self->request(st.services.store, caf::infinite, atom::write_v, std::move(batch))
       .then(
           [self](atom::ok) {
@@ -80,11 +119,15 @@ void apply(self_pointer self, step_result result) {
             st.writing = false;
             if (st.services.progress)
               self->send(st.services.progress, atom::progress_v, summarize(st.record));
-            if (st.services.library && st.record.state == session_state::success)
-              self->send(
-                  st.services.library, atom::accepted_v,
-                  kernel_key(operator_id(st.record.op, st.record.variant), st.record.proposal),
-                  st.record.device_kind);
+            if (st.services.library && st.record.state == session_state::success) {
+              auto op_id = operator_id(st.record.op, st.record.variant);
+              for (const auto& v : st.record.versions)
+                if (v.source != st.record.proposal)
+                  self->send(st.services.library, atom::accepted_v, kernel_key(op_id, v.source),
+                             v.device_kind);
+              self->send(st.services.library, atom::accepted_v,
+                         kernel_key(op_id, st.record.proposal), st.record.device_kind);
+            }
             if (st.cancel_pending) {
               st.cancel_pending = false;
               auto ctx = session_context{*st.services.templates, st.services.examples};
@@ -228,13 +271,25 @@ void submit(self_pointer self, device_job job, std::vector<std::string> passed_o
   st.job = job.id;
   auto revision = st.record.revision;
   bool is_lint = job.kind == contract::job_kind::lint;
+  bool is_benchmark = job.kind == contract::job_kind::benchmark;
   self->request(st.services.jobs, caf::infinite, atom::submit_v, job)
       .then(
-          [self, revision, is_lint, job, passed_on](device_job_result& result) mutable {
+          [self, revision, is_lint, is_benchmark, job,
+           passed_on](device_job_result& result) mutable {
             if (stale(self, revision))
               return;
             if (result.status != contract::job_status::done) {
               on_event(self, harness_faulted{to_string(result.status) + ": " + result.error});
+              return;
+            }
+            if (is_benchmark) {
+              auto timed =
+                  wire::decode_as<contract::benchmark_result>(result.payload, "benchmark_result");
+              if (!timed)
+                on_event(self, harness_faulted{render(timed.error())});
+              else
+                on_event(self, benchmark_finished{std::move(*timed), result.fingerprint,
+                                                  self->state.services.device_kind, now_ms()});
               return;
             }
             if (is_lint) {
@@ -280,18 +335,33 @@ void submit(self_pointer self, device_job job, std::vector<std::string> passed_o
           });
 }
 
+std::string job_id(const op_session_state& st, contract::job_kind kind) {
+  return st.record.session_id + ":" + to_string(kind) + ":" + std::to_string(st.record.revision);
+}
+
+test_limits limits_of(const op_session_state& st) {
+  return {st.services.device_kind, st.services.sample_timeout_s, st.services.job_deadline_ms,
+          st.services.extra_sets,  st.services.model_samples,    st.services.fingerprint};
+}
+
 void run_job(self_pointer self, contract::job_kind kind, const std::string& source) {
   auto& st = self->state;
   const auto& r = st.record;
-  auto id = r.session_id + ":" + to_string(kind) + ":" + std::to_string(r.revision);
+  auto id = job_id(st, kind);
   // The campaign took only dtypes of the contract (campaign_manager's accept).
   submit(self, kind == contract::job_kind::lint
                    ? lint_job(std::move(id), source, r.op, r.wrapper, st.services.device_kind,
                               st.services.job_deadline_ms)
                    : test_job(std::move(id), r.op, r.variant, source, r.wrapper, r.dtypes,
-                              {st.services.device_kind, st.services.sample_timeout_s,
-                               st.services.job_deadline_ms, st.services.extra_sets,
-                               st.services.model_samples, st.services.fingerprint}));
+                              limits_of(st)));
+}
+
+// Times a proved version against the baseline on the inputs a test runs (its model sets too).
+void run_benchmark(self_pointer self, const benchmark_candidate& action) {
+  auto& st = self->state;
+  const auto& r = st.record;
+  submit(self, benchmark_job(job_id(st, contract::job_kind::benchmark), r.op, r.variant,
+                             action.source, r.wrapper, action.dtypes, limits_of(st)));
 }
 
 // Carries out what the record asks for next; after faults, once the back-off has passed.
@@ -305,6 +375,8 @@ void issue(self_pointer self, const session_action& action) {
           run_job(self, contract::job_kind::lint, a.source);
         else if constexpr (std::is_same_v<type, test_candidate>)
           run_job(self, contract::job_kind::test, a.source);
+        else if constexpr (std::is_same_v<type, benchmark_candidate>)
+          run_benchmark(self, a);
         else {
           self->state.promise.deliver(summarize(self->state.record));
           self->quit();
@@ -347,7 +419,7 @@ write_batch checkpoint(const session_record& record,
         {family::events, event_key(record.session_id, t.revision), encode_transition(t)});
   }
   if (record.state == session_state::success)
-    for (auto& op : accept_kernel(accepted_kernel(record, at_ms)))
+    for (auto& op : accepted_versions(record, at_ms))
       batch.ops.push_back(std::move(op));
   batch.sync = record.state == session_state::success || record.state == session_state::failed;
   return batch;

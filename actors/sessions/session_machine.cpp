@@ -1,7 +1,11 @@
 #include "actors/sessions/session_machine.hpp"
 
+#include "actors/library/kernels.hpp"
 #include "actors/sessions/answer_parser.hpp"
 #include "actors/sessions/feedback.hpp"
+
+#include <algorithm>
+#include <cstdio>
 
 namespace opforge {
 
@@ -17,6 +21,42 @@ std::string join(const std::vector<std::string>& items, const char* separator) {
   for (const auto& item : items)
     out += (out.empty() ? "" : separator) + item;
   return out;
+}
+
+// `value` with `digits` significant digits (speedups, shares), or fixed with one decimal (times).
+std::string number(double value, int digits = 3) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.*g", digits, value);
+  return text;
+}
+
+std::string microseconds(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f", value);
+  return text;
+}
+
+// A version's timings as the optimize prompt shows them: one row per dtype and shape class.
+std::string timing_table(const std::vector<contract::kernel_timing>& timings) {
+  std::string out = "| dtype | input size class | kernel (us) | baseline (us) | speedup | share of "
+                    "peak bandwidth |\n|---|---|---|---|---|---|\n";
+  for (const auto& t : timings)
+    out += "| " + to_string(t.dtype) + " | " + t.shape_class +
+           (t.launch_bound ? " (launch-bound)" : "") + " | " + microseconds(t.kernel_us) + " | " +
+           microseconds(t.baseline_us) + " | " + number(t.speedup) + " | " +
+           (t.peak_share ? number(*t.peak_share * 100, 2) + "%" : "no peak known") + " |\n";
+  return out;
+}
+
+// What a passing verdict covers, as the end reason says it.
+std::string passed_text(const contract::test_result& result,
+                        const std::vector<std::string>& requested) {
+  auto tested = dtypes_of_pass(result, requested);
+  auto text =
+      "passed " + std::to_string(result.tests_run) + " tests on " + join(tested.passed, ", ");
+  for (const auto& [dtype, reason] : tested.skipped)
+    text += "; skipped " + dtype + ": " + reason;
+  return text;
 }
 
 // One step in progress: the record, the transitions made so far, and the prompts to build.
@@ -35,7 +75,12 @@ public:
     rec_.state = to;
   }
 
+  // A session with a proved version never fails: whatever ends it keeps its fastest.
   void fail(std::string reason) {
+    if (!rec_.versions.empty()) {
+      keep_fastest(std::move(reason));
+      return;
+    }
     rec_.end_reason = reason;
     move_to(session_state::failed, std::move(reason));
   }
@@ -98,7 +143,11 @@ public:
                    (attempt.detail.empty() ? "" : " (" + attempt.detail + ")");
     rec_.history.push_back(std::move(attempt));
     rec_.last_feedback = prompt;
-    move_to(session_state::feedback, std::move(summary), prompt);
+    move_to(session_state::feedback, summary, prompt);
+    if (rec_.optimizing) {
+      feed_back_optimizing(std::move(prompt), summary);
+      return;
+    }
     if (rec_.calls_in_dialog >= rec_.budgets.max_calls_per_dialog) {
       move_to(session_state::prompt, "dialog " + std::to_string(rec_.dialog) + " used its " +
                                          std::to_string(rec_.calls_in_dialog) + " calls");
@@ -118,6 +167,120 @@ public:
                                          " of dialog " + std::to_string(rec_.dialog));
   }
 
+  uint32_t optimize_calls_left() const {
+    const auto& b = rec_.budgets;
+    return b.optimize_calls > rec_.optimize_calls_used ? b.optimize_calls - rec_.optimize_calls_used
+                                                       : 0;
+  }
+
+  std::string optimize_calls_spent() const {
+    return "its " + std::to_string(rec_.budgets.optimize_calls) + " optimize calls are spent";
+  }
+
+  // A failed optimized version is fed back within the stage's calls; it never replaces the kept.
+  void feed_back_optimizing(std::string prompt, const std::string& summary) {
+    if (optimize_calls_left() == 0) {
+      keep_fastest(optimize_calls_spent() + " (the last answer: " + summary + ")");
+      return;
+    }
+    rec_.messages.push_back({"user", std::move(prompt)});
+    if (!fits_context()) {
+      auto usage = context_usage();
+      rec_.messages.pop_back();
+      move_to(session_state::prompt,
+              "the optimize dialog would exceed the context window (" + usage + ")");
+      open_optimize_dialog();
+      return;
+    }
+    move_to(session_state::generate, "optimize call " +
+                                         std::to_string(rec_.optimize_calls_used + 1) + " of " +
+                                         std::to_string(rec_.budgets.optimize_calls));
+  }
+
+  // Opens the stage's dialog: the kept version with its timings. The record is in PROMPT.
+  void open_optimize_dialog() {
+    rec_.optimizing = true;
+    rec_.calls_in_dialog = 0;
+    rec_.messages.clear();
+    auto kept = *fastest_version(rec_);
+    const auto& best = rec_.versions[kept];
+    const auto& last = rec_.versions.back();
+    prompt_values values{{"op", rec_.op},
+                         {"wrapper", rec_.wrapper},
+                         {"dtypes", join(rec_.dtypes, ", ")},
+                         {"docstring", rec_.docstring},
+                         {"kernel", best.source},
+                         {"timings", timing_table(best.timings)},
+                         {"speedup", number(best.speedup)},
+                         {"target", number(rec_.budgets.optimize_target_speedup)}};
+    if (best.timer == logic_only_timer)
+      values["timer_note"] =
+          "These times were taken on Triton's interpreter (timer " + best.timer +
+          "): they check the timing protocol's logic and say nothing about speed on a GPU.";
+    if (&last != &best)
+      values["last_version"] =
+          "It passed the tests, but " +
+          (last.timing_error.empty() ? "at a speedup of " + number(last.speedup) +
+                                           " it was not faster than the implementation above"
+                                     : "its timing was refused: " + last.timing_error) +
+          ". It was not kept.";
+    rec_.messages.push_back({"user", ctx_.templates.render(prompt_kind::optimize, values)});
+    if (!fits_context()) {
+      keep_fastest("the optimize prompt does not fit the endpoint's context window (" +
+                   context_usage() + ")");
+      return;
+    }
+    move_to(session_state::generate,
+            "optimize call " + std::to_string(rec_.optimize_calls_used + 1) + " of " +
+                std::to_string(rec_.budgets.optimize_calls) + ": " +
+                to_string(prompt_kind::optimize) + " prompt for version " +
+                std::to_string(kept + 1) + " (speedup " + number(best.speedup) + ", target " +
+                number(rec_.budgets.optimize_target_speedup) + ")",
+            rec_.messages.back().content);
+  }
+
+  // After a version was timed (or found to be one timed before): the stage asks for a faster
+  // one, or ends.
+  void next_round(std::string detail) {
+    const auto& best = rec_.versions[*fastest_version(rec_)];
+    if (best.timings.empty()) {
+      keep_fastest(detail + "; the proved kernel could not be timed, so there is no speed to "
+                            "improve on");
+      return;
+    }
+    if (best.speedup >= rec_.budgets.optimize_target_speedup) {
+      keep_fastest(detail + "; the target speedup " + number(rec_.budgets.optimize_target_speedup) +
+                   " is reached");
+      return;
+    }
+    if (optimize_calls_left() == 0) {
+      keep_fastest(detail + "; " + optimize_calls_spent());
+      return;
+    }
+    move_to(session_state::prompt, std::move(detail));
+    open_optimize_dialog();
+  }
+
+  // Ends the session in SUCCESS with its fastest proved version as its kernel.
+  void keep_fastest(const std::string& reason) {
+    auto kept = *fastest_version(rec_);
+    const auto& v = rec_.versions[kept];
+    rec_.optimizing = false;
+    if (rec_.proposal != v.source) {
+      rec_.proposal = v.source;
+      rec_.verdict = {v.verdict, {}};
+    }
+    rec_.toolchain = v.toolchain;
+    rec_.device_kind = v.device_kind;
+    rec_.toolchain_versions = v.toolchain_versions;
+    rec_.end_reason =
+        passed_text(v.verdict, rec_.dtypes) + "; kept version " + std::to_string(kept + 1) +
+        " of " + std::to_string(rec_.versions.size()) +
+        (v.timings.empty() ? " (not timed)" : " (speedup " + number(v.speedup) + ")") + ": " +
+        reason;
+    move_to(session_state::success, rec_.end_reason);
+  }
+
   void fault(session_state stays, const char* who, const std::string& detail) {
     ++rec_.consecutive_faults;
     ++rec_.total_faults;
@@ -128,6 +291,8 @@ public:
   void on(const llm_answered& answer) {
     ++rec_.calls_in_dialog;
     ++rec_.total_calls;
+    if (rec_.optimizing)
+      ++rec_.optimize_calls_used;
     rec_.consecutive_faults = 0;
     rec_.prompt_tokens += answer.prompt_tokens;
     rec_.completion_tokens += answer.completion_tokens;
@@ -166,7 +331,10 @@ public:
     move_to(session_state::prompt, "endpoint: context exhausted in dialog " +
                                        std::to_string(rec_.dialog) + ": " +
                                        first_line(event.detail));
-    open_dialog();
+    if (rec_.optimizing)
+      open_optimize_dialog();
+    else
+      open_dialog();
   }
 
   void on(const llm_faulted& event) {
@@ -231,11 +399,27 @@ public:
       rec_.history.push_back({rec_.dialog, rec_.calls_in_dialog, contract::attempt_stage::test,
                               contract::to_attempt_outcome(result.outcome),
                               std::to_string(run) + " tests"});
-      auto tested = dtypes_of_pass(result, rec_.dtypes);
-      rec_.end_reason = "passed " + std::to_string(run) + " tests on " + join(tested.passed, ", ");
-      for (const auto& [dtype, reason] : tested.skipped)
-        rec_.end_reason += "; skipped " + dtype + ": " + reason;
-      move_to(session_state::success, rec_.end_reason);
+      if (!rec_.budgets.optimize) {
+        rec_.end_reason = passed_text(result, rec_.dtypes);
+        move_to(session_state::success, rec_.end_reason);
+        return;
+      }
+      auto same = std::find_if(rec_.versions.begin(), rec_.versions.end(),
+                               [&](const auto& v) { return v.source == rec_.proposal; });
+      if (same != rec_.versions.end()) {
+        next_round("the answer is version " + std::to_string(same - rec_.versions.begin() + 1) +
+                   " again");
+        return;
+      }
+      rec_.versions.push_back({.source = rec_.proposal,
+                               .verdict = result,
+                               .toolchain = rec_.toolchain,
+                               .device_kind = rec_.device_kind,
+                               .toolchain_versions = rec_.toolchain_versions,
+                               .llm_calls = rec_.total_calls});
+      move_to(session_state::optimize, "version " + std::to_string(rec_.versions.size()) + " " +
+                                           passed_text(result, rec_.dtypes) +
+                                           "; timing it against the baseline");
       return;
     }
     auto failure = result.failure.value_or(contract::test_failure{});
@@ -252,6 +436,28 @@ public:
               {0, 0, contract::attempt_stage::test, contract::to_attempt_outcome(result.outcome),
                first_line((failure.dtype.empty() ? "" : failure.dtype + ": ") +
                           (model.empty() ? "" : model + ": ") + failure.message)});
+  }
+
+  void on(const benchmark_finished& event) {
+    const auto& result = event.result;
+    rec_.consecutive_faults = 0;
+    auto& v = rec_.versions.back();
+    v.benchmarked = true;
+    v.timer = result.timer;
+    v.timings = class_timings(result, event.fingerprint, event.device_kind, event.measured_at_ms);
+    auto detail = "version " + std::to_string(rec_.versions.size());
+    if (!v.timings.empty()) {
+      v.speedup = result.geomean_speedup;
+      detail += " timed: speedup " + number(v.speedup) + " over " + result.baseline + " (" +
+                result.timer + ")";
+    } else {
+      v.timing_error = result.outcome != contract::outcome::pass
+                           ? to_string(result.outcome) +
+                                 (result.failure ? ": " + first_line(result.failure->message) : "")
+                           : std::string{"the benchmark timed no input"};
+      detail += " not timed: " + v.timing_error;
+    }
+    next_round(std::move(detail));
   }
 
   void on(const harness_faulted& event) { fault(rec_.state, "harness", event.detail); }
@@ -277,8 +483,11 @@ bool expects(session_state state, const session_event& event) {
           return state == session_state::lint;
         else if constexpr (std::is_same_v<event_type, test_finished>)
           return state == session_state::test;
+        else if constexpr (std::is_same_v<event_type, benchmark_finished>)
+          return state == session_state::optimize;
         else if constexpr (std::is_same_v<event_type, harness_faulted>)
-          return state == session_state::lint || state == session_state::test;
+          return state == session_state::lint || state == session_state::test ||
+                 state == session_state::optimize;
         else
           return state == session_state::generate;
       },
@@ -302,6 +511,27 @@ uint64_t estimated_tokens(const std::vector<session_message>& messages) {
   return chars / 4;
 }
 
+std::optional<size_t> fastest_version(const session_record& record) {
+  const auto& versions = record.versions;
+  if (versions.empty())
+    return std::nullopt;
+  std::optional<size_t> best;
+  for (size_t i = 0; i < versions.size(); ++i) {
+    const auto& v = versions[i];
+    if (v.timings.empty())
+      continue;
+    if (!best) {
+      best = i;
+      continue;
+    }
+    const auto& b = versions[*best];
+    auto relative = relative_time(v.timings, b.timings);
+    if (relative ? *relative < 1 : v.speedup > b.speedup)
+      best = i;
+  }
+  return best.value_or(0);
+}
+
 session_action next_action(const session_record& record) {
   auto delay = retry_delay(record.consecutive_faults);
   switch (record.state) {
@@ -311,6 +541,12 @@ session_action next_action(const session_record& record) {
     return lint_candidate{record.proposal, delay};
   case session_state::test:
     return test_candidate{record.proposal, delay};
+  case session_state::optimize:
+    if (record.versions.empty())
+      break;
+    return benchmark_candidate{record.versions.back().source,
+                               dtypes_of_pass(record.versions.back().verdict, record.dtypes).passed,
+                               delay};
   case session_state::success:
     return finish_session{true, record.end_reason};
   case session_state::failed:

@@ -16,6 +16,15 @@
 // LINT or TEST (waiting) or in SUCCESS or FAILED (done). Endpoint faults and harness faults repeat
 // the waiting step with a growing delay and never count against the candidate.
 //
+// With budgets.optimize a pass goes to OPTIMIZE instead of SUCCESS: the proved version is timed
+// against the baseline (a benchmark job). While the fastest proved version is below the target
+// speedup and the stage has LLM calls left, an optimize prompt (its timings per shape class)
+// opens the stage's dialog: PROMPT -> GENERATE, and the answer goes through PARSE, LINT and TEST
+// like any other, failures fed back within the stage's calls. A new version that passes the full
+// test is timed in OPTIMIZE in turn. The stage ends in SUCCESS with the fastest proved version
+// (the first when none could be timed), whatever ends it: the target reached, its calls spent, a
+// failed or slower version, an endpoint's refusal or a cancel. A proved kernel is never lost.
+//
 // The record and its transitions, as stored, are in persistence/records.hpp.
 
 #include "actors/sessions/prompt_templates.hpp"
@@ -23,6 +32,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -61,6 +71,12 @@ struct test_finished {
   verdict_hosts hosts{}; // where it was confirmed, or contradicted an earlier pass
   std::map<std::string, std::string> toolchain_versions{}; // python, torch, triton, ...
 };
+struct benchmark_finished {
+  contract::benchmark_result result;
+  std::string fingerprint{}; // the toolchain it ran on
+  std::string device_kind{};
+  int64_t measured_at_ms = 0; // wall clock
+};
 struct harness_faulted {
   std::string detail; // the device job failed: never a verdict on the candidate
 };
@@ -68,8 +84,9 @@ struct cancel_requested {
   std::string reason;
 };
 
-using session_event = std::variant<llm_answered, llm_context_exhausted, llm_faulted, endpoint_moved,
-                                   lint_finished, test_finished, harness_faulted, cancel_requested>;
+using session_event =
+    std::variant<llm_answered, llm_context_exhausted, llm_faulted, endpoint_moved, lint_finished,
+                 test_finished, benchmark_finished, harness_faulted, cancel_requested>;
 
 // -- actions --------------------------------------------------------------------------------------
 
@@ -85,12 +102,19 @@ struct test_candidate {
   std::string source;
   std::chrono::milliseconds delay{0};
 };
+/// Time the newest proved version (OPTIMIZE).
+struct benchmark_candidate {
+  std::string source;
+  std::vector<std::string> dtypes; // the dtypes it passed
+  std::chrono::milliseconds delay{0};
+};
 struct finish_session {
   bool success = false;
   std::string reason;
 };
 
-using session_action = std::variant<ask_llm, lint_candidate, test_candidate, finish_session>;
+using session_action =
+    std::variant<ask_llm, lint_candidate, test_candidate, benchmark_candidate, finish_session>;
 
 /// What the session must do next, from the record alone. A record in PROMPT has not started:
 /// call `start` first.
@@ -115,6 +139,11 @@ step_result start(session_record record, const session_context& context);
 /// Applies `event`. An event that does not belong to the record's state (a late reply for a step
 /// already recorded) is ignored: the result has no transitions.
 step_result step(session_record record, const session_event& event, const session_context& context);
+
+/// The index in `record.versions` of the fastest proved version: among those timed, the one
+/// that takes least time relative to the others where they share timed classes (else the higher
+/// speedup over the baseline); the first version when none was timed. Nothing without versions.
+std::optional<size_t> fastest_version(const session_record& record);
 
 /// The delay before retrying a step after `consecutive_faults` faults: 0, 1 s, 2 s, 4 s ... 60 s.
 std::chrono::milliseconds retry_delay(uint32_t consecutive_faults);

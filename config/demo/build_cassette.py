@@ -1,4 +1,5 @@
-"""Builds cassette.jsonl, the demo's replay cassette, from the answers under answers/<operator>/.
+"""Builds cassette.jsonl, the demo's replay cassette, from the answers under answers/<operator>/,
+and optimize/cassette.jsonl, the optimize stage's, from optimize/answers/<operator>/.
 
 The answers were written by the opforge developers, not by a model: every entry says so in its
 `label` and its `model`, and the replay server labels every answer it serves as recorded. The first
@@ -20,9 +21,16 @@ LABEL = "hand-written replay answer, not from a live model"
 MODEL = "opforge-demo (hand-written answers)"
 
 
-def entries() -> list[dict]:
+#: Each cassette and the directory of its answers.
+CASSETTES = {
+    HERE / "cassette.jsonl": HERE / "answers",
+    HERE / "optimize" / "cassette.jsonl": HERE / "optimize" / "answers",
+}
+
+
+def entries(answers_dir: Path) -> list[dict]:
     out = []
-    for operator_dir in sorted(p for p in (HERE / "answers").iterdir() if p.is_dir()):
+    for operator_dir in sorted(p for p in answers_dir.iterdir() if p.is_dir()):
         answers = sorted(operator_dir.glob("*.md"), key=lambda p: int(p.stem))
         for index, answer in enumerate(answers):
             out.append(
@@ -55,15 +63,15 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--check", action="store_true", help="fail if cassette.jsonl is stale")
     args = parser.parse_args()
-    text = "".join(json.dumps(e, sort_keys=True) + "\n" for e in entries())
-    target = HERE / "cassette.jsonl"
-    if args.check:
-        if not target.exists() or target.read_text(encoding="utf-8") != text:
+    stale = False
+    for target, answers_dir in CASSETTES.items():
+        text = "".join(json.dumps(e, sort_keys=True) + "\n" for e in entries(answers_dir))
+        if not args.check:
+            target.write_text(text, encoding="utf-8")
+        elif not target.exists() or target.read_text(encoding="utf-8") != text:
             print(f"{target} is stale: run python {Path(__file__).name}", file=sys.stderr)
-            return 1
-        return 0
-    target.write_text(text, encoding="utf-8")
-    return 0
+            stale = True
+    return 1 if stale else 0
 
 
 if __name__ == "__main__":

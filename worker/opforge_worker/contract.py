@@ -102,7 +102,9 @@ class SampleSet(enum.StrEnum):
 
 
 class SessionState(enum.StrEnum):
-    """The states of an operator session (ARCHITECTURE.md, the operator session)."""
+    """The states of an operator session (ARCHITECTURE.md, the operator session); OPTIMIZE times
+    a proved version (campaigns.optimize).
+    """
 
     PROMPT = "PROMPT"
     GENERATE = "GENERATE"
@@ -110,6 +112,7 @@ class SessionState(enum.StrEnum):
     LINT = "LINT"
     TEST = "TEST"
     FEEDBACK = "FEEDBACK"
+    OPTIMIZE = "OPTIMIZE"
     SUCCESS = "SUCCESS"
     FAILED = "FAILED"
 
