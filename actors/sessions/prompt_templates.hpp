@@ -34,6 +34,7 @@ enum class prompt_kind : uint8_t {
   feedback_accuracy,
   feedback_timeout,
   feedback_cheat,
+  feedback_layout, // an accuracy_error of check layout: values right, strides not ATen's
 };
 
 /// Every kind, in declaration order.
@@ -43,12 +44,12 @@ const std::vector<prompt_kind>& all_prompt_kinds();
 template <>
 struct contract::enum_traits<prompt_kind> {
   static constexpr std::string_view label = "prompt_kind";
-  static constexpr std::array<std::string_view, 10> names{
+  static constexpr std::array<std::string_view, 11> names{
       "initial",        "debug_existing",         "feedback_format",
       "feedback_lint",  "feedback_compile_error", "feedback_runtime_error",
       "feedback_crash", "feedback_accuracy",      "feedback_timeout",
-      "feedback_cheat"};
-  static_assert(names.size() - 1 == static_cast<size_t>(prompt_kind::feedback_cheat));
+      "feedback_cheat", "feedback_layout"};
+  static_assert(names.size() - 1 == static_cast<size_t>(prompt_kind::feedback_layout));
 };
 
 /// The placeholders a kind knows: `required` must appear as {{name}} in its template, `optional`
