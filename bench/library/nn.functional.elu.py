@@ -1,5 +1,6 @@
 # ruff: noqa: F821 (a candidate: the harness provides torch, triton and tl)
 # Hand-written for the bench library (bench/library/README.md), not LLM output.
+# opforge: wrapper=elu
 # nn.functional.elu: x above 0, alpha * expm1(x) elsewhere.
 BLOCK = 1024
 

@@ -1,5 +1,6 @@
 # ruff: noqa: F821 (a candidate: the harness provides torch, triton and tl)
 # Hand-written for the bench library (bench/library/README.md), not LLM output.
+# opforge: wrapper=gelu
 # nn.functional.gelu: 0.5 x (1 + erf(x / sqrt 2)), or with
 # approximate='tanh' 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 BLOCK = 1024

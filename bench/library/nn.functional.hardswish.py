@@ -1,5 +1,6 @@
 # ruff: noqa: F821 (a candidate: the harness provides torch, triton and tl)
 # Hand-written for the bench library (bench/library/README.md), not LLM output.
+# opforge: wrapper=hardswish
 # nn.functional.hardswish: x * clamp(x + 3, 0, 6) / 6; selects,
 # not tl.minimum/maximum, so that NaN propagates on a GPU too.
 BLOCK = 1024

@@ -1,5 +1,6 @@
 # ruff: noqa: F821 (a candidate: the harness provides torch, triton and tl)
 # Hand-written for the bench library (bench/library/README.md), not LLM output.
+# opforge: wrapper=leaky_relu
 # nn.functional.leaky_relu: x above 0, slope * x elsewhere.
 BLOCK = 1024
 

@@ -1,5 +1,6 @@
 # ruff: noqa: F821 (a candidate: the harness provides torch, triton and tl)
 # Hand-written for the bench library (bench/library/README.md), not LLM output.
+# opforge: wrapper=logsigmoid
 # nn.functional.logsigmoid: min(x, 0) - log1p(exp(-|x|)), stable
 # at both ends.
 BLOCK = 1024

@@ -1,5 +1,6 @@
 # ruff: noqa: F821 (a candidate: the harness provides torch, triton and tl)
 # Hand-written for the bench library (bench/library/README.md), not LLM output.
+# opforge: wrapper=mish
 # nn.functional.mish: x tanh(log1p(exp(x))).
 BLOCK = 1024
 

@@ -1,5 +1,6 @@
 # ruff: noqa: F821 (a candidate: the harness provides torch, triton and tl)
 # Hand-written for the bench library (bench/library/README.md), not LLM output.
+# opforge: wrapper=relu6
 # nn.functional.relu6: clamp(x, 0, 6), selects so that NaN
 # propagates on a GPU too; integers in integer arithmetic.
 BLOCK = 1024

@@ -1,5 +1,6 @@
 # ruff: noqa: F821 (a candidate: the harness provides torch, triton and tl)
 # Hand-written for the bench library (bench/library/README.md), not LLM output.
+# opforge: wrapper=silu
 # nn.functional.silu: x / (1 + exp(-x)) as ATen writes it
 # (silu(-inf) is NaN there too).
 BLOCK = 1024
