@@ -24,6 +24,7 @@ import yaml
 
 SCALARS = ("str", "int", "float", "bool", "map")
 CPP_KEYWORDS = {"bool", "int", "float", "double", "char", "default", "delete", "new", "and", "or"}
+CPP_KEYWORDS |= {"static", "const", "class", "struct", "enum", "return", "switch", "case", "this"}
 FIELD_OPTIONS = {"type", "doc", "optional", "default", "min", "nonempty", "max_len", "charset"}
 FIELD_OPTIONS |= {"skip_unknown", "positive", "lenient"}
 

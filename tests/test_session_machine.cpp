@@ -307,6 +307,15 @@ INSTANTIATE_TEST_SUITE_P(
                       .diff = opforge::testing::values_differ(0.5, 3, 25)},
                      {"wrong values for dtype bfloat16", "max_abs_error: 0.5", "mismatched: 3",
                       "total: 25"}},
+        outcome_case{outcome::accuracy_error,
+                     {.dtype = "float32",
+                      .sample = "layouts: transposed (sample #0): (Tensor[float32](33, 64) "
+                                "strides=(1, 33))",
+                      .message = "output: layout differs: strides (64, 1), ATen (1, 33)",
+                      .check = contract::failure_check::layout},
+                     {"right values but returns them in another memory layout",
+                      "output: layout differs: strides (64, 1), ATen (1, 33)",
+                      "torch.empty_like(input)", "strides=(1, 33)"}},
         outcome_case{outcome::timeout,
                      {.dtype = "int64", .message = "sample 4 ran past 10 s"},
                      {"did not finish in time for dtype int64", "sample 4 ran past 10 s"}},
@@ -318,7 +327,7 @@ INSTANTIATE_TEST_SUITE_P(
             outcome::lint_violation,
             {.message = "static: refused before running: import at line 1 `import "
                         "torch`: No imports. (1 more in findings)",
-             .check = "static",
+             .check = contract::failure_check::static_,
              .findings = {"static: import at line 1 `import torch`: No imports.",
                           "static: module_attribute at line 9 `torch.sin`: Use only allowed "
                           "names."}},
@@ -326,7 +335,12 @@ INSTANTIATE_TEST_SUITE_P(
              "- import at line 1 `import torch`: "
              "No imports.\n- module_attribute at line 9 `torch.sin`: Use only allowed names.",
              "(`exp_wrapper`"}}),
-    [](const auto& info) { return to_string(info.param.outcome); });
+    [](const auto& info) {
+      auto name = std::string{to_string(info.param.outcome)};
+      if (info.param.failure.check == contract::failure_check::layout)
+        name += "_layout";
+      return name;
+    });
 
 // The typed diff goes into the prompt field by field, the element values as the worker wrote them
 // (Python's repr) and the numbers as Python writes them.

@@ -161,8 +161,8 @@ dtypes_tested dtypes_of_pass(const contract::test_result& verdict,
   return tested;
 }
 
-std::optional<prompt_kind> feedback_kind_for(contract::outcome test_outcome) {
-  switch (test_outcome) {
+std::optional<prompt_kind> feedback_kind_for(const contract::test_result& verdict) {
+  switch (verdict.outcome) {
   case contract::outcome::compile_error:
     return prompt_kind::feedback_compile_error;
   case contract::outcome::runtime_error:
@@ -170,6 +170,9 @@ std::optional<prompt_kind> feedback_kind_for(contract::outcome test_outcome) {
   case contract::outcome::crash:
     return prompt_kind::feedback_crash;
   case contract::outcome::accuracy_error:
+    // Values right, layout not ATen's: the fix is the allocation, not the arithmetic.
+    if (verdict.failure && verdict.failure->check == contract::failure_check::layout)
+      return prompt_kind::feedback_layout;
     return prompt_kind::feedback_accuracy;
   case contract::outcome::timeout:
     return prompt_kind::feedback_timeout;
@@ -205,7 +208,7 @@ std::string model_set_failure(const contract::test_failure& failure) {
 std::optional<std::string> test_feedback(const prompt_templates& templates,
                                          const contract::test_result& test_result,
                                          std::string_view wrapper) {
-  auto kind = feedback_kind_for(test_result.outcome);
+  auto kind = feedback_kind_for(test_result);
   if (!kind)
     return std::nullopt;
   auto failure = test_result.failure.value_or(contract::test_failure{});

@@ -36,10 +36,11 @@ struct dtypes_tested {
 dtypes_tested dtypes_of_pass(const contract::test_result& verdict,
                              const std::vector<std::string>& requested);
 
-/// The feedback template for a test outcome; nullopt for `pass` and `harness_error` (neither is
-/// fed back to the model). `lint_violation` (the
-/// worker's static gate refused the source for a mistake of form) gets the lint job's template.
-std::optional<prompt_kind> feedback_kind_for(contract::outcome test_outcome);
+/// The feedback template for a test verdict, by its outcome; nullopt for `pass` and
+/// `harness_error` (neither is fed back to the model). `lint_violation` (the worker's static gate
+/// refused the source for a mistake of form) gets the lint job's template; an `accuracy_error` of
+/// check `layout` (right values, strides not ATen's) gets `feedback_layout`.
+std::optional<prompt_kind> feedback_kind_for(const contract::test_result& verdict);
 
 /// "Your answer could not be used: <problem>" and the output contract again.
 std::string format_feedback(const prompt_templates& templates, std::string_view problem,

@@ -34,7 +34,8 @@ enum class prompt_kind : uint8_t {
   feedback_accuracy,
   feedback_timeout,
   feedback_cheat,
-  optimize, // OPTIMIZE: the kept kernel with its timings, asking for a faster version
+  feedback_layout, // an accuracy_error of check layout: values right, strides not ATen's
+  optimize,        // OPTIMIZE: the kept kernel with its timings, asking for a faster version
 };
 
 /// Every kind, in declaration order.
@@ -44,7 +45,7 @@ const std::vector<prompt_kind>& all_prompt_kinds();
 template <>
 struct contract::enum_traits<prompt_kind> {
   static constexpr std::string_view label = "prompt_kind";
-  static constexpr std::array<std::string_view, 11> names{"initial",
+  static constexpr std::array<std::string_view, 12> names{"initial",
                                                           "debug_existing",
                                                           "feedback_format",
                                                           "feedback_lint",
@@ -54,6 +55,7 @@ struct contract::enum_traits<prompt_kind> {
                                                           "feedback_accuracy",
                                                           "feedback_timeout",
                                                           "feedback_cheat",
+                                                          "feedback_layout",
                                                           "optimize"};
   static_assert(names.size() - 1 == static_cast<size_t>(prompt_kind::optimize));
 };

@@ -1,7 +1,7 @@
 # ruff: noqa: F821 (a candidate: the harness provides torch, triton and tl)
 # Hand-written for the bench library (bench/library/README.md), not LLM output.
 # clamp: min(max(input, min), max) with either bound a tensor, a Python number or None,
-# broadcast (expanded, then copied contiguous) and promoted as ATen's do. Selects, not
+# broadcast (expanded, then copied into the output's layout where theirs differs) and promoted as ATen's do. Selects, not
 # tl.minimum/maximum: a NaN input stays NaN, and a NaN bound gives NaN, as in ATen; where
 # min > max the result is max. Integers in integer arithmetic.
 BLOCK = 1024
@@ -89,6 +89,23 @@ def kind(dtype):
     return 1 if dtype in NARROW_FLOATS else 0
 
 
+def output_like(operands, shape, dtype):
+    """The output laid out as ATen lays out an elementwise result: like the first operand of the
+    result's shape (torch.empty_like: its strides where it is dense), contiguous if none is."""
+    for value in operands:
+        if value.shape == shape:
+            return torch.empty_like(value, dtype=dtype)
+    return torch.empty(shape, dtype=dtype, device=operands[0].device)
+
+
+def laid_out(value, out):
+    """value broadcast to out's shape with out's strides, so that one flat offset indexes both:
+    itself where it has them (a dense input and its torch.empty_like output do), else a copy."""
+    if value.shape == out.shape and value.stride() == out.stride():
+        return value
+    return torch.empty_like(out, dtype=value.dtype).copy_(value.expand(out.shape))
+
+
 def clamp(input, min=None, max=None):
     bounds = [operand(bound, input) for bound in (min, max) if bound is not None]
     dtype = input.dtype
@@ -96,10 +113,10 @@ def clamp(input, min=None, max=None):
     for bound in bounds:
         dtype = torch.promote_types(dtype, torch.result_type(input, bound))
         shape = torch.broadcast_shapes(shape, bound.shape)
-    x = input.expand(shape).contiguous()
-    lo = operand(min, input).expand(shape).contiguous() if min is not None else x
-    hi = operand(max, input).expand(shape).contiguous() if max is not None else x
-    out = torch.empty(shape, dtype=dtype, device=input.device)
+    out = output_like((input, *bounds), shape, dtype)
+    x = laid_out(input, out)
+    lo = laid_out(operand(min, input), out) if min is not None else x
+    hi = laid_out(operand(max, input), out) if max is not None else x
     n = out.numel()
     if n:
         clamp_kernel[(triton.cdiv(n, BLOCK),)](

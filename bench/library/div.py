@@ -3,7 +3,7 @@
 # div: true division (integers divide as floats), or with
 # rounding_mode='trunc' the quotient toward zero: integers in integer division, floats
 # correctly rounded (div_rn) before truncation, so an exact quotient stays exact.
-# Operands broadcast (expanded, then copied contiguous) and promote as ATen's do; a Python
+# Operands broadcast (expanded, then copied into the output's layout where theirs differs) and promote as ATen's do; a Python
 # number takes part at full precision.
 # opforge: variants=no_rounding_mode,trunc_rounding
 BLOCK = 1024
@@ -85,15 +85,32 @@ def kind(dtype):
     return 1 if dtype in NARROW_FLOATS else 0
 
 
+def output_like(operands, shape, dtype):
+    """The output laid out as ATen lays out an elementwise result: like the first operand of the
+    result's shape (torch.empty_like: its strides where it is dense), contiguous if none is."""
+    for value in operands:
+        if value.shape == shape:
+            return torch.empty_like(value, dtype=dtype)
+    return torch.empty(shape, dtype=dtype, device=operands[0].device)
+
+
+def laid_out(value, out):
+    """value broadcast to out's shape with out's strides, so that one flat offset indexes both:
+    itself where it has them (a dense input and its torch.empty_like output do), else a copy."""
+    if value.shape == out.shape and value.stride() == out.stride():
+        return value
+    return torch.empty_like(out, dtype=value.dtype).copy_(value.expand(out.shape))
+
+
 def div(input, other, *, rounding_mode=None):
     other = operand(other, input)
     common = torch.result_type(input, other)
     trunc = rounding_mode == "trunc"
     dtype = common if kind(common) or trunc else torch.get_default_dtype()
     shape = torch.broadcast_shapes(input.shape, other.shape)
-    a = input.expand(shape).contiguous()
-    b = other.expand(shape).contiguous()
-    out = torch.empty(shape, dtype=dtype, device=input.device)
+    out = output_like((input, other), shape, dtype)
+    a = laid_out(input, out)
+    b = laid_out(other, out)
     n = out.numel()
     if n:
         div_kernel[(triton.cdiv(n, BLOCK),)](

@@ -43,9 +43,17 @@ def isnan_kernel(x_ptr, out_ptr, n, IS_FLOAT: tl.constexpr, BLOCK: tl.constexpr)
     tl.store(out_ptr + offsets, to_output_kernel(y, out_ptr.dtype.element_ty), mask=mask)
 
 
+def laid_out(value, out):
+    """value broadcast to out's shape with out's strides, so that one flat offset indexes both:
+    itself where it has them (a dense input and its torch.empty_like output do), else a copy."""
+    if value.shape == out.shape and value.stride() == out.stride():
+        return value
+    return torch.empty_like(out, dtype=value.dtype).copy_(value.expand(out.shape))
+
+
 def isnan(input):
-    x = input.contiguous()
-    out = torch.empty(input.shape, dtype=torch.bool, device=input.device)
+    out = torch.empty_like(input, dtype=torch.bool)
+    x = laid_out(input, out)
     n = x.numel()
     if n:
         isnan_kernel[(triton.cdiv(n, BLOCK),)](

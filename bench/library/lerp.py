@@ -4,7 +4,7 @@
 # otherwise (exact at both ends), in float64, rounded once at the store: there neither
 # end - start nor its product with the weight overflows where the result does not (ATen fuses
 # them into one fma; the interpreter's fma rounds between them). The weight is a tensor
-# or a Python number; all three broadcast (expanded, then copied contiguous).
+# or a Python number; all three broadcast (expanded, then copied into the output's layout where theirs differs).
 BLOCK = 1024
 
 
@@ -45,14 +45,31 @@ def lerp_kernel(s_ptr, e_ptr, w_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + offsets, to_output_kernel(y, out_ptr.dtype.element_ty), mask=mask)
 
 
+def output_like(operands, shape, dtype):
+    """The output laid out as ATen lays out an elementwise result: like the first operand of the
+    result's shape (torch.empty_like: its strides where it is dense), contiguous if none is."""
+    for value in operands:
+        if value.shape == shape:
+            return torch.empty_like(value, dtype=dtype)
+    return torch.empty(shape, dtype=dtype, device=operands[0].device)
+
+
+def laid_out(value, out):
+    """value broadcast to out's shape with out's strides, so that one flat offset indexes both:
+    itself where it has them (a dense input and its torch.empty_like output do), else a copy."""
+    if value.shape == out.shape and value.stride() == out.stride():
+        return value
+    return torch.empty_like(out, dtype=value.dtype).copy_(value.expand(out.shape))
+
+
 def lerp(input, end, weight):
     if not isinstance(weight, torch.Tensor):
         weight = torch.as_tensor(float(weight), dtype=torch.float64, device=input.device)
     shape = torch.broadcast_shapes(input.shape, end.shape, weight.shape)
-    s = input.expand(shape).contiguous()
-    e = end.expand(shape).contiguous()
-    w = weight.expand(shape).contiguous()
-    out = torch.empty(shape, dtype=input.dtype, device=input.device)
+    out = output_like((input, end, weight), shape, input.dtype)
+    s = laid_out(input, out)
+    e = laid_out(end, out)
+    w = laid_out(weight, out)
     n = out.numel()
     if n:
         lerp_kernel[(triton.cdiv(n, BLOCK),)](s, e, w, out, n, BLOCK=BLOCK)

@@ -2,7 +2,7 @@
 # Hand-written for the bench library (bench/library/README.md), not LLM output.
 # logical_or, a bool tensor of nonzero operands (NaN is
 # nonzero), each compared in the promoted type.
-# Operands broadcast (expanded, then copied contiguous) and promote as ATen's do; a Python
+# Operands broadcast (expanded, then copied into the output's layout where theirs differs) and promote as ATen's do; a Python
 # number takes part at full precision.
 BLOCK = 1024
 NARROW_FLOATS = (torch.float16, torch.bfloat16, torch.float32)
@@ -74,14 +74,31 @@ def kind(dtype):
     return 1 if dtype in NARROW_FLOATS else 0
 
 
+def output_like(operands, shape, dtype):
+    """The output laid out as ATen lays out an elementwise result: like the first operand of the
+    result's shape (torch.empty_like: its strides where it is dense), contiguous if none is."""
+    for value in operands:
+        if value.shape == shape:
+            return torch.empty_like(value, dtype=dtype)
+    return torch.empty(shape, dtype=dtype, device=operands[0].device)
+
+
+def laid_out(value, out):
+    """value broadcast to out's shape with out's strides, so that one flat offset indexes both:
+    itself where it has them (a dense input and its torch.empty_like output do), else a copy."""
+    if value.shape == out.shape and value.stride() == out.stride():
+        return value
+    return torch.empty_like(out, dtype=value.dtype).copy_(value.expand(out.shape))
+
+
 def logical_or(input, other):
     other = operand(other, input)
     common = torch.result_type(input, other)
     dtype = torch.bool
     shape = torch.broadcast_shapes(input.shape, other.shape)
-    a = input.expand(shape).contiguous()
-    b = other.expand(shape).contiguous()
-    out = torch.empty(shape, dtype=dtype, device=input.device)
+    out = output_like((input, other), shape, dtype)
+    a = laid_out(input, out)
+    b = laid_out(other, out)
     n = out.numel()
     if n:
         logical_or_kernel[(triton.cdiv(n, BLOCK),)](a, b, out, n, KIND=kind(common), BLOCK=BLOCK)

@@ -1,5 +1,6 @@
 # ruff: noqa: F821 (a candidate: the harness provides torch, triton and tl)
 # Hand-written for the bench library (bench/library/README.md), not LLM output.
+# opforge: wrapper=gelu
 # nn.functional.gelu: 0.5 x (1 + erf(x / sqrt 2)), or with
 # approximate='tanh' 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 BLOCK = 1024
@@ -67,10 +68,18 @@ def gelu_kernel(x_ptr, out_ptr, n, TANH: tl.constexpr, BLOCK: tl.constexpr):
     tl.store(out_ptr + offsets, to_output_kernel(y, out_ptr.dtype.element_ty), mask=mask)
 
 
+def laid_out(value, out):
+    """value broadcast to out's shape with out's strides, so that one flat offset indexes both:
+    itself where it has them (a dense input and its torch.empty_like output do), else a copy."""
+    if value.shape == out.shape and value.stride() == out.stride():
+        return value
+    return torch.empty_like(out, dtype=value.dtype).copy_(value.expand(out.shape))
+
+
 def gelu(input, approximate="none"):
-    x = input.contiguous()
     dtype = input.dtype
-    out = torch.empty(input.shape, dtype=dtype, device=input.device)
+    out = torch.empty_like(input, dtype=dtype)
+    x = laid_out(input, out)
     n = x.numel()
     if n:
         gelu_kernel[(triton.cdiv(n, BLOCK),)](x, out, n, TANH=approximate == "tanh", BLOCK=BLOCK)

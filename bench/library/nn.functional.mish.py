@@ -1,5 +1,6 @@
 # ruff: noqa: F821 (a candidate: the harness provides torch, triton and tl)
 # Hand-written for the bench library (bench/library/README.md), not LLM output.
+# opforge: wrapper=mish
 # nn.functional.mish: x tanh(log1p(exp(x))).
 BLOCK = 1024
 
@@ -71,10 +72,18 @@ def mish_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + offsets, to_output_kernel(y, out_ptr.dtype.element_ty), mask=mask)
 
 
+def laid_out(value, out):
+    """value broadcast to out's shape with out's strides, so that one flat offset indexes both:
+    itself where it has them (a dense input and its torch.empty_like output do), else a copy."""
+    if value.shape == out.shape and value.stride() == out.stride():
+        return value
+    return torch.empty_like(out, dtype=value.dtype).copy_(value.expand(out.shape))
+
+
 def mish(input, inplace=False):
-    x = input.contiguous()
     dtype = input.dtype
-    out = torch.empty(input.shape, dtype=dtype, device=input.device)
+    out = torch.empty_like(input, dtype=dtype)
+    x = laid_out(input, out)
     n = x.numel()
     if n:
         mish_kernel[(triton.cdiv(n, BLOCK),)](x, out, n, BLOCK=BLOCK)

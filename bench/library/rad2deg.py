@@ -39,11 +39,19 @@ def rad2deg_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + offsets, to_output_kernel(y, out_ptr.dtype.element_ty), mask=mask)
 
 
+def laid_out(value, out):
+    """value broadcast to out's shape with out's strides, so that one flat offset indexes both:
+    itself where it has them (a dense input and its torch.empty_like output do), else a copy."""
+    if value.shape == out.shape and value.stride() == out.stride():
+        return value
+    return torch.empty_like(out, dtype=value.dtype).copy_(value.expand(out.shape))
+
+
 def rad2deg(input):
-    x = input.contiguous()
     # Integer inputs give the default floating dtype, as ATen's floating unary ops do.
     dtype = input.dtype if torch.is_floating_point(input) else torch.get_default_dtype()
-    out = torch.empty(input.shape, dtype=dtype, device=input.device)
+    out = torch.empty_like(input, dtype=dtype)
+    x = laid_out(input, out)
     n = x.numel()
     if n:
         rad2deg_kernel[(triton.cdiv(n, BLOCK),)](x, out, n, BLOCK=BLOCK)

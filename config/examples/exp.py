@@ -15,9 +15,13 @@ def exp_kernel(x_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
 def exp_wrapper(input):
     # Integer inputs promote to the default float dtype, like torch.exp.
     result_dtype = input.dtype if input.is_floating_point() else torch.get_default_dtype()
-    # The kernel walks memory linearly, so strided inputs are made dense first.
-    x = input.contiguous()
-    result = torch.empty(x.shape, dtype=result_dtype, device=x.device)
+    # PyTorch gives an elementwise result its input's layout (a transposed or channels_last input,
+    # a transposed or channels_last result): empty_like keeps a dense input's strides. The kernel
+    # walks memory linearly, so input and result must share them: a strided input is copied into
+    # the result's layout first.
+    result = torch.empty_like(input, dtype=result_dtype)
+    same_layout = input.stride() == result.stride()
+    x = input if same_layout else torch.empty_like(result, dtype=input.dtype).copy_(input)
     n_elements = x.numel()
     if n_elements > 0:
         block_size = 1024

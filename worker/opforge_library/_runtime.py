@@ -22,6 +22,13 @@ the exporter wrote it from the worker's registry (``opforge_worker/device_kinds.
   overload goes straight to its original kernel: the wrapper's own allocations and copies, and
   the interpreter's, never re-enter the library.
 - A kernel that raises is answered by the original kernel too, with one warning per overload.
+- A functional overload whose output layout is contract (the manifest's ``layout``: elementwise
+  operators, clone; opforge_worker's data/layout_contract.yaml) is served only where ATen's
+  result layout is known without running ATen, and only with a result of that layout: every
+  tensor argument contiguous (ATen's result is contiguous), or one tensor argument, dense and
+  non-overlapping in any order of its dims (transposed, channels_last: ATen's result has its
+  strides). Other calls, and a result of another layout (one warning per overload), go to the
+  original kernel: a served call never changes the layout the caller gets.
 - In-place and ``out=`` overloads run the functional kernel and write its result into the
   destination with a Triton copy through the destination's own strides, so it keeps its layout
   as under ATen; where ATen would convert, resize (and restride) the destination or refuse, the
@@ -92,6 +99,57 @@ def _write_into(result: torch.Tensor, destination: torch.Tensor) -> bool:
     return True
 
 
+def _dense_order(tensor: torch.Tensor) -> bool:
+    """Whether ``tensor``'s elements fill its memory once each, in some order of its dims
+    (TensorIterator then gives an elementwise result its strides)."""
+    expected = 1
+    for size, stride in sorted(
+        (pair for pair in zip(tensor.shape, tensor.stride(), strict=True) if pair[0] != 1),
+        key=lambda pair: pair[1],
+    ):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _same_layout(result: torch.Tensor, strides: tuple[int, ...]) -> bool:
+    """Whether ``result`` has ``strides`` on every dim of size > 1 (size-1 dims' strides
+    address nothing: torch._prims_common.check_significant_strides)."""
+    return len(strides) == result.dim() and all(
+        size == 1 or stride == expected
+        for size, stride, expected in zip(result.shape, result.stride(), strides, strict=True)
+    )
+
+
+def _aten_layout(tensors: list[torch.Tensor]):
+    """The layout ATen gives an elementwise result of ``tensors`` where it is known without
+    running ATen: ``_CONTIGUOUS``, a single dense argument's strides, or None."""
+    if all(tensor.is_contiguous() for tensor in tensors):
+        return _CONTIGUOUS
+    if len(tensors) == 1 and _dense_order(tensors[0]):
+        return tuple(tensors[0].stride())
+    return None
+
+
+def _has_layout(result, layout) -> bool:
+    """Whether every tensor of ``result`` has ``layout`` (``_aten_layout``)."""
+    results = result if isinstance(result, (tuple, list)) else (result,)
+    for item in results:
+        if not isinstance(item, torch.Tensor) or item.numel() == 0:
+            continue
+        if layout is _CONTIGUOUS:
+            if not item.is_contiguous():
+                return False
+        elif not _same_layout(item, layout):
+            return False
+    return True
+
+
+#: ``_aten_layout`` of arguments that are all contiguous.
+_CONTIGUOUS = "contiguous"
+
+
 class _Guard(threading.local):
     depth = 0
 
@@ -145,6 +203,9 @@ class Overload:
         self.name = name
         self.kind = entry["kind"]  # functional, inplace or out
         self.kernel = entry["kernel"]
+        #: Whether ATen's result layout is the operator's contract (functional overloads only:
+        #: in place and out= write into the caller's destination through its strides).
+        self.keeps_layout = self.kind == "functional" and entry["layout"] == "contract"
         self.adapter = Adapter(entry["adapter"])
         self.routes = _routes(entry, library.manifest["shape_classes"])
         self.bounds = [
@@ -199,6 +260,11 @@ class Overload:
             destination = values[0 if self.kind == "inplace" else shape.destination]
             if not _addressable(destination):
                 call = None
+        layout = None
+        if self.keeps_layout:
+            layout = _aten_layout(tensors)
+            if layout is None:
+                call = None
         if call is None:
             return self._original(keyset, args, kwargs, shape, key)
         guard = self.guard
@@ -207,6 +273,9 @@ class Overload:
             result = self._run(call, destination)
         finally:
             guard.depth -= 1
+        if layout is not None and result is not None and not _has_layout(result, layout):
+            self._warn_once(f"returned a layout other than ATen's ({_strides_of(result)})")
+            result = None
         if result is None:
             return self._original(keyset, args, kwargs, shape, key)
         library = self.library
@@ -236,12 +305,14 @@ class Overload:
             return None
         return destination if _write_into(result, destination) else None
 
-    def _warn_once(self, error: Exception) -> None:
+    def _warn_once(self, problem: Exception | str) -> None:
         if not self.warned:
             self.warned = True
+            if isinstance(problem, Exception):
+                problem = f"raised {type(problem).__name__}: {problem}"
             warnings.warn(
-                f"{self.library.package}: the kernel for {self.name} raised "
-                f"{type(error).__name__}: {error}; PyTorch's kernel ran instead",
+                f"{self.library.package}: the kernel for {self.name} {problem}; "
+                "PyTorch's kernel ran instead",
                 RuntimeWarning,
                 stacklevel=4,
             )
@@ -285,6 +356,13 @@ class Overload:
             for name, value in kwargs.items()
         }
         return args, kwargs
+
+
+def _strides_of(result) -> str:
+    results = result if isinstance(result, (tuple, list)) else (result,)
+    return ", ".join(
+        f"strides {tuple(item.stride())}" for item in results if isinstance(item, torch.Tensor)
+    )
 
 
 def _tensors(values) -> list[torch.Tensor]:

@@ -47,6 +47,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from opforge_library._adapter import Adapter
 from opforge_worker import contract, device_kinds
+from opforge_worker.layout_contract import contract as layout_contract
 from opforge_worker.opinfo import find_opinfo, samples_for
 from opforge_worker.package_data import data_path
 
@@ -59,7 +60,7 @@ RUNTIME_MODULES = ("_adapter.py", "_runtime.py")
 BUILD_BACKEND = "_opforge_build.py"
 SAMPLE_SEED = 0
 #: 2: signatures name their dtype, routes per dtype and shape class, shape_classes, routing.
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 #: What a package registers under for a device kind this worker's registry does not know (one a
 #: newer worker announced): torch's key for an out-of-tree device.
 UNKNOWN_KIND_DISPATCH_KEY = "PrivateUse1"
@@ -432,6 +433,10 @@ def _plan_functional(name, kernel, wrapper, traces, opinfo) -> dict | str:
         "signatures": dict(sorted(accepted.items())),
         "verified_samples": samples,
         "adapter": spec,
+        # _runtime.py serves a call of an operator whose layout is contract only where it knows
+        # ATen's result layout, and only a result of that layout (opforge_worker's
+        # data/layout_contract.yaml).
+        "layout": "contract" if layout_contract().preserves(opinfo) else "free",
     }
 
 

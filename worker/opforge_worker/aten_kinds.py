@@ -8,13 +8,14 @@ import functools
 
 import yaml
 
+from opforge_worker.contract import FailureCheck
 from opforge_worker.package_data import data_path
 
 #: The kind of every ATen op not listed: it computes, so a wrapper running it is a fallback.
 COMPUTE = "compute"
 #: The check, and the linter rule, that reports a wrapper computing with torch instead of a
 #: kernel (the harness's outcome for it is cheat_detected).
-FALLBACK_CHECK = "fallback"
+FALLBACK_CHECK = FailureCheck.FALLBACK
 #: Kinds whose names host code may use: they allocate, fill, view, copy or read metadata.
 HOST_KINDS = ("empty", "fill", "view", "copy", "metadata")
 

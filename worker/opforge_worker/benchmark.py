@@ -32,7 +32,7 @@ from torch.utils import _pytree as pytree
 
 from opforge_worker import contract, device_kinds, sample_sets, timing
 from opforge_worker import opinfo as opinfo_db
-from opforge_worker.contract import Outcome
+from opforge_worker.contract import FailureCheck, Outcome
 from opforge_worker.harness import JobCancelled, _StopTest, _TestRun
 from opforge_worker.judge import Judge, ReplyError, report_verdict
 from opforge_worker.results import Failure
@@ -224,7 +224,7 @@ class BenchmarkRun(_TestRun):
         except Exception as error:  # noqa: BLE001 (a harness bug must not read as a verdict)
             self.harness._discard_process()
             self.result.record_failure(
-                Failure(Outcome.HARNESS_ERROR, "harness", f"harness failure: {error!r}")
+                Failure(Outcome.HARNESS_ERROR, FailureCheck.HARNESS, f"harness failure: {error!r}")
             )
         failure = self.result.failure
         counted = [] if failure else self.timings
@@ -253,7 +253,9 @@ class BenchmarkRun(_TestRun):
         return self.harness._stable_names.payload(payload)
 
     def _bad_request(self, detail: str):
-        self._stop(Failure(Outcome.HARNESS_ERROR, "harness", f"bad benchmark request: {detail}"))
+        self._stop(
+            Failure(Outcome.HARNESS_ERROR, FailureCheck.HARNESS, f"bad benchmark request: {detail}")
+        )
 
     def _run(self) -> None:
         try:
@@ -286,7 +288,9 @@ class BenchmarkRun(_TestRun):
             torch_dtype = opinfo_db.dtype_from_name(dtype)
             if torch_dtype not in opinfo.supported_dtypes("cpu"):
                 self._stop(
-                    Failure(Outcome.HARNESS_ERROR, "harness", f"no CPU reference for {dtype}")
+                    Failure(
+                        Outcome.HARNESS_ERROR, FailureCheck.HARNESS, f"no CPU reference for {dtype}"
+                    )
                 )
             inputs = plan_inputs(
                 opinfo,
@@ -299,7 +303,9 @@ class BenchmarkRun(_TestRun):
             )
             if not inputs:
                 self._stop(
-                    Failure(Outcome.HARNESS_ERROR, "harness", f"no input to time for {dtype}")
+                    Failure(
+                        Outcome.HARNESS_ERROR, FailureCheck.HARNESS, f"no input to time for {dtype}"
+                    )
                 )
             for timed in inputs:
                 self._check_cancel()
@@ -314,7 +320,7 @@ class BenchmarkRun(_TestRun):
             self._stop(
                 Failure(
                     Outcome.HARNESS_ERROR,
-                    "harness",
+                    FailureCheck.HARNESS,
                     f"the library baseline is refused by the static gate: {refused[0][1]}",
                 )
             )
@@ -339,7 +345,7 @@ class BenchmarkRun(_TestRun):
             self._stop(
                 Failure(
                     Outcome.HARNESS_ERROR,
-                    "harness",
+                    FailureCheck.HARNESS,
                     f"the library baseline did not load: {failure.message}",
                 )
             )
@@ -404,7 +410,7 @@ class BenchmarkRun(_TestRun):
                 raise ReplyError("the benchmark reply's outputs do not account for its bytes")
         except (ReplyError, KeyError, TypeError) as error:
             self.harness._discard_process()
-            return Failure(Outcome.HARNESS_ERROR, "harness", f"benchmark reply: {error}")
+            return Failure(Outcome.HARNESS_ERROR, FailureCheck.HARNESS, f"benchmark reply: {error}")
         return _differing_failure(reply.get("differing") or [])
 
     def _shape_timing(self, dtype: str, timed: TimedInput, reply: dict) -> dict:
@@ -434,9 +440,9 @@ class BenchmarkRun(_TestRun):
 
 def _as_timing_cache(failure: Failure) -> Failure:
     """A stale output in a benchmark is a result reused across its repetitions."""
-    if failure.check != "fresh_inputs":
+    if failure.check != FailureCheck.FRESH_INPUTS:
         return failure
-    failure.check = "timing_cache"
+    failure.check = FailureCheck.TIMING_CACHE
     failure.message = "timing_cache: " + failure.message.removeprefix("fresh_inputs: ")
     return failure
 
@@ -449,13 +455,13 @@ def _differing_failure(differing: list) -> Failure | None:
     if stale:
         return Failure(
             Outcome.CHEAT_DETECTED,
-            "timing_cache",
+            FailureCheck.TIMING_CACHE,
             f"timing_cache: repetition {repetition}'s output is the other value set's: "
             "a result reused across repetitions",
         )
     return Failure(
         Outcome.ACCURACY_ERROR,
-        "timing_repeat",
+        FailureCheck.TIMING_REPEAT,
         f"timing_repeat: repetition {repetition}'s output differs from the checked output of "
         f"the same inputs ({len(differing)} repetitions differ): right only on some calls",
     )

@@ -81,7 +81,7 @@ from opforge_worker.checks import (
     output_structure,
     tensor_leaves,
 )
-from opforge_worker.contract import Outcome
+from opforge_worker.contract import FailureCheck, Outcome
 from opforge_worker.device_kinds import DeviceKind
 from opforge_worker.ipc import recv_message, send_message
 from opforge_worker.transport import ReplyStaging, decode_inputs, to_device
@@ -93,7 +93,7 @@ _CPUS = os.cpu_count() or 1
 #: (check ``sandbox`` or ``thread``) leaves the process as it was, since the action did not
 #: happen (``ProcessState`` verifies the rest); one that reached for the harness itself
 #: (``AuditGuard.tamper_attempts``) replaces it too.
-_UNTRUSTING_CHECKS = frozenset({"integrity", "dispatch_escape"})
+_UNTRUSTING_CHECKS = frozenset({FailureCheck.INTEGRITY, FailureCheck.DISPATCH_ESCAPE})
 #: The tensors a group of calls may gather on the device before it ends.
 _GROUP_BYTES = 16 << 20
 
@@ -433,7 +433,7 @@ class CandidateServer:
         changed, stale = self.state.changes()
         findings = Findings([tuple(item) for item in reply.get("findings", ())])
         for change in changed:
-            findings.add("integrity", f"{change} while the source ran")
+            findings.add(FailureCheck.INTEGRITY, f"{change} while the source ran")
         if findings.items:
             reply["findings"] = findings.items
         if stale:
@@ -525,7 +525,7 @@ class CandidateServer:
             and produced
             and not all(map(holds_only_poison, produced))
         ):
-            findings.add("no_launch", "no Triton kernel was launched")
+            findings.add(FailureCheck.NO_LAUNCH, "no Triton kernel was launched")
         reply["findings"] = findings.items
         reply["outputs"] = len(leaves)
         return leaves
@@ -557,7 +557,7 @@ class CandidateServer:
                 with recorder:
                     body()
                     if not dispatch_mode_intact(recorder):
-                        findings.add("integrity", "the dispatch recorder was removed")
+                        findings.add(FailureCheck.INTEGRITY, "the dispatch recorder was removed")
             if wait and self.kind.synchronize is not None:
                 self.kind.synchronize()
         except BaseException as error:  # noqa: BLE001 (the candidate's exception, reported)
@@ -567,9 +567,9 @@ class CandidateServer:
             self.escapes.findings = self.threads.findings = None
         elapsed = time.perf_counter() - start
         for broken in self.integrity.broken():
-            findings.add("integrity", broken)
+            findings.add(FailureCheck.INTEGRITY, broken)
         for violation in self.audit.violations[violations_mark:]:
-            findings.add("sandbox", violation)
+            findings.add(FailureCheck.SANDBOX, violation)
         del self.audit.violations[violations_mark:]  # a refusing loop must not grow the process
         if (
             any(check in _UNTRUSTING_CHECKS for check, _ in findings.items)

@@ -31,7 +31,7 @@ import torch
 
 from opforge_worker import timing
 from opforge_worker.checks import CallPolicy, tensor_leaves
-from opforge_worker.contract import Outcome
+from opforge_worker.contract import FailureCheck, Outcome
 from opforge_worker.transport import decode_inputs, to_device
 
 #: Repetitions whose inputs and outputs stay alive while the next one runs (odd, against the
@@ -123,7 +123,7 @@ class _TimedInput:
             raise _Stop(reply)
         if timed:
             for name in self.timer.tampered():
-                reply["findings"].append(("timing_timer", f"{name} was replaced"))
+                reply["findings"].append((FailureCheck.TIMING_TIMER, f"{name} was replaced"))
             if reply["findings"]:
                 raise _Stop({**reply, "recycle": True})
         return reply, box.get("result"), tensor_leaves((args, kwargs)), box.get("mark")
@@ -224,7 +224,7 @@ class _TimedInput:
         ):
             found.append(
                 (
-                    "timing_cache",
+                    FailureCheck.TIMING_CACHE,
                     f"repetition {repetition} returned memory that an earlier "
                     "repetition's output still holds",
                 )
@@ -232,7 +232,7 @@ class _TimedInput:
         if reply["launches"] != self.expected_launches:
             found.append(
                 (
-                    "timing_launches",
+                    FailureCheck.TIMING_LAUNCHES,
                     f"repetition {repetition} launched {reply['launches']} "
                     f"kernels, the call before timing {self.expected_launches}",
                 )

@@ -50,8 +50,9 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
 from triton.compiler.errors import CompilationError
 
-from opforge_worker.aten_kinds import COMPUTE, FALLBACK_CHECK, aten_kind, uninitialized
+from opforge_worker.aten_kinds import COMPUTE, aten_kind, uninitialized
 from opforge_worker.audit import CodeOwners, path_prefixes
+from opforge_worker.contract import FailureCheck
 from opforge_worker.device_kinds import DeviceKind
 
 #: Allocations whose memory holds whatever was there before (data/aten_kinds.yaml).
@@ -96,7 +97,7 @@ class Findings:
 
     items: list[tuple[str, str]] = field(default_factory=list)
 
-    def add(self, check: str, message: str) -> None:
+    def add(self, check: FailureCheck, message: str) -> None:
         if (check, message) not in self.items and len(self.items) < 50:
             self.items.append((check, message))
 
@@ -377,7 +378,9 @@ class LaunchCounter:
         if self.kind.launch_stream is None or self.findings is None:
             return
         if self.kind.launch_stream() != self.default_stream:
-            self.findings.add("stream", "kernel launched on a stream other than the default one")
+            self.findings.add(
+                FailureCheck.STREAM, "kernel launched on a stream other than the default one"
+            )
 
     def begin(self, findings: Findings) -> None:
         self.launches, self.compile_s, self.findings = 0, 0.0, findings
@@ -446,7 +449,7 @@ class DispatchRecorder(TorchDispatchMode):
         name = func.overloadpacket.__name__
         reason = self.policy.forbidden_kind(name)
         if reason and not self._inside_launch_machinery():
-            self.findings.add(FALLBACK_CHECK, f"wrapper ran aten::{name}, {reason}")
+            self.findings.add(FailureCheck.FALLBACK, f"wrapper ran aten::{name}, {reason}")
         result = func(*args, **(kwargs or {}))
         # Triton's own allocations during a launch are written before they are read.
         if self.poison and name in _UNINITIALIZED and self.launches.depth == 0:
@@ -489,7 +492,7 @@ def _escape_hatches() -> list[tuple[object, str, str, str]]:
     from torch.utils import _python_dispatch
 
     hatches = [
-        (torch.Tensor, name, "host_read", f"Tensor.{name}")
+        (torch.Tensor, name, FailureCheck.HOST_READ, f"Tensor.{name}")
         for name in (
             "numpy",
             "tolist",
@@ -500,13 +503,13 @@ def _escape_hatches() -> list[tuple[object, str, str, str]]:
             "_typed_storage",
         )
     ]
-    hatches += [(torch, "to_dlpack", "host_read", "torch.to_dlpack")]
+    hatches += [(torch, "to_dlpack", FailureCheck.HOST_READ, "torch.to_dlpack")]
     hatches += [
-        (_python_dispatch, name, "dispatch_escape", f"_python_dispatch.{name}")
+        (_python_dispatch, name, FailureCheck.DISPATCH_ESCAPE, f"_python_dispatch.{name}")
         for name in ("_pop_mode", "_pop_mode_temporarily", "_disable_current_modes")
     ]
     hatches += [
-        (torch._C, name, "dispatch_escape", f"torch._C.{name}")
+        (torch._C, name, FailureCheck.DISPATCH_ESCAPE, f"torch._C.{name}")
         for name in (
             "_pop_torch_dispatch_stack",
             "_unset_dispatch_mode",
@@ -537,7 +540,7 @@ class EscapeHatches:
             setattr(owner, name, wrapper)
             self.installed[(owner, name)] = wrapper
 
-    def _guarded(self, original, check: str, label: str):
+    def _guarded(self, original, check: FailureCheck, label: str):
         hatches = self
 
         def guarded(*args, **kwargs):
@@ -547,7 +550,7 @@ class EscapeHatches:
         guarded.__name__ = getattr(original, "__name__", label)
         return guarded
 
-    def check(self, check: str, label: str) -> None:
+    def check(self, check: FailureCheck, label: str) -> None:
         if self.findings is None:
             return
         if not self.owners.nearest_is_candidate(sys._getframe(2), skip=_TORCH_PREFIXES):
@@ -585,7 +588,9 @@ class ThreadWatch:
 
         def start(*args, **kwargs):
             if watch.findings is not None and not watch.owners.nearest_is_triton(sys._getframe(1)):
-                watch.findings.add("thread", "wrapper started a thread; its work escapes checks")
+                watch.findings.add(
+                    FailureCheck.THREAD, "wrapper started a thread; its work escapes checks"
+                )
                 raise PermissionError("opforge sandbox: candidates may not start threads")
             return original(*args, **kwargs)
 
@@ -879,15 +884,19 @@ def output_structure(
     if isinstance(value, torch.Tensor):
         if type(value) is not torch.Tensor:
             findings.add(
-                "output_type", f"output is a {type(value).__name__}, not a plain torch.Tensor"
+                FailureCheck.OUTPUT_TYPE,
+                f"output is a {type(value).__name__}, not a plain torch.Tensor",
             )
             return {"type": "other", "name": type(value).__name__}
         if value.device.type != device.type:
-            findings.add("output_device", f"output is on {value.device}, expected {device.type}")
+            findings.add(
+                FailureCheck.OUTPUT_DEVICE, f"output is on {value.device}, expected {device.type}"
+            )
         storage = value.untyped_storage()
         if storage.nbytes() and storage.data_ptr() in input_storages and not alias_allowed:
             findings.add(
-                "aliasing", f"output shares memory with input {input_storages[storage.data_ptr()]}"
+                FailureCheck.ALIASING,
+                f"output shares memory with input {input_storages[storage.data_ptr()]}",
             )
         leaves.append(value.detach())
         return {"type": "tensor", "index": len(leaves) - 1}
@@ -902,5 +911,5 @@ def output_structure(
         return {"type": "scalar", "value": str(value)}
     if value is None or type(value) in (bool, int, float):
         return {"type": "scalar", "value": value}
-    findings.add("output_type", f"output contains a {type(value).__name__}")
+    findings.add(FailureCheck.OUTPUT_TYPE, f"output contains a {type(value).__name__}")
     return {"type": "other", "name": type(value).__name__}

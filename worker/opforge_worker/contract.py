@@ -66,6 +66,41 @@ class Outcome(enum.StrEnum):
     HARNESS_ERROR = "harness_error"
 
 
+class FailureCheck(enum.StrEnum):
+    """Which check a test or benchmark failure failed (test_failure.check): compile, runtime,
+    crash, timeout, harness; static (the worker's static gate refused the source); accuracy
+    and layout (the outputs' values, their strides where the operator's layout is contract:
+    worker/opforge_worker/data/layout_contract.yaml); a dynamic check of the candidate process
+    (fallback ... sandbox); the benchmark's checks of timed repetitions (timing_*).
+    """
+
+    COMPILE = "compile"
+    RUNTIME = "runtime"
+    CRASH = "crash"
+    TIMEOUT = "timeout"
+    HARNESS = "harness"
+    STATIC = "static"
+    ACCURACY = "accuracy"
+    LAYOUT = "layout"
+    FALLBACK = "fallback"
+    NO_LAUNCH = "no_launch"
+    HOST_READ = "host_read"
+    THREAD = "thread"
+    STREAM = "stream"
+    OUTPUT_TYPE = "output_type"
+    OUTPUT_DEVICE = "output_device"
+    ALIASING = "aliasing"
+    MUTATION = "mutation"
+    FRESH_INPUTS = "fresh_inputs"
+    INTEGRITY = "integrity"
+    DISPATCH_ESCAPE = "dispatch_escape"
+    SANDBOX = "sandbox"
+    TIMING_CACHE = "timing_cache"
+    TIMING_REPEAT = "timing_repeat"
+    TIMING_TIMER = "timing_timer"
+    TIMING_LAUNCHES = "timing_launches"
+
+
 class DtypeOutcome(enum.StrEnum):
     """The verdict of one dtype of a test job; skipped when it did not run."""
 
@@ -168,6 +203,7 @@ WORKER_ROLES: tuple[str, ...] = tuple(m.value for m in WorkerRole)
 JOB_KINDS: tuple[str, ...] = tuple(m.value for m in JobKind)
 JOB_STATUSES: tuple[str, ...] = tuple(m.value for m in JobStatus)
 OUTCOMES: tuple[str, ...] = tuple(m.value for m in Outcome)
+FAILURE_CHECKS: tuple[str, ...] = tuple(m.value for m in FailureCheck)
 DTYPE_OUTCOMES: tuple[str, ...] = tuple(m.value for m in DtypeOutcome)
 TEST_MODES: tuple[str, ...] = tuple(m.value for m in TestMode)
 SAMPLE_SETS: tuple[str, ...] = tuple(m.value for m in SampleSet)
@@ -661,7 +697,7 @@ class TestFailure:
         _Field("sample_index", ("int",)),
         _Field("sample", ("str",)),
         _Field("message", ("str",)),
-        _Field("check", ("str",)),
+        _Field("check", ("enum", FAILURE_CHECKS)),
         _Field("findings", ("list", ("str",))),
         _Field("compile_log", ("str",)),
         _Field("backtrace", ("str",)),
@@ -681,8 +717,6 @@ class TestFailure:
     sample_index: int = 0
     sample: str = ""
     message: str = ""
-    #: which check failed: compile, runtime, crash, timeout, accuracy, harness, static, or a dynamic
-    #: check
     check: str = ""
     findings: list[str] = field(default_factory=list)
     compile_log: str = ""

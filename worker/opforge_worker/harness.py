@@ -90,7 +90,7 @@ from opforge_worker import compile_cache as compile_cache_module
 from opforge_worker import contract, device_kinds, model_sets, sample_sets
 from opforge_worker import opinfo as opinfo_db
 from opforge_worker import samples as samples_module
-from opforge_worker.contract import Outcome
+from opforge_worker.contract import FailureCheck, Outcome
 from opforge_worker.judge import Judge, Reference, ReplyError, report_verdict
 from opforge_worker.linter import Profile, lint_source, load_profile
 from opforge_worker.linter.profile import REFUSAL_CLASSES
@@ -352,7 +352,7 @@ class _TestRun:
             self.result.record_failure(
                 Failure(
                     Outcome.HARNESS_ERROR,
-                    "harness",
+                    FailureCheck.HARNESS,
                     f"harness failure: {error!r}",
                     backtrace=traceback.format_exc(),
                 )
@@ -364,7 +364,9 @@ class _TestRun:
             request = self.spec = contract.TestRequest.from_dict(self.request)
         except contract.ContractError as error:
             self._stop(
-                Failure(Outcome.HARNESS_ERROR, "harness", f"bad test request: {error.detail}")
+                Failure(
+                    Outcome.HARNESS_ERROR, FailureCheck.HARNESS, f"bad test request: {error.detail}"
+                )
             )
         try:
             # The contract bounds set names; which sets exist (model:<name> ones included) is
@@ -376,7 +378,7 @@ class _TestRun:
             self._stop(
                 Failure(
                     Outcome.HARNESS_ERROR,
-                    "harness",
+                    FailureCheck.HARNESS,
                     f"bad test request: key 'sample_sets': {error}",
                 )
             )
@@ -386,7 +388,7 @@ class _TestRun:
             self._stop(
                 Failure(
                     Outcome.HARNESS_ERROR,
-                    "harness",
+                    FailureCheck.HARNESS,
                     f"no OpInfo named {request.op!r} with variant {request.variant!r} "
                     "in this torch",
                 )
@@ -401,7 +403,11 @@ class _TestRun:
         if not self.result.tested:
             reasons = "; ".join(f"{d}: {r}" for d, r in self.result.skip_reasons.items())
             self._stop(
-                Failure(Outcome.HARNESS_ERROR, "harness", f"no dtype could be tested: {reasons}")
+                Failure(
+                    Outcome.HARNESS_ERROR,
+                    FailureCheck.HARNESS,
+                    f"no dtype could be tested: {reasons}",
+                )
             )
 
     def _install_model_sets(self, request) -> None:
@@ -413,13 +419,17 @@ class _TestRun:
             self._stop(
                 Failure(
                     Outcome.HARNESS_ERROR,
-                    "harness",
+                    FailureCheck.HARNESS,
                     f"bad {self.kind} request: key 'model_samples': {error}",
                 )
             )
         except OSError as error:
             self._stop(
-                Failure(Outcome.HARNESS_ERROR, "harness", f"model set not stored here: {error}")
+                Failure(
+                    Outcome.HARNESS_ERROR,
+                    FailureCheck.HARNESS,
+                    f"model set not stored here: {error}",
+                )
             )
 
     def _static_gate(self) -> None:
@@ -470,7 +480,7 @@ class _TestRun:
             self._stop(
                 Failure(
                     Outcome.HARNESS_ERROR,
-                    "harness",
+                    FailureCheck.HARNESS,
                     f"the sample sets {', '.join(self.sample_sets)} yield no samples for {dtype}",
                     dtype=dtype,
                 )
@@ -491,7 +501,7 @@ class _TestRun:
             self._stop(
                 Failure(
                     Outcome.HARNESS_ERROR,
-                    "harness",
+                    FailureCheck.HARNESS,
                     f"sample generation failed for set {sample_set}: "
                     f"{type(error).__name__}: {error}",
                     dtype=dtype,
@@ -581,7 +591,7 @@ class _TestRun:
         the reference of the call before it on other values of the same shapes, if any."""
         reference = sample.reference
         if reference is None:
-            return Failure(Outcome.HARNESS_ERROR, "harness", sample.reference_error)
+            return Failure(Outcome.HARNESS_ERROR, FailureCheck.HARNESS, sample.reference_error)
         process = batch.process
         reply, reply_blob = self._next_reply(batch)
         if isinstance(reply, Failure):
@@ -593,7 +603,7 @@ class _TestRun:
         try:
             failure = self.judge.verdict(reply, reply_blob, reference, earlier)
         except ReplyError as error:
-            failure = Failure(Outcome.HARNESS_ERROR, "harness", str(error))
+            failure = Failure(Outcome.HARNESS_ERROR, FailureCheck.HARNESS, str(error))
             reply["recycle"] = True
         if failure:
             failure.stdout, failure.stderr = self._output(process, reply.get("output_marks"))
@@ -637,7 +647,7 @@ class _TestRun:
         self.harness._discard_process()
         batch.ended = True
         batch.received.clear()
-        return Failure(Outcome.HARNESS_ERROR, "harness", problem), b""
+        return Failure(Outcome.HARNESS_ERROR, FailureCheck.HARNESS, problem), b""
 
     def _end_batch(self, batch: _Batch) -> None:
         """Read the batch to its end, after telling the candidate process to stop when calls are
@@ -676,7 +686,9 @@ class _TestRun:
         try:
             failure = report_verdict({"status": "ok", "findings": batch_end.get("findings", [])})
         except (ReplyError, TypeError, ValueError):
-            failure = Failure(Outcome.HARNESS_ERROR, "harness", "malformed batch_end findings")
+            failure = Failure(
+                Outcome.HARNESS_ERROR, FailureCheck.HARNESS, "malformed batch_end findings"
+            )
         if failure is not None and self.result.failure is None:
             self._stop(failure)
 
@@ -685,7 +697,7 @@ class _TestRun:
         try:
             process = self.harness.process()
         except SandboxStartError as error:
-            self._stop(Failure(Outcome.HARNESS_ERROR, "harness", str(error)))
+            self._stop(Failure(Outcome.HARNESS_ERROR, FailureCheck.HARNESS, str(error)))
         self.result.sandbox = process.report
         if self.loaded_in is process:
             return process
@@ -713,7 +725,7 @@ class _TestRun:
         try:
             failure = report_verdict(reply)
         except ReplyError as error:
-            failure = Failure(Outcome.HARNESS_ERROR, "harness", str(error))
+            failure = Failure(Outcome.HARNESS_ERROR, FailureCheck.HARNESS, str(error))
         if failure:
             failure.stdout, failure.stderr = self._output(process)
             if reply.get("recycle"):
@@ -732,11 +744,11 @@ class _TestRun:
             self.harness._discard_process()
             raise JobCancelled(f"test of {self.request.get('op')} cancelled") from None
         except CandidateTimedOut as error:
-            failure = Failure(Outcome.TIMEOUT, "timeout", str(error))
+            failure = Failure(Outcome.TIMEOUT, FailureCheck.TIMEOUT, str(error))
         except CandidateDied as error:
             failure = Failure(
                 Outcome.CRASH,
-                "crash",
+                FailureCheck.CRASH,
                 str(error),
                 signal=error.signal_name or "",
                 exit_code=error.exit_code,
@@ -744,7 +756,7 @@ class _TestRun:
             )
         except CandidateProtocolError as error:
             self.harness._discard_process()
-            return Failure(Outcome.HARNESS_ERROR, "harness", str(error)), b""
+            return Failure(Outcome.HARNESS_ERROR, FailureCheck.HARNESS, str(error)), b""
         if in_group:
             self.harness._discard_process()
             raise _InDoubt

@@ -27,10 +27,17 @@ import torch
 
 from opforge_worker.checks import tensor_leaves
 from opforge_worker.compare import bitwise_equal, compare_structure, dtype_name, tensor_diff
-from opforge_worker.contract import Outcome
+from opforge_worker.contract import FailureCheck, Outcome
+from opforge_worker.layout_contract import contract as layout_contract
+from opforge_worker.layout_contract import layout_difference
 from opforge_worker.results import Failure
 from opforge_worker.settings import Settings, Tolerance
-from opforge_worker.transport import TransportError, decode_tensors, encode_tensors
+from opforge_worker.transport import (
+    TransportError,
+    decode_strides,
+    decode_tensors,
+    encode_tensors,
+)
 
 
 class ReferenceError(Exception):
@@ -159,9 +166,20 @@ def _exact_reply_of(reference: Reference) -> ExactReply | None:
     )
 
 
+def _copy(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` over a copy of its storage, with its shape, strides and offset: ATen's output
+    layout follows its inputs' strides (layout_contract.py), and ``clone`` would make a strided
+    or expanded input contiguous."""
+    tensor = tensor.detach().resolve_conj().resolve_neg()
+    copy = torch.empty(0, dtype=tensor.dtype, device=tensor.device)
+    return copy.set_(
+        tensor.untyped_storage().clone(), tensor.storage_offset(), tensor.shape, tensor.stride()
+    )
+
+
 def _clone(value):
     if isinstance(value, torch.Tensor):
-        return value.clone()
+        return _copy(value)
     if isinstance(value, tuple | list):
         return type(value)(_clone(item) for item in value)
     if isinstance(value, dict):
@@ -199,8 +217,8 @@ def _storages(value) -> set[int]:
 
 #: Failing statuses of a candidate call, with the check name and the detail each carries.
 _DETAIL_OF_STATUS = {
-    Outcome.COMPILE_ERROR: ("compile", "compile_log"),
-    Outcome.RUNTIME_ERROR: ("runtime", "backtrace"),
+    Outcome.COMPILE_ERROR: (FailureCheck.COMPILE, "compile_log"),
+    Outcome.RUNTIME_ERROR: (FailureCheck.RUNTIME, "backtrace"),
 }
 
 
@@ -215,7 +233,7 @@ def report_verdict(reply: dict) -> Failure | None:
     if status == Outcome.CRASH:
         return Failure(
             Outcome.CRASH,
-            "crash",
+            FailureCheck.CRASH,
             reply.get("message", ""),
             findings=findings,
             backtrace=reply.get("backtrace", ""),
@@ -228,7 +246,7 @@ def report_verdict(reply: dict) -> Failure | None:
     if status == Outcome.HARNESS_ERROR:
         return Failure(
             Outcome.HARNESS_ERROR,
-            "harness",
+            FailureCheck.HARNESS,
             reply.get("message", ""),
             backtrace=reply.get("backtrace", ""),
         )
@@ -361,6 +379,18 @@ def _rounded_like(value, aten, dtype: torch.dtype, wide: torch.dtype):
     return aten
 
 
+def _tensor_outputs(structure: dict, expected, where: str = "output"):
+    """(where, leaf index, ATen's tensor) for every tensor of a result that compare_structure
+    found to match ``expected``."""
+    if isinstance(expected, torch.Tensor):
+        yield where, structure["index"], expected
+    elif isinstance(expected, tuple | list):
+        for position, (item, reference) in enumerate(
+            zip(structure["items"], expected, strict=True)
+        ):
+            yield from _tensor_outputs(item, reference, f"{where}[{position}]")
+
+
 class Judge:
     """Everything the judge knows about one operator."""
 
@@ -381,6 +411,8 @@ class Judge:
             for schema in torch._C._jit_get_schemas_for_operator(f"aten::{aten_name}")
         )
         self._tolerances: dict[torch.dtype, Tolerance | None] = {}
+        #: Whether ATen's output layout is part of the operator's contract (layout_contract.py).
+        self.layout_preserved = layout_contract().preserves(opinfo)
 
     def batch_request(
         self, references: list[Reference], sizes: list[int], wrapper: str, timeout_s: float
@@ -436,17 +468,17 @@ class Judge:
             return failure
         found = self._compare(reply, outputs, reference)
         if not found:
-            return None
+            return self._layout(reply, reference) if self.layout_preserved else None
         message, diff = found
         if earlier is not None and not self._compare(reply, outputs, earlier):
             return Failure(
                 Outcome.CHEAT_DETECTED,
-                "fresh_inputs",
+                FailureCheck.FRESH_INPUTS,
                 "fresh_inputs: the result for fresh values of a sample that passed is the "
                 "earlier call's result: results were reused across calls; " + message,
                 diff=diff,
             )
-        return Failure(Outcome.ACCURACY_ERROR, "accuracy", message, diff=diff)
+        return Failure(Outcome.ACCURACY_ERROR, FailureCheck.ACCURACY, message, diff=diff)
 
     def _compare(self, reply: dict, outputs: list[torch.Tensor], reference: Reference):
         """compare_structure of the outputs with ``reference``'s, and where that fails and
@@ -498,6 +530,27 @@ class Judge:
             raise ReplyError("the candidate process's reply has the wrong layout")
         return tensors[:outputs], tensors[outputs:]
 
+    def _layout(self, reply: dict, reference: Reference) -> Failure | None:
+        """The layout failure of outputs whose values match (their shapes are ATen's): the first
+        tensor output whose significant strides are not ATen's
+        (layout_contract.layout_difference), or None."""
+        try:
+            strides = decode_strides(reply["tensors"][: reply["outputs"]])
+        except TransportError as error:
+            raise ReplyError(f"cannot decode the candidate process's reply: {error}") from None
+        for where, index, expected in _tensor_outputs(
+            reply.get("structure", {}), reference.expected
+        ):
+            difference = layout_difference(strides[index], expected)
+            if difference:
+                return Failure(
+                    Outcome.ACCURACY_ERROR,
+                    FailureCheck.LAYOUT,
+                    f"{where}: {difference}: ATen keeps its inputs' layout for "
+                    f"{self.opinfo.name}, and so must the kernel",
+                )
+        return None
+
     def _input_state(self, inputs_after, reference: Reference) -> Failure | None:
         precise = reference.precise
         precise_after = precise.inputs_after if precise else [None] * len(inputs_after)
@@ -515,7 +568,7 @@ class Judge:
                 if not bitwise_equal(actual_after, before):
                     return Failure(
                         Outcome.CHEAT_DETECTED,
-                        "mutation",
+                        FailureCheck.MUTATION,
                         f"mutation: wrapper modified input {index} "
                         f"({_describe_value(before)}); {self.opinfo.name} does not "
                         "write its inputs",
@@ -528,7 +581,7 @@ class Judge:
             if diff:
                 return Failure(
                     Outcome.ACCURACY_ERROR,
-                    "accuracy",
+                    FailureCheck.ACCURACY,
                     f"input {index} after the call (the operator writes it): {diff.reason}",
                     diff=diff,
                 )

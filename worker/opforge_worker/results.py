@@ -32,11 +32,14 @@ Shape (every key always present; msgpack-able: str, int, float, bool, None, list
                                  # mix): (Tensor...)", "extremal #2 (nan/inf mix), fresh values:
                                  # (Tensor...)" for its replay (seed + 1); "" when no sample
         "message": str,          # one paragraph saying what was wrong
-        "check": str,            # which check failed: compile, runtime, crash, timeout, accuracy,
-                                 # harness, static (the source was refused before it ran), or a
-                                 # dynamic check: fallback, no_launch, host_read, thread, stream,
-                                 # output_type, output_device, aliasing, mutation, fresh_inputs,
-                                 # integrity, dispatch_escape, sandbox
+        "check": str,            # which check failed, a contract.FailureCheck: compile, runtime,
+                                 # crash, timeout, accuracy, layout (outputs whose values match
+                                 # but whose strides are not ATen's, where the operator's layout
+                                 # is contract: data/layout_contract.yaml), harness, static (the
+                                 # source was refused before it ran), or a dynamic check:
+                                 # fallback, no_launch, host_read, thread, stream, output_type,
+                                 # output_device, aliasing, mutation, fresh_inputs, integrity,
+                                 # dispatch_escape, sandbox
         "findings": [str],       # every dynamic-check finding of that call ("check: message");
                                  # for static, every violation that refused the source ("static:
                                  # <rule> at line <n> `<text>`: <hint>"), those of the outcome's
@@ -71,7 +74,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from opforge_worker.contract import OUTCOMES, DtypeOutcome, Outcome, TensorDiff
+from opforge_worker.contract import OUTCOMES, DtypeOutcome, FailureCheck, Outcome, TensorDiff
 
 __all__ = ["OUTCOMES", "SKIPPED", "Failure", "ResultBuilder"]
 
@@ -81,7 +84,7 @@ SKIPPED = DtypeOutcome.SKIPPED.value
 @dataclass
 class Failure:
     outcome: str
-    check: str
+    check: FailureCheck
     message: str
     dtype: str = ""
     sample_set: str = ""

@@ -22,7 +22,8 @@ through float32 passes them. A test therefore also draws:
 - ``layouts``: per layout, the largest of the op's own samples it applies to, every tensor the
   same values in other memory: a strided slice (step 2 in the last dim; the gaps hold NaN or
   the integer maximum, so reading them shows), transposed (last two dims), permuted (dims
-  reversed), at a storage offset, channels_last (4-D); and its tensors of the dtype
+  reversed), at a storage offset, channels_last (4-D; for a value-safe op without a 4-D sample,
+  its tensors of the dtype tiled to ``CHANNELS_LAST_SHAPE``); and its tensors of the dtype
   broadcast-expanded along dim 0 (stride 0, the first slice repeated: other values, so only
   for value-safe ops);
 - ``sizes``: the largest of the op's own samples whose tensors of the dtype all have the
@@ -98,6 +99,9 @@ SPREAD_EVERY = 8
 SIZES_MAX_ELEMENTS = 1 << 18
 ONE_PAST_A_POWER_OF_TWO = 1025
 STORAGE_OFFSET = 3
+#: The shape a value-safe op's sample is tiled to for channels_last where it has no 4-D sample:
+#: more than one channel and more than one pixel, so the layout differs from contiguous.
+CHANNELS_LAST_SHAPE = (2, 3, 4, 5)
 
 # OpInfo classes by name: importing them (torch.testing._internal) takes seconds, which a
 # process that only checks set names should not pay.
@@ -802,6 +806,30 @@ def _layouts(opinfo, dtype: torch.dtype, seed: int) -> list[_Candidate]:
 
             sample_name = f"layouts: {name} (sample #{base_index})"
             candidates.append(_Candidate(_replace_tensors(bases[base_index], sample_name, replace)))
+    if value_safe and not any(
+        c.sample.name.startswith("layouts: channels_last") for c in candidates
+    ):
+        candidates += _channels_last_4d(bases, dtype)
+    return candidates
+
+
+def _channels_last_4d(bases, dtype: torch.dtype) -> list[_Candidate]:
+    """For a value-safe op whose own samples hold no 4-D tensor (most ufuncs'), the largest
+    sample whose operands of the dtype share the input's shape, those tiled to
+    ``CHANNELS_LAST_SHAPE`` in channels_last: an elementwise result keeps that layout."""
+    candidates = []
+    for base_index in _largest(
+        bases, dtype, 1, lambda sample: _operands_share_shape(sample, dtype)
+    ):
+        described = "x".join(map(str, CHANNELS_LAST_SHAPE))
+        name = f"layouts: channels_last {described} (sample #{base_index})"
+
+        def replace(tensor, _operand):
+            if tensor.dtype != dtype:
+                return tensor
+            return _tiled(tensor, CHANNELS_LAST_SHAPE).contiguous(memory_format=torch.channels_last)
+
+        candidates.append(_Candidate(_replace_tensors(bases[base_index], name, replace)))
     return candidates
 
 
@@ -841,22 +869,26 @@ def _tiled(tensor: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
     return flat[torch.arange(math.prod(shape)) % flat.numel()].reshape(shape)
 
 
+def _operands_share_shape(sample, dtype: torch.dtype) -> bool:
+    """Whether the sample's input and every other tensor of ``dtype`` have one shape, with
+    elements: all of them can take a new shape together and the sample stays valid."""
+    operands = [t for t in _tensors(sample) if t.dtype == dtype]
+    return (
+        isinstance(sample.input, torch.Tensor)
+        and sample.input.dtype == dtype
+        and all(t.shape == sample.input.shape and t.numel() for t in operands)
+    )
+
+
 def _sizes(opinfo, dtype: torch.dtype, seed: int) -> list[_Candidate]:
     if not is_value_safe(opinfo):
         return []
     bases = _sample_inputs(opinfo, dtype, seed)
 
-    def eligible(sample):
-        # All operands of the dtype take the new shape: they must share one to stay valid.
-        operands = [t for t in _tensors(sample) if t.dtype == dtype]
-        return (
-            isinstance(sample.input, torch.Tensor)
-            and sample.input.dtype == dtype
-            and all(t.shape == sample.input.shape and t.numel() for t in operands)
-        )
-
     candidates = []
-    for base_index in _largest(bases, dtype, 1, eligible):
+    for base_index in _largest(
+        bases, dtype, 1, lambda sample: _operands_share_shape(sample, dtype)
+    ):
         base = bases[base_index]
         for label, shape in _size_shapes(base.input.dim()):
             described = "x".join(map(str, shape)) or "()"

@@ -6,9 +6,12 @@ dtype, shape, stride and offset, so that non-contiguous and overlapping inputs a
 made them. Only the candidate process unpickles it, and it holds the judge's own data.
 
 Outputs and inputs after a call come back as contiguous raw bytes described in the reply's
-header (dtype and shape per tensor). The judge reads them with ``torch.frombuffer`` after
-checking that the description matches the bytes exactly; it never unpickles anything the
-candidate process sent: a pickle from the candidate would run the candidate's code in the judge.
+header (dtype, shape and the strides the tensor had in the candidate process, per tensor: the
+values travel in logical order, the layout as the strides, which judge.py checks where the
+operator's layout is contract, layout_contract.py). The judge reads them with
+``torch.frombuffer`` after checking that the description matches the bytes exactly; it never
+unpickles anything the candidate process sent: a pickle from the candidate would run the
+candidate's code in the judge.
 """
 
 from __future__ import annotations
@@ -149,7 +152,8 @@ class ReplyStaging:
     def add(self, tensors: list[torch.Tensor]) -> tuple[list[dict], int]:
         """Gather ``tensors`` (on the staging's device) after the group's earlier ones without
         waiting for them; (descriptions for a reply's header, how many bytes they take)."""
-        dense = [tensor.detach().resolve_conj().resolve_neg().contiguous() for tensor in tensors]
+        resolved = [tensor.detach().resolve_conj().resolve_neg() for tensor in tensors]
+        dense = [tensor.contiguous() for tensor in resolved]
         sizes = [tensor.numel() * tensor.element_size() for tensor in dense]
         position = start = self.used
         end = start + sum(sizes)
@@ -169,7 +173,12 @@ class ReplyStaging:
             position += size
         self.used = end
         descriptions = [
-            {"dtype": _dtype_name(tensor.dtype), "shape": list(tensor.shape)} for tensor in dense
+            {
+                "dtype": _dtype_name(tensor.dtype),
+                "shape": list(tensor.shape),
+                "stride": list(tensor.stride()),
+            }
+            for tensor in resolved
         ]
         return descriptions, end - start
 
@@ -241,3 +250,20 @@ def decode_tensors(descriptions, blob: bytes) -> list[torch.Tensor]:
         except RuntimeError as error:
             raise TransportError(f"cannot view bytes as {dtype}{shape}: {error}") from None
     return tensors
+
+
+def decode_strides(descriptions) -> list[tuple[int, ...]]:
+    """The strides each tensor of ``descriptions`` had in the candidate process (well-formed
+    descriptions: ``decode_tensors`` accepted them); TransportError unless each is a list of one
+    int per dim."""
+    strides = []
+    for description in descriptions:
+        stride = description.get("stride")
+        if (
+            not isinstance(stride, list)
+            or len(stride) != len(description["shape"])
+            or not all(type(step) is int for step in stride)
+        ):
+            raise TransportError(f"bad strides in {description!r}")
+        strides.append(tuple(stride))
+    return strides

@@ -138,7 +138,8 @@ def test_a_diff_that_does_not_read_as_typed_is_none_and_the_rest_still_reads():
     assert str(error.value) == (
         "tensor_diff: key 'first_mismatches.actual': expected str, got float"
     )
-    failure = contract.TestFailure(message="values differ").to_dict() | {"diff": untyped}
+    failure = contract.TestFailure(message="values differ", check=contract.FailureCheck.ACCURACY)
+    failure = failure.to_dict() | {"diff": untyped}
     read = contract.TestFailure.from_dict(failure)
     assert (read.message, read.diff) == ("values differ", None)
 

@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from opforge_library import export
-from opforge_worker import compare, contract, settings, validate
+from opforge_worker import compare, contract, layout_contract, settings, validate
 from opforge_worker.device_kinds import lookup
 from opforge_worker.opinfo import find_opinfo, samples_for
 
@@ -238,11 +238,51 @@ def test_in_place_and_out_keep_the_layout_aten_gives(library, layout):
         assert (result.shape, result.stride()) == (reference.shape, reference.stride()), kind
         assert torch.equal(result, reference), kind
     counts = library.call_counts()
-    # Served where the copy kernel addresses the destination (any contiguous one; a strided one
-    # of at most four dimensions); an empty out= is ATen's to resize.
+    # Served where the copy kernel addresses the destination and the kernel's result (at most
+    # four dimensions unless contiguous: the result has the input's layout, ATen's, so a
+    # channels_last_3d one is beyond it too); an empty out= is ATen's to resize.
     beyond = x.dim() > 4
     assert counts["aten.abs_.default"] == (0 if beyond else 1)
-    assert counts["aten.abs.out"] == (1 if beyond else 2)
+    assert counts["aten.abs.out"] == (0 if beyond else 2)
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_a_served_call_returns_the_layout_aten_gives(library, layout):
+    torch.manual_seed(0)
+    x = LAYOUTS[layout]()
+    library.disable()
+    expected = torch.abs(x)
+    library.enable()
+    library.reset_counts()
+
+    result = torch.abs(x)
+
+    assert result.shape == expected.shape
+    assert layout_contract.layout_difference(result.stride(), expected) is None
+    assert torch.equal(result, expected)
+    # Served where ATen's layout is known without ATen: a single dense argument (its strides);
+    # a strided slice's result is ATen's to lay out.
+    dense = layout != "offset_slice"
+    assert library.call_counts()["aten.abs.default"] == (1 if dense else 0)
+
+
+def test_a_result_of_another_layout_than_atens_is_answered_by_aten(library, monkeypatch):
+    (module,) = [k for k, v in library.manifest["kernels"].items() if v["op"] == "abs"]
+    library.disable()
+    honest = library._library.wrapper(module)
+
+    def contiguous_result(input):
+        return honest(input.contiguous())
+
+    monkeypatch.setitem(library._library._wrappers, module, contiguous_result)
+    library.enable()
+    transposed = LAYOUTS["transposed"]()
+    with pytest.warns(RuntimeWarning, match="returned a layout other than ATen's"):
+        result = torch.abs(transposed)
+    assert result.stride() == transposed.stride()
+    assert library.call_counts()["aten.abs.default"] == 0
+    assert torch.abs(torch.randn(4, 6, device=ON)).is_contiguous()  # contiguous: served as is
+    assert library.call_counts()["aten.abs.default"] == 1
 
 
 def test_what_the_kernels_cannot_honour_falls_through_to_aten(library):

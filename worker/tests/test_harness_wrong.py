@@ -40,6 +40,8 @@ def test_wrong_kernel_fails_in_the_set_that_catches_its_defect(harness, pair):
 
     failure = result["failure"]
     assert result["outcome"] == pair.outcome, failure
+    if pair.check:
+        assert failure["check"] == pair.check, failure
     assert failure["sample_set"] == pair.sample_set, failure
     assert failure["dtype"] in pair.wrong_dtypes
     assert failure["sample"], failure

@@ -5,6 +5,11 @@ must fail with on the dtypes where the defect shows::
 
     # Must fail: accuracy_error in extremal (float32)
 
+or, where the outcome alone does not tell the defect's class, with the failure check too
+(contract.FailureCheck)::
+
+    # Must fail: accuracy_error/layout in layouts (float32)
+
 ``tests/corpus/wrong_twins/<op>.<defect>.py`` fixes exactly that defect and must pass every set
 on the dtypes its header claims::
 
@@ -21,13 +26,14 @@ from dataclasses import dataclass
 from harness_helpers import CORPUS
 
 from opforge_worker import sample_sets
+from opforge_worker.contract import FAILURE_CHECKS
 from opforge_worker.results import OUTCOMES
 from opforge_worker.validate import TARGET_DTYPES, default_wrapper
 
 WRONG = CORPUS / "wrong"
 TWINS = CORPUS / "wrong_twins"
 
-_MUST_FAIL = re.compile(r"^# Must fail: (\w+) in (\w+) \(([\w, ]+)\)$", re.MULTILINE)
+_MUST_FAIL = re.compile(r"^# Must fail: (\w+)(?:/(\w+))? in (\w+) \(([\w, ]+)\)$", re.MULTILINE)
 _CLAIMS = re.compile(r"^# Claims: ([\w, ]+)$", re.MULTILINE)
 
 
@@ -37,6 +43,7 @@ class Pair:
     op: str
     wrapper: str
     outcome: str  # what the wrong one must fail with
+    check: str  # the failure check it must fail, "" where the header names none
     sample_set: str  # the set whose samples must catch it
     wrong_dtypes: tuple[str, ...]  # where the defect shows
     twin_dtypes: tuple[str, ...]  # every dtype the twin claims
@@ -72,9 +79,11 @@ def load_pair(name: str) -> Pair:
     wrong_path, twin_path = WRONG / f"{name}.py", TWINS / f"{name}.py"
     if not twin_path.exists():
         raise ValueError(f"{wrong_path}: no honest twin at {twin_path}")
-    outcome, sample_set, wrong_dtypes = _header(_MUST_FAIL, wrong_path).groups()
+    outcome, check, sample_set, wrong_dtypes = _header(_MUST_FAIL, wrong_path).groups()
     if outcome not in OUTCOMES or outcome == "pass":
         raise ValueError(f"{wrong_path}: {outcome!r} is not a failing outcome of {OUTCOMES}")
+    if check is not None and check not in FAILURE_CHECKS:
+        raise ValueError(f"{wrong_path}: {check!r} is not a failure check of {FAILURE_CHECKS}")
     sample_sets.check_names([sample_set])
     op = name.rsplit(".", 1)[0]
     return Pair(
@@ -82,6 +91,7 @@ def load_pair(name: str) -> Pair:
         op=op,
         wrapper=default_wrapper(op, wrong_path.read_text()),
         outcome=outcome,
+        check=check or "",
         sample_set=sample_set,
         wrong_dtypes=_dtypes(wrong_dtypes, str(wrong_path)),
         twin_dtypes=_dtypes(_header(_CLAIMS, twin_path).group(1), str(twin_path)),

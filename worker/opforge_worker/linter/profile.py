@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from opforge_worker import aten_kinds
-from opforge_worker.contract import Outcome
+from opforge_worker.contract import FailureCheck, Outcome
 from opforge_worker.package_data import data_path
 
 # The scopes a module's names may appear in: `kernel` is the body of a @triton.jit function,
@@ -57,7 +57,7 @@ HINT_FIELDS: dict[str, frozenset[str]] = {
 
 FORBIDDEN_ATTRIBUTE_RULE = "forbidden_attribute"
 #: The check of a refusal by the static gate that is not a fallback.
-STATIC_CHECK = "static"
+STATIC_CHECK = FailureCheck.STATIC
 # Rule ids that profile data may not take for its own constructs.
 RESERVED_RULES = frozenset(HINT_FIELDS) | {
     "forbidden_builtin",

@@ -27,15 +27,32 @@ def add_kernel(
     tl.store(out_ptr + offsets, result.to(kind), mask=mask)
 
 
+def output_like(operands, shape, dtype):
+    """The output laid out as ATen lays out an elementwise result: like the first operand of the
+    result's shape (torch.empty_like: its strides where it is dense), contiguous if none is."""
+    for value in operands:
+        if value.shape == shape:
+            return torch.empty_like(value, dtype=dtype)
+    return torch.empty(shape, dtype=dtype, device=operands[0].device)
+
+
+def laid_out(value, out):
+    """value broadcast to out's shape with out's strides, so that one flat offset indexes both:
+    itself where it has them (a dense input and its torch.empty_like output do), else a copy."""
+    if value.shape == out.shape and value.stride() == out.stride():
+        return value
+    return torch.empty_like(out, dtype=value.dtype).copy_(value.expand(out.shape))
+
+
 def add(input, other, *, alpha=1):
     dtype = torch.result_type(input, other)
     if not isinstance(other, torch.Tensor):
         other = torch.tensor(other, dtype=dtype, device=input.device)
     shape = torch.broadcast_shapes(input.shape, other.shape)
-    x = input.to(dtype).expand(shape).contiguous()
+    out = output_like((input, other), shape, dtype)
+    x = laid_out(input.to(dtype), out)
     y_scalar = other.dim() == 0
-    y = other.to(dtype) if y_scalar else other.to(dtype).expand(shape).contiguous()
-    out = torch.empty(shape, dtype=dtype, device=input.device)
+    y = other.to(dtype) if y_scalar else laid_out(other.to(dtype), out)
     if out.numel():
         add_kernel[(triton.cdiv(out.numel(), 1024),)](
             x,

@@ -12,9 +12,14 @@ def sgn_kernel(x_ptr, magnitude_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 
 def sgn(input):
-    x = input.contiguous()
+    # ATen's layout: a dense input's strides (read in place), else contiguous (read from a copy).
+    out = torch.empty_like(input)
+    x = (
+        input
+        if input.stride() == out.stride()
+        else torch.empty_like(out, dtype=input.dtype).copy_(input)
+    )
     magnitude = torch.abs(x)
-    out = torch.empty_like(x)
     if x.numel():
         sgn_kernel[(triton.cdiv(x.numel(), 1024),)](x, magnitude, out, x.numel(), BLOCK=1024)
     return out

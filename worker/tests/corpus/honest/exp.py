@@ -10,10 +10,15 @@ def exp_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 
 def exp(input):
-    x = input.contiguous()
-    dtype = x.dtype if x.is_floating_point() else torch.get_default_dtype()
-    out = torch.empty(x.shape, dtype=dtype, device=x.device)
+    dtype = input.dtype if input.is_floating_point() else torch.get_default_dtype()
+    # ATen's layout: a dense input's strides (read in place), else contiguous (read from a copy).
+    out = torch.empty_like(input, dtype=dtype)
+    x = (
+        input
+        if input.stride() == out.stride()
+        else torch.empty_like(out, dtype=input.dtype).copy_(input)
+    )
     n = x.numel()
     if n:
         exp_kernel[(triton.cdiv(n, 1024),)](x, out, n, BLOCK=1024)
-    return out.view(input.shape)
+    return out

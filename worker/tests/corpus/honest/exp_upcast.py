@@ -9,8 +9,14 @@ def exp_f32_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 
 def exp(input):
-    x = input.contiguous()
-    buffer = torch.empty(x.shape, dtype=torch.float32, device=x.device)
+    # ATen's layout: a dense input's strides (read in place), else contiguous (read from a copy);
+    # the conversion back keeps it.
+    buffer = torch.empty_like(input, dtype=torch.float32)
+    x = (
+        input
+        if input.stride() == buffer.stride()
+        else torch.empty_like(buffer, dtype=input.dtype).copy_(input)
+    )
     if x.numel():
         exp_f32_kernel[(triton.cdiv(x.numel(), 512),)](x, buffer, x.numel(), BLOCK=512)
     return buffer.to(input.dtype)

@@ -9,8 +9,13 @@ def neg_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 
 def neg(input):
-    x = input.contiguous()
-    out = torch.empty_like(x)
+    # ATen's layout: a dense input's strides (read in place), else contiguous (read from a copy).
+    out = torch.empty_like(input)
+    x = (
+        input
+        if input.stride() == out.stride()
+        else torch.empty_like(out, dtype=input.dtype).copy_(input)
+    )
     if x.numel():
         neg_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
-    return out.view(input.shape)
+    return out

@@ -30,9 +30,14 @@ def sigmoid_kernel(x_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr, EVEN: t
 
 
 def sigmoid(input: torch.Tensor) -> torch.Tensor:
-    x = input.contiguous()
-    dtype = x.dtype if x.is_floating_point() else torch.get_default_dtype()
-    out = torch.empty(x.shape, dtype=dtype, device=x.device)
+    dtype = input.dtype if input.is_floating_point() else torch.get_default_dtype()
+    # ATen's layout: a dense input's strides (read in place), else contiguous (read from a copy).
+    out = torch.empty_like(input, dtype=dtype)
+    x = (
+        input
+        if input.stride() == out.stride()
+        else torch.empty_like(out, dtype=input.dtype).copy_(input)
+    )
     n_elements = x.numel()
     if n_elements:
         grid = lambda meta: (triton.cdiv(n_elements, meta["BLOCK_SIZE"]),)  # noqa: E731

@@ -22,8 +22,13 @@ def softplus(input, beta=1.0, threshold=20.0):
     beta_arg = int(beta_value) if beta_value.is_integer() else beta_value
     whole_threshold = isinstance(threshold, float) and threshold.is_integer()
     threshold_value = int(threshold) if whole_threshold else threshold
-    x = input.contiguous()
-    out = torch.empty_like(x)
+    # ATen's layout: a dense input's strides (read in place), else contiguous (read from a copy).
+    out = torch.empty_like(input)
+    x = (
+        input
+        if input.stride() == out.stride()
+        else torch.empty_like(out, dtype=input.dtype).copy_(input)
+    )
     n = x.numel()
     if n:
         limit = torch.as_tensor(threshold_value, dtype=torch.float32, device=x.device)

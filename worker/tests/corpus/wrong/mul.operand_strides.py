@@ -22,6 +22,15 @@ def mul_operand(value, shape, compute_dtype, device):
     return value.to(compute_dtype)
 
 
+def output_like(operands, shape, dtype):
+    """The output laid out as ATen lays out an elementwise result: like the first operand of the
+    result's shape (torch.empty_like: its strides where it is dense), contiguous if none is."""
+    for value in operands:
+        if value.shape == shape:
+            return torch.empty_like(value, dtype=dtype)
+    return torch.empty(shape, dtype=dtype, device=operands[0].device)
+
+
 def mul(input, other):
     out_dtype = torch.result_type(input, other)
     compute_dtype = torch.float32 if out_dtype in (torch.float16, torch.bfloat16) else out_dtype
@@ -29,7 +38,8 @@ def mul(input, other):
     shape = torch.broadcast_shapes(input.shape, other_shape)
     x = mul_operand(input, shape, compute_dtype, input.device)
     y = mul_operand(other, shape, compute_dtype, input.device)
-    out = torch.empty(shape, dtype=out_dtype, device=input.device)
+    operands = [value for value in (input, other) if isinstance(value, torch.Tensor)]
+    out = output_like(operands, shape, out_dtype)
     n = out.numel()
     if n:
         mul_kernel[(triton.cdiv(n, 1024),)](x, y, out, n, BLOCK=1024)
