@@ -273,7 +273,9 @@ class CandidateServer:
         # Set by each load: Triton's knob of the cache directory sets the variable too.
         per_source = ((StoreBackedCacheManager, "store_dir"), (os.environ, "TRITON_CACHE_DIR"))
         self.state = ProcessState(self.owners, per_source)
-        self.staging = ReplyStaging(self.device, pinned=kind.pinned_staging)
+        self.staging = ReplyStaging(
+            self.device, synchronize=kind.synchronize if kind.pinned_staging else None
+        )
         self.namespace: dict = {}
         #: A benchmark's library baseline, set by ``load_baseline``.
         self.baseline = None

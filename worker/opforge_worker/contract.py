@@ -715,6 +715,7 @@ class TestResult:
         _Field("compile_s", ("float",)),
         _Field("run_s", ("float",)),
         _Field("sandbox", ("dict", ("str",))),
+        _Field("contract", ("list", ("str",)), optional=True),
     )
 
     outcome: str = ""
@@ -725,6 +726,10 @@ class TestResult:
     compile_s: float = 0.0
     run_s: float = 0.0
     sandbox: dict[str, str] = field(default_factory=dict)
+    #: the rules of the settings (signed_zeros) and of the device kind's numeric contract (flush-to-
+    #: zero) that passed samples the strict comparison failed, each with how many
+    #: (worker/opforge_worker/judge.py)
+    contract: list[str] = field(default_factory=list)
 
     @classmethod
     def from_dict(cls, value: Any, context: str = "") -> Self:

@@ -389,7 +389,8 @@ class _TestRun:
                 )
             )
         self._static_gate()
-        self.judge = Judge(opinfo, self.harness.settings)
+        self.judge = Judge(opinfo, self.harness.settings, self.harness.kind)
+        self.result.contract_notes = self.judge.contract_notes
         self.mode = request.mode
         self.seed = request.seed
         self.timeout_s = request.timeout_s
@@ -451,7 +452,7 @@ class _TestRun:
             log.warning("compiled kernels of %s not stored: %s", self.spec.op, error)
 
     def _run_dtype(self, opinfo, dtype: str) -> None:
-        torch_dtype = opinfo_db.dtype_from_name(dtype)
+        torch_dtype = self.torch_dtype = opinfo_db.dtype_from_name(dtype)
         if torch_dtype not in opinfo.supported_dtypes("cpu"):
             # The candidate is not to blame, and the other dtypes can still be tested.
             reason = f"{opinfo.name} has no CPU reference for {dtype} in torch {torch.__version__}"
@@ -584,7 +585,9 @@ class _TestRun:
             batch.ended = True
             raise _InDoubt
         try:
-            failure = self.judge.verdict(reply, reply_blob, reference, earlier)
+            failure = self.judge.verdict(
+                reply, reply_blob, reference, earlier, (sample.inputs, self.torch_dtype)
+            )
         except ReplyError as error:
             failure = Failure(Outcome.HARNESS_ERROR, "harness", str(error))
             reply["recycle"] = True

@@ -64,6 +64,11 @@ Shape (every key always present; msgpack-able: str, int, float, bool, None, list
       "run_s": float,            # time spent in wrapper calls, compile excluded
       "sandbox": {str: str},     # which containment layers were in force (namespaces, network,
                                  # landlock, limits, environment); {} when no process started
+      "contract": [str],         # the rules of the settings (signed_zeros) and of the device
+                                 # kind's numeric contract (flush-to-zero) that passed samples
+                                 # the strict comparison failed, each with how many: "subnormal
+                                 # input: this device (cuda) flushes bfloat16, float32 subnormals
+                                 # to zero: 2 samples"; [] when none did (judge.Judge)
     }
 """
 
@@ -121,6 +126,8 @@ class ResultBuilder:
     compile_s: float = 0.0
     run_s: float = 0.0
     sandbox: dict = field(default_factory=dict)
+    #: The judge's ``contract_notes``: rule -> samples it passed.
+    contract_notes: dict[str, int] = field(default_factory=dict)
 
     def record_pass(self, dtype: str, sample_set: str) -> None:
         key = (dtype, sample_set)
@@ -173,4 +180,8 @@ class ResultBuilder:
             "compile_s": round(self.compile_s, 6),
             "run_s": round(self.run_s, 6),
             "sandbox": self.sandbox,
+            "contract": [
+                f"{rule}: {count} sample{'s' if count != 1 else ''}"
+                for rule, count in self.contract_notes.items()
+            ],
         }
