@@ -741,6 +741,88 @@ class TestResult:
 
 
 @dataclass
+class ToolchainDefect:
+    """A conformance probe (worker/opforge_worker/data/conformance.yaml) whose answer on a
+    toolchain differs from the known one.
+    """
+
+    NAME: ClassVar[str] = "toolchain_defect"
+    FIELDS: ClassVar[tuple[_Field, ...]] = (
+        _Field("probe", ("str",), nonempty=True),
+        _Field("primitive", ("str",)),
+        _Field("dtype", ("str",)),
+        _Field("expression", ("str",)),
+        _Field("inputs", ("str",)),
+        _Field("expected", ("str",)),
+        _Field("actual", ("str",)),
+        _Field("known", ("bool",)),
+        _Field("workaround", ("str",)),
+        _Field("patch", ("str",)),
+        _Field("reproducer", ("str",)),
+    )
+
+    #: the probe's name, e.g. negate_bfloat16
+    probe: str = ""
+    #: negation, conversion, min_max, division, rounding, integer_overflow, flush_to_zero,
+    #: arithmetic
+    primitive: str = ""
+    dtype: str = ""
+    #: what the kernel stores: out = <expression> of x (and y)
+    expression: str = ""
+    #: x and y as Python lists
+    inputs: str = ""
+    expected: str = ""
+    #: what the device computed, or the error it raised
+    actual: str = ""
+    #: the device kind's registry entry lists it (device_kinds.NumericContract.known_defects)
+    known: bool = False
+    #: the computation written so that the defect does not reach it; "" when none is known
+    workaround: str = ""
+    #: the toolchain patch the probe verified to correct it (toolchain_patches.py); "" when none,
+    #: and then no candidate's failure is put on it
+    patch: str = ""
+    #: a self-contained script that shows it
+    reproducer: str = ""
+
+    @classmethod
+    def from_dict(cls, value: Any, context: str = "") -> Self:
+        """Validates `value` (unknown keys ignored); ContractError says what is wrong."""
+        return cls(**_read_struct(cls.FIELDS, value, context or cls.NAME, ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        return _write_struct(self)
+
+
+@dataclass
+class ConformanceReport:
+    """What the conformance probes found on one toolchain (worker/opforge_worker/conformance.py)."""
+
+    NAME: ClassVar[str] = "conformance_report"
+    FIELDS: ClassVar[tuple[_Field, ...]] = (
+        _Field("fingerprint", ("str",)),
+        _Field("device_kind", ("str",)),
+        _Field("probes_run", ("int",)),
+        _Field("defects", ("list", ("struct", "toolchain_defect"))),
+        _Field("error", ("str",)),
+    )
+
+    fingerprint: str = ""
+    device_kind: str = ""
+    probes_run: int = 0
+    defects: list[ToolchainDefect] = field(default_factory=list)
+    #: why the probes could not run; "" when they ran
+    error: str = ""
+
+    @classmethod
+    def from_dict(cls, value: Any, context: str = "") -> Self:
+        """Validates `value` (unknown keys ignored); ContractError says what is wrong."""
+        return cls(**_read_struct(cls.FIELDS, value, context or cls.NAME, ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        return _write_struct(self)
+
+
+@dataclass
 class ShapeTiming:
     """One input of a benchmark: the candidate and its baseline timed interleaved on it
     (worker/opforge_worker/TIMING.md).
@@ -1598,6 +1680,8 @@ STRUCTS: dict[str, type] = {
     "tensor_diff": TensorDiff,
     "test_failure": TestFailure,
     "test_result": TestResult,
+    "toolchain_defect": ToolchainDefect,
+    "conformance_report": ConformanceReport,
     "shape_timing": ShapeTiming,
     "benchmark_result": BenchmarkResult,
     "lint_violation": LintViolation,
