@@ -63,7 +63,7 @@ from triton.runtime.cache import FileCacheManager
 from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import JITFunction
 
-from opforge_worker import candidate_timing
+from opforge_worker import candidate_timing, toolchain_patches
 from opforge_worker.audit import AuditGuard, CodeOwners
 from opforge_worker.checks import (
     BackendCompileError,
@@ -286,6 +286,8 @@ class CandidateServer:
         torch.set_num_threads(1)
         if self.kind.start_runtime is not None:
             self.kind.start_runtime()
+        # Before the hooks and the integrity snapshot: the patched toolchain is this process's.
+        toolchain_patches.apply(self.options.get("toolchain_patches", ()))
         triton.knobs.cache.manager_class = StoreBackedCacheManager
         self._warm_dispatch_recorder()
         hooks = (self.launches, self.escapes, self.threads, self.state)

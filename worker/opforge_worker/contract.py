@@ -64,6 +64,7 @@ class Outcome(enum.StrEnum):
     CHEAT_DETECTED = "cheat_detected"
     LINT_VIOLATION = "lint_violation"
     HARNESS_ERROR = "harness_error"
+    DEVICE_DEFECT = "device_defect"
 
 
 class DtypeOutcome(enum.StrEnum):
@@ -78,6 +79,7 @@ class DtypeOutcome(enum.StrEnum):
     CHEAT_DETECTED = "cheat_detected"
     LINT_VIOLATION = "lint_violation"
     HARNESS_ERROR = "harness_error"
+    DEVICE_DEFECT = "device_defect"
     SKIPPED = "skipped"
 
 
@@ -156,6 +158,7 @@ class AttemptOutcome(enum.StrEnum):
     CHEAT_DETECTED = "cheat_detected"
     LINT_VIOLATION = "lint_violation"
     HARNESS_ERROR = "harness_error"
+    DEVICE_DEFECT = "device_defect"
     FORMAT_ERROR = "format_error"
 
 
@@ -665,6 +668,7 @@ class TestFailure:
         _Field("signal", ("str",)),
         _Field("exit_code", ("optional", ("int",))),
         _Field("diff", ("optional", ("struct", "tensor_diff")), lenient=True),
+        _Field("defects", ("list", ("struct", "toolchain_defect")), optional=True),
         _Field("stdout", ("str",)),
         _Field("stderr", ("str",)),
     )
@@ -689,6 +693,9 @@ class TestFailure:
     #: how the output differs from the reference, nil when not an accuracy failure; the open map of
     #: builds before it was typed reads as nil
     diff: TensorDiff | None = None
+    #: device_defect: the recorded toolchain defects that explain the failure (the test passes with
+    #: them corrected), each with its minimal reproducer
+    defects: list[ToolchainDefect] = field(default_factory=list)
     stdout: str = ""
     stderr: str = ""
 
@@ -1490,6 +1497,28 @@ class Hello:
 
 
 @dataclass
+class Conformance:
+    """The `conformance` frame: sent after every hello by a device worker: what the conformance
+    probes found on its toolchain (worker/opforge_worker/conformance.py). The daemon keeps it
+    by fingerprint and lists its defects.
+    """
+
+    NAME: ClassVar[str] = "conformance"
+    FIELDS: ClassVar[tuple[_Field, ...]] = (_Field("report", ("map",)),)
+
+    #: a conformance_report
+    report: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, value: Any, context: str = "") -> Self:
+        """Validates `value` (unknown keys ignored); ContractError says what is wrong."""
+        return cls(**_read_struct(cls.FIELDS, value, context or cls.NAME, ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        return _write_struct(self)
+
+
+@dataclass
 class WorkerHeartbeat:
     """The `heartbeat` frame: every heartbeat_ms, from a thread that keeps beating while jobs
     run.
@@ -1704,6 +1733,7 @@ STRUCTS: dict[str, type] = {
 #: The frames a worker sends, by their `type`.
 FRAMES_FROM_WORKER: dict[str, type] = {
     "hello": Hello,
+    "conformance": Conformance,
     "heartbeat": WorkerHeartbeat,
     "result": Result,
     "goodbye": Goodbye,

@@ -241,6 +241,7 @@ KINDS: Mapping[str, DeviceKind] = MappingProxyType(
                             "less_bfloat16",
                             "convert_float32_to_bfloat16",
                             "negate_zero_float32",
+                            "negate_zero_bfloat16",
                         }
                     ),
                 ),

@@ -5,7 +5,10 @@ Shape (every key always present; msgpack-able: str, int, float, bool, None, list
     {
       "outcome": str,            # pass | compile_error | runtime_error | crash | timeout |
                                  # accuracy_error | cheat_detected | lint_violation |
-                                 # harness_error. lint_violation: the static gate refused the
+                                 # harness_error | device_defect. device_defect: an accuracy
+                                 # failure that a recorded defect of the toolchain explains (the
+                                 # test passes with the defect corrected: harness.py); never a
+                                 # pass. lint_violation: the static gate refused the
                                  # source for a mistake of dialect or form only (check static);
                                  # cheat_detected: a check found a forbidden action; pass when
                                  # every dtype tested passed (skipped ones, each with its
@@ -58,6 +61,9 @@ Shape (every key always present; msgpack-able: str, int, float, bool, None, list
                                  # values as repr text; precise, and "accepted" saying what
                                  # passes, only where the dtype has a precise reference
                                  # (judge.Reference.precise)
+        "defects": [{...}],      # device_defect: the toolchain defects (the contract's
+                                 # toolchain_defect: probe, reproducer, workaround, patch) that
+                                 # explain the failure; absent otherwise
         "stdout": str, "stderr": str,   # what the candidate printed during that call (capped)
       },
       "compile_s": float,        # time spent compiling kernels (0 on the interpreter)

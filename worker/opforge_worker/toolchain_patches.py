@@ -47,9 +47,31 @@ def _bfloat16_arithmetic() -> None:
     builder.binary_op = binary_op
 
 
+def _negation_sign_flip() -> None:
+    """Triton builds ``-x`` as ``0 - x`` (language/semantic.py, ``minus``): +0.0 for +0.0, where
+    IEEE 754 negation, and ATen's neg, flip the sign bit; on the interpreter a bfloat16's
+    ``0 - x`` also subtracts its bits. Corrected: a float's ``-x`` flips its sign bit."""
+    import triton.language as tl
+    from triton.language.semantic import TritonSemantic
+
+    original = TritonSemantic.minus
+    bits_of_width = {16: tl.int16, 32: tl.int32, 64: tl.int64}
+
+    def minus(self, input):
+        scalar = input.type.scalar
+        bits = bits_of_width.get(scalar.primitive_bitwidth) if scalar.is_floating() else None
+        if bits is None:
+            return original(self, input)
+        width = scalar.primitive_bitwidth
+        sign = self.tensor(getattr(self.builder, f"get_int{width}")(-(1 << (width - 1))), bits)
+        return self.bitcast(self.xor_(self.bitcast(input, bits), sign), scalar)
+
+    TritonSemantic.minus = minus
+
+
 #: Patches by name, as data/conformance.yaml's ``patch`` keys name them.
 PATCHES: Mapping[str, Callable[[], None]] = MappingProxyType(
-    {"bfloat16_arithmetic": _bfloat16_arithmetic}
+    {"bfloat16_arithmetic": _bfloat16_arithmetic, "negation_sign_flip": _negation_sign_flip}
 )
 
 

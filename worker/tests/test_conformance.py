@@ -39,7 +39,8 @@ def test_the_interpreter_negates_bfloat16_wrongly_and_the_probe_says_how(interpr
     negate = defects["negate_bfloat16"]
     assert negate.actual == "[-8.0, 16.0, -4.0, 1.5]"  # for 0.5, -0.25, 1.0, -3.0
     assert negate.expected == "[-0.5, 0.25, -1.0, 3.0]"
-    assert negate.known and negate.patch == "bfloat16_arithmetic"
+    assert negate.known and negate.patch == "negation_sign_flip"
+    assert defects["add_bfloat16"].patch == "bfloat16_arithmetic"
     assert negate.workaround == "(-x.to(tl.float32)).to(tl.bfloat16)"
     assert "tl.store(out_ptr + offsets, -x, mask=mask)" in negate.reproducer
     # float16 and float32 negate right; the report lists only what is wrong.
