@@ -63,7 +63,7 @@ def serve(args: argparse.Namespace) -> int:
     # Run once per fingerprint (the report is kept): before hello, which carries it.
     report = (
         conformance.probe_toolchain(args.device, fingerprint)
-        if args.role == WorkerRole.DEVICE
+        if args.role == WorkerRole.DEVICE and args.device in device_kinds.KINDS
         else None
     )
     defects = tuple(report.defects) if report is not None else ()
