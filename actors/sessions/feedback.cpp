@@ -179,6 +179,8 @@ std::optional<prompt_kind> feedback_kind_for(contract::outcome test_outcome) {
     return prompt_kind::feedback_lint;
   case contract::outcome::pass:
   case contract::outcome::harness_error:
+  // The toolchain's fault, not the kernel's: never fed back as the kernel's failure.
+  case contract::outcome::device_defect:
     return std::nullopt;
   }
   return std::nullopt;

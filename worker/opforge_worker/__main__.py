@@ -60,7 +60,8 @@ def serve(args: argparse.Namespace) -> int:
     tools = toolchain.collect(args.device)
     fingerprint = toolchain.fingerprint(tools)
     slots = resolve_slots(args.slots, args.device)
-    # Run once per fingerprint (the report is kept): before hello, which carries it.
+    # Run once per fingerprint (the report is kept), before any test job: the harness puts a
+    # failure that a defect explains on the device (outcome device_defect).
     report = (
         conformance.probe_toolchain(args.device, fingerprint)
         if args.role == WorkerRole.DEVICE and args.device in device_kinds.KINDS
@@ -76,7 +77,6 @@ def serve(args: argparse.Namespace) -> int:
         toolchain=tools,
         fingerprint=fingerprint,
         curve=keys,
-        conformance=report,
     )
     worker = Worker(config, handlers, release)
     for signum in (signal.SIGTERM, signal.SIGINT):

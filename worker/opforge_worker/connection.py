@@ -27,7 +27,7 @@ from typing import Any
 import zmq
 import zmq.utils.monitor
 
-from opforge_worker import contract, protocol
+from opforge_worker import protocol
 from opforge_worker.contract import JobStatus
 from opforge_worker.curve_keys import CurveKeys
 
@@ -54,8 +54,6 @@ class WorkerConfig:
     slots: int
     toolchain: dict[str, str]
     fingerprint: str
-    #: What the conformance probes found on this toolchain (a device worker's), sent in hello.
-    conformance: contract.ConformanceReport | None = None
     worker_id: str = field(
         default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
     )
@@ -352,8 +350,6 @@ class Worker:
             host=socket.gethostname(),
             pid=os.getpid(),
         )
-        if config.conformance is not None:
-            self._send("conformance", report=config.conformance.to_dict())
 
     def _collect_outcomes(self) -> None:
         while True:

@@ -1497,28 +1497,6 @@ class Hello:
 
 
 @dataclass
-class Conformance:
-    """The `conformance` frame: sent after every hello by a device worker: what the conformance
-    probes found on its toolchain (worker/opforge_worker/conformance.py). The daemon keeps it
-    by fingerprint and lists its defects.
-    """
-
-    NAME: ClassVar[str] = "conformance"
-    FIELDS: ClassVar[tuple[_Field, ...]] = (_Field("report", ("map",)),)
-
-    #: a conformance_report
-    report: dict = field(default_factory=dict)
-
-    @classmethod
-    def from_dict(cls, value: Any, context: str = "") -> Self:
-        """Validates `value` (unknown keys ignored); ContractError says what is wrong."""
-        return cls(**_read_struct(cls.FIELDS, value, context or cls.NAME, ""))
-
-    def to_dict(self) -> dict[str, Any]:
-        return _write_struct(self)
-
-
-@dataclass
 class WorkerHeartbeat:
     """The `heartbeat` frame: every heartbeat_ms, from a thread that keeps beating while jobs
     run.
@@ -1733,7 +1711,6 @@ STRUCTS: dict[str, type] = {
 #: The frames a worker sends, by their `type`.
 FRAMES_FROM_WORKER: dict[str, type] = {
     "hello": Hello,
-    "conformance": Conformance,
     "heartbeat": WorkerHeartbeat,
     "result": Result,
     "goodbye": Goodbye,
