@@ -182,6 +182,8 @@ std::optional<prompt_kind> feedback_kind_for(const contract::test_result& verdic
     return prompt_kind::feedback_lint;
   case contract::outcome::pass:
   case contract::outcome::harness_error:
+  // The toolchain's fault, not the kernel's: never fed back as the kernel's failure.
+  case contract::outcome::device_defect:
     return std::nullopt;
   }
   return std::nullopt;

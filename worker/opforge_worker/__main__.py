@@ -50,7 +50,7 @@ def _write_json(path: str, document) -> None:
 
 
 def serve(args: argparse.Namespace) -> int:
-    from opforge_worker import curve_keys
+    from opforge_worker import conformance, curve_keys
     from opforge_worker.connection import Worker, WorkerConfig
     from opforge_worker.jobs import handlers_for
 
@@ -58,15 +58,24 @@ def serve(args: argparse.Namespace) -> int:
         raise ValueError("role 'lint' runs no device: use --device none")
     keys = curve_keys.resolve(args.server_key, args.key_file)
     tools = toolchain.collect(args.device)
+    fingerprint = toolchain.fingerprint(tools)
     slots = resolve_slots(args.slots, args.device)
-    handlers, release = handlers_for(args.role, args.device, slots)
+    # Run once per fingerprint (the report is kept), before any test job: the harness puts a
+    # failure that a defect explains on the device (outcome device_defect).
+    report = (
+        conformance.probe_toolchain(args.device, fingerprint)
+        if args.role == WorkerRole.DEVICE and args.device in device_kinds.KINDS
+        else None
+    )
+    defects = tuple(report.defects) if report is not None else ()
+    handlers, release = handlers_for(args.role, args.device, slots, defects)
     config = WorkerConfig(
         endpoint=args.connect,
         role=args.role,
         device_kind=args.device,
         slots=slots,
         toolchain=tools,
-        fingerprint=toolchain.fingerprint(tools),
+        fingerprint=fingerprint,
         curve=keys,
     )
     worker = Worker(config, handlers, release)

@@ -268,7 +268,7 @@ class BenchmarkRun(_TestRun):
             self._bad_request(f"no OpInfo named {request.op!r} with variant {request.variant!r}")
         self._static_gate()
         self._gate_baseline(request)
-        self.judge = Judge(opinfo, self.harness.settings)
+        self.judge = Judge(opinfo, self.harness.settings, self.harness.kind)
         self.seed = request.seed
         self.timeout_s = request.timeout_s
         if request.baseline_source:

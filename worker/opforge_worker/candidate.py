@@ -63,7 +63,7 @@ from triton.runtime.cache import FileCacheManager
 from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import JITFunction
 
-from opforge_worker import candidate_timing
+from opforge_worker import candidate_timing, toolchain_patches
 from opforge_worker.audit import AuditGuard, CodeOwners
 from opforge_worker.checks import (
     BackendCompileError,
@@ -273,7 +273,9 @@ class CandidateServer:
         # Set by each load: Triton's knob of the cache directory sets the variable too.
         per_source = ((StoreBackedCacheManager, "store_dir"), (os.environ, "TRITON_CACHE_DIR"))
         self.state = ProcessState(self.owners, per_source)
-        self.staging = ReplyStaging(self.device, pinned=kind.pinned_staging)
+        self.staging = ReplyStaging(
+            self.device, synchronize=kind.synchronize if kind.pinned_staging else None
+        )
         self.namespace: dict = {}
         #: A benchmark's library baseline, set by ``load_baseline``.
         self.baseline = None
@@ -284,6 +286,8 @@ class CandidateServer:
         torch.set_num_threads(1)
         if self.kind.start_runtime is not None:
             self.kind.start_runtime()
+        # Before the hooks and the integrity snapshot: the patched toolchain is this process's.
+        toolchain_patches.apply(self.options.get("toolchain_patches", ()))
         triton.knobs.cache.manager_class = StoreBackedCacheManager
         self._warm_dispatch_recorder()
         hooks = (self.launches, self.escapes, self.threads, self.state)

@@ -64,6 +64,7 @@ class Outcome(enum.StrEnum):
     CHEAT_DETECTED = "cheat_detected"
     LINT_VIOLATION = "lint_violation"
     HARNESS_ERROR = "harness_error"
+    DEVICE_DEFECT = "device_defect"
 
 
 class FailureCheck(enum.StrEnum):
@@ -113,6 +114,7 @@ class DtypeOutcome(enum.StrEnum):
     CHEAT_DETECTED = "cheat_detected"
     LINT_VIOLATION = "lint_violation"
     HARNESS_ERROR = "harness_error"
+    DEVICE_DEFECT = "device_defect"
     SKIPPED = "skipped"
 
 
@@ -195,6 +197,7 @@ class AttemptOutcome(enum.StrEnum):
     CHEAT_DETECTED = "cheat_detected"
     LINT_VIOLATION = "lint_violation"
     HARNESS_ERROR = "harness_error"
+    DEVICE_DEFECT = "device_defect"
     FORMAT_ERROR = "format_error"
 
 
@@ -705,6 +708,7 @@ class TestFailure:
         _Field("signal", ("str",)),
         _Field("exit_code", ("optional", ("int",))),
         _Field("diff", ("optional", ("struct", "tensor_diff")), lenient=True),
+        _Field("defects", ("list", ("struct", "toolchain_defect")), optional=True),
         _Field("stdout", ("str",)),
         _Field("stderr", ("str",)),
     )
@@ -727,6 +731,9 @@ class TestFailure:
     #: how the output differs from the reference, nil when not an accuracy failure; the open map of
     #: builds before it was typed reads as nil
     diff: TensorDiff | None = None
+    #: device_defect: the recorded toolchain defects that explain the failure (the test passes with
+    #: them corrected), each with its minimal reproducer
+    defects: list[ToolchainDefect] = field(default_factory=list)
     stdout: str = ""
     stderr: str = ""
 
@@ -753,6 +760,7 @@ class TestResult:
         _Field("compile_s", ("float",)),
         _Field("run_s", ("float",)),
         _Field("sandbox", ("dict", ("str",))),
+        _Field("contract", ("list", ("str",)), optional=True),
     )
 
     outcome: str = ""
@@ -763,6 +771,92 @@ class TestResult:
     compile_s: float = 0.0
     run_s: float = 0.0
     sandbox: dict[str, str] = field(default_factory=dict)
+    #: the rules of the settings (signed_zeros) and of the device kind's numeric contract (flush-to-
+    #: zero) that passed samples the strict comparison failed, each with how many
+    #: (worker/opforge_worker/judge.py)
+    contract: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, value: Any, context: str = "") -> Self:
+        """Validates `value` (unknown keys ignored); ContractError says what is wrong."""
+        return cls(**_read_struct(cls.FIELDS, value, context or cls.NAME, ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        return _write_struct(self)
+
+
+@dataclass
+class ToolchainDefect:
+    """A conformance probe (worker/opforge_worker/data/conformance.yaml) whose answer on a
+    toolchain differs from the known one.
+    """
+
+    NAME: ClassVar[str] = "toolchain_defect"
+    FIELDS: ClassVar[tuple[_Field, ...]] = (
+        _Field("probe", ("str",), nonempty=True),
+        _Field("primitive", ("str",)),
+        _Field("dtype", ("str",)),
+        _Field("expression", ("str",)),
+        _Field("inputs", ("str",)),
+        _Field("expected", ("str",)),
+        _Field("actual", ("str",)),
+        _Field("known", ("bool",)),
+        _Field("workaround", ("str",)),
+        _Field("patch", ("str",)),
+        _Field("reproducer", ("str",)),
+    )
+
+    #: the probe's name, e.g. negate_bfloat16
+    probe: str = ""
+    #: negation, conversion, min_max, division, rounding, integer_overflow, flush_to_zero,
+    #: arithmetic
+    primitive: str = ""
+    dtype: str = ""
+    #: what the kernel stores: out = <expression> of x (and y)
+    expression: str = ""
+    #: x and y as Python lists
+    inputs: str = ""
+    expected: str = ""
+    #: what the device computed, or the error it raised
+    actual: str = ""
+    #: the device kind's registry entry lists it (device_kinds.NumericContract.known_defects)
+    known: bool = False
+    #: the computation written so that the defect does not reach it; "" when none is known
+    workaround: str = ""
+    #: the toolchain patch the probe verified to correct it (toolchain_patches.py); "" when none,
+    #: and then no candidate's failure is put on it
+    patch: str = ""
+    #: a self-contained script that shows it
+    reproducer: str = ""
+
+    @classmethod
+    def from_dict(cls, value: Any, context: str = "") -> Self:
+        """Validates `value` (unknown keys ignored); ContractError says what is wrong."""
+        return cls(**_read_struct(cls.FIELDS, value, context or cls.NAME, ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        return _write_struct(self)
+
+
+@dataclass
+class ConformanceReport:
+    """What the conformance probes found on one toolchain (worker/opforge_worker/conformance.py)."""
+
+    NAME: ClassVar[str] = "conformance_report"
+    FIELDS: ClassVar[tuple[_Field, ...]] = (
+        _Field("fingerprint", ("str",)),
+        _Field("device_kind", ("str",)),
+        _Field("probes_run", ("int",)),
+        _Field("defects", ("list", ("struct", "toolchain_defect"))),
+        _Field("error", ("str",)),
+    )
+
+    fingerprint: str = ""
+    device_kind: str = ""
+    probes_run: int = 0
+    defects: list[ToolchainDefect] = field(default_factory=list)
+    #: why the probes could not run; "" when they ran
+    error: str = ""
 
     @classmethod
     def from_dict(cls, value: Any, context: str = "") -> Self:
@@ -1638,6 +1732,8 @@ STRUCTS: dict[str, type] = {
     "tensor_diff": TensorDiff,
     "test_failure": TestFailure,
     "test_result": TestResult,
+    "toolchain_defect": ToolchainDefect,
+    "conformance_report": ConformanceReport,
     "shape_timing": ShapeTiming,
     "benchmark_result": BenchmarkResult,
     "lint_violation": LintViolation,

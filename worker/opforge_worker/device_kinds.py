@@ -25,6 +25,32 @@ from opforge_worker import timing
 NO_DEVICE = "none"
 
 
+@dataclass(frozen=True)
+class NumericContract:
+    """What a kind's arithmetic does where IEEE 754 and ATen's CPU leave a device room: the judge
+    compares under it (judge.Judge), and every verdict that depends on it says so.
+
+    Defects of a toolchain are not part of it: they are measured, per toolchain fingerprint, by the
+    conformance probes (data/conformance.yaml, conformance.py); ``known_defects`` names the probes
+    this kind's toolchains are known to fail, so that a report tells a known defect from a new one.
+    """
+
+    #: The dtypes whose subnormal values this device's kernels flush to zero (read as zero,
+    #: written as zero, keeping the sign).
+    flushes_subnormals: frozenset[str]
+    #: Whether its arithmetic keeps the sign of a zero as IEEE 754 says; where it does not, the
+    #: judge never asks a zero for its sign.
+    keeps_zero_signs: bool
+    #: Conformance probes (data/conformance.yaml) known to fail on this kind's toolchains.
+    known_defects: frozenset[str]
+
+
+#: The contract of a device that computes as IEEE 754 says, with no known defect.
+IEEE_754 = NumericContract(
+    flushes_subnormals=frozenset(), keeps_zero_signs=True, known_defects=frozenset()
+)
+
+
 class MemoryPolicy(Enum):
     #: RLIMIT_AS in the candidate process: the kernel refuses the allocation that crosses it.
     ADDRESS_SPACE = "address space"
@@ -83,6 +109,8 @@ class DeviceKind:
     #: Memory bandwidth in GB/s by device name (``toolchain()["device"]``), the peak a
     #: benchmark's achieved bandwidth is a share of: vendors' figures.
     peak_memory_gbps: Mapping[str, float]
+    #: What its arithmetic may do that ATen's CPU does not (``NumericContract``).
+    numerics: NumericContract
     #: The device-specific entries of the toolchain map (toolchain.TOOLCHAIN_KEYS): ``cuda``,
     #: ``driver``, ``device``; RuntimeError when the device is absent.
     toolchain: Callable[[], dict[str, str]]
@@ -198,6 +226,25 @@ KINDS: Mapping[str, DeviceKind] = MappingProxyType(
                 launch_stream=None,
                 timer=timing.PERF_COUNTER,
                 peak_memory_gbps=MappingProxyType({}),
+                # The interpreter runs kernels with numpy on the host: IEEE 754 with subnormals.
+                numerics=NumericContract(
+                    flushes_subnormals=frozenset(),
+                    keeps_zero_signs=True,
+                    # Measured on Triton 3.6 (conformance.py): its interpreter applies float
+                    # operators to a bfloat16's uint16 bits (-0.5 for 0.5 is -8.0), rounds
+                    # float32 to bfloat16 toward zero, and builds -x as 0 - x (+0.0 for +0.0).
+                    known_defects=frozenset(
+                        {
+                            "negate_bfloat16",
+                            "add_bfloat16",
+                            "multiply_bfloat16",
+                            "less_bfloat16",
+                            "convert_float32_to_bfloat16",
+                            "negate_zero_float32",
+                            "negate_zero_bfloat16",
+                        }
+                    ),
+                ),
                 toolchain=_interpreter_toolchain,
             ),
             DeviceKind(
@@ -232,6 +279,15 @@ KINDS: Mapping[str, DeviceKind] = MappingProxyType(
                         "NVIDIA A100-SXM4-80GB": 2039.0,
                         "NVIDIA A100-SXM4-40GB": 1555.0,
                     }
+                ),
+                # Triton's NVIDIA backend compiles float32 arithmetic with denormals flushed
+                # (floor(-1e-40) gives -0.0, rsqrt(5.9e-39) inf); bfloat16, computed in float32,
+                # shares float32's exponent range and so its subnormals; float16's subnormals are
+                # normal float32 values, and float64 keeps them.
+                numerics=NumericContract(
+                    flushes_subnormals=frozenset({"float32", "bfloat16"}),
+                    keeps_zero_signs=True,
+                    known_defects=frozenset(),
                 ),
                 toolchain=_cuda_toolchain,
             ),

@@ -144,8 +144,17 @@ class Harness:
         compile_cache: compile_cache_module.CompileCache | None = None,
         static_gate: bool = True,
         standby: CandidateProcess | None = None,
+        toolchain_defects: tuple[contract.ToolchainDefect, ...] = (),
+        toolchain_patches: tuple[str, ...] = (),
     ):
         self.device_kind = device_kind
+        #: The defects the conformance probes found on this toolchain that a verified patch
+        #: corrects: only those can explain a failure (``_explained_by_defect``).
+        self.toolchain_defects = tuple(defect for defect in toolchain_defects if defect.patch)
+        #: The patches this harness's candidate processes run with (the re-run's harness).
+        self.toolchain_patches = toolchain_patches
+        #: The harness that re-runs failed tests with the defects corrected, made when needed.
+        self._patched: Harness | None = None
         self.kind = device_kinds.lookup(device_kind)
         #: The linter profile of the static gate, None when it is off.
         self.lint_profile = load_profile(self.kind.lint_profile) if static_gate else None
@@ -184,8 +193,46 @@ class Harness:
 
     def run_test(self, request: dict, cancel: threading.Event | None = None) -> dict:
         """Validate one candidate; returns the result payload documented in results.py."""
+        cancel = cancel or threading.Event()
         with self._lock:
-            return _TestRun(self, request, cancel or threading.Event()).run()
+            payload = _TestRun(self, request, cancel).run()
+            return self._explained_by_defect(request, payload, cancel)
+
+    def _explained_by_defect(self, request: dict, payload: dict, cancel) -> dict:
+        """``payload`` as ``device_defect`` where a recorded defect of the toolchain explains its
+        accuracy failure: the failing dtype's test, run again in a candidate process with the
+        defects of that dtype corrected (toolchain_patches.py), passes every sample. Never a
+        pass: the candidate failed on this device as it is; the verdict says which defect, with
+        its reproducer and workaround, so that the failure is not taken for the kernel's."""
+        failure = payload.get("failure") or {}
+        dtype = failure.get("dtype", "")
+        defects = [defect for defect in self.toolchain_defects if defect.dtype == dtype]
+        if payload["outcome"] != Outcome.ACCURACY_ERROR or not defects:
+            return payload
+        if self._patched is None:
+            self._patched = Harness(
+                device_kind=self.device_kind,
+                scratch_root=self.scratch_root / "patched",
+                sample_cache=self.samples,
+                compile_cache=self.compile_cache,
+                static_gate=self.static_gate is not None,
+                toolchain_patches=tuple(sorted({d.patch for d in self.toolchain_defects})),
+            )
+        rerun = {**request, "dtypes": [dtype], "mode": contract.TestMode.FIRST_FAILURE.value}
+        if self._patched.run_test(rerun, cancel)["outcome"] != Outcome.PASS:
+            return payload
+        first = defects[0]
+        failure["message"] = (
+            f"device_defect: {first.probe}: this toolchain computes {first.expression} on "
+            f"{first.dtype} wrongly ({first.inputs} gives {first.actual}, expected "
+            f"{first.expected}); with it corrected ({first.patch}) every {dtype} sample passes. "
+            f"Workaround: {first.workaround or 'none known'}. As seen on this device: "
+            f"{failure['message']}"
+        )
+        failure["defects"] = [defect.to_dict() for defect in defects]
+        payload["per_dtype"][dtype]["outcome"] = Outcome.DEVICE_DEFECT.value
+        payload["outcome"] = Outcome.DEVICE_DEFECT.value
+        return payload
 
     @property
     def processes_started(self) -> int:
@@ -195,6 +242,8 @@ class Harness:
     def close(self) -> None:
         """Kill the candidate process and remove scratch space this harness created."""
         with self._lock:
+            if self._patched is not None:
+                self._patched.close()
             self._discard_process(replace=False)
             if self._standby is not None:
                 self._remove(self._standby)
@@ -211,6 +260,8 @@ class Harness:
             self._aborted = True
             for process in self._live:
                 process.interrupt()
+        if self._patched is not None:
+            self._patched.abort()
 
     def __enter__(self):
         return self
@@ -261,7 +312,13 @@ class Harness:
             self._processes_started += 1
             scratch = self.scratch_root / f"process-{self._processes_started}"
             process = CandidateProcess(
-                scratch, candidate_options(self.settings, self.device_kind, self.compile_cache.root)
+                scratch,
+                candidate_options(
+                    self.settings,
+                    self.device_kind,
+                    self.compile_cache.root,
+                    self.toolchain_patches,
+                ),
             )
             process.spawn()
             self._live.add(process)
@@ -394,7 +451,8 @@ class _TestRun:
                 )
             )
         self._static_gate()
-        self.judge = Judge(opinfo, self.harness.settings)
+        self.judge = Judge(opinfo, self.harness.settings, self.harness.kind)
+        self.result.contract_notes = self.judge.contract_notes
         self.mode = request.mode
         self.seed = request.seed
         self.timeout_s = request.timeout_s
@@ -464,7 +522,7 @@ class _TestRun:
             log.warning("compiled kernels of %s not stored: %s", self.spec.op, error)
 
     def _run_dtype(self, opinfo, dtype: str) -> None:
-        torch_dtype = opinfo_db.dtype_from_name(dtype)
+        torch_dtype = self.torch_dtype = opinfo_db.dtype_from_name(dtype)
         if torch_dtype not in opinfo.supported_dtypes("cpu"):
             # The candidate is not to blame, and the other dtypes can still be tested.
             reason = f"{opinfo.name} has no CPU reference for {dtype} in torch {torch.__version__}"
@@ -601,7 +659,9 @@ class _TestRun:
             batch.ended = True
             raise _InDoubt
         try:
-            failure = self.judge.verdict(reply, reply_blob, reference, earlier)
+            failure = self.judge.verdict(
+                reply, reply_blob, reference, earlier, (sample.inputs, self.torch_dtype)
+            )
         except ReplyError as error:
             failure = Failure(Outcome.HARNESS_ERROR, FailureCheck.HARNESS, str(error))
             reply["recycle"] = True

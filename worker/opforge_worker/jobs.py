@@ -180,8 +180,14 @@ def _stored_samples():
     return SampleCache(store=SampleStore())
 
 
-def handlers_for(role: str, device_kind: str, slots: int) -> tuple[dict[str, JobHandler], Any]:
-    """The handlers a worker of `role` serves, and a callable that releases what they hold."""
+def handlers_for(
+    role: str,
+    device_kind: str,
+    slots: int,
+    toolchain_defects: tuple[contract.ToolchainDefect, ...] = (),
+) -> tuple[dict[str, JobHandler], Any]:
+    """The handlers a worker of `role` serves, and a callable that releases what they hold;
+    ``toolchain_defects``: what the conformance probes found here (conformance.py)."""
     if role == contract.WorkerRole.LINT:
         return {contract.JobKind.LINT: _lint_job}, lambda: None
     if role != contract.WorkerRole.DEVICE:
@@ -193,7 +199,11 @@ def handlers_for(role: str, device_kind: str, slots: int) -> tuple[dict[str, Job
     def make_harness():
         from opforge_worker.harness import Harness
 
-        return Harness(device_kind=device_kind, sample_cache=_stored_samples())
+        return Harness(
+            device_kind=device_kind,
+            sample_cache=_stored_samples(),
+            toolchain_defects=toolchain_defects,
+        )
 
     pool = HarnessPool(slots, make_harness)
     handlers = {

@@ -13,6 +13,14 @@ rounded kernel may miss their result by more than the tolerance. An output that 
 ATen's result is compared again, each element passing when it matches either (compare.py), so
 the twin costs nothing to a matching output and is computed once per prepared sample.
 
+The comparison is strict first: IEEE 754 zero signs, the reference as the CPU computes it. Where
+that fails, the judge compares again under what the settings and the device kind's numeric
+contract (device_kinds.NumericContract) allow: with zeros of either sign equal where the setting
+``signed_zeros`` is ``pytorch``, and against the reference of the sample with its subnormals
+flushed to zero where the kind flushes the tested dtype's (``Reference.flushed``). A verdict that
+either decides says so: a pass counts under ``Judge.contract_notes`` (the result's ``contract``),
+a failure names the rules it was judged under in its message.
+
 The second call of a sample, on fresh values, is judged against the first call's reference too:
 a result that misses its own reference but matches the earlier one is stale, reused across
 calls (``cheat_detected``, check ``fresh_inputs``); any other miss is an ``accuracy_error``.
@@ -28,12 +36,14 @@ import torch
 from opforge_worker.checks import tensor_leaves
 from opforge_worker.compare import bitwise_equal, compare_structure, dtype_name, tensor_diff
 from opforge_worker.contract import FailureCheck, Outcome
+from opforge_worker.device_kinds import IEEE_754, DeviceKind
 from opforge_worker.layout_contract import contract as layout_contract
 from opforge_worker.layout_contract import layout_difference
 from opforge_worker.results import Failure
-from opforge_worker.settings import Settings, Tolerance
+from opforge_worker.settings import Settings, SignedZeros, Tolerance
 from opforge_worker.transport import (
     TransportError,
+    decode_inputs,
     decode_strides,
     decode_tensors,
     encode_tensors,
@@ -98,6 +108,16 @@ class Reference:
     #: x + 100 in float16 is +0.0 for -3.7e-44); the extremal set tests signed zeros.
     zero_signs: bool = True
     _exact_reply: object = field(default=_NOT_COMPUTED, init=False, repr=False, compare=False)
+    _flushed: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def flushed(self, opinfo, inputs: bytes, dtype: torch.dtype, flushes: frozenset[torch.dtype]):
+        """The reference of this sample (``inputs``, as samples.prepare encoded them) on a device
+        that flushes the subnormals of ``flushes`` to zero: those of its inputs read as zeros of
+        their sign, those of its results written so; None where no input or result holds one,
+        or the operator fails on the flushed inputs. Computed once per set of dtypes."""
+        if flushes not in self._flushed:
+            self._flushed[flushes] = _flushed_reference(self, opinfo, inputs, dtype, flushes)
+        return self._flushed[flushes]
 
     def exact_reply(self) -> ExactReply | None:
         """The reply to a call that reproduces the reference exactly; None where ``expected``
@@ -346,6 +366,54 @@ def upcast(value, dtype: torch.dtype, wide: torch.dtype):
     return value
 
 
+def holds_subnormals(tensor: torch.Tensor) -> bool:
+    if not tensor.dtype.is_floating_point or not tensor.numel():
+        return False
+    return bool(((tensor != 0) & (tensor.abs() < torch.finfo(tensor.dtype).tiny)).any())
+
+
+def flush_subnormals(value, flushes: frozenset[torch.dtype]):
+    """``value`` with the subnormals of its tensors of a dtype in ``flushes`` replaced by zeros
+    of their sign, in new tensors (Python values kept)."""
+    if isinstance(value, torch.Tensor):
+        if value.dtype not in flushes:
+            return value
+        tiny = torch.finfo(value.dtype).tiny
+        return value.where(~(value.abs() < tiny), torch.copysign(torch.zeros_like(value), value))
+    if isinstance(value, tuple | list):
+        return type(value)(flush_subnormals(item, flushes) for item in value)
+    if isinstance(value, dict):
+        return {key: flush_subnormals(item, flushes) for key, item in value.items()}
+    return value
+
+
+@dataclass(frozen=True)
+class _Arguments:
+    """A sample's arguments as compute_reference reads them (a SampleInput's attributes)."""
+
+    input: object
+    args: tuple
+    kwargs: dict
+
+
+def _flushed_reference(reference, opinfo, inputs, dtype, flushes) -> Reference | None:
+    held = (*tensor_leaves(reference.expected), *reference.inputs_before)
+    if not any(t.dtype in flushes and holds_subnormals(t) for t in held):
+        return None
+    arguments = flush_subnormals(decode_inputs(inputs), flushes)
+    first, *rest = arguments["args"]
+    try:
+        flushed = compute_reference(
+            opinfo, _Arguments(first, tuple(rest), arguments["kwargs"]), dtype
+        )
+    except ReferenceError:
+        return None
+    flushed.expected = flush_subnormals(flushed.expected, flushes)
+    if flushed.precise is not None:
+        flushed.precise.expected = flush_subnormals(flushed.precise.expected, flushes)
+    return flushed
+
+
 def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Equal values, NaN equal to NaN whatever its payload, zeros of the same sign."""
     if not a.dtype.is_floating_point:
@@ -394,9 +462,26 @@ def _tensor_outputs(structure: dict, expected, where: str = "output"):
 class Judge:
     """Everything the judge knows about one operator."""
 
-    def __init__(self, opinfo, settings: Settings):
+    def __init__(self, opinfo, settings: Settings, kind: DeviceKind | None = None):
+        """``kind``: the device the candidate runs on, whose numeric contract the comparison
+        honours; None judges by IEEE 754 alone, nothing flushed."""
         self.opinfo = opinfo
         self.settings = settings
+        numerics = kind.numerics if kind is not None else IEEE_754
+        self.device_kind = kind.name if kind is not None else "none"
+        #: Whether a zero must have the reference's sign: the setting, on a device that keeps them.
+        self.zero_signs_asked = (
+            settings.signed_zeros is SignedZeros.IEEE and numerics.keeps_zero_signs
+        )
+        self.zero_sign_rule = (
+            settings.signed_zeros.rule()
+            if numerics.keeps_zero_signs
+            else f"device kind {self.device_kind} does not keep the sign of zero"
+        )
+        self.flushes = frozenset(getattr(torch, name) for name in numerics.flushes_subnormals)
+        #: The rules of the settings and the device's contract that passed a sample the strict
+        #: comparison failed, with how many samples each passed.
+        self.contract_notes: dict[str, int] = {}
         aten_name = opinfo.aten_name or opinfo.name
         self.op_names = frozenset({aten_name, opinfo.name.rsplit(".", 1)[-1]})
         names = {opinfo.name, aten_name}
@@ -410,7 +495,7 @@ class Judge:
             )
             for schema in torch._C._jit_get_schemas_for_operator(f"aten::{aten_name}")
         )
-        self._tolerances: dict[torch.dtype, Tolerance | None] = {}
+        self._tolerances: dict[tuple[torch.dtype, bool], Tolerance | None] = {}
         #: Whether ATen's output layout is part of the operator's contract (layout_contract.py).
         self.layout_preserved = layout_contract().preserves(opinfo)
 
@@ -430,19 +515,24 @@ class Judge:
             "alias_allowed": [self.schema_aliases or ref.aliases_input for ref in references],
         }
 
-    def tolerance_for(self, dtype: torch.dtype) -> Tolerance | None:
-        if dtype not in self._tolerances:  # looked up for every tensor of every call
-            self._tolerances[dtype] = self.settings.tolerance(self.opinfo.name, dtype_name(dtype))
-        return self._tolerances[dtype]
+    def tolerance_for(self, dtype: torch.dtype, zero_signs: bool = True) -> Tolerance | None:
+        key = (dtype, zero_signs)
+        if key not in self._tolerances:  # looked up for every tensor of every call
+            found = self.settings.tolerance(self.opinfo.name, dtype_name(dtype))
+            if found is not None and not zero_signs:
+                found = replace(found, zero_signs=False)
+            self._tolerances[key] = found
+        return self._tolerances[key]
 
-    def _tolerances_of(self, reference: Reference):
+    def _tolerances_of(self, reference: Reference, zero_signs: bool = True):
         """``tolerance_for`` as it applies to ``reference``: its atol scaled, zero signs
-        checked only where both the operator and the reference ask for them."""
+        checked only where the operator, the reference and the caller (``zero_signs``) all ask
+        for them."""
         if reference.atol_scale == 1.0 and reference.zero_signs:
-            return self.tolerance_for
+            return lambda dtype: self.tolerance_for(dtype, zero_signs)
 
         def scaled(dtype: torch.dtype) -> Tolerance | None:
-            found = self.tolerance_for(dtype)
+            found = self.tolerance_for(dtype, zero_signs)
             return found and replace(
                 found,
                 atol=found.atol * reference.atol_scale,
@@ -452,11 +542,18 @@ class Judge:
         return scaled
 
     def verdict(
-        self, reply: dict, blob: bytes, reference: Reference, earlier: Reference | None = None
+        self,
+        reply: dict,
+        blob: bytes,
+        reference: Reference,
+        earlier: Reference | None = None,
+        sample: tuple[bytes, torch.dtype] | None = None,
     ) -> Failure | None:
         """None for a pass, else the failure (without its dtype/sample fields). ``earlier`` is
         the reference of the call before this one on other values of the same shapes: outputs
-        that miss ``reference`` but match it are stale, results reused across calls."""
+        that miss ``reference`` but match it are stale, results reused across calls. ``sample``
+        (the sample's encoded inputs and the tested dtype) lets the judge compute the sample's
+        reference under the device's flush-to-zero contract; without it there is none."""
         failure = report_verdict(reply)
         if failure:
             return failure
@@ -467,6 +564,8 @@ class Judge:
         if failure:
             return failure
         found = self._compare(reply, outputs, reference)
+        if found:
+            found = self._under_contract(reply, outputs, reference, sample, found)
         if not found:
             return self._layout(reply, reference) if self.layout_preserved else None
         message, diff = found
@@ -480,11 +579,17 @@ class Judge:
             )
         return Failure(Outcome.ACCURACY_ERROR, FailureCheck.ACCURACY, message, diff=diff)
 
-    def _compare(self, reply: dict, outputs: list[torch.Tensor], reference: Reference):
+    def _compare(
+        self,
+        reply: dict,
+        outputs: list[torch.Tensor],
+        reference: Reference,
+        zero_signs: bool = True,
+    ):
         """compare_structure of the outputs with ``reference``'s, and where that fails and
         there is one, with its precise twin elementwise; None when they match."""
         structure = reply.get("structure", {})
-        tolerance_for = self._tolerances_of(reference)
+        tolerance_for = self._tolerances_of(reference, zero_signs)
         found = compare_structure(structure, outputs, reference.expected, tolerance_for)
         if found and reference.precise is not None:
             found = compare_structure(
@@ -495,6 +600,50 @@ class Judge:
                 precise=reference.precise.expected,
             )
         return found
+
+    def _under_contract(self, reply, outputs, reference: Reference, sample, found):
+        """The strict comparison's failure ``found`` judged again under the settings and the
+        device's contract (module docstring): None, and the rule counted in
+        ``contract_notes``, where one passes the outputs; else the failure, its message naming
+        the rules it was judged under."""
+        message, diff = found
+        rules = []
+        zero_signs = self.zero_signs_asked
+        if diff is not None and diff.signed_zero_mismatches:
+            if not zero_signs:
+                relaxed = self._compare(reply, outputs, reference, zero_signs=False)
+                if relaxed is None:
+                    return self._noted(self.zero_sign_rule)
+                message, diff = relaxed
+            rules.append(self.zero_sign_rule)
+        flushed = None
+        if sample is not None and self.flushes:
+            inputs, dtype = sample
+            flushed = reference.flushed(self.opinfo, inputs, dtype, self.flushes)
+        if flushed is not None:
+            rule = self.flush_rule(reference)
+            if self._compare(reply, outputs, flushed, zero_signs) is None:
+                return self._noted(rule)
+            rules.append(f"{rule}, and the output does not match the flushed reference either")
+        if rules:
+            message = f"{message} (judged under {'; '.join(rules)})"
+        return message, diff
+
+    def flush_rule(self, reference: Reference) -> str:
+        """The flush-to-zero rule as a verdict names it: which values were subnormal."""
+        held = (
+            "input"
+            if any(t.dtype in self.flushes and holds_subnormals(t) for t in reference.inputs_before)
+            else "result"
+        )
+        names = ", ".join(sorted(dtype_name(dtype) for dtype in self.flushes))
+        return (
+            f"subnormal {held}: this device ({self.device_kind}) flushes {names} subnormals to zero"
+        )
+
+    def _noted(self, rule: str) -> None:
+        self.contract_notes[rule] = self.contract_notes.get(rule, 0) + 1
+        return None
 
     def _reproduces_exactly(self, reply: dict, blob: bytes, reference: Reference) -> bool:
         """Whether the reply is the reference's exact reply, which the checks below pass: most

@@ -5,7 +5,10 @@ Shape (every key always present; msgpack-able: str, int, float, bool, None, list
     {
       "outcome": str,            # pass | compile_error | runtime_error | crash | timeout |
                                  # accuracy_error | cheat_detected | lint_violation |
-                                 # harness_error. lint_violation: the static gate refused the
+                                 # harness_error | device_defect. device_defect: an accuracy
+                                 # failure that a recorded defect of the toolchain explains (the
+                                 # test passes with the defect corrected: harness.py); never a
+                                 # pass. lint_violation: the static gate refused the
                                  # source for a mistake of dialect or form only (check static);
                                  # cheat_detected: a check found a forbidden action; pass when
                                  # every dtype tested passed (skipped ones, each with its
@@ -61,12 +64,20 @@ Shape (every key always present; msgpack-able: str, int, float, bool, None, list
                                  # values as repr text; precise, and "accepted" saying what
                                  # passes, only where the dtype has a precise reference
                                  # (judge.Reference.precise)
+        "defects": [{...}],      # device_defect: the toolchain defects (the contract's
+                                 # toolchain_defect: probe, reproducer, workaround, patch) that
+                                 # explain the failure; absent otherwise
         "stdout": str, "stderr": str,   # what the candidate printed during that call (capped)
       },
       "compile_s": float,        # time spent compiling kernels (0 on the interpreter)
       "run_s": float,            # time spent in wrapper calls, compile excluded
       "sandbox": {str: str},     # which containment layers were in force (namespaces, network,
                                  # landlock, limits, environment); {} when no process started
+      "contract": [str],         # the rules of the settings (signed_zeros) and of the device
+                                 # kind's numeric contract (flush-to-zero) that passed samples
+                                 # the strict comparison failed, each with how many: "subnormal
+                                 # input: this device (cuda) flushes bfloat16, float32 subnormals
+                                 # to zero: 2 samples"; [] when none did (judge.Judge)
     }
 """
 
@@ -124,6 +135,8 @@ class ResultBuilder:
     compile_s: float = 0.0
     run_s: float = 0.0
     sandbox: dict = field(default_factory=dict)
+    #: The judge's ``contract_notes``: rule -> samples it passed.
+    contract_notes: dict[str, int] = field(default_factory=dict)
 
     def record_pass(self, dtype: str, sample_set: str) -> None:
         key = (dtype, sample_set)
@@ -176,4 +189,8 @@ class ResultBuilder:
             "compile_s": round(self.compile_s, 6),
             "run_s": round(self.run_s, 6),
             "sandbox": self.sandbox,
+            "contract": [
+                f"{rule}: {count} sample{'s' if count != 1 else ''}"
+                for rule, count in self.contract_notes.items()
+            ],
         }

@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from opforge_worker import sample_sets, toolchain
+from opforge_worker import device_kinds, sample_sets, toolchain
 from opforge_worker.cache_root import cache_dir
 from opforge_worker.judge import Precise, Reference
 from opforge_worker.samples import PreparedSample
@@ -50,8 +50,9 @@ log = logging.getLogger("opforge_worker.sample_store")
 #: Bumped whenever what a file holds changes: older stores are then never read.
 FORMAT = 1
 _MAGIC = b"opforge-samples\n"
-#: The device types whose supported dtypes an ``OpMeta`` records.
-DEVICE_TYPES = ("cpu", "cuda")
+#: The device types whose supported dtypes an ``OpMeta`` records: the CPU's, where the judge
+#: computes references, and each device kind's (its ``opinfo_device``).
+DEVICE_TYPES = tuple(sorted({"cpu", *device_kinds.OPINFO_DEVICES}))
 _PACKAGE = Path(__file__).resolve().parent
 
 

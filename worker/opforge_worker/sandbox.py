@@ -154,12 +154,18 @@ class SandboxOptions:
     startup_timeout_s: float
     compile_grace_s: float
     extra_read_paths: list[str] = field(default_factory=list)
+    #: Corrections of toolchain defects applied before any candidate runs (toolchain_patches.py):
+    #: only in the process that re-runs a failed test to see whether a defect explains it.
+    toolchain_patches: list[str] = field(default_factory=list)
 
 
-def candidate_options(settings, device_kind: str, compile_root: Path) -> SandboxOptions:
+def candidate_options(
+    settings, device_kind: str, compile_root: Path, toolchain_patches: tuple[str, ...] = ()
+) -> SandboxOptions:
     """A candidate process's options from the harness ``settings`` (settings.Settings), reading
     the compile store at ``compile_root``: each source reads its own entries there."""
     return SandboxOptions(
+        toolchain_patches=list(toolchain_patches),
         device_kind=device_kind,
         memory_limit_mb=settings.memory_limit_mb.get(
             device_kind, device_kinds.lookup(device_kind).memory_limit_mb

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from pathlib import Path
 
 import yaml
@@ -22,6 +23,21 @@ class Tolerance:
     zero_signs: bool = True
 
 
+class SignedZeros(Enum):
+    """How strictly a zero's sign is compared (the ``signed_zeros`` setting)."""
+
+    #: A zero must have the sign of the reference's exact zero, as IEEE 754 computes it.
+    IEEE = "ieee"
+    #: -0.0 equals +0.0, as torch.testing.assert_close compares.
+    PYTORCH = "pytorch"
+
+    def rule(self) -> str:
+        """The setting as a verdict names it."""
+        if self is SignedZeros.IEEE:
+            return "signed_zeros: ieee (a zero must have the reference's sign)"
+        return "signed_zeros: pytorch (-0.0 equals +0.0, as torch.testing compares)"
+
+
 @dataclass(frozen=True)
 class Settings:
     tolerances: dict[str, Tolerance]
@@ -37,6 +53,7 @@ class Settings:
     max_file_mb: int
     output_cap_bytes: int
     extra_read_paths: tuple[str, ...] = field(default=())
+    signed_zeros: SignedZeros = SignedZeros.IEEE
 
     def tolerance(self, op: str, dtype: str) -> Tolerance | None:
         """atol/rtol for ``op``'s outputs of ``dtype``; None means exact comparison."""
@@ -58,6 +75,14 @@ def _tolerance_table(raw: dict, where: str) -> dict[str, Tolerance]:
             raise ValueError(f"{where}.{dtype}: atol and rtol must not be negative ({entry})")
         table[dtype] = tolerance
     return table
+
+
+def _signed_zeros(value, path: Path) -> SignedZeros:
+    try:
+        return SignedZeros(value)
+    except ValueError:
+        known = ", ".join(mode.value for mode in SignedZeros)
+        raise ValueError(f"{path}: signed_zeros is {value!r}, expected one of {known}") from None
 
 
 def load_settings(path: str | Path | None = None) -> Settings:
@@ -86,6 +111,7 @@ def load_settings(path: str | Path | None = None) -> Settings:
             max_file_mb=int(raw["max_file_mb"]),
             output_cap_bytes=int(raw["output_cap_bytes"]),
             extra_read_paths=tuple(raw.get("extra_read_paths") or ()),
+            signed_zeros=_signed_zeros(raw.get("signed_zeros", SignedZeros.IEEE.value), path),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as error:
         raise ValueError(f"{path}: missing or malformed setting: {error}") from None

@@ -20,6 +20,7 @@ import io
 import math
 import pickle
 import struct
+from collections.abc import Callable
 
 import torch
 
@@ -136,7 +137,12 @@ class ReplyStaging:
     On the CPU (the interpreter) the buffer is the host's, and collecting copies nothing.
     """
 
-    def __init__(self, device: torch.device, pinned: bool = False, kept_bytes: int = 64 << 20):
+    def __init__(
+        self,
+        device: torch.device,
+        synchronize: Callable[[], None] | None = None,
+        kept_bytes: int = 64 << 20,
+    ):
         self.device = device
         #: The largest buffer kept between groups, on the device and on the host. A larger group
         #: gets buffers of its own, freed after it: pinned host memory stays with torch's host
@@ -146,8 +152,9 @@ class ReplyStaging:
         self.gathered = torch.empty(0, dtype=torch.uint8, device=device)
         self.used = 0
         self._host = torch.empty(0, dtype=torch.uint8)
-        #: Whether the host copies are pinned (device_kinds.DeviceKind.pinned_staging).
-        self._pinned = pinned
+        #: Waits for the device's queued work (device_kinds.DeviceKind.synchronize); given, the
+        #: host copies are pinned and asynchronous, and collecting waits for them with it.
+        self._synchronize = synchronize
 
     def add(self, tensors: list[torch.Tensor]) -> tuple[list[dict], int]:
         """Gather ``tensors`` (on the staging's device) after the group's earlier ones without
@@ -191,7 +198,7 @@ class ReplyStaging:
         produced them (this waits: a device fault surfaces here); a view that the next group
         overwrites. The staging is empty again."""
         used, self.used = self.used, 0
-        if not self._pinned:
+        if self._synchronize is None:
             view = self.gathered.numpy().data[:used]
         else:
             host, pinned = self._host, True
@@ -202,9 +209,8 @@ class ReplyStaging:
                 host = self._host = torch.empty(size, dtype=torch.uint8, pin_memory=True)
             if used:
                 host[:used].copy_(self.gathered[:used], non_blocking=pinned)
-            # torch.cuda.synchronize() without its device lookups: the current device, as it does;
-            # the whole device, so that work a call left on another stream is waited for too.
-            torch._C._cuda_synchronize()
+            # The whole device, so that work a call left on another stream is waited for too.
+            self._synchronize()
             view = host.numpy().data[:used]
         if self.gathered.numel() > self.kept_bytes:
             self.gathered = torch.empty(0, dtype=torch.uint8, device=self.device)

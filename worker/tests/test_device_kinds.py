@@ -95,3 +95,46 @@ def test_a_comparison_with_a_kind_name_would_be_found(tmp_path):
     source = tmp_path / "branchy.py"
     source.write_text('def f(kind):\n    return kind == "cuda" or kind in ("interpreter",)\n')
     assert kind_comparisons(source) == ["branchy.py:2", "branchy.py:2"]
+
+
+def device_runtime_calls(path: Path) -> list[str]:
+    """Calls into a device runtime's torch module (``torch.cuda.synchronize()``,
+    ``torch._C._cuda_synchronize()``) in ``path``, as file:line."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call):
+            name = ast.unparse(node.func)
+            if name.startswith(("torch.cuda.", "torch._C._cuda")):
+                found.append(f"{path.name}:{node.lineno}")
+    return found
+
+
+def test_no_module_but_the_registry_and_the_device_clock_calls_a_device_runtime():
+    # timing.py is the clock a kind names (DeviceKind.timer); everything else asks the kind.
+    scanned = [
+        p
+        for p in WORKER.glob("opforge_*/**/*.py")
+        if p.name not in ("device_kinds.py", "timing.py")
+    ]
+    assert [hit for path in scanned for hit in device_runtime_calls(path)] == []
+
+
+def test_the_device_types_samples_record_dtypes_for_are_the_kinds():
+    from opforge_worker.sample_store import DEVICE_TYPES
+
+    assert set(DEVICE_TYPES) == {"cpu", *(kind.opinfo_device for kind in KINDS.values())}
+
+
+def test_each_kind_states_its_numeric_contract():
+    interpreter, cuda = lookup("interpreter").numerics, lookup("cuda").numerics
+    assert interpreter.flushes_subnormals == frozenset()
+    assert cuda.flushes_subnormals == {"float32", "bfloat16"}
+    assert interpreter.keeps_zero_signs and cuda.keeps_zero_signs
+    assert "negate_bfloat16" in interpreter.known_defects
+
+
+@pytest.mark.parametrize("name", sorted(KINDS))
+def test_the_known_defects_of_a_kind_are_conformance_probes(name):
+    from opforge_worker.conformance import load_probes
+
+    assert lookup(name).numerics.known_defects <= set(load_probes())

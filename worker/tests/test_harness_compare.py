@@ -378,6 +378,7 @@ def test_payload_has_the_documented_shape():
         "compile_s",
         "run_s",
         "sandbox",
+        "contract",
     }
 
 

@@ -332,4 +332,5 @@ def test_every_outcome_is_documented():
         "cheat_detected",
         "lint_violation",
         "harness_error",
+        "device_defect",
     }

@@ -8,6 +8,7 @@ import struct
 import pytest
 import torch
 
+from opforge_worker.device_kinds import lookup
 from opforge_worker.ipc import CandidateProtocolError, recv_message, send_message
 from opforge_worker.transport import (
     ReplyStaging,
@@ -76,7 +77,8 @@ def test_inputs_decoded_from_a_batch_on_the_device_are_fresh_storages_of_their_o
 
 @pytest.mark.parametrize("device", _DEVICES)
 def test_a_group_gathers_each_calls_tensors_as_encode_tensors_encodes_them(device):
-    staging = ReplyStaging(torch.device(device), pinned=device != "cpu")
+    synchronize = lookup("cuda").synchronize if device != "cpu" else None
+    staging = ReplyStaging(torch.device(device), synchronize=synchronize)
     small = [torch.arange(6, dtype=torch.int32).reshape(2, 3).t().to(device)]
     large = [torch.linspace(0, 1, 100).to(device), torch.tensor(True, device=device)]
 
