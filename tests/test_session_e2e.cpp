@@ -301,8 +301,7 @@ protected:
   void SetUp() override {
     DemoCampaign::SetUp();
     spec.campaign_id = "demo";
-    spec.operators = {
-        {"square", "", "elementwise", "square(input) -> Tensor", {"float32"}}};
+    spec.operators = {{"square", "", "elementwise", "square(input) -> Tensor", {"float32"}}};
     spec.budgets.optimize = true;
     spec.budgets.optimize_calls = 1;
     spec.budgets.optimize_target_speedup = 1e9; // never reached: the stage spends its call

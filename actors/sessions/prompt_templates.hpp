@@ -45,18 +45,11 @@ const std::vector<prompt_kind>& all_prompt_kinds();
 template <>
 struct contract::enum_traits<prompt_kind> {
   static constexpr std::string_view label = "prompt_kind";
-  static constexpr std::array<std::string_view, 12> names{"initial",
-                                                          "debug_existing",
-                                                          "feedback_format",
-                                                          "feedback_lint",
-                                                          "feedback_compile_error",
-                                                          "feedback_runtime_error",
-                                                          "feedback_crash",
-                                                          "feedback_accuracy",
-                                                          "feedback_timeout",
-                                                          "feedback_cheat",
-                                                          "feedback_layout",
-                                                          "optimize"};
+  static constexpr std::array<std::string_view, 12> names{
+      "initial",        "debug_existing",         "feedback_format",
+      "feedback_lint",  "feedback_compile_error", "feedback_runtime_error",
+      "feedback_crash", "feedback_accuracy",      "feedback_timeout",
+      "feedback_cheat", "feedback_layout",        "optimize"};
   static_assert(names.size() - 1 == static_cast<size_t>(prompt_kind::optimize));
 };
 
