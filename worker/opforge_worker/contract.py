@@ -690,6 +690,59 @@ class TensorDiff:
 
 
 @dataclass
+class ToolchainDefect:
+    """A conformance probe (worker/opforge_worker/data/conformance.yaml) whose answer on a
+    toolchain differs from the known one.
+    """
+
+    NAME: ClassVar[str] = "toolchain_defect"
+    FIELDS: ClassVar[tuple[_Field, ...]] = (
+        _Field("probe", ("str",), nonempty=True),
+        _Field("primitive", ("str",)),
+        _Field("dtype", ("str",)),
+        _Field("expression", ("str",)),
+        _Field("inputs", ("str",)),
+        _Field("expected", ("str",)),
+        _Field("actual", ("str",)),
+        _Field("known", ("bool",)),
+        _Field("workaround", ("str",)),
+        _Field("patch", ("str",)),
+        _Field("reproducer", ("str",)),
+    )
+
+    #: the probe's name, e.g. negate_bfloat16
+    probe: str = ""
+    #: negation, conversion, min_max, division, rounding, integer_overflow, flush_to_zero,
+    #: arithmetic
+    primitive: str = ""
+    dtype: str = ""
+    #: what the kernel stores: out = <expression> of x (and y)
+    expression: str = ""
+    #: x and y as Python lists
+    inputs: str = ""
+    expected: str = ""
+    #: what the device computed, or the error it raised
+    actual: str = ""
+    #: the device kind's registry entry lists it (device_kinds.NumericContract.known_defects)
+    known: bool = False
+    #: the computation written so that the defect does not reach it; "" when none is known
+    workaround: str = ""
+    #: the toolchain patch the probe verified to correct it (toolchain_patches.py); "" when none,
+    #: and then no candidate's failure is put on it
+    patch: str = ""
+    #: a self-contained script that shows it
+    reproducer: str = ""
+
+    @classmethod
+    def from_dict(cls, value: Any, context: str = "") -> Self:
+        """Validates `value` (unknown keys ignored); ContractError says what is wrong."""
+        return cls(**_read_struct(cls.FIELDS, value, context or cls.NAME, ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        return _write_struct(self)
+
+
+@dataclass
 class TestFailure:
     """The first failure of a test job."""
 
@@ -775,59 +828,6 @@ class TestResult:
     #: zero) that passed samples the strict comparison failed, each with how many
     #: (worker/opforge_worker/judge.py)
     contract: list[str] = field(default_factory=list)
-
-    @classmethod
-    def from_dict(cls, value: Any, context: str = "") -> Self:
-        """Validates `value` (unknown keys ignored); ContractError says what is wrong."""
-        return cls(**_read_struct(cls.FIELDS, value, context or cls.NAME, ""))
-
-    def to_dict(self) -> dict[str, Any]:
-        return _write_struct(self)
-
-
-@dataclass
-class ToolchainDefect:
-    """A conformance probe (worker/opforge_worker/data/conformance.yaml) whose answer on a
-    toolchain differs from the known one.
-    """
-
-    NAME: ClassVar[str] = "toolchain_defect"
-    FIELDS: ClassVar[tuple[_Field, ...]] = (
-        _Field("probe", ("str",), nonempty=True),
-        _Field("primitive", ("str",)),
-        _Field("dtype", ("str",)),
-        _Field("expression", ("str",)),
-        _Field("inputs", ("str",)),
-        _Field("expected", ("str",)),
-        _Field("actual", ("str",)),
-        _Field("known", ("bool",)),
-        _Field("workaround", ("str",)),
-        _Field("patch", ("str",)),
-        _Field("reproducer", ("str",)),
-    )
-
-    #: the probe's name, e.g. negate_bfloat16
-    probe: str = ""
-    #: negation, conversion, min_max, division, rounding, integer_overflow, flush_to_zero,
-    #: arithmetic
-    primitive: str = ""
-    dtype: str = ""
-    #: what the kernel stores: out = <expression> of x (and y)
-    expression: str = ""
-    #: x and y as Python lists
-    inputs: str = ""
-    expected: str = ""
-    #: what the device computed, or the error it raised
-    actual: str = ""
-    #: the device kind's registry entry lists it (device_kinds.NumericContract.known_defects)
-    known: bool = False
-    #: the computation written so that the defect does not reach it; "" when none is known
-    workaround: str = ""
-    #: the toolchain patch the probe verified to correct it (toolchain_patches.py); "" when none,
-    #: and then no candidate's failure is put on it
-    patch: str = ""
-    #: a self-contained script that shows it
-    reproducer: str = ""
 
     @classmethod
     def from_dict(cls, value: Any, context: str = "") -> Self:
@@ -1730,9 +1730,9 @@ STRUCTS: dict[str, type] = {
     "dtype_result": DtypeResult,
     "element_mismatch": ElementMismatch,
     "tensor_diff": TensorDiff,
+    "toolchain_defect": ToolchainDefect,
     "test_failure": TestFailure,
     "test_result": TestResult,
-    "toolchain_defect": ToolchainDefect,
     "conformance_report": ConformanceReport,
     "shape_timing": ShapeTiming,
     "benchmark_result": BenchmarkResult,
