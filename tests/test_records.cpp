@@ -124,7 +124,7 @@ TEST(GoldenRecords, AFailedSessionReadsWithEveryField) {
   EXPECT_EQ(verdict->sandbox.at("namespaces"), "on");
   ASSERT_TRUE(verdict->failure);
   EXPECT_EQ(verdict->failure->sample, "input: bfloat16[4, 4]");
-  EXPECT_EQ(verdict->failure->check, "accuracy");
+  EXPECT_EQ(verdict->failure->check, contract::failure_check::accuracy);
   EXPECT_FALSE(verdict->failure->exit_code);
   // The open map that builds wrote before the diff was typed reads as no diff.
   EXPECT_FALSE(verdict->failure->diff);
