@@ -36,10 +36,12 @@ def _launch(x: torch.Tensor, out: torch.Tensor, n: int) -> None:
 
 def exp(input: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
     (x,) = torch.broadcast_tensors(input)
-    x = x.contiguous()
     dtype = x.dtype if x.is_floating_point() else torch.get_default_dtype()
-    result = torch.empty(x.shape, dtype=dtype, device=x.device)
+    # ATen's layout: a dense input's strides (read in place), else contiguous (read from a copy).
+    result = torch.empty_like(x, dtype=dtype)
+    if x.stride() != result.stride():
+        x = torch.empty_like(result, dtype=x.dtype).copy_(x)
     n = math.prod(x.shape)
     if n:
         _launch(x, result, n)
-    return result.view(input.shape)
+    return result

@@ -16,9 +16,14 @@ def log1p_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 
 def log1p(input):
-    x = input.contiguous()
-    out = torch.empty_like(x)
+    # ATen's layout: a dense input's strides (read in place), else contiguous (read from a copy).
+    out = torch.empty_like(input)
+    x = (
+        input
+        if input.stride() == out.stride()
+        else torch.empty_like(out, dtype=input.dtype).copy_(input)
+    )
     n = x.numel()
     if n:
         log1p_kernel[(triton.cdiv(n, 1024),)](x, out, n, BLOCK=1024)
-    return out.view(input.shape)
+    return out
