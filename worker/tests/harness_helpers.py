@@ -19,12 +19,37 @@ def source(name: str) -> str:
     return (CORPUS / f"{name}.py").read_text()
 
 
+def edited(text: str, *edits: tuple[str, str]) -> str:
+    """``text`` with each (old, new) replaced; an edit that matches nothing is an error, so a
+    derived kernel never silently stays its original."""
+    for old, new in edits:
+        if old not in text:
+            raise ValueError(f"edit does not apply: {old!r}")
+        text = text.replace(old, new)
+    return text
+
+
 #: neg that reads its input as if it were contiguous: right on OpInfo's samples, wrong on a strided
 #: slice (the one Llama's rotary embedding negates).
-FLAT_NEG = (
-    source("honest/neg")
-    .replace("    x = input.contiguous()\n", "    x = input\n")
-    .replace("torch.empty_like(x)", "torch.empty(x.shape, dtype=x.dtype, device=x.device)")
+FLAT_NEG = edited(
+    source("honest/neg"),
+    (
+        "    # ATen's layout: a dense input's strides (read in place), else contiguous"
+        " (read from a copy).\n",
+        "",
+    ),
+    (
+        "    out = torch.empty_like(input)\n",
+        "    out = torch.empty(input.shape, dtype=input.dtype, device=input.device)\n",
+    ),
+    (
+        "    x = (\n"
+        "        input\n"
+        "        if input.stride() == out.stride()\n"
+        "        else torch.empty_like(out, dtype=input.dtype).copy_(input)\n"
+        "    )\n",
+        "    x = input\n",
+    ),
 )
 
 

@@ -201,8 +201,9 @@ def test_a_source_changed_by_one_character_is_linted_afresh(harness, linted):
     harness.run_test(honest)
     harness.run_test(refused)
     linted.clear()
-    honest_changed = honest["source"].replace("torch.empty(", "torch.emptx(")
+    honest_changed = honest["source"].replace("torch.empty_like(", "torch.emptx_like(")
     refused_changed = refused["source"].replace("torch.exp(", "torch.exq(")
+    assert honest_changed != honest["source"], "the change must change the source"
 
     now_refused = harness.run_test({**honest, "source": honest_changed})
     still_refused = harness.run_test({**refused, "source": refused_changed})
@@ -210,7 +211,7 @@ def test_a_source_changed_by_one_character_is_linted_afresh(harness, linted):
     assert linted == [honest_changed, refused_changed]
     # A torch function the profile does not know, called, is taken for one that computes.
     now_refused = refused_before_running(now_refused, "cheat_detected", "fallback")
-    assert any("`torch.emptx`" in finding for finding in now_refused["findings"])
+    assert any("`torch.emptx_like`" in finding for finding in now_refused["findings"])
     findings = refused_before_running(still_refused)["findings"]
     assert any("`torch.exq`" in finding for finding in findings), findings
     assert not any("`torch.exp`" in finding for finding in findings), findings
