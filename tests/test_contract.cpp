@@ -156,8 +156,8 @@ TEST(Contract, PayloadsThatBreakTheContractAreNamed) {
   auto result = wire::decode_as<contract::test_result>("\x81\xa7outcome\xa4nope", "test_result");
   EXPECT_EQ(render(result.error()),
             "frame_malformed: bad_key: test_result: key 'outcome': expected pass, compile_error, "
-            "runtime_error, crash, timeout, accuracy_error, cheat_detected, lint_violation or "
-            "harness_error, got 'nope'");
+            "runtime_error, crash, timeout, accuracy_error, cheat_detected, lint_violation, "
+            "harness_error or device_defect, got 'nope'");
   auto missing = wire::decode_as<contract::lint_result>("\x81\xa2ok\xc3", "lint_result");
   EXPECT_EQ(render(missing.error()),
             "frame_malformed: missing_key: lint_result: missing key 'violations'");

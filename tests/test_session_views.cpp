@@ -248,8 +248,9 @@ TEST_F(SessionViews, FiltersByCampaignAndState) {
   EXPECT_EQ(list(older.substr(0, 8))["sessions"], json::array());
   EXPECT_EQ(list("", "PARSE"),
             (json{{"ok", false},
-                  {"error", "unknown state 'PARSE' (one of PROMPT, GENERATE, LINT, TEST, SUCCESS, "
-                            "FAILED)"}}));
+                  {"error",
+                   "unknown state 'PARSE' (one of PROMPT, GENERATE, LINT, TEST, OPTIMIZE, SUCCESS, "
+                   "FAILED)"}}));
 }
 
 TEST_F(SessionViews, ShowTakesTheNewestCampaignThatHasTheOperator) {
@@ -457,7 +458,7 @@ TEST_F(SessionCli, SessionsListsOneAlignedLinePerSession) {
   auto bad_state = cli({"sessions", "--state", "done"});
   EXPECT_EQ(bad_state.code, 1);
   EXPECT_EQ(bad_state.err, "opforge: unknown state 'done' (one of PROMPT, GENERATE, LINT, TEST, "
-                           "SUCCESS, FAILED)\n");
+                           "OPTIMIZE, SUCCESS, FAILED)\n");
   stop();
 }
 
