@@ -48,12 +48,14 @@ job_reply demo_verdict(const device_job& job, const json& request) {
       return done(clean_lint());
     return done(contract::lint_result{
         .ok = false,
-        .violations = {{.rule = "module_attribute",
-                        .line = 12,
+        .violations = {{.rule = "fallback",
+                        .line = 17,
                         .col = 16,
                         .text = "torch.clamp_min",
-                        .hint = "`torch.clamp_min` is not allowed by the interpreter profile: "
-                                "torch may be used only for its allowed names."}}});
+                        .hint = "`torch.clamp_min` computes with torch on the host: that is a "
+                                "fallback, not a kernel."}},
+        .gate_outcome = contract::outcome::cheat_detected,
+        .gate_check = "fallback"});
   }
   if (source.find("BLOCK_SIZE=1000") != std::string::npos)
     // On CUDA this is a CompilationError; the interpreter raises it when the kernel runs, and the
