@@ -47,6 +47,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from opforge_library._adapter import Adapter
 from opforge_worker import contract, device_kinds
+from opforge_worker.backend import normalize_overload
 from opforge_worker.layout_contract import contract as layout_contract
 from opforge_worker.opinfo import find_opinfo, samples_for
 from opforge_worker.package_data import data_path
@@ -70,21 +71,6 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 # -- overload names -------------------------------------------------------------------------------
-
-
-def normalize_overload(name: str) -> str:
-    """The catalog's spelling (``aten.abs.default``) of ``aten::abs``, ``aten::abs.out``,
-    ``abs.out`` or ``aten.abs.out``."""
-    namespace, _, rest = name.rpartition("::")
-    if namespace:
-        op, _, overload = rest.partition(".")
-        return f"{namespace}.{op}.{overload or 'default'}"
-    parts = name.split(".")
-    if len(parts) == 2:
-        return f"aten.{name}"
-    if len(parts) == 1:
-        return f"aten.{name}.default"
-    return name
 
 
 def resolve_overload(name: str):

@@ -6,6 +6,8 @@ python -m opforge_worker serve --connect ENDPOINT --device KIND|none
 python -m opforge_worker catalog [--device K] [--json FILE] [--ops a,b] [--no-cache]
 python -m opforge_worker validate PATH... --device KIND [--dtypes a,b] [--sets a,b]
                                   [--json OUT] [--timings] [--cache-dir DIR] [--no-sample-store]
+python -m opforge_worker validate --backend PKG [--enable CALL] [--ops a,b] --device KIND
+                                  [--dtypes a,b] [--sets a,b] [--json OUT] [--cache-dir DIR]
 python -m opforge_worker fingerprint [--device K]
 python -m opforge_worker lint FILE [--profile cuda|interpreter] [--op OP] [--wrapper NAME] [--json]
 """
@@ -106,6 +108,12 @@ def catalog(args: argparse.Namespace) -> int:
 def validate(args: argparse.Namespace) -> int:
     from opforge_worker import validate as validate_module
 
+    if bool(args.backend) == bool(args.paths):
+        raise ValueError("name candidate PATHs or --backend PKG, not both or neither")
+    if args.backend:
+        return validate_backend(args)
+    if args.enable or args.ops:
+        raise ValueError("--enable and --ops go with --backend")
     validation = validate_module.validate_paths(
         [Path(path) for path in args.paths],
         args.device,
@@ -136,6 +144,37 @@ def validate(args: argparse.Namespace) -> int:
             },
         )
     return 0 if all(result["outcome"] == Outcome.PASS for result in results) else 1
+
+
+def validate_backend(args: argparse.Namespace) -> int:
+    from opforge_worker import validate as validate_module
+
+    validation = validate_module.validate_backend(
+        args.backend,
+        args.device,
+        enable=args.enable,
+        dtypes=_csv(args.dtypes) if args.dtypes else None,
+        timeout_s=args.timeout_s,
+        sets=_csv(args.sets) if args.sets else None,
+        ops=_csv(args.ops) if args.ops else None,
+        cache_dir=Path(args.cache_dir) if args.cache_dir else None,
+    )
+    print(validate_module.format_backend_table(validation))
+    if args.json:
+        tools = toolchain.collect(args.device)
+        _write_json(
+            args.json,
+            {
+                "device_kind": args.device,
+                "toolchain": tools,
+                "fingerprint": toolchain.fingerprint(tools),
+                "backend": validation.backend,
+                "registered": validation.registered,
+                "overloads": validation.overloads,
+                "results": validation.results,
+            },
+        )
+    return 0 if validate_module.backend_passed(validation) else 1
 
 
 def fingerprint(args: argparse.Namespace) -> int:
@@ -186,7 +225,21 @@ def parser() -> argparse.ArgumentParser:
     listing.set_defaults(run=catalog)
 
     checking = commands.add_parser("validate", help="validate candidate files and directories")
-    checking.add_argument("paths", nargs="+", metavar="PATH", help="a candidate file or directory")
+    checking.add_argument("paths", nargs="*", metavar="PATH", help="a candidate file or directory")
+    checking.add_argument(
+        "--backend",
+        metavar="PKG",
+        help="judge this installed package through the dispatcher instead of candidate files",
+    )
+    checking.add_argument(
+        "--enable",
+        metavar="CALL",
+        help="with --backend: the function that enables it (default: PKG.enable)",
+    )
+    checking.add_argument(
+        "--ops",
+        help="with --backend: only these OpInfos, comma-separated (default: the catalog's)",
+    )
     checking.add_argument("--device", required=True, choices=device_kinds.KINDS)
     checking.add_argument("--dtypes", help="comma-separated; default: all the op supports")
     checking.add_argument(

@@ -45,6 +45,7 @@ import json
 import os
 import resource
 import select
+import sys
 import time
 import traceback
 import types
@@ -63,6 +64,7 @@ from triton.runtime.cache import FileCacheManager
 from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import JITFunction
 
+from opforge_worker import backend as backend_module
 from opforge_worker import candidate_timing, toolchain_patches
 from opforge_worker.audit import AuditGuard, CodeOwners
 from opforge_worker.checks import (
@@ -277,6 +279,10 @@ class CandidateServer:
             self.device, synchronize=kind.synchronize if kind.pinned_staging else None
         )
         self.namespace: dict = {}
+        #: Calls of the enabled backend's kernels (``validate --backend``), and what enabling it
+        #: found; None without a backend.
+        self.backend_counts: backend_module.BackendCounts | None = None
+        self.backend_report: dict | None = None
         #: A benchmark's library baseline, set by ``load_baseline``.
         self.baseline = None
         #: The sha256 of the source ``namespace`` was loaded from; "" when the load failed.
@@ -288,6 +294,7 @@ class CandidateServer:
             self.kind.start_runtime()
         # Before the hooks and the integrity snapshot: the patched toolchain is this process's.
         toolchain_patches.apply(self.options.get("toolchain_patches", ()))
+        self._enable_backend()
         triton.knobs.cache.manager_class = StoreBackedCacheManager
         self._warm_dispatch_recorder()
         hooks = (self.launches, self.escapes, self.threads, self.state)
@@ -296,6 +303,17 @@ class CandidateServer:
         self.integrity = Integrity(*hooks)
         self.audit.install()
         self.state.snapshot()
+
+    def _enable_backend(self) -> None:
+        """Enable the options' backend, if any: its registrations are this process's state from
+        the start (before the integrity snapshot), the same for every test it serves."""
+        spec = self.options.get("backend")
+        if not spec:
+            return
+        spec = backend_module.BackendSpec(**spec)
+        sys.path[:0] = [path for path in spec.paths if path not in sys.path]
+        self.backend_counts = backend_module.BackendCounts()
+        self.backend_report = backend_module.enable(spec, self.backend_counts)
 
     def _warm_dispatch_recorder(self) -> None:
         """Run one op under the dispatch recorder now. torch imports ``torch._dynamo`` the first
@@ -312,7 +330,10 @@ class CandidateServer:
         # Polled between the calls of a batch: Connection.poll builds a selector every time.
         self._judge_wrote = select.poll()
         self._judge_wrote.register(self.conn.fileno(), select.POLLIN)
-        send_message(self.conn, {"kind": "ready", "sandbox": report})
+        ready = {"kind": "ready", "sandbox": report}
+        if self.backend_report is not None:
+            ready["backend"] = self.backend_report
+        send_message(self.conn, ready)
         while True:
             try:
                 header, blob = recv_message(self.conn)
@@ -478,7 +499,10 @@ class CandidateServer:
     def _call(self, header: dict, blob, staged: torch.Tensor) -> dict:
         """One call of the wrapper, its tensors gathered in the staging; its reply."""
         policy = CallPolicy(
-            frozenset(header["op_names"]), header["launch_exempt"], header["host_read_allowed"]
+            frozenset(header["op_names"]),
+            header["launch_exempt"],
+            header["host_read_allowed"],
+            header.get("ops_allowed", False),
         )
         wrapper = self.namespace[header["wrapper"]]
         reply: dict = {"findings": []}
@@ -491,7 +515,10 @@ class CandidateServer:
             def call():
                 box["result"] = wrapper(*args, **kwargs)
 
+            counted = self.backend_counts.mark() if self.backend_counts else None
             reply = self._guarded(call, header["timeout_s"], policy, wait=False)
+            if counted is not None:
+                reply["backend_calls"] = self.backend_counts.since(counted)
             if reply["status"] != "ok":  # the judge reads no tensors after a failing call
                 return reply
             leaves = self._describe(reply, box["result"], inputs, policy, header)

@@ -75,9 +75,14 @@ class CallPolicy:
     op_names: frozenset[str]  # the operator under test, as ATen names (never allowed)
     launch_exempt: bool  # a pure view/metadata operator: no launch needed, its own op allowed
     host_read_allowed: bool  # data-dependent output shape: Tensor.item() allowed
+    #: Every op allowed: the wrapper calls the operator through torch by design, where an
+    #: enabled backend's kernels are what is judged (``validate --backend``).
+    ops_allowed: bool = False
 
     def forbidden_kind(self, name: str) -> str | None:
         """Why the wrapper may not run ATen op ``name``, or None when it may."""
+        if self.ops_allowed:
+            return None
         kind = aten_kind(name)
         if not self.launch_exempt and name.removesuffix("_") in self.op_names:
             return "the operator under test itself"

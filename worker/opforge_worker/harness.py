@@ -90,6 +90,7 @@ from opforge_worker import compile_cache as compile_cache_module
 from opforge_worker import contract, device_kinds, model_sets, sample_sets
 from opforge_worker import opinfo as opinfo_db
 from opforge_worker import samples as samples_module
+from opforge_worker.backend import BackendSpec
 from opforge_worker.contract import FailureCheck, Outcome
 from opforge_worker.judge import Judge, Reference, ReplyError, report_verdict
 from opforge_worker.linter import Profile, lint_source, load_profile
@@ -146,8 +147,14 @@ class Harness:
         standby: CandidateProcess | None = None,
         toolchain_defects: tuple[contract.ToolchainDefect, ...] = (),
         toolchain_patches: tuple[str, ...] = (),
+        backend: BackendSpec | None = None,
     ):
         self.device_kind = device_kind
+        #: The installed backend its candidate processes enable (``validate --backend``): the
+        #: candidate then calls the operator through torch, which is no fallback, and need not
+        #: launch a kernel of its own; each result counts the backend's kernels' calls
+        #: (``backend_calls``).
+        self.backend = backend
         #: The defects the conformance probes found on this toolchain that a verified patch
         #: corrects: only those can explain a failure (``_explained_by_defect``).
         self.toolchain_defects = tuple(defect for defect in toolchain_defects if defect.patch)
@@ -217,6 +224,7 @@ class Harness:
                 compile_cache=self.compile_cache,
                 static_gate=self.static_gate is not None,
                 toolchain_patches=tuple(sorted({d.patch for d in self.toolchain_defects})),
+                backend=self.backend,
             )
         rerun = {**request, "dtypes": [dtype], "mode": contract.TestMode.FIRST_FAILURE.value}
         if self._patched.run_test(rerun, cancel)["outcome"] != Outcome.PASS:
@@ -318,6 +326,7 @@ class Harness:
                     self.device_kind,
                     self.compile_cache.root,
                     self.toolchain_patches,
+                    self.backend,
                 ),
             )
             process.spawn()
@@ -389,7 +398,10 @@ class _TestRun:
         self.harness = harness
         self.request = request
         self.cancel = cancel
-        self.result = ResultBuilder(dtypes=[str(d) for d in request.get("dtypes") or []])
+        self.result = ResultBuilder(
+            dtypes=[str(d) for d in request.get("dtypes") or []],
+            backend_calls={} if harness.backend is not None else None,
+        )
         self.loaded_in: CandidateProcess | None = None
         self.triton_cache: Path | None = None  # where the loaded source's kernels are compiled
         self.deaths = 0
@@ -627,6 +639,10 @@ class _TestRun:
                 self.timeout_s,
             )
             header["groups"] = groups
+            if self.harness.backend is not None:
+                # The call through torch is the design; the backend's kernel counts are the
+                # proof that it ran, not a launch.
+                header.update(ops_allowed=True, launch_exempt=True)
             process.send(header, b"".join(call.inputs for call in calls))
         return batch
 
@@ -700,6 +716,7 @@ class _TestRun:
         batch.output_marks = reply.get("output_marks")
         self.result.compile_s += reply.get("compile_s", 0.0)
         self.result.run_s += reply.get("run_s", 0.0)
+        self.result.count_backend_calls(reply.get("backend_calls"))
         return reply, blob
 
     def _broken_batch(self, batch: _Batch, problem: str) -> tuple[Failure, bytes]:

@@ -78,6 +78,8 @@ Shape (every key always present; msgpack-able: str, int, float, bool, None, list
                                  # the strict comparison failed, each with how many: "subnormal
                                  # input: this device (cuda) flushes bfloat16, float32 subnormals
                                  # to zero: 2 samples"; [] when none did (judge.Judge)
+      "backend_calls": {str: int},  # validate --backend only: calls of the enabled backend's
+                                 # kernels by overload (aten.abs.default), those called
     }
 """
 
@@ -137,6 +139,16 @@ class ResultBuilder:
     sandbox: dict = field(default_factory=dict)
     #: The judge's ``contract_notes``: rule -> samples it passed.
     contract_notes: dict[str, int] = field(default_factory=dict)
+    #: Calls of an enabled backend's kernels by overload (``validate --backend``), else None.
+    backend_calls: dict[str, int] | None = None
+
+    def count_backend_calls(self, calls) -> None:
+        """Add one reply's ``backend_calls`` (from the candidate process: checked here)."""
+        if self.backend_calls is None or not isinstance(calls, dict):
+            return
+        for name, count in calls.items():
+            if isinstance(name, str) and type(count) is int and count > 0:
+                self.backend_calls[name] = self.backend_calls.get(name, 0) + count
 
     def record_pass(self, dtype: str, sample_set: str) -> None:
         key = (dtype, sample_set)
@@ -180,7 +192,7 @@ class ResultBuilder:
             per_dtype[dtype] = {"run": run, "passed": passed, "outcome": outcome, "sets": sets}
             if dtype in self.skip_reasons:
                 per_dtype[dtype]["reason"] = self.skip_reasons[dtype]
-        return {
+        payload = {
             "outcome": self.failure.outcome if self.failure else Outcome.PASS.value,
             "tests_run": sum(self.run.values()),
             "tests_passed": sum(self.passed.values()),
@@ -194,3 +206,6 @@ class ResultBuilder:
                 for rule, count in self.contract_notes.items()
             ],
         }
+        if self.backend_calls is not None:
+            payload["backend_calls"] = dict(sorted(self.backend_calls.items()))
+        return payload

@@ -25,6 +25,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from opforge_worker import device_kinds
+from opforge_worker.backend import BackendSpec
 from opforge_worker.confinement import load_libc
 from opforge_worker.device_kinds import MemoryPolicy
 from opforge_worker.ipc import FAULT_REPORT, CandidateProtocolError, recv_message, send_message
@@ -157,15 +158,24 @@ class SandboxOptions:
     #: Corrections of toolchain defects applied before any candidate runs (toolchain_patches.py):
     #: only in the process that re-runs a failed test to see whether a defect explains it.
     toolchain_patches: list[str] = field(default_factory=list)
+    #: The installed backend the process enables at its start (``backend.BackendSpec``'s dict),
+    #: for ``validate --backend``; None for candidate sources.
+    backend: dict | None = None
 
 
 def candidate_options(
-    settings, device_kind: str, compile_root: Path, toolchain_patches: tuple[str, ...] = ()
+    settings,
+    device_kind: str,
+    compile_root: Path,
+    toolchain_patches: tuple[str, ...] = (),
+    backend: BackendSpec | None = None,
 ) -> SandboxOptions:
     """A candidate process's options from the harness ``settings`` (settings.Settings), reading
-    the compile store at ``compile_root``: each source reads its own entries there."""
+    the compile store at ``compile_root``: each source reads its own entries there; with the
+    ``backend`` enabled in it, reading where that was found."""
     return SandboxOptions(
         toolchain_patches=list(toolchain_patches),
+        backend=backend.to_dict() if backend else None,
         device_kind=device_kind,
         memory_limit_mb=settings.memory_limit_mb.get(
             device_kind, device_kinds.lookup(device_kind).memory_limit_mb
@@ -175,7 +185,11 @@ def candidate_options(
         output_cap_bytes=settings.output_cap_bytes,
         startup_timeout_s=settings.startup_timeout_s,
         compile_grace_s=settings.compile_grace_s,
-        extra_read_paths=[*settings.extra_read_paths, str(compile_root)],
+        extra_read_paths=[
+            *settings.extra_read_paths,
+            str(compile_root),
+            *(backend.paths if backend else ()),
+        ],
     )
 
 
@@ -190,6 +204,8 @@ class CandidateProcess:
         self.options = options
         self.kind = device_kinds.lookup(options.device_kind)
         self.report: dict = {}
+        #: What enabling the options' backend found (``backend.enable``), from the ready message.
+        self.backend: dict | None = None
         self._process: subprocess.Popen | None = None
         self._conn: Connection | None = None
         #: Waits for ``_conn`` to be readable. Connection.poll builds a selector on every call,
@@ -259,6 +275,7 @@ class CandidateProcess:
             self.kill()
             raise SandboxStartError(f"candidate process sent {ready!r} instead of ready")
         self.report = ready.get("sandbox", {})
+        self.backend = ready.get("backend")
 
     @property
     def alive(self) -> bool:

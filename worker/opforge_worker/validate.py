@@ -451,3 +451,223 @@ def model_set_only_failure(result: dict[str, Any]) -> str:
                 return ""
             failed = failed or name
     return failed
+
+
+# -- an installed backend (validate --backend) -----------------------------------------------------
+
+#: The wrapper of the source that calls an operator through torch, with the backend enabled.
+BACKEND_WRAPPER = "backend_call"
+#: A registered overload's outcome when its kernel ran in none of the tests that dispatch to it.
+NEVER_REACHED = "never_reached"
+#: A registered overload's outcome when no OpInfo of the catalog dispatches to it.
+UNJUDGED = "unjudged"
+
+
+@dataclass(frozen=True)
+class BackendValidation:
+    """What ``validate_backend`` found: what enabling the backend registered, a verdict per
+    registered overload (``overload_verdicts``) and the OpInfos' results behind them."""
+
+    backend: dict[str, Any]
+    #: Overload -> {dispatch key: where the dispatcher says its kernel was registered}.
+    registered: dict[str, dict[str, str]]
+    overloads: list[dict[str, Any]]
+    results: list[dict[str, Any]]
+
+
+def operator_path(opinfo) -> str:
+    """The torch name that calls ``opinfo``'s operator (``torch.nn.functional.relu``), "" when
+    it has none (a lambda, a method)."""
+    import torch
+
+    op = opinfo.op
+    found = [f"torch.{opinfo.name}"]
+    if getattr(op, "__module__", None) and getattr(op, "__name__", None):
+        found.append(f"{op.__module__}.{op.__name__}")
+    for path in found:
+        value: Any = torch
+        for part in path.split(".")[1:] if path.startswith("torch.") else ():
+            value = getattr(value, part, None)
+        if value is op:
+            return path
+    return ""
+
+
+def backend_candidate(package: str, opinfo) -> Candidate:
+    """The candidate of an OpInfo under a backend: its operator called through torch, which
+    dispatches to the backend's kernels in a candidate process that enabled it."""
+    path = operator_path(opinfo)
+    source = (
+        "# The operator through torch, the backend enabled in this process (validate --backend).\n"
+        f"def {BACKEND_WRAPPER}(*args, **kwargs):\n    return {path}(*args, **kwargs)\n"
+    )
+    problem = "" if path else f"{opinfo.name}'s OpInfo calls no torch function that can be named"
+    return Candidate(
+        Path(package), opinfo.name, opinfo.variant_test_name, BACKEND_WRAPPER, source, problem
+    )
+
+
+def validate_backend(
+    package: str,
+    device_kind: str,
+    enable: str | None = None,
+    dtypes: list[str] | None = None,
+    timeout_s: float = 60.0,
+    seed: int = 0,
+    sets: list[str] | None = None,
+    ops: list[str] | None = None,
+    cache_dir: Path | None = None,
+) -> BackendValidation:
+    """Judge the installed ``package`` through the dispatcher: enable it (``enable``, default
+    ``package.enable``) in the candidate process, and run every OpInfo (of ``ops``, default the
+    catalog's) that dispatches to an overload it registered, every sample of each set, with the
+    judge's references and tolerances. ValueError when the package cannot be found, RuntimeError
+    when enabling it fails."""
+    from opforge_worker import backend, sample_sets
+    from opforge_worker import catalog as catalog_module
+    from opforge_worker import sample_store as store_module
+    from opforge_worker.harness import Harness
+    from opforge_worker.opinfo import find_opinfo
+    from opforge_worker.samples import SampleCache
+    from opforge_worker.sandbox import SandboxStartError
+
+    unknown = set(dtypes or ()) - set(TARGET_DTYPES)
+    if unknown:
+        raise ValueError(
+            f"unknown dtypes {', '.join(sorted(unknown))} (known: {', '.join(TARGET_DTYPES)})"
+        )
+    spec = backend.locate(package, enable)
+    chosen_sets = sample_sets.check_names(sets or sample_sets.SETS)
+    store = store_module.SampleStore(cache_dir / "samples" if cache_dir else None)
+    with Harness(
+        device_kind=device_kind,
+        sample_cache=SampleCache(store=store),
+        static_gate=False,  # the source is ours; the backend's code is what is judged
+        backend=spec,
+    ) as harness:
+        try:
+            enabled = harness.process().backend or {}
+        except SandboxStartError as error:
+            raise RuntimeError(f"the candidate process did not start: {error}") from None
+        if enabled.get("error") or "registered" not in enabled:
+            raise RuntimeError(
+                f"{spec.enable}() failed in the candidate process:\n"
+                f"{enabled.get('error') or 'no report of what it registered'}"
+            )
+        registered = enabled["registered"]
+        catalog = catalog_module.build(device_kind, ops=ops, cache_directory=cache_dir)
+        results = []
+        for entry in catalog["operators"]:
+            through = sorted(set(entry["aten_overloads"]) & set(registered))
+            if not through:
+                continue
+            # The OpInfo itself, not the sample store's metadata: its operator is the call.
+            candidate = backend_candidate(package, find_opinfo(entry["name"], entry["variant"]))
+            result = validate_one(
+                harness, candidate, device_kind, dtypes, timeout_s, seed, chosen_sets
+            )
+            results.append({**result, "overloads": through})
+    return BackendValidation(
+        spec.to_dict(),
+        registered,
+        overload_verdicts(registered, enabled.get("counted", []), results),
+        results,
+    )
+
+
+def overload_verdicts(
+    registered: dict[str, dict[str, str]], counted: list[str], results: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """A verdict per registered overload, from the results of the OpInfos that dispatch to it
+    or reached its kernel: the first of theirs that did not pass, else pass; ``never_reached``
+    when its kernel is counted (``counted``) and ran in none of them; ``unjudged`` when no
+    OpInfo dispatches to it. ``reached`` is its kernel's calls, None where they are not
+    counted (registered other than through ``torch.library``)."""
+    verdicts = []
+    for name, keys in sorted(registered.items()):
+        calls = sum((result.get("backend_calls") or {}).get(name, 0) for result in results)
+        through = [
+            result
+            for result in results
+            if name in result["overloads"] or (result.get("backend_calls") or {}).get(name)
+        ]
+        failed = [result for result in through if result["outcome"] != Outcome.PASS]
+        reached = calls if name in counted else None
+        if not through:
+            outcome, problem = UNJUDGED, "no OpInfo of the catalog dispatches to it"
+        elif reached == 0:
+            outcome = NEVER_REACHED
+            problem = (
+                f"registered, never reached: its kernel ran in none of the "
+                f"{sum(result['tests_run'] for result in through)} tests of "
+                f"{', '.join(_label(result) for result in through)}"
+            )
+        elif failed:
+            outcome = failed[0]["outcome"]
+            problem = f"{_label(failed[0])}: {_problem(failed[0])}"
+        else:
+            outcome, problem = Outcome.PASS.value, ""
+        verdicts.append(
+            {
+                "overload": name,
+                "dispatch_keys": sorted(keys),
+                "registered_at": sorted(set(keys.values())),
+                "opinfos": [_label(result) for result in through],
+                "reached": reached,
+                "outcome": str(outcome),
+                "tests_run": sum(result["tests_run"] for result in through),
+                "tests_passed": sum(result["tests_passed"] for result in through),
+                "problem": problem,
+            }
+        )
+    return verdicts
+
+
+def _label(result: dict[str, Any]) -> str:
+    return f"{result['op']}.{result['variant']}" if result["variant"] else result["op"]
+
+
+def _problem(result: dict[str, Any]) -> str:
+    problem = result.get("error") or (result.get("failure") or {}).get("message") or ""
+    return str(problem).splitlines()[0][:200] if problem else ""
+
+
+def format_backend_table(validation: BackendValidation) -> str:
+    """The per-overload verdicts, then the OpInfos' results as ``format_table`` prints them."""
+    header = ("overload", "keys", "opinfos", "reached", "passed/run", "outcome")
+    rows = [
+        (
+            verdict["overload"],
+            ",".join(verdict["dispatch_keys"]),
+            ",".join(verdict["opinfos"]) or "-",
+            "?" if verdict["reached"] is None else str(verdict["reached"]),
+            f"{verdict['tests_passed']}/{verdict['tests_run']}",
+            verdict["outcome"],
+        )
+        for verdict in validation.overloads
+    ]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *rows]
+    ]
+    verdicts = validation.overloads
+    judged = [verdict for verdict in verdicts if verdict["outcome"] != UNJUDGED]
+    passed = sum(verdict["outcome"] == Outcome.PASS for verdict in judged)
+    lines.append(
+        f"{validation.backend['package']}: {len(verdicts)} overloads registered, "
+        f"{len(judged)} judged, {passed} passed"
+    )
+    lines += [f"  {v['overload']}: {v['problem']}" for v in verdicts if v["problem"]]
+    if any(verdict["reached"] is None for verdict in verdicts):
+        lines.append(
+            "  reached ?: registered other than through torch.library, its calls not counted"
+        )
+    if validation.results:
+        lines += ["", format_table(validation.results)]
+    return "\n".join(lines)
+
+
+def backend_passed(validation: BackendValidation) -> bool:
+    """Whether every judged overload passed (an unjudged one is no failure of the backend's)."""
+    return all(verdict["outcome"] in (Outcome.PASS, UNJUDGED) for verdict in validation.overloads)
