@@ -24,6 +24,9 @@ namespace fs = std::filesystem;
 
 constexpr int exit_refused = 1;
 constexpr int exit_unreadable = 2;
+// As `opforge run` with operators failed: the import ran to its end and refused some kernels,
+// so scripts tell it from one that took every kernel (0).
+constexpr int exit_kernels_refused = 3;
 
 // Room in a request for everything but the files' paths and sources: the other keys and each
 // file's map and string headers.
@@ -92,7 +95,8 @@ caf::expected<std::vector<kernel_file>> read_kernel_set(const fs::path& dir, imp
                            dir.string() + ": no kernels in the " + to_string(layout) + " layout (" +
                                (layout == import_layout::candidates
                                     ? "*.py files"
-                                    : "<overload>/<overload>_implementation*.py") +
+                                    : "<overload>/<overload>_implementation*.py, or "
+                                      "<op>/<op>_implementation*.py in the older layout") +
                                ")");
   return out;
 }
@@ -158,6 +162,15 @@ std::vector<std::string> layout_names() {
   return {names.begin(), names.end()};
 }
 
+// Whether any kernel was turned away: each verdict but pass and present (in the library already).
+bool refused(const nlohmann::json& s) {
+  auto verdicts = s.value("verdicts", nlohmann::json::array());
+  return std::any_of(verdicts.begin(), verdicts.end(), [](const nlohmann::json& v) {
+    auto verdict = v.value("verdict", std::string{});
+    return verdict != "pass" && verdict != "present";
+  });
+}
+
 void print_verdicts(const nlohmann::json& s) {
   auto verdicts = s.value("verdicts", nlohmann::json::array());
   std::vector<nlohmann::json> rows{verdicts.begin(), verdicts.end()};
@@ -197,7 +210,8 @@ void import_options::add_to(CLI::App& cmd) {
   cmd.add_option_function<std::string>(
          "--layout",
          [this](const std::string& name) { layout = *from_string<import_layout>(name); },
-         "backendbench (one folder per aten overload) or candidates")
+         "backendbench (one folder per aten overload, or per aten op in BackendBench's older "
+         "layout) or candidates")
       ->required()
       ->check(CLI::IsMember(layout_names()));
   cmd.add_option("--device", device, "where kernels are tested: a device kind, e.g. cuda")
@@ -283,7 +297,9 @@ int run_import(const std::string& control, const import_options& options, bool j
           std::cout << '\n';
         print_verdicts(status);
       }
-      return *state == import_state::done ? 0 : exit_refused;
+      if (*state != import_state::done)
+        return exit_refused;
+      return refused(status) ? exit_kernels_refused : 0;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds{300});
   }

@@ -106,13 +106,14 @@ protected:
     return {code, slurp(dir / "cli.out"), slurp(dir / "cli.err")};
   }
 
-  // Imports a kernel set with --json and returns its final status.
+  // Imports a kernel set with --json and returns its final status. Every set these tests import
+  // so has kernels refused: the import exits 3, as `run` does with operators failed.
   json import_set(const std::vector<std::string>& args) {
     std::vector<std::string> all{"import", "--dtypes", "float32", "--json"};
     all.insert(all.end(), args.begin(), args.end());
     auto result = opforge(all, import_bound);
-    EXPECT_EQ(result.code, 0) << result.out << result.err << slurp(dir / "serve.err");
-    if (result.code != 0)
+    EXPECT_EQ(result.code, 3) << result.out << result.err << slurp(dir / "serve.err");
+    if (result.code != 3)
       return json::object({{"verdicts", json::array()}});
     return json::parse(result.out);
   }
@@ -155,7 +156,7 @@ TEST_F(Import, BothLayoutsAcceptTheHonestKernelOnlyAndAgainFindItPresent) {
   auto bench = opforge({"import", (fixtures / "backendbench").string(), "--layout", "backendbench",
                         "--dtypes", "float32"},
                        import_bound);
-  ASSERT_EQ(bench.code, 0) << bench.out << bench.err;
+  ASSERT_EQ(bench.code, 3) << bench.out << bench.err;
   EXPECT_THAT(
       bench.out,
       HasSubstr("  pass            abs__default/abs__default_implementation_v1.py as abs\n"))
@@ -185,6 +186,53 @@ TEST_F(Import, BothLayoutsAcceptTheHonestKernelOnlyAndAgainFindItPresent) {
   EXPECT_EQ(origins,
             (std::map<std::string, std::string>{
                 {"abs", "imported:mine"}, {"abs__default_kernel_impl", "imported:backendbench"}}));
+}
+
+TEST_F(Import, TheOlderBackendBenchLayoutMapsAFolderToEveryOverloadOfItsOp) {
+  // Plain text: the verdicts with their numbers, and exit 3 as some were refused.
+  auto older = opforge({"import", (fixtures / "backendbench-older").string(), "--layout",
+                        "backendbench", "--dtypes", "float32", "--source", "older"},
+                       import_bound);
+  EXPECT_EQ(older.code, 3) << older.out << older.err << slurp(dir / "serve.err");
+  EXPECT_THAT(older.out, HasSubstr("  pass            abs/abs_implementation_v1.py as abs\n"))
+      << older.out;
+  EXPECT_THAT(older.out, HasSubstr("  unmapped        abs_/abs__implementation_v1.py: folder abs_ "
+                                   "names the aten op abs_ (BackendBench's "
+                                   "one-folder-per-operator layout: every overload of "
+                                   "aten.abs_), and no operator of the catalog dispatches to "
+                                   "an overload of it\n"))
+      << older.out;
+  // NaN becomes 0: the numbers say so (the finite elements agree).
+  EXPECT_THAT(older.out, testing::ContainsRegex(
+                             "  accuracy_error  neg/neg_implementation_v1\\.py as neg: float32 "
+                             "extremal #[0-9]+: .*\\(values differ, max abs error 0, max rel "
+                             "error 0, tolerance atol 1e-05 rtol 1.3e-05, 12 NaN/inf "
+                             "mismatches, 12 of 400 elements mismatched, first at "
+                             "\\[[0-9, ]*\\]: 0.0 where nan is expected\\)\n"))
+      << older.out;
+  EXPECT_THAT(older.out, HasSubstr(": 1 of 3 kernels passed and entered the library as "
+                                   "imported:older\n"))
+      << older.out;
+
+  // Again: abs is present and the rest refused as before, still exit 3; a set of the accepted
+  // kernel alone exits 0.
+  auto only_abs = dir / "only-abs";
+  fs::create_directories(only_abs / "abs");
+  fs::copy_file(fixtures / "backendbench-older" / "abs" / "abs_implementation_v1.py",
+                only_abs / "abs" / "abs_implementation_v1.py");
+  auto again = opforge(
+      {"import", only_abs.string(), "--layout", "backendbench", "--dtypes", "float32", "--json"},
+      import_bound);
+  EXPECT_EQ(again.code, 0) << again.out << again.err;
+  EXPECT_EQ(verdicts(json::parse(again.out)),
+            (std::map<std::string, std::string>{{"abs/abs_implementation_v1.py", "present"}}));
+
+  shut_down();
+  auto kernels = stored_kernels(data);
+  ASSERT_EQ(kernels.size(), 1u);
+  EXPECT_EQ(kernels[0].op, "abs");
+  EXPECT_EQ(kernels[0].wrapper, "abs_kernel_impl");
+  EXPECT_EQ(kernels[0].origin, "imported:older");
 }
 
 TEST_F(Import, RepairStartsSessionsSeededWithTheFailingKernels) {

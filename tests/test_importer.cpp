@@ -87,13 +87,16 @@ TEST(Importer, AnOverloadMapsToTheOperatorThatIsItsAtenOpNotToThoseThatCallIt) {
   auto unmapped = resolve(catalog(), sub);
   EXPECT_TRUE(unmapped.targets.empty());
   EXPECT_EQ(to_string(unmapped.verdict), "unmapped");
-  EXPECT_EQ(unmapped.detail, "aten.sub.Tensor is one of the ATen ops of nn.functional.l1_loss, "
-                             "none of which is that op alone");
+  EXPECT_EQ(unmapped.detail,
+            "folder sub__Tensor names the aten overload aten.sub.Tensor, one of the ATen ops of "
+            "nn.functional.l1_loss, "
+            "none of which is that op alone");
   auto mul = parse_kernel(import_layout::backendbench,
                           {"mul__Tensor/mul__Tensor_implementation_v1.py",
                            "def mul__Tensor_kernel_impl(a, b):\n    return a\n"});
   EXPECT_EQ(resolve(catalog(), mul).detail,
-            "no operator of the catalog dispatches to aten.mul.Tensor");
+            "folder mul__Tensor names the aten overload aten.mul.Tensor, and no operator of the "
+            "catalog dispatches to it");
 }
 
 TEST(Importer, BackendBenchFilesThatAreNoKernelsAreInvalid) {
@@ -156,7 +159,8 @@ TEST(Importer, VerdictLinesNameWhereItFailed) {
   contract::lint_result lint;
   lint.violations = {{"torch_call", 9, 5, "torch.sigmoid(out)", "compute it in a kernel"},
                      {"import", 1, 1, "import os", ""}};
-  EXPECT_EQ(verdict_line(lint), "torch_call at line 9: torch.sigmoid(out) (and 1 more)");
+  EXPECT_EQ(verdict_line(lint),
+            "torch_call at line 9: torch.sigmoid(out); import at line 1: import os");
   EXPECT_THAT(failure_feedback(lint),
               HasSubstr("- line 9 (torch_call): torch.sigmoid(out). compute it in a kernel"));
   lint.syntax_error = contract::syntax_error{4, 56, "expected ':'"};

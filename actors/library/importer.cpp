@@ -14,6 +14,7 @@
 #include "persistence/keys.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <memory>
 #include <regex>
@@ -138,18 +139,35 @@ std::string last_component(const std::string& name) {
 
 resolution backendbench_targets(const contract::catalog_result& catalog,
                                 const parsed_kernel& kernel) {
+  auto op_name = aten_op(kernel.overload);
+  auto named = [&](const std::string& overload) {
+    return kernel.every_overload ? aten_op(overload) == op_name : overload == kernel.overload;
+  };
   std::vector<const contract::catalog_operator*> holders;
   for (const auto& op : catalog.operators)
-    if (has(op.aten_overloads, kernel.overload))
+    if (std::any_of(op.aten_overloads.begin(), op.aten_overloads.end(), named))
       holders.push_back(&op);
-  if (holders.empty())
+  auto folder = kernel.path.substr(0, kernel.path.find('/'));
+  auto reading = kernel.every_overload
+                     ? "folder " + folder + " names the aten op " + op_name +
+                           " (BackendBench's one-folder-per-operator layout: every overload of " +
+                           kernel.overload + ")"
+                     : "folder " + folder + " names the aten overload " + kernel.overload;
+  if (holders.empty()) {
+    for (const auto& excluded : catalog.excluded)
+      if (has(catalog_guesses(kernel), excluded.name))
+        return {{},
+                import_outcome::unmapped,
+                reading + ", whose OpInfo " + excluded.name +
+                    " is excluded from the catalog: " + excluded.reason};
     return {{},
             import_outcome::unmapped,
-            "no operator of the catalog dispatches to " + kernel.overload};
+            reading + ", and no operator of the catalog dispatches to " +
+                (kernel.every_overload ? "an overload of it" : "it")};
+  }
   // The operator that is this aten op, by name (abs, nn.functional.relu for relu); else those
   // whose every overload is one of it. An operator that merely calls it among others is not
   // what the impl computes.
-  auto op_name = aten_op(kernel.overload);
   auto stripped = op_name.back() == '_' ? op_name.substr(0, op_name.size() - 1) : op_name;
   std::vector<const contract::catalog_operator*> chosen;
   for (const auto* op : holders)
@@ -166,7 +184,7 @@ resolution backendbench_targets(const contract::catalog_result& catalog,
       names.push_back(operator_id(op->name, op->variant));
     return {{},
             import_outcome::unmapped,
-            kernel.overload + " is one of the ATen ops of " + join(names) +
+            reading + ", one of the ATen ops of " + join(names) +
                 ", none of which is that op alone"};
   }
   resolution out;
@@ -271,10 +289,12 @@ parsed_kernel parse_kernel(import_layout layout, const import_file& file) {
   if (layout == import_layout::backendbench) {
     auto folder = file.path.substr(0, file.path.find('/'));
     out.overload = overload_of(folder);
+    out.every_overload = folder.find("__") == std::string::npos;
     out.wrapper = folder + "_kernel_impl";
     if (slash == std::string::npos || name.rfind(folder + "_implementation", 0) != 0) {
-      out.problem = "not a BackendBench implementation file: <overload folder>/<folder>"
-                    "_implementation*.py";
+      out.problem = "not a BackendBench implementation file: <folder>/<folder>_implementation*.py, "
+                    "the folder an aten overload (abs__default) or, in the older layout, an aten "
+                    "op (abs)";
       return out;
     }
     // Blanked, not removed, so that line numbers in verdicts are the file's.
@@ -339,12 +359,60 @@ std::string verdict_line(const contract::lint_result& lint) {
            first_line(lint.syntax_error->message);
   if (lint.violations.empty())
     return "the linter refused it";
-  const auto& v = lint.violations.front();
-  auto line = v.rule + " at line " + std::to_string(v.line) + ": " + first_line(v.text);
-  if (lint.violations.size() > 1)
-    line += " (and " + std::to_string(lint.violations.size() - 1) + " more)";
+  // Every violation: a user fixing the file needs them all, not the first.
+  std::string line;
+  for (const auto& v : lint.violations)
+    line += (line.empty() ? "" : "; ") + v.rule + " at line " + std::to_string(v.line) + ": " +
+            first_line(v.text);
   return line;
 }
+
+namespace {
+
+// An accuracy failure's numbers on one line: how far off, under which tolerance, how many.
+std::string diff_numbers(const contract::tensor_diff& diff) {
+  auto real = [](double value) {
+    char text[32];
+    auto end = std::to_chars(text, text + sizeof text, value).ptr;
+    return std::string{text, end};
+  };
+  std::vector<std::string> parts{diff.reason};
+  if (diff.actual_shape != diff.expected_shape || diff.actual_dtype != diff.expected_dtype) {
+    auto shape = [](const std::vector<int64_t>& dims) {
+      std::string out;
+      for (auto d : dims)
+        out += (out.empty() ? "" : ", ") + std::to_string(d);
+      return "[" + out + "]";
+    };
+    parts.push_back(diff.actual_dtype + shape(diff.actual_shape) + " where the reference is " +
+                    diff.expected_dtype + shape(diff.expected_shape));
+  }
+  if (diff.max_abs_error)
+    parts.push_back("max abs error " + real(*diff.max_abs_error));
+  if (diff.max_rel_error)
+    parts.push_back("max rel error " + real(*diff.max_rel_error));
+  if (diff.atol || diff.rtol)
+    parts.push_back("tolerance atol " + (diff.atol ? real(*diff.atol) : "-") + " rtol " +
+                    (diff.rtol ? real(*diff.rtol) : "-"));
+  if (diff.nan_inf_mismatches && *diff.nan_inf_mismatches)
+    parts.push_back(std::to_string(*diff.nan_inf_mismatches) + " NaN/inf mismatches");
+  if (diff.signed_zero_mismatches && *diff.signed_zero_mismatches)
+    parts.push_back(std::to_string(*diff.signed_zero_mismatches) + " signed-zero mismatches");
+  if (diff.mismatched && diff.total)
+    parts.push_back(std::to_string(*diff.mismatched) + " of " + std::to_string(*diff.total) +
+                    " elements mismatched");
+  if (!diff.first_mismatches.empty()) {
+    const auto& first = diff.first_mismatches.front();
+    std::string index;
+    for (auto i : first.index)
+      index += (index.empty() ? "" : ", ") + std::to_string(i);
+    parts.push_back("first at [" + index + "]: " + first.actual + " where " + first.expected +
+                    " is expected");
+  }
+  return join(parts);
+}
+
+} // namespace
 
 std::string verdict_line(const contract::test_result& test) {
   if (!test.failure)
@@ -353,7 +421,10 @@ std::string verdict_line(const contract::test_result& test) {
   std::string where = f.dtype;
   if (!f.sample_set.empty())
     where += (where.empty() ? "" : " ") + f.sample_set + " #" + std::to_string(f.sample_index);
-  return (where.empty() ? "" : where + ": ") + first_line(f.message);
+  auto line = (where.empty() ? "" : where + ": ") + first_line(f.message);
+  if (f.diff)
+    line += " (" + diff_numbers(*f.diff) + ")";
+  return line;
 }
 
 std::string failure_feedback(const contract::lint_result& lint) {
@@ -611,9 +682,20 @@ void fail(self_pointer self, const std::string& id, const std::string& why) {
   spdlog::warn("import {} failed: {}", id, why);
 }
 
+// Whether a kernel is left unmapped that the full catalog may map: one none of whose names the
+// catalog knew. One whose name is an OpInfo that does not dispatch to its overload (abs_ read as
+// abs) or that the catalog excludes is decided; the full catalog would say the same.
 bool unmapped(const contract::catalog_result& catalog, const std::vector<parsed_kernel>& kernels) {
+  std::set<std::string> known;
+  for (const auto& op : catalog.operators)
+    known.insert(op.name);
+  for (const auto& op : catalog.excluded)
+    known.insert(op.name);
   return std::any_of(kernels.begin(), kernels.end(), [&](const parsed_kernel& kernel) {
-    return resolve(catalog, kernel).verdict == import_outcome::unmapped;
+    auto guesses = catalog_guesses(kernel);
+    return resolve(catalog, kernel).verdict == import_outcome::unmapped &&
+           std::none_of(guesses.begin(), guesses.end(),
+                        [&](const std::string& name) { return known.count(name) > 0; });
   });
 }
 
@@ -671,11 +753,15 @@ void resolve_all(self_pointer self, const std::string& id) {
         .then(
             [gather, one_done](device_job_result& result) {
               if (result.status == contract::job_status::done)
-                if (auto part =
-                        wire::decode_as<contract::catalog_result>(result.payload, "catalog_result"))
+                if (auto part = wire::decode_as<contract::catalog_result>(result.payload,
+                                                                          "catalog_result")) {
                   for (auto& op : part->operators)
                     if (gather->seen.insert(operator_id(op.name, op.variant)).second)
                       gather->catalog.operators.push_back(std::move(op));
+                  for (auto& op : part->excluded)
+                    if (gather->seen.insert(operator_id(op.name, op.variant)).second)
+                      gather->catalog.excluded.push_back(std::move(op));
+                }
               one_done();
             },
             [one_done](const caf::error&) { one_done(); });

@@ -14,11 +14,17 @@
 //   dotted part of the name that the catalog knows is the operator, the rest its variant;
 //   `# opforge: wrapper=... / variant(s)=...` markers override.
 // - backendbench: BackendBench's DirectoryBackend, one folder per aten overload
-//   (`abs__default/abs__default_implementation_v1.py` defining `abs__default_kernel_impl`). The
-//   overload maps to the catalog operator(s) it is the ATen op of, and the impl is tested as the
-//   operator's wrapper: the harness calls it as the OpInfo calls the operator, which is the aten
-//   schema's convention for most operators; where it is not, the verdict's detail says so.
-//   The imports of torch and triton such a file starts with are blanked (the harness defines
+//   (`abs__default/abs__default_implementation_v1.py` defining `abs__default_kernel_impl`), or
+//   in its older layout one folder per aten op (`abs/abs_implementation_v1.py` defining
+//   `abs_kernel_impl`): a folder name without BackendBench's `__` separator. BackendBench from
+//   its PR #90 to #192 registered such a folder's impl for every overload whose name is the
+//   folder's (op_map.query("abs"): abs.default and abs.out; "add": add.Tensor, add.Scalar and
+//   their outs; in-place ops have their own folders, abs_), and since #192 reads it as
+//   `aten.abs.default`; so here it stands for every overload of that aten op. The overload (or
+//   the op's overloads) maps to the catalog operator(s) it is the ATen op of, and the impl is
+//   tested as the operator's wrapper: the harness calls it as the OpInfo calls the operator, which
+//   is the aten schema's convention for most operators; where it is not, the verdict's detail says
+//   so. The imports of torch and triton such a file starts with are blanked (the harness defines
 //   those names, and the linter refuses imports); any other import stays and is judged.
 
 #include "messages/actors.hpp"
@@ -40,11 +46,12 @@ namespace opforge {
 /// A file of a kernel set, read for its layout.
 struct parsed_kernel {
   std::string path;
-  std::string source;         // as it is tested and stored
-  std::string wrapper;        // "" for a candidate file: it depends on the operator it names
-  std::string marked_wrapper; // candidates: `# opforge: wrapper=...`
-  std::string overload;       // backendbench: e.g. aten.abs.default
-  std::string stem;           // candidates: the file name without .py
+  std::string source;          // as it is tested and stored
+  std::string wrapper;         // "" for a candidate file: it depends on the operator it names
+  std::string marked_wrapper;  // candidates: `# opforge: wrapper=...`
+  std::string overload;        // backendbench: e.g. aten.abs.default; in the older layout aten.abs
+  bool every_overload = false; // backendbench's older layout: the folder names an aten op
+  std::string stem;            // candidates: the file name without .py
   std::vector<std::string> marked_variants; // candidates: "" for the default variant
   std::string problem;                      // why it is no kernel of its layout; "" when it is one
 };
@@ -53,7 +60,8 @@ struct parsed_kernel {
 parsed_kernel parse_kernel(import_layout layout, const import_file& file);
 
 /// The aten overload of a BackendBench folder name (BackendBench's folder_name_to_op_name):
-/// `add__Tensor` -> `aten.add.Tensor`, `add___Tensor` -> `aten.add_.Tensor`.
+/// `add__Tensor` -> `aten.add.Tensor`, `add___Tensor` -> `aten.add_.Tensor`; an older-layout
+/// folder, with no `__`, gives its aten op: `abs` -> `aten.abs`.
 std::string overload_of(std::string_view folder);
 
 /// The OpInfo names `kernel` may be an operator of, to ask the catalog for first.

@@ -4,6 +4,12 @@ Copied beside the package's pyproject.toml. It needs nothing but the standard li
 ``pip install DIR`` works offline on any machine with torch and triton: no setuptools to fetch
 or to have. It packs the one package directory (the one holding ``manifest.json``) into a pure
 wheel whose name and version the manifest gives.
+
+The wheel declares no dependencies: torch and triton are the machine's own, already installed
+(the package imports them and says so when they are missing). A declared ``torch`` would make pip
+resolve torch's own requirements as well (torch 2.13: ``setuptools>=77.0.3``): offline that fails
+where the installed setuptools is older, and online pip upgrades setuptools in the user's
+environment unasked.
 """
 
 import base64
@@ -13,7 +19,6 @@ import zipfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-REQUIRES = ("torch>=2.9", "triton")
 
 
 def _package() -> tuple[Path, dict]:
@@ -28,7 +33,6 @@ def _metadata(manifest: dict) -> str:
         f"Version: {manifest['version']}",
         f"Summary: Triton kernels for {manifest['device_kind']} registered with torch.library",
         "Requires-Python: >=3.10",
-        *(f"Requires-Dist: {requirement}" for requirement in REQUIRES),
     ]
     return "\n".join(lines) + "\n"
 

@@ -628,6 +628,7 @@ __all__ = [
 '''
 
 # The backend is in the tree and needs nothing: `pip install DIR` fetches no build dependency.
+# No dependencies either: torch and triton are the machine's (_opforge_build.py says why).
 _PYPROJECT = """[build-system]
 requires = []
 build-backend = "_opforge_build"
@@ -638,7 +639,6 @@ name = "{name}"
 version = "{version}"
 description = "Triton kernels for {device_kind} registered with torch.library (exported by opforge)"
 requires-python = ">=3.10"
-dependencies = ["torch>=2.9", "triton"]
 """
 
 _README = """# {name}
@@ -646,9 +646,10 @@ _README = """# {name}
 {count} Triton kernels for `{device_kind}` exported by opforge, serving {covered} ATen overloads
 through `torch.library` (dispatch key `{dispatch_key}` by default). `manifest.json` lists each
 overload with its kernel, dtypes, toolchains and provenance, and the overloads it does not serve
-with the reason. It needs torch (2.9 or later) and triton, nothing of opforge.
+with the reason. It needs torch (2.9 or later) and triton, nothing of opforge; it declares
+neither, so pip leaves the installed ones (and their own requirements) as they are.
 
-    python -m pip install .      # offline too: the build needs nothing but Python
+    python -m pip install --no-index .      # offline: the build needs nothing but Python
     {environment}python -c "import torch, {name}; {name}.enable(); print({name}.covered())"
 
 Calls of dtypes, devices or argument kinds the kernels were not validated on go to PyTorch's

@@ -184,12 +184,24 @@ def deviation(actual, expected) -> tuple[float, float]:
 
 
 def load_package(name_or_dir: str):
-    """The exported package: a directory (imported by its name from its parent) or a module name."""
+    """The exported package: a directory, either the package's own (the one holding
+    ``manifest.json``, imported by its name from its parent) or the one ``opforge export --out``
+    wrote (holding pyproject.toml and that package), or a module name."""
     path = Path(name_or_dir)
-    if path.is_dir():
-        sys.path.insert(0, str(path.resolve().parent))
-        return importlib.import_module(path.resolve().name)
-    return importlib.import_module(name_or_dir)
+    if not path.is_dir():
+        return importlib.import_module(name_or_dir)
+    path = path.resolve()
+    if not (path / "manifest.json").is_file():
+        found = sorted(path.glob("*/manifest.json"))
+        if len(found) != 1:
+            raise ValueError(
+                f"--package {name_or_dir}: expected an exported package (a directory holding "
+                "manifest.json) or the directory `opforge export --out` wrote (holding one such "
+                f"package); it holds {len(found)} packages"
+            )
+        path = found[0].parent
+    sys.path.insert(0, str(path.parent))
+    return importlib.import_module(path.name)
 
 
 class _NoLibrary:

@@ -421,6 +421,56 @@ def test_pip_installs_the_package_into_a_fresh_venv(exported, tmp_path):
     assert count.strip() == "1"
 
 
+def test_pip_installs_offline_beside_a_torch_whose_own_requirements_are_not_met(exported, tmp_path):
+    # A torch whose declared requirement (torch 2.13's setuptools>=77.0.3, here one no index
+    # has) the environment does not meet: the package declares no dependency, so pip neither
+    # resolves torch's requirements offline nor upgrades anything online.
+    venv = tmp_path / "venv"
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120
+    )
+    python = venv / "bin" / "python"
+    site = Path(
+        subprocess.check_output(
+            [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True
+        ).strip()
+    )
+    for name, requires in (("torch", "setuptools>=999"), ("triton", "")):
+        info = site / f"{name}-99.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: 99.0\n"
+            + (f"Requires-Dist: {requires}\n" if requires else "")
+        )
+        (info / "RECORD").write_text("")
+    install = [sys.executable, "-m", "pip", "--python", str(python), "--disable-pip-version-check"]
+    result = subprocess.run(
+        [*install, "install", "--no-index", str(exported)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    (info,) = site.glob(f"{PACKAGE}-*.dist-info")
+    assert "Requires-Dist" not in (info / "METADATA").read_text()
+    assert (site / PACKAGE / "manifest.json").is_file()
+    # The stand-ins are as they were: nothing was upgraded or added beside them.
+    assert sorted(p.name for p in site.glob("*.dist-info")) == sorted(
+        [info.name, "torch-99.0.dist-info", "triton-99.0.dist-info"]
+    )
+    # And --target, as a user without a venv would.
+    target = tmp_path / "target"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check", "install", "--no-index"]
+        + ["--target", str(target), str(exported)],
+        check=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert (target / PACKAGE / "__init__.py").is_file()
+
+
 def test_the_backendbench_layout_imports_and_gives_the_operators_results(tmp_path):
     bundle = write_bundle(tmp_path / "bundle.msgpack", make_bundle())
     out = tmp_path / "bb"

@@ -205,3 +205,21 @@ def test_unknown_model_set_names_are_refused(tmp_path, capsys):
 
     assert code == 2
     assert "unknown sample sets ['model:Bad Name', 'model:']" in capsys.readouterr().err
+
+
+def test_package_may_be_the_directory_export_wrote(work, tmp_path, capsys):
+    # `opforge export --out DIR` writes DIR/pyproject.toml beside DIR/<name>/manifest.json.
+    out = work / "honestlib-out"
+    assert (out / "pyproject.toml").is_file()
+    assert modelcheck.load_package(str(out)) is _package(work)
+    # A directory that holds no exported package is refused with what was expected.
+    code = modelcheck.main(
+        ["--model", "gpt2", "--package", str(tmp_path), "--device-kind", DEVICE]
+        + ["--report", str(tmp_path / "r.json"), "--catalog", str(work / "catalog.json")]
+    )
+    assert code == 2
+    assert capsys.readouterr().err == (
+        f"opforge_library modelcheck: --package {tmp_path}: expected an exported package (a "
+        "directory holding manifest.json) or the directory `opforge export --out` wrote "
+        "(holding one such package); it holds 0 packages\n"
+    )
