@@ -41,12 +41,16 @@ void pack_value(codec::packer& p, const session_attempt& x);
 void pack_value(codec::packer& p, const proved_version& x);
 void pack_value(codec::packer& p, const operator_spec& x);
 void pack_value(codec::packer& p, const campaign_spec& x);
+void pack_value(codec::packer& p, const campaign_seed& x);
+void pack_value(codec::packer& p, const campaign_request& x);
 codec::read_result read_value(const msgpack::object& o, session_budgets& x);
 codec::read_result read_value(const msgpack::object& o, session_message& x);
 codec::read_result read_value(const msgpack::object& o, session_attempt& x);
 codec::read_result read_value(const msgpack::object& o, proved_version& x);
 codec::read_result read_value(const msgpack::object& o, operator_spec& x);
 codec::read_result read_value(const msgpack::object& o, campaign_spec& x);
+codec::read_result read_value(const msgpack::object& o, campaign_seed& x);
+codec::read_result read_value(const msgpack::object& o, campaign_request& x);
 
 namespace {
 
@@ -162,11 +166,36 @@ constexpr auto spec_fields = [](auto& x, auto&& f) {
   f("fingerprint", x.fingerprint);
 };
 
+constexpr auto seed_fields = [](auto& x, auto&& f) {
+  f("op", x.op);
+  f("variant", x.variant);
+  f("kernel", x.kernel);
+  f("feedback", x.feedback);
+};
+
+constexpr auto request_fields = [](auto& x, auto&& f) {
+  f("names", x.names);
+  f("categories", x.categories);
+  f("all", x.all);
+  f("failed", x.failed);
+  f("dtypes", x.dtypes);
+  f("endpoint", x.endpoint);
+  f("device_kind", x.device_kind);
+  f("concurrency", x.concurrency);
+  f("max_dialogs", x.max_dialogs);
+  f("max_calls_per_dialog", x.max_calls_per_dialog);
+  f("seeds", x.seeds);
+  f("fingerprint", x.fingerprint);
+  f("sample_sets", x.sample_sets);
+};
+
+// Campaigns stored before `request` existed were never stored while resolving: it reads empty.
 constexpr auto campaign_fields = [](auto& x, auto&& f) {
   f("spec", x.spec);
   f("state", x.state);
   f("error", x.error);
   f("ended_ms", x.ended_ms);
+  f("request", x.request);
 };
 
 const msgpack::object* member(const msgpack::object& map, std::string_view key) {
@@ -293,6 +322,22 @@ void pack_value(codec::packer& p, const operator_spec& x) {
 
 void pack_value(codec::packer& p, const campaign_spec& x) {
   pack_fields(p, x, spec_fields);
+}
+
+void pack_value(codec::packer& p, const campaign_seed& x) {
+  pack_fields(p, x, seed_fields);
+}
+
+void pack_value(codec::packer& p, const campaign_request& x) {
+  pack_fields(p, x, request_fields);
+}
+
+codec::read_result read_value(const msgpack::object& o, campaign_seed& x) {
+  return read_fields(o, x, seed_fields);
+}
+
+codec::read_result read_value(const msgpack::object& o, campaign_request& x) {
+  return read_fields(o, x, request_fields);
 }
 
 codec::read_result read_value(const msgpack::object& o, session_budgets& x) {

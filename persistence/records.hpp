@@ -5,6 +5,7 @@
 // an older build wrote must decode here, and a field added later decodes as its default.
 
 #include "messages/contract.hpp"
+#include "messages/session_messages.hpp"
 
 #include <cstdint>
 #include <map>
@@ -189,10 +190,12 @@ struct campaign_spec {
 /// A campaign as the `campaigns` family holds it.
 struct stored_campaign {
   campaign_spec spec;
-  contract::campaign_state state =
-      contract::campaign_state::running; // never resolving, interrupted
-  std::string error;                     // why it was rejected
+  contract::campaign_state state = contract::campaign_state::running; // never interrupted
+  std::string error;                                                  // why it was rejected
   int64_t ended_ms = 0;
+  // A campaign is stored as soon as it is submitted, in state resolving, with the request it
+  // resolves (its defaults filled in): a daemon that restarts resolves it again from here.
+  campaign_request request{};
 };
 
 /// The `campaigns` value of a campaign, and back. Decoding errors are errc::store_corrupt.

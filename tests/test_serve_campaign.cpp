@@ -531,3 +531,119 @@ TEST_F(ServeCampaign, JsonEventsSkippedOperatorsAndARegression) {
   EXPECT_GT(chromium_testing::pixels_of(img, 0xff7f0e), 1000u);
   chromium_testing::keep_screenshot(shot);
 }
+
+namespace {
+
+// Every campaign record in the store of a daemon that is not running, by id.
+std::map<std::string, stored_campaign> stored_campaigns(const fs::path& data_dir) {
+  std::map<std::string, stored_campaign> out;
+  auto db = open_rocksdb_store(data_dir / "store");
+  if (!db) {
+    ADD_FAILURE() << "cannot open the store: " << render(db.error());
+    return out;
+  }
+  auto err = (*db)->scan(family::campaigns, "", [&](std::string_view key, std::string_view value) {
+    auto campaign = decode_campaign(value);
+    if (!campaign) {
+      ADD_FAILURE() << render(campaign.error());
+      return false;
+    }
+    out.emplace(std::string{key}, std::move(*campaign));
+    return true;
+  });
+  EXPECT_FALSE(err) << render(err);
+  EXPECT_FALSE((*db)->close());
+  return out;
+}
+
+} // namespace
+
+// A daemon with no worker: a submitted campaign stays resolving, its catalog job queued.
+class ServeWithoutWorkers : public ServeCampaign {
+protected:
+  void SetUp() override {
+    ServeCampaign::SetUp();
+    write("noworkers.yaml", "local_workers: []\nworkers: {listen: '" + workers_endpoint() + "'}\n");
+  }
+
+  int64_t queued(const fs::path& data_dir) {
+    auto status = opforge(data_dir, {"status", "--json"});
+    EXPECT_EQ(status.code, 0) << status.err;
+    return json::parse(status.out).at("workers").at("queued").get<int64_t>();
+  }
+
+  json listed(const fs::path& data_dir) {
+    auto campaigns = opforge(data_dir, {"campaigns", "--json"});
+    EXPECT_EQ(campaigns.code, 0) << campaigns.err;
+    return json::parse(campaigns.out).at("campaigns");
+  }
+
+  // Submits `abs` and returns its id once its catalog job waits in the queue.
+  std::string submit(const fs::path& data_dir) {
+    auto submitted = opforge(data_dir, {"run", "abs", "--detach", "--json"});
+    EXPECT_EQ(submitted.code, 0) << submitted.out << submitted.err;
+    EXPECT_TRUE(eventually([&] { return queued(data_dir) == 1; })) << slurp(dir / "serve.err");
+    return json::parse(submitted.out).at("campaign_id").get<std::string>();
+  }
+};
+
+// Killed with SIGKILL and then shut down while it resolves, the campaign is in the store each
+// time, resolves again after each restart, and once a worker serves its kind it runs to its end.
+TEST_F(ServeWithoutWorkers, ACampaignKilledWhileResolvingResolvesAgain) {
+  auto data_dir = dir / "r";
+  serve_on(data_dir, "noworkers.yaml");
+  auto id = submit(data_dir);
+  ASSERT_EQ(::kill(daemon, SIGKILL), 0);
+  ASSERT_EQ(wait_for_daemon(), 128 + SIGKILL);
+  auto at_kill = stored_campaigns(data_dir);
+  ASSERT_EQ(at_kill.size(), 1u);
+  const auto& stored = at_kill.begin()->second;
+  EXPECT_EQ(at_kill.begin()->first, id);
+  EXPECT_EQ(stored.state, contract::campaign_state::resolving);
+  EXPECT_EQ(stored.request.names, std::vector<std::string>{"abs"});
+  EXPECT_EQ(stored.spec.device_kind, "interpreter");
+  EXPECT_FALSE(stored.request.dtypes.empty()) << "the defaults are stored with the request";
+
+  serve_on(data_dir, "noworkers.yaml");
+  EXPECT_TRUE(eventually([&] { return queued(data_dir) == 1; })) << slurp(dir / "serve.err");
+  auto campaigns = listed(data_dir);
+  ASSERT_EQ(campaigns.size(), 1u) << campaigns;
+  EXPECT_EQ(campaigns[0].at("campaign_id"), id);
+  EXPECT_EQ(campaigns[0].at("state"), "resolving");
+  shut_down(data_dir);
+  EXPECT_EQ(stored_campaigns(data_dir).at(id).state, contract::campaign_state::resolving);
+
+  serve_on(data_dir, "demo.yaml");
+  auto attached = opforge(data_dir, {"attach", id}, campaign_bound);
+  EXPECT_EQ(attached.code, 0) << attached.out << attached.err << slurp(dir / "serve.err");
+  EXPECT_THAT(attached.out, HasSubstr("  PASS  abs  (")) << attached.out;
+  EXPECT_THAT(attached.out, HasSubstr("campaign " + id + " done")) << attached.out;
+  shut_down(data_dir);
+  EXPECT_EQ(stored_campaigns(data_dir).at(id).state, contract::campaign_state::done);
+  auto sessions = stored_sessions(data_dir);
+  ASSERT_EQ(sessions.size(), 1u);
+  EXPECT_EQ(sessions.at("abs").state, session_state::success);
+}
+
+// Cancelled while it resolves, the campaign's catalog job leaves the queue at once, the store
+// says cancelled, and a restarted daemon does not resolve it again.
+TEST_F(ServeWithoutWorkers, ACancelledResolvingCampaignLeavesTheQueue) {
+  auto data_dir = dir / "c";
+  serve_on(data_dir, "noworkers.yaml");
+  auto id = submit(data_dir);
+  auto cancelled = opforge(data_dir, {"cancel", id});
+  EXPECT_EQ(cancelled.code, 0) << cancelled.out << cancelled.err;
+  EXPECT_EQ(queued(data_dir), 0);
+  auto campaigns = listed(data_dir);
+  ASSERT_EQ(campaigns.size(), 1u) << campaigns;
+  EXPECT_EQ(campaigns[0].at("state"), "cancelled");
+  shut_down(data_dir);
+  EXPECT_EQ(stored_campaigns(data_dir).at(id).state, contract::campaign_state::cancelled);
+
+  serve_on(data_dir, "noworkers.yaml");
+  campaigns = listed(data_dir);
+  ASSERT_EQ(campaigns.size(), 1u) << campaigns;
+  EXPECT_EQ(campaigns[0].at("state"), "cancelled");
+  std::this_thread::sleep_for(1s); // time enough for a resumed resolve to queue its job
+  EXPECT_EQ(queued(data_dir), 0);
+}

@@ -427,11 +427,15 @@ caf::expected<std::vector<unfinished_campaign>> load_unfinished_campaigns(store&
     }
     if (decoded->state == contract::campaign_state::running)
       result.push_back({std::move(decoded->spec), {}});
+    else if (decoded->state == contract::campaign_state::resolving)
+      result.push_back({std::move(decoded->spec), {}, std::move(decoded->request)});
     return true;
   });
   if (err || failure)
     return err ? err : failure;
   for (auto& c : result) {
+    if (c.resolving)
+      continue;
     err = db.scan(family::sessions, prefix_of(c.spec.campaign_id),
                   [&](std::string_view, std::string_view value) {
                     auto record = decode_record(value);

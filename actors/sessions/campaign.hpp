@@ -65,14 +65,16 @@ std::string session_id(const campaign_spec& campaign, const operator_spec& spec)
 /// A new session record for `spec` in `campaign` (state PROMPT).
 session_record new_session(const campaign_spec& campaign, const operator_spec& spec);
 
-/// A campaign stored as running, with the records of the sessions it had started.
+/// A campaign stored as running, with the records of the sessions it had started, or as
+/// resolving, with the request it resolves (and no sessions yet).
 struct unfinished_campaign {
   campaign_spec spec;
   std::vector<session_record> sessions;
+  std::optional<campaign_request> resolving{};
 };
 
-/// Every campaign the store holds as running. Reads `db` synchronously: call it at startup,
-/// before the actors that write to it exist.
+/// Every campaign the store holds as running or resolving. Reads `db` synchronously: call it at
+/// startup, before the actors that write to it exist.
 caf::expected<std::vector<unfinished_campaign>> load_unfinished_campaigns(store& db);
 
 struct campaign_state {

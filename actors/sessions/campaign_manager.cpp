@@ -128,6 +128,30 @@ void start(self_pointer self, campaign_spec spec, std::vector<session_record> re
           });
 }
 
+// The catalog job a resolving campaign waits for.
+std::string catalog_job_id(const std::string& campaign_id) {
+  return "catalog:" + campaign_id;
+}
+
+// Stores a campaign that ended while resolving (rejected or cancelled) over its resolving record,
+// so that `opforge attach` and a restarted daemon say how it ended instead of resolving it again.
+void store_ended(self_pointer self, const std::string& id) {
+  const auto& status = entry(self, id).status;
+  campaign_spec spec;
+  spec.campaign_id = id;
+  spec.endpoint = status.endpoint;
+  spec.device_kind = status.device_kind;
+  spec.created_ms = status.created_ms;
+  stored_campaign stored{std::move(spec), status.state, status.error, status.ended_ms};
+  write_batch batch{{{family::campaigns, id, encode_campaign(stored)}}, true};
+  self->request(self->state.setup.store, caf::infinite, atom::write_v, std::move(batch))
+      .then([](atom::ok) {},
+            [id, state = status.state](const caf::error& err) {
+              spdlog::error("campaign {}: cannot store that it was {}: {}", id, to_string(state),
+                            render(err));
+            });
+}
+
 // Stores a campaign that will not run, so that `opforge attach` can say why.
 void reject(self_pointer self, const std::string& id, const caf::error& why) {
   auto& managed = entry(self, id);
@@ -137,19 +161,7 @@ void reject(self_pointer self, const std::string& id, const caf::error& why) {
   managed.status.error = message(why);
   managed.status.ended_ms = now_ms();
   spdlog::warn("campaign {} rejected: {}", id, managed.status.error);
-  campaign_spec spec;
-  spec.campaign_id = id;
-  spec.endpoint = managed.status.endpoint;
-  spec.device_kind = managed.status.device_kind;
-  spec.created_ms = managed.status.created_ms;
-  stored_campaign stored{std::move(spec), contract::campaign_state::rejected, managed.status.error,
-                         managed.status.ended_ms};
-  write_batch batch{{{family::campaigns, id, encode_campaign(stored)}}, true};
-  self->request(self->state.setup.store, caf::infinite, atom::write_v, std::move(batch))
-      .then([](atom::ok) {},
-            [id](const caf::error& err) {
-              spdlog::error("campaign {}: cannot store its rejection: {}", id, render(err));
-            });
+  store_ended(self, id);
 }
 
 // Reads every value of a family, then hands them over.
@@ -180,7 +192,10 @@ caf::expected<std::vector<std::string>> failed_names(const std::vector<key_value
 void fetch_catalog(self_pointer self, std::string id, operator_selection selection,
                    std::vector<std::string> dtypes, campaign_spec spec,
                    std::map<std::string, model_set_files> model_sets) {
-  auto job = catalog_job("catalog:" + id, spec.device_kind,
+  // Cancelled while the store was read: no job may wait in the queue for it.
+  if (entry(self, id).status.state != contract::campaign_state::resolving)
+    return;
+  auto job = catalog_job(catalog_job_id(id), spec.device_kind,
                          selection.all || !selection.categories.empty() ? std::vector<std::string>{}
                                                                         : selection.names,
                          catalog_deadline_ms);
@@ -251,6 +266,16 @@ void load_model_sets(self_pointer self, std::string id, std::vector<std::string>
         load_model_sets(self, id, std::move(sets), std::move(loaded), std::move(then));
       },
       [self, id](const caf::error& err) { reject(self, id, err); });
+}
+
+// Enters a campaign that is resolving into the manager's list.
+void track_resolving(self_pointer self, const campaign_spec& spec) {
+  auto& status = entry(self, spec.campaign_id).status;
+  status.campaign_id = spec.campaign_id;
+  status.state = contract::campaign_state::resolving;
+  status.endpoint = spec.endpoint;
+  status.device_kind = spec.device_kind;
+  status.created_ms = spec.created_ms;
 }
 
 // Resolves a submitted request in the background: model sets, failed operators, covered ones,
@@ -508,9 +533,15 @@ campaign_manager(campaign_manager_actor::stateful_pointer<campaign_manager_state
   self->state.setup = std::move(setup);
   auto unfinished = std::move(self->state.setup.unfinished);
   for (auto& campaign : unfinished) {
-    spdlog::info("resuming campaign {}: {} operators, {} sessions started",
-                 campaign.spec.campaign_id, campaign.spec.operators.size(),
-                 campaign.sessions.size());
+    auto id = campaign.spec.campaign_id;
+    if (campaign.resolving) {
+      spdlog::info("resuming campaign {}: resolving its operators again", id);
+      track_resolving(self, campaign.spec);
+      resolve(self, id, std::move(*campaign.resolving), std::move(campaign.spec));
+      continue;
+    }
+    spdlog::info("resuming campaign {}: {} operators, {} sessions started", id,
+                 campaign.spec.operators.size(), campaign.sessions.size());
     start(self, std::move(campaign.spec), std::move(campaign.sessions));
   }
   return {
@@ -522,18 +553,29 @@ campaign_manager(campaign_manager_actor::stateful_pointer<campaign_manager_state
         while (self->state.campaigns.count(id))
           id = new_campaign_id();
         spec->campaign_id = id;
-        auto& managed = entry(self, id);
-        managed.status.campaign_id = id;
-        managed.status.state = contract::campaign_state::resolving;
-        managed.status.endpoint = spec->endpoint;
-        managed.status.device_kind = spec->device_kind;
-        managed.status.created_ms = spec->created_ms;
+        track_resolving(self, *spec);
         spdlog::info("campaign {} submitted: {}{}{}{}", id, join(request.names),
                      request.categories.empty() ? "" : " categories " + join(request.categories),
                      request.all ? " all operators" : "",
                      request.failed ? " operators that failed before" : "");
-        resolve(self, id, request, std::move(*spec));
-        return managed.status;
+        // Stored before the reply names it: a campaign whose id `run` printed survives a kill
+        // or a shutdown in any state, resolving included, and resolves again after a restart.
+        stored_campaign stored{*spec, contract::campaign_state::resolving, {}, 0, request};
+        write_batch batch{{{family::campaigns, id, encode_campaign(stored)}}, true};
+        auto promise = self->make_response_promise<campaign_status>();
+        self->request(self->state.setup.store, caf::infinite, atom::write_v, std::move(batch))
+            .then(
+                [self, promise, id, request, spec = std::move(*spec)](atom::ok) mutable {
+                  promise.deliver(entry(self, id).status);
+                  resolve(self, id, std::move(request), std::move(spec));
+                },
+                [self, promise, id](const caf::error& err) mutable {
+                  self->state.campaigns.erase(id);
+                  promise.deliver(
+                      caf::make_error(errc::store_io_failed,
+                                      "campaign " + id + " could not be stored: " + render(err)));
+                });
+        return promise;
       },
       [self](atom::status, std::string& id) -> caf::result<campaign_status> {
         auto promise = self->make_response_promise<campaign_status>();
@@ -567,8 +609,13 @@ campaign_manager(campaign_manager_actor::stateful_pointer<campaign_manager_state
           return invalid("campaign '" + id + "' is not running in this daemon");
         auto& managed = found->second;
         if (managed.status.state == contract::campaign_state::resolving) {
+          spdlog::info("cancelling campaign {} while it resolves", id);
           managed.status.state = contract::campaign_state::cancelled;
           managed.status.ended_ms = now_ms();
+          // Its catalog job leaves the device manager's queue (and the queue-depth gauge) now,
+          // not when a worker of its kind turns up; the job's error reply finds it cancelled.
+          self->send(self->state.setup.devices, atom::cancel_v, catalog_job_id(id));
+          store_ended(self, id);
           return managed.status;
         }
         if (!managed.actor)
