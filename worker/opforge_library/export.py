@@ -56,7 +56,7 @@ HERE = Path(__file__).resolve().parent
 #: What a candidate's source is given by the harness and must import itself anywhere else.
 PRELUDE = "import torch\nimport triton\nimport triton.language as tl\n\n"
 #: The exported package's own modules, copied from here unchanged.
-RUNTIME_MODULES = ("_adapter.py", "_runtime.py")
+RUNTIME_MODULES = ("_adapter.py", "_launch.py", "_runtime.py")
 #: Its build backend (standard library only), copied beside its pyproject.toml.
 BUILD_BACKEND = "_opforge_build.py"
 SAMPLE_SEED = 0
@@ -603,6 +603,7 @@ _INIT = '''"""{name}: {count} Triton kernels for {device_kind} by opforge, for t
     {name}.covered()         # the ATen overloads it serves; manifest.json says with what
     {name}.registered()      # those enable() registered: routed to a kernel somewhere
     {name}.call_counts()     # calls its kernels served, per overload
+    {name}.set_direct_launch(False)  # Triton's own launch path (the same kernels, slower calls)
     {name}.disable()
 """
 
@@ -620,10 +621,11 @@ covered = _library.covered
 registered = _library.registered
 call_counts = _library.call_counts
 reset_counts = _library.reset_counts
+set_direct_launch = _library.set_direct_launch
 
 __all__ = [
     "manifest", "enable", "disable", "enabled", "is_enabled", "covered", "registered",
-    "call_counts", "reset_counts",
+    "call_counts", "reset_counts", "set_direct_launch",
 ]
 '''
 
