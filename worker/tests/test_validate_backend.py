@@ -90,6 +90,7 @@ def test_the_cli_writes_the_table_and_the_json_and_fails_the_run(tmp_path):
         [*command, "--json", str(out)], env=environment, capture_output=True, text=True
     )
     assert run.returncode == 1, run.stderr  # abs fails; exp, not judged here, fails nothing
+    assert out.exists(), run.stdout + run.stderr
     document = json.loads(out.read_text())
     verdicts = {verdict["overload"]: verdict for verdict in document["overloads"]}
     assert verdicts["aten.neg.default"]["outcome"] == "pass"
