@@ -15,6 +15,8 @@ DEVICE = os.environ.get("OPFORGE_TEST_DEVICE", "interpreter")
 if DEVICE == "interpreter":
     os.environ["TRITON_INTERPRET"] = "1"  # before anything imports triton
 
+import triton  # noqa: E402
+
 from opforge_library import _launch  # noqa: E402
 
 ON = "cuda" if DEVICE == "cuda" else "cpu"
@@ -77,12 +79,8 @@ class Counted:
 
 def tuned(kernels, x):
     out = torch.empty_like(x)
-    kernels.tuned_kernel[lambda meta: (triton_cdiv(x.numel(), meta["BLOCK"]),)](x, out, x.numel())
+    kernels.tuned_kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, out, x.numel())
     return out
-
-
-def triton_cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 def test_install_gives_each_kernel_a_direct_launch_and_uninstall_takes_it_back(kernels):
@@ -123,7 +121,7 @@ def test_a_tuning_key_passed_by_keyword_takes_the_autotuners_path(kernels):
     x = torch.arange(40, dtype=torch.float32, device=ON)
     for _ in range(2):
         out = torch.empty_like(x)
-        kernels.tuned_kernel[lambda meta: (triton_cdiv(40, meta["BLOCK"]),)](x, out, n=40)
+        kernels.tuned_kernel[lambda meta: (triton.cdiv(40, meta["BLOCK"]),)](x, out, n=40)
         torch.testing.assert_close(out, x + 1, rtol=0, atol=0)
     assert counted.calls == 2
 
@@ -133,7 +131,7 @@ needs_cuda = pytest.mark.skipif(DEVICE != "cuda", reason="the JIT launch needs a
 
 def scaled(kernels, x, factor):
     out = torch.empty_like(x)
-    kernels.scale_kernel[(triton_cdiv(x.numel(), 64),)](x, out, x.numel(), factor, BLOCK=64)
+    kernels.scale_kernel[(triton.cdiv(x.numel(), 64),)](x, out, x.numel(), factor, BLOCK=64)
     return out
 
 
