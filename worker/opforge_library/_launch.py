@@ -18,7 +18,10 @@ are read when a kernel is installed (``Library.enable``), not per call.
 
 from __future__ import annotations
 
-import torch
+import importlib
+from collections.abc import Callable, Mapping
+from typing import NamedTuple
+
 from triton import knobs
 from triton.runtime.autotuner import Autotuner, Heuristics
 from triton.runtime.jit import JITFunction, compute_cache_key
@@ -31,11 +34,39 @@ def _hooked() -> bool:
     return bool(runtime.launch_enter_hook.calls or runtime.launch_exit_hook.calls)
 
 
-class DirectLaunch:
-    """``run`` of one ``JITFunction`` on a CUDA device."""
+class DeviceCalls(NamedTuple):
+    """How a launch finds its device and that device's raw stream, as Triton's launcher does."""
 
-    def __init__(self, fn: JITFunction):
+    current_device: Callable[[], int]
+    current_raw_stream: Callable[[int], int]
+
+
+def device_calls(names: Mapping[str, str]) -> DeviceCalls | None:
+    """The manifest's ``direct_launch`` (dotted names of torch functions, written from the device
+    kind's registry entry) resolved in this torch; None where it names none or this torch lacks
+    them (a build without the kind's device): Triton's own ``run`` launches there."""
+    if not names:
+        return None
+    try:
+        return DeviceCalls(_resolve(names["device"]), _resolve(names["stream"]))
+    except AttributeError:
+        return None
+
+
+def _resolve(dotted: str):
+    module, *path = dotted.split(".")
+    value = importlib.import_module(module)
+    for name in path:
+        value = getattr(value, name)
+    return value
+
+
+class DirectLaunch:
+    """``run`` of one ``JITFunction`` on a device with streams."""
+
+    def __init__(self, fn: JITFunction, device: DeviceCalls):
         self.fn = fn
+        self.device = device
         self.triton_run = type(fn).run.__get__(fn)
         self.debug = knobs.runtime.debug
         self.instrumentation = knobs.compilation.instrumentation_mode
@@ -44,7 +75,7 @@ class DirectLaunch:
         fn = self.fn
         if warmup or fn.pre_run_hooks or _hooked():
             return self.triton_run(*args, grid=grid, warmup=warmup, **kwargs)
-        device = torch._C._cuda_getDevice()
+        device = self.device.current_device()
         caches = fn.device_caches.get(device)
         if caches is None:  # the first call on this device makes its binder
             return self.triton_run(*args, grid=grid, warmup=warmup, **kwargs)
@@ -63,7 +94,7 @@ class DirectLaunch:
         size = len(grid)
         kernel.run(
             grid[0], grid[1] if size > 1 else 1, grid[2] if size > 2 else 1,
-            torch._C._cuda_getCurrentRawStream(device), kernel.function, kernel.packed_metadata,
+            self.device.current_raw_stream(device), kernel.function, kernel.packed_metadata,
             None, None, None, *bound_args.values(),
         )  # fmt: skip
         return kernel
@@ -107,16 +138,19 @@ def _launchers(value) -> list:
     return found
 
 
-def install(namespace: dict) -> int:
+def install(namespace: dict, device: DeviceCalls | None) -> int:
     """Give every Triton kernel of ``namespace`` (a module's globals) its direct launch; how
-    many were given one. A kernel of Triton's interpreter is none of these types: untouched."""
+    many were given one. A kernel of Triton's interpreter is none of these types: untouched;
+    without ``device`` calls, JIT functions keep Triton's launch (their autotuners do not)."""
     installed = 0
     for value in list(namespace.values()):
         for kernel in _launchers(value):
             if "run" in vars(kernel):
                 continue
             if isinstance(kernel, JITFunction):
-                kernel.run = DirectLaunch(kernel)
+                if device is None:
+                    continue
+                kernel.run = DirectLaunch(kernel, device)
             elif isinstance(kernel, Autotuner):
                 kernel.run = TunedLaunch(kernel)
             else:

@@ -416,6 +416,7 @@ class Library:
         self._registered: list[str] = []
         self._made: list[Overload] | None = None
         self._direct_launch = True
+        self._device_calls = _launch.device_calls(self.manifest["direct_launch"])
         self._kernel_namespaces: list[dict] = []
 
     # -- the package's API -----------------------------------------------------------------------
@@ -442,7 +443,7 @@ class Library:
                 f"{self.package} needs torch 2.9 or later (torch.library.get_kernel)"
             )
         if self._direct_launch:
-            _launch.install(globals())  # the in-place and out= copy kernel
+            _launch.install(globals(), self._device_calls)  # the in-place and out= copy kernel
         overloads = []
         for overload in self._overloads():
             if not overload.serves_anything():
@@ -485,7 +486,10 @@ class Library:
         ``run``: the same kernels and configs either way, the first with less Python per call."""
         self._direct_launch = on
         for namespace in [globals(), *self._kernel_namespaces]:
-            (_launch.install if on else _launch.uninstall)(namespace)
+            if on:
+                _launch.install(namespace, self._device_calls)
+            else:
+                _launch.uninstall(namespace)
 
     def is_enabled(self) -> bool:
         return self._registration is not None
@@ -531,7 +535,7 @@ class Library:
             module = importlib.import_module(f"{self.package}.kernels.{kernel}")
             self._kernel_namespaces.append(vars(module))
             if self._direct_launch:
-                _launch.install(vars(module))
+                _launch.install(vars(module), self._device_calls)
             found = self._wrappers[kernel] = getattr(module, entry["wrapper"])
         return found
 

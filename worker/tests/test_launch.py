@@ -18,8 +18,11 @@ if DEVICE == "interpreter":
 import triton  # noqa: E402
 
 from opforge_library import _launch  # noqa: E402
+from opforge_worker import device_kinds  # noqa: E402
 
 ON = "cuda" if DEVICE == "cuda" else "cpu"
+# what an exported package's manifest carries for the kind
+CALLS = _launch.device_calls(device_kinds.lookup(DEVICE).direct_launch)
 
 KERNELS = """
 import triton
@@ -88,8 +91,8 @@ def test_install_gives_each_kernel_a_direct_launch_and_uninstall_takes_it_back(k
     # scale_kernel, the autotuner and the jit function under it; the interpreter's jit functions
     # are not Triton's JITFunction: there only the autotuner is taken
     expected = 3 if DEVICE == "cuda" else 1
-    assert _launch.install(namespace) == expected
-    assert _launch.install(namespace) == 0  # once only
+    assert _launch.install(namespace, CALLS) == expected
+    assert _launch.install(namespace, CALLS) == 0  # once only
     assert isinstance(kernels.tuned_kernel.run, _launch.TunedLaunch)
     _launch.uninstall(namespace)
     assert "run" not in vars(kernels.tuned_kernel)
@@ -97,7 +100,7 @@ def test_install_gives_each_kernel_a_direct_launch_and_uninstall_takes_it_back(k
 
 
 def test_a_tuned_kernel_runs_the_config_the_autotuner_chose_without_its_run(kernels):
-    _launch.install(vars(kernels))
+    _launch.install(vars(kernels), CALLS)
     counted = Counted(kernels.tuned_kernel.run)
     x = torch.arange(100, dtype=torch.float32, device=ON)
     first = tuned(kernels, x)  # tunes: Triton's path
@@ -116,7 +119,7 @@ def test_a_tuned_kernel_runs_the_config_the_autotuner_chose_without_its_run(kern
 
 
 def test_a_tuning_key_passed_by_keyword_takes_the_autotuners_path(kernels):
-    _launch.install(vars(kernels))
+    _launch.install(vars(kernels), CALLS)
     counted = Counted(kernels.tuned_kernel.run)
     x = torch.arange(40, dtype=torch.float32, device=ON)
     for _ in range(2):
@@ -137,7 +140,7 @@ def scaled(kernels, x, factor):
 
 @needs_cuda
 def test_a_jit_kernel_launches_its_compiled_kernel_directly(kernels):
-    _launch.install(vars(kernels))
+    _launch.install(vars(kernels), CALLS)
     counted = Counted(kernels.scale_kernel.run)
     x = torch.arange(1000, dtype=torch.float32, device=ON)
     torch.testing.assert_close(scaled(kernels, x, 2.0), x * 2, rtol=0, atol=0)  # compiles
@@ -156,7 +159,7 @@ def test_a_jit_kernel_launches_its_compiled_kernel_directly(kernels):
 def test_a_launch_hook_is_honoured_by_taking_tritons_path(kernels):
     from triton import knobs
 
-    _launch.install(vars(kernels))
+    _launch.install(vars(kernels), CALLS)
     x = torch.arange(64, dtype=torch.float32, device=ON)
     scaled(kernels, x, 2.0)
     seen = []
@@ -166,3 +169,13 @@ def test_a_launch_hook_is_honoured_by_taking_tritons_path(kernels):
     finally:
         knobs.runtime.launch_enter_hook.remove(seen.append)
     assert len(seen) == 1
+
+
+def test_the_kinds_launch_calls_resolve_only_in_a_torch_that_has_them():
+    names = device_kinds.lookup("cuda").direct_launch
+    calls = _launch.device_calls(names)
+    if torch.backends.cuda.is_built():
+        assert calls.current_device is torch._C._cuda_getDevice
+    else:  # a CPU build of torch: Triton's own run launches
+        assert calls is None
+    assert _launch.device_calls({}) is None
