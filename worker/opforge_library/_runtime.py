@@ -40,6 +40,7 @@ the exporter wrote it from the worker's registry (``opforge_worker/device_kinds.
 
 from __future__ import annotations
 
+import atexit
 import bisect
 import contextlib
 import importlib
@@ -53,7 +54,7 @@ import torch
 import triton
 import triton.language as tl
 
-from . import _launch
+from . import _launch, _native
 from ._adapter import Adapter
 
 #: Dimensions the copy kernel indexes; a destination with more must be contiguous.
@@ -416,6 +417,8 @@ class Library:
         self._registered: list[str] = []
         self._made: list[Overload] | None = None
         self._direct_launch = True
+        self._native_routing = True
+        self._warned_native = False
         self._device_calls = _launch.device_calls(self.manifest["direct_launch"])
         self._kernel_namespaces: list[dict] = []
 
@@ -454,19 +457,19 @@ class Library:
             # before any registration: the kernel ATen has now
             overload.original = torch.library.get_kernel(_resolve(overload.name), key)
             overloads.append(overload)
-        registration = torch.library.Library("aten", "IMPL")
+        registration = self._registration_for(key)
         with warnings.catch_warnings():
             # Overriding ATen's kernel is the point; torch warns about it once per process.
             warnings.filterwarnings("ignore", "Warning only once for all operators")
             for overload in overloads:
-                registration.impl(_resolve(overload.name), overload, key, with_keyset=True)
+                registration.impl(overload)
         self._registration, self._dispatch_key = registration, key
         self._registered = sorted(overload.name for overload in overloads)
 
     def disable(self) -> None:
         """Give every covered overload its original kernel back."""
         if self._registration is not None:
-            self._registration._destroy()
+            self._registration.destroy()
             self._registration = None
             self._registered = []
 
@@ -480,6 +483,39 @@ class Library:
         finally:
             if not was_enabled:
                 self.disable()
+
+    def set_native_routing(self, on: bool) -> None:
+        """Route calls in the dispatcher (``_dispatch.cpp``, the default: built the first time a
+        package is enabled, and a call the library does not serve never enters Python) or
+        from Python; an enabled library is registered again."""
+        enabled_for = self._dispatch_key if self._registration is not None else None
+        self.disable()
+        self._native_routing = on
+        if enabled_for is not None:
+            self.enable(enabled_for)
+
+    def routing(self) -> str:
+        """Where calls are routed: ``native``, ``python``, or ``python (why not native)``."""
+        if not self._native_routing:
+            return "python"
+        if _native.load() is None:
+            return f"python ({_native.problem()})"
+        return "native"
+
+    def _registration_for(self, key: str):
+        if self._native_routing:
+            native = _native.load()
+            if native is not None:
+                return _NativeRegistration(native, key)
+            if not self._warned_native:
+                self._warned_native = True
+                warnings.warn(
+                    f"{self.package}: calls are routed from Python, the slower way: the "
+                    f"dispatcher routing could not be built ({_native.problem()})",
+                    RuntimeWarning,
+                    stacklevel=4,
+                )
+        return _PythonRegistration(key)
 
     def set_direct_launch(self, on: bool) -> None:
         """Launch the kernels directly (``_launch.py``, the default) or through Triton's own
@@ -538,6 +574,65 @@ class Library:
                 _launch.install(vars(module), self._device_calls)
             found = self._wrappers[kernel] = getattr(module, entry["wrapper"])
         return found
+
+
+class _PythonRegistration:
+    """The overloads' kernels registered from Python: every call enters ``Overload.__call__``."""
+
+    def __init__(self, key: str):
+        self.key = key
+        self.library = torch.library.Library("aten", "IMPL")
+
+    def impl(self, overload: Overload) -> None:
+        self.library.impl(_resolve(overload.name), overload, self.key, with_keyset=True)
+
+    def destroy(self) -> None:
+        self.library._destroy()
+
+
+class _NativeRegistration:
+    """The overloads' kernels registered through ``_dispatch.cpp``: a call whose signature and
+    shape class the routes give to the original kernel goes there without entering Python."""
+
+    def __init__(self, native, key: str):
+        self.registration = native.Registration(key)
+        # gone while the interpreter is whole, not during its teardown
+        atexit.register(self.destroy)
+
+    def impl(self, overload: Overload) -> None:
+        _, op, variant = overload.name.split(".")
+        name = op if variant == "default" else f"{op}.{variant}"
+        classes = len(overload.bounds) + 1
+        routes = {
+            ",".join(_token_text(item) for item in key): (
+                (1 << classes) - 1
+                if route is True
+                else sum(1 << place for place, served in enumerate(route) if served)
+            )
+            for key, route in overload.routes.items()
+        }
+        typed = [
+            index
+            for index, arg in enumerate(overload.adapter.args)
+            if arg["typed"] and arg["to"] != "dest"
+        ]
+        self.registration.impl(name, overload, typed, routes, overload.bounds)
+
+    def destroy(self) -> None:
+        atexit.unregister(self.destroy)
+        self.registration.destroy()
+
+
+def _token_text(key) -> str:
+    """A signature token as ``_dispatch.cpp`` spells it from a call: ``_decode_token`` undone,
+    with a list's items sorted."""
+    if isinstance(key, frozenset):
+        return "[" + "|".join(sorted(_token_text(item) for item in key)) + "]"
+    if key is type(None):
+        return "none"
+    if isinstance(key, torch.dtype):
+        return str(key).removeprefix("torch.")
+    return f"py:{key.__name__}"
 
 
 def _resolve(name: str):

@@ -56,7 +56,9 @@ HERE = Path(__file__).resolve().parent
 #: What a candidate's source is given by the harness and must import itself anywhere else.
 PRELUDE = "import torch\nimport triton\nimport triton.language as tl\n\n"
 #: The exported package's own modules, copied from here unchanged.
-RUNTIME_MODULES = ("_adapter.py", "_launch.py", "_runtime.py")
+RUNTIME_MODULES = ("_adapter.py", "_launch.py", "_native.py", "_runtime.py")
+#: Copied beside them: the dispatcher routing ``_native.py`` builds when the package is enabled.
+RUNTIME_SOURCES = ("_dispatch.cpp",)
 #: Its build backend (standard library only), copied beside its pyproject.toml.
 BUILD_BACKEND = "_opforge_build.py"
 SAMPLE_SEED = 0
@@ -608,6 +610,8 @@ _INIT = '''"""{name}: {count} Triton kernels for {device_kind} by opforge, for t
     {name}.covered()         # the ATen overloads it serves; manifest.json says with what
     {name}.registered()      # those enable() registered: routed to a kernel somewhere
     {name}.call_counts()     # calls its kernels served, per overload
+    {name}.routing()         # "native" (routed in the dispatcher), or "python (why)"
+    {name}.set_native_routing(False)  # route every call from Python (slower fall-throughs)
     {name}.set_direct_launch(False)  # Triton's own launch path (the same kernels, slower calls)
     {name}.disable()
 """
@@ -627,10 +631,12 @@ registered = _library.registered
 call_counts = _library.call_counts
 reset_counts = _library.reset_counts
 set_direct_launch = _library.set_direct_launch
+set_native_routing = _library.set_native_routing
+routing = _library.routing
 
 __all__ = [
     "manifest", "enable", "disable", "enabled", "is_enabled", "covered", "registered",
-    "call_counts", "reset_counts", "set_direct_launch",
+    "call_counts", "reset_counts", "set_direct_launch", "set_native_routing", "routing",
 ]
 '''
 
@@ -674,7 +680,7 @@ def write_torch_library(bundle, out: Path, name: str, dispatch_key: str, routing
     kernels_dir = package / "kernels"
     kernels, covered, unmapped = plan_bundle(bundle, kernels_dir, routing)
     (kernels_dir / "__init__.py").write_text('"""One module per kernel."""\n', encoding="utf-8")
-    for module in RUNTIME_MODULES:
+    for module in (*RUNTIME_MODULES, *RUNTIME_SOURCES):
         shutil.copyfile(HERE / module, package / module)
     shutil.copyfile(HERE / BUILD_BACKEND, out / BUILD_BACKEND)
     manifest = manifest_of(bundle, name, dispatch_key, routing, kernels, covered, unmapped)

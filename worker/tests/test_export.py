@@ -307,6 +307,55 @@ def test_what_the_kernels_cannot_honour_falls_through_to_aten(library):
     assert library.call_counts()["aten.add_.Tensor"] == 0
 
 
+ROUTED_DTYPES = (torch.float32, torch.float64, torch.int32, torch.int64, torch.bfloat16)
+
+
+@pytest.mark.parametrize("op", ["abs", "add", "sgn"])
+def test_the_dispatcher_routing_serves_exactly_what_the_python_routing_serves(library, op):
+    # Both routings see every OpInfo sample of several dtypes, served or not: the signature
+    # tokens _dispatch.cpp builds from the dispatcher's stack must be the runtime's.
+    assert library.routing() == "native"
+    opinfo = find_opinfo(op)
+    counts = {}
+    try:
+        for native in (True, False):
+            library.set_native_routing(native)
+            library.reset_counts()
+            for dtype in ROUTED_DTYPES:
+                if dtype in opinfo.supported_dtypes(ON):
+                    for sample in samples_for(opinfo, ON, dtype, 0):
+                        opinfo.op(sample.input, *sample.args, **sample.kwargs)
+            counts[native] = library.call_counts()
+    finally:
+        library.set_native_routing(True)
+    assert library.routing() == "native" and library.is_enabled()
+    assert counts[True] == counts[False]
+    assert sum(counts[True].values()) > 0
+
+
+def test_a_call_routed_to_aten_never_enters_python(library, monkeypatch):
+    overload_type = sys.modules[f"{PACKAGE}._runtime"].Overload
+    entered = []
+    serve = overload_type.__call__
+
+    def counted(self, keyset, *args, **kwargs):
+        entered.append(self.name)
+        return serve(self, keyset, *args, **kwargs)
+
+    monkeypatch.setattr(overload_type, "__call__", counted)
+    wide = torch.randn(5, dtype=torch.float64, device=ON)  # not a dtype the kernel passed
+    assert torch.equal(torch.abs(wide), wide.clone().abs_())
+    assert entered == []
+    torch.abs(wide.float())
+    assert entered == ["aten.abs.default"]
+    library.set_native_routing(False)
+    try:
+        torch.abs(wide)  # the same call, routed from Python: it enters, and ATen answers
+        assert entered[1:] and set(entered[1:]) <= {"aten.abs.default", "aten.abs.out"}
+    finally:
+        library.set_native_routing(True)
+
+
 def test_a_kernels_own_calls_never_reenter_the_library(library):
     x = torch.randn(7, device=ON)
     result = torch.sgn(x)
@@ -531,8 +580,8 @@ def test_bad_bundles_and_other_device_kinds_are_refused(tmp_path, capsys):
 
 
 def test_the_packages_runtime_needs_only_torch_and_triton_and_its_build_nothing():
-    allowed = {"__future__", "bisect", "contextlib", "importlib", "json", "os", "threading"}
-    allowed |= {"warnings", "collections.abc", "typing"}
+    allowed = {"__future__", "atexit", "bisect", "contextlib", "importlib", "json", "os"}
+    allowed |= {"threading", "warnings", "collections.abc", "typing", "sys", "torch.utils"}
     allowed |= {"pathlib", "torch", "triton", "triton.language", "base64", "hashlib", "zipfile"}
     for module in [*export.RUNTIME_MODULES, export.BUILD_BACKEND]:
         tree = ast.parse((WORKER / "opforge_library" / module).read_text())
