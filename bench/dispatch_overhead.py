@@ -13,6 +13,9 @@ batch of ``--calls`` calls (its device work synchronised at the end) divided by 
 - ``triton_launch``: the package enabled with ``set_direct_launch(False)``: its kernels go through
   Triton's own ``JITFunction.run``/``Autotuner.run`` (``triton_launch - package`` is what the
   direct launch saves);
+- ``python_routing``: the package enabled with ``set_native_routing(False)``: every call enters
+  its Python ``Overload`` (``python_routing - package`` is what the routing in the dispatcher,
+  ``_dispatch.cpp``, saves);
 - ``wrapper``: the kernel's wrapper called directly (the direct launch without the dispatcher
   and the runtime): ``package - wrapper`` is what the runtime adds, ``wrapper - eager`` the
   kernel's own launch and run against ATen's;
@@ -116,6 +119,7 @@ def quartiles(values: list[float]) -> tuple[float, float]:
 
 #: What a variant runs under: ATen alone, the package enabled, or the floor kernel registered.
 EAGER, PACKAGE, TRITON_LAUNCH, FLOOR = "eager", "package", "triton_launch", "floor"
+PYTHON_ROUTING = "python_routing"
 
 
 class Case:
@@ -144,10 +148,12 @@ class States:
         self.package.disable()
         if hasattr(self.package, "set_direct_launch"):  # packages of earlier opforge lack it
             self.package.set_direct_launch(state != TRITON_LAUNCH)
+        if hasattr(self.package, "set_native_routing"):
+            self.package.set_native_routing(state != PYTHON_ROUTING)
         if self.floor is not None:
             self.floor._destroy()
             self.floor = None
-        if state in (PACKAGE, TRITON_LAUNCH):
+        if state in (PACKAGE, TRITON_LAUNCH, PYTHON_ROUTING):
             self.package.enable()
         elif state == FLOOR:
             namespace, op, name = overload.split(".")
@@ -204,6 +210,7 @@ def cases_for(package, kind, sizes: list[int]) -> list[Case]:
                         ("eager", EAGER, lambda f=function, x=x: f(x)),
                         ("package", PACKAGE, lambda f=function, x=x: f(x)),
                         ("triton_launch", TRITON_LAUNCH, lambda f=function, x=x: f(x)),
+                        (PYTHON_ROUTING, PYTHON_ROUTING, lambda f=function, x=x: f(x)),
                         ("wrapper", EAGER, lambda w=wrapper, x=x: w(x)),
                     ],
                 )
@@ -217,6 +224,7 @@ def cases_for(package, kind, sizes: list[int]) -> list[Case]:
                     ("eager", EAGER, lambda f=function, x=wide: f(x)),
                     ("package", PACKAGE, lambda f=function, x=wide: f(x)),
                     ("floor", FLOOR, lambda f=function, x=wide: f(x)),
+                    (PYTHON_ROUTING, PYTHON_ROUTING, lambda f=function, x=wide: f(x)),
                 ],
             )
         )
@@ -274,6 +282,8 @@ def rows(cases: list[Case]) -> list[dict]:
             row["direct_launch_saves_us"] = row["triton_launch_us"] - row["package_us"]
         if "floor_us" in row:
             row["above_floor_us"] = row["package_us"] - row["floor_us"]
+        if "python_routing_us" in row:
+            row["native_routing_saves_us"] = row["python_routing_us"] - row["package_us"]
         found.append(row)
     return found
 
@@ -282,8 +292,8 @@ def markdown(found: list[dict]) -> str:
     lines = [
         "| call | eager us (IQR) | package us (IQR) | added us | ratio | wrapper us (IQR) "
         "| runtime us (package - wrapper) | floor us (IQR) "
-        "| package with Triton's launch us (IQR) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| package with Triton's launch us (IQR) | package routed from Python us (IQR) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in found:
         wrapper = (
@@ -297,6 +307,11 @@ def markdown(found: list[dict]) -> str:
         wrapper += (
             f" | {row['triton_launch_us']:.2f} ({row['triton_launch_iqr_us']:.2f})"
             if "triton_launch_us" in row
+            else " | -"
+        )
+        wrapper += (
+            f" | {row['python_routing_us']:.2f} ({row['python_routing_iqr_us']:.2f})"
+            if "python_routing_us" in row
             else " | -"
         )
         lines.append(
@@ -335,6 +350,7 @@ def main(argv: list[str] | None = None) -> int:
         package_dir = args.package or export_package(args.device, kernels, Path(scratch))
         package = load(package_dir)
         check_served(package, kind)
+        routing = package.routing() if hasattr(package, "routing") else "python"
         cases = cases_for(package, kind, sizes)
         clock = time.perf_counter if args.clock == "wall" else time.thread_time
         states = States(package, package.manifest["dispatch_key"])
@@ -353,6 +369,7 @@ def main(argv: list[str] | None = None) -> int:
         "clock": args.clock,
         "calls_per_sample": args.calls,
         "repetitions": args.repetitions,
+        "routing": routing,
     }
     print(" ".join(f"{key}={value}" for key, value in facts.items()))
     print(markdown(found))
