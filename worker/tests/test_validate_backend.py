@@ -80,7 +80,14 @@ def test_the_cli_writes_the_table_and_the_json_and_fails_the_run(tmp_path):
     out = tmp_path / "backend.json"
     environment = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(WORKER), str(BACKENDS)]),
+        # the dependencies may come by PYTHONPATH (the GPU check carries expecttest so)
+        "PYTHONPATH": os.pathsep.join(
+            [
+                str(WORKER),
+                str(BACKENDS),
+                *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep)),
+            ]
+        ),
         "TRITON_INTERPRET": "1",
     }
     command = [sys.executable, "-m", "opforge_worker", "validate", "--backend", HANDWRITTEN]
