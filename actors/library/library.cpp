@@ -5,6 +5,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include "messages/errors.hpp"
+#include "messages/wire.hpp"
 #include "persistence/keys.hpp"
 
 #include <algorithm>
