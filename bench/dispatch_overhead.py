@@ -10,9 +10,12 @@ Rows, each the median and interquartile range of ``--repetitions`` samples, a sa
 batch of ``--calls`` calls (its device work synchronised at the end) divided by the calls:
 - ``eager``: the package disabled, ATen's kernel;
 - ``package``: the package enabled, the call served by its kernel (asserted from its counts);
-- ``wrapper``: the kernel's wrapper called directly (Triton's launch without the dispatcher and
-  the runtime): ``package - wrapper`` is what the runtime adds, ``wrapper - eager`` the kernel's
-  own launch and run against ATen's;
+- ``triton_launch``: the package enabled with ``set_direct_launch(False)``: its kernels go through
+  Triton's own ``JITFunction.run``/``Autotuner.run`` (``triton_launch - package`` is what the
+  direct launch saves);
+- ``wrapper``: the kernel's wrapper called directly (the direct launch without the dispatcher
+  and the runtime): ``package - wrapper`` is what the runtime adds, ``wrapper - eager`` the
+  kernel's own launch and run against ATen's;
 - ``falls through``: a float64 call, a dtype the package does not serve, with and without it,
   and ``floor``: the same call through the least a Python kernel can do (registered like the
   package's, it hands every call to the original kernel): what no Python runtime gets below.
@@ -112,7 +115,7 @@ def quartiles(values: list[float]) -> tuple[float, float]:
 
 
 #: What a variant runs under: ATen alone, the package enabled, or the floor kernel registered.
-EAGER, PACKAGE, FLOOR = "eager", "package", "floor"
+EAGER, PACKAGE, TRITON_LAUNCH, FLOOR = "eager", "package", "triton_launch", "floor"
 
 
 class Case:
@@ -126,7 +129,8 @@ class Case:
 
 
 class States:
-    """Switches between EAGER, PACKAGE and FLOOR; FLOOR registers, for ``overload``, a Python
+    """Switches between EAGER, PACKAGE, TRITON_LAUNCH (the package with Triton's own launch
+    path instead of its direct launch) and FLOOR; FLOOR registers, for ``overload``, a Python
     kernel that only calls the original one, as the package registers its own."""
 
     def __init__(self, package, dispatch_key: str):
@@ -138,10 +142,12 @@ class States:
         import torch
 
         self.package.disable()
+        if hasattr(self.package, "set_direct_launch"):  # packages of earlier opforge lack it
+            self.package.set_direct_launch(state != TRITON_LAUNCH)
         if self.floor is not None:
             self.floor._destroy()
             self.floor = None
-        if state == PACKAGE:
+        if state in (PACKAGE, TRITON_LAUNCH):
             self.package.enable()
         elif state == FLOOR:
             namespace, op, name = overload.split(".")
@@ -197,6 +203,7 @@ def cases_for(package, kind, sizes: list[int]) -> list[Case]:
                     [
                         ("eager", EAGER, lambda f=function, x=x: f(x)),
                         ("package", PACKAGE, lambda f=function, x=x: f(x)),
+                        ("triton_launch", TRITON_LAUNCH, lambda f=function, x=x: f(x)),
                         ("wrapper", EAGER, lambda w=wrapper, x=x: w(x)),
                     ],
                 )
@@ -263,6 +270,8 @@ def rows(cases: list[Case]) -> list[dict]:
         row["ratio"] = row["package_us"] / row["eager_us"]
         if "wrapper_us" in row:
             row["runtime_us"] = row["package_us"] - row["wrapper_us"]
+        if "triton_launch_us" in row:
+            row["direct_launch_saves_us"] = row["triton_launch_us"] - row["package_us"]
         if "floor_us" in row:
             row["above_floor_us"] = row["package_us"] - row["floor_us"]
         found.append(row)
@@ -272,8 +281,9 @@ def rows(cases: list[Case]) -> list[dict]:
 def markdown(found: list[dict]) -> str:
     lines = [
         "| call | eager us (IQR) | package us (IQR) | added us | ratio | wrapper us (IQR) "
-        "| runtime us (package - wrapper) | floor us (IQR) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| runtime us (package - wrapper) | floor us (IQR) "
+        "| package with Triton's launch us (IQR) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in found:
         wrapper = (
@@ -283,6 +293,11 @@ def markdown(found: list[dict]) -> str:
         )
         wrapper += (
             f" | {row['floor_us']:.2f} ({row['floor_iqr_us']:.2f})" if "floor_us" in row else " | -"
+        )
+        wrapper += (
+            f" | {row['triton_launch_us']:.2f} ({row['triton_launch_iqr_us']:.2f})"
+            if "triton_launch_us" in row
+            else " | -"
         )
         lines.append(
             f"| {row['case']} | {row['eager_us']:.2f} ({row['eager_iqr_us']:.2f}) "

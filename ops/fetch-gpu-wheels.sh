@@ -25,6 +25,8 @@ wheels=(
   annotated_doc==0.0.7 httpx2==2.16.2 httpcore2==2.16.2 h11==0.16.0 anyio==4.16.0 idna==3.20
   pydantic==2.14.4 pydantic_core==2.50.5 annotated_types==0.8.0 typing_inspection==0.4.5
   typing_extensions==4.16.0 truststore==0.10.5 torchvision==0.26.0
+  # validate --backend flag_gems (issue 29): FlagGems and what it imports
+  flag_gems==5.0.2 SQLAlchemy==2.0.48 greenlet==3.2.4
 )
 
 # Keep the wheels out of git, and out of the working tree's commits.

@@ -15,7 +15,7 @@
 #   startup         `validate` of the examples and the honest corpus with --timings, twice: the
 #                   first run fills the sample store, the second is what later runs pay
 #                   (startup.log)
-#   export          tests/test_export.py on cuda alone (also inside pytest-rest): an exported package
+#   export          tests/test_export.py and test_launch.py on cuda alone (also inside pytest-rest): an exported package
 #                   registered for dispatch key CUDA serves torch's API on CUDA tensors (export.log)
 #   backendbench    bench/backendbench_compare.py: the library judged by BackendBench's OpInfo
 #                   suite and by one `validate` run, wall and tests of each (backendbench.json).
@@ -120,7 +120,7 @@ step catalog catalog.txt bash -c "python3 -m opforge_worker catalog --device cud
 step startup startup.log bash -c "for run in first again; do echo \"== \$run run\"; \
   python3 -m opforge_worker validate config/examples worker/tests/corpus/honest --device cuda \
   --timings; done"
-step export export.log bash -c "cd worker && ${pytest[*]} tests/test_export.py"
+step export export.log bash -c "cd worker && ${pytest[*]} tests/test_export.py tests/test_launch.py"
 step backendbench backendbench.log bash -c "[ -d \"\${OPFORGE_BACKENDBENCH:-}\" ] || \
   { echo 'backendbench: set OPFORGE_BACKENDBENCH to a BackendBench checkout'; exit 2; }; \
   python3 bench/backendbench_compare.py --backendbench \"\$OPFORGE_BACKENDBENCH\" \

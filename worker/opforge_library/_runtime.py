@@ -21,6 +21,9 @@ the exporter wrote it from the worker's registry (``opforge_worker/device_kinds.
 - While a library kernel (or an original kernel it fell through to) runs, every overridden
   overload goes straight to its original kernel: the wrapper's own allocations and copies, and
   the interpreter's, never re-enter the library.
+- A served call launches its Triton kernels directly (``_launch.py``: Triton's binder, cache and
+  launcher, without the per-call lookups of ``JITFunction.run`` and ``Autotuner.run``), unless
+  ``set_direct_launch(False)``.
 - A kernel that raises is answered by the original kernel too, with one warning per overload.
 - A functional overload whose output layout is contract (the manifest's ``layout``: elementwise
   operators, clone; opforge_worker's data/layout_contract.yaml) is served only where ATen's
@@ -50,6 +53,7 @@ import torch
 import triton
 import triton.language as tl
 
+from . import _launch
 from ._adapter import Adapter
 
 #: Dimensions the copy kernel indexes; a destination with more must be contiguous.
@@ -411,6 +415,9 @@ class Library:
         self._dispatch_key = ""
         self._registered: list[str] = []
         self._made: list[Overload] | None = None
+        self._direct_launch = True
+        self._device_calls = _launch.device_calls(self.manifest["direct_launch"])
+        self._kernel_namespaces: list[dict] = []
 
     # -- the package's API -----------------------------------------------------------------------
 
@@ -435,6 +442,8 @@ class Library:
             raise RuntimeError(
                 f"{self.package} needs torch 2.9 or later (torch.library.get_kernel)"
             )
+        if self._direct_launch:
+            _launch.install(globals(), self._device_calls)  # the in-place and out= copy kernel
         overloads = []
         for overload in self._overloads():
             if not overload.serves_anything():
@@ -471,6 +480,16 @@ class Library:
         finally:
             if not was_enabled:
                 self.disable()
+
+    def set_direct_launch(self, on: bool) -> None:
+        """Launch the kernels directly (``_launch.py``, the default) or through Triton's own
+        ``run``: the same kernels and configs either way, the first with less Python per call."""
+        self._direct_launch = on
+        for namespace in [globals(), *self._kernel_namespaces]:
+            if on:
+                _launch.install(namespace, self._device_calls)
+            else:
+                _launch.uninstall(namespace)
 
     def is_enabled(self) -> bool:
         return self._registration is not None
@@ -514,6 +533,9 @@ class Library:
         if found is None:
             entry = self.manifest["kernels"][kernel]
             module = importlib.import_module(f"{self.package}.kernels.{kernel}")
+            self._kernel_namespaces.append(vars(module))
+            if self._direct_launch:
+                _launch.install(vars(module), self._device_calls)
             found = self._wrappers[kernel] = getattr(module, entry["wrapper"])
         return found
 

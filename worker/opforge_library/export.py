@@ -56,7 +56,7 @@ HERE = Path(__file__).resolve().parent
 #: What a candidate's source is given by the harness and must import itself anywhere else.
 PRELUDE = "import torch\nimport triton\nimport triton.language as tl\n\n"
 #: The exported package's own modules, copied from here unchanged.
-RUNTIME_MODULES = ("_adapter.py", "_runtime.py")
+RUNTIME_MODULES = ("_adapter.py", "_launch.py", "_runtime.py")
 #: Its build backend (standard library only), copied beside its pyproject.toml.
 BUILD_BACKEND = "_opforge_build.py"
 SAMPLE_SEED = 0
@@ -514,11 +514,16 @@ def default_dispatch_key(device_kind: str) -> str:
     return kind.dispatch_key if kind else UNKNOWN_KIND_DISPATCH_KEY
 
 
-def triton_environment(device_kind: str) -> dict[str, str]:
-    """What the package demands of the environment before triton is imported (the manifest's
-    ``triton_environment``, checked by ``enable()``); nothing for a kind the registry lacks."""
+def kind_requirements(device_kind: str) -> dict[str, dict[str, str]]:
+    """What the package needs of its kind, from the registry, as the manifest carries it:
+    ``triton_environment`` (set before triton is imported, checked by ``enable()``) and
+    ``direct_launch`` (the torch functions _launch.py asks for the device and stream); empty
+    for a kind the registry lacks."""
     kind = device_kinds.KINDS.get(device_kind)
-    return dict(kind.triton_environment) if kind else {}
+    return {
+        "triton_environment": dict(kind.triton_environment) if kind else {},
+        "direct_launch": dict(kind.direct_launch) if kind else {},
+    }
 
 
 def read_bundle(path: Path) -> contract.LibraryBundle:
@@ -583,7 +588,7 @@ def manifest_of(bundle, name, dispatch_key, routing, kernels, covered, unmapped)
         "name": name,
         "version": "0.1.0" + (f"+{fingerprint}" if fingerprint else ""),
         "device_kind": bundle.device_kind,
-        "triton_environment": triton_environment(bundle.device_kind),
+        **kind_requirements(bundle.device_kind),
         "fingerprint": bundle.fingerprint,
         "daemon_version": bundle.daemon_version,
         "dispatch_key": dispatch_key,
@@ -603,6 +608,7 @@ _INIT = '''"""{name}: {count} Triton kernels for {device_kind} by opforge, for t
     {name}.covered()         # the ATen overloads it serves; manifest.json says with what
     {name}.registered()      # those enable() registered: routed to a kernel somewhere
     {name}.call_counts()     # calls its kernels served, per overload
+    {name}.set_direct_launch(False)  # Triton's own launch path (the same kernels, slower calls)
     {name}.disable()
 """
 
@@ -620,10 +626,11 @@ covered = _library.covered
 registered = _library.registered
 call_counts = _library.call_counts
 reset_counts = _library.reset_counts
+set_direct_launch = _library.set_direct_launch
 
 __all__ = [
     "manifest", "enable", "disable", "enabled", "is_enabled", "covered", "registered",
-    "call_counts", "reset_counts",
+    "call_counts", "reset_counts", "set_direct_launch",
 ]
 '''
 

@@ -51,6 +51,13 @@ def _write_json(path: str, document) -> None:
     Path(path).write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
 
 
+def _write_validation_json(path: str, device: str, fields: dict) -> None:
+    """A validation's JSON: the device kind and its toolchain with fingerprint, then ``fields``."""
+    tools = toolchain.collect(device)
+    document = {"device_kind": device, "toolchain": tools}
+    _write_json(path, {**document, "fingerprint": toolchain.fingerprint(tools), **fields})
+
+
 def serve(args: argparse.Namespace) -> int:
     from opforge_worker import conformance, curve_keys
     from opforge_worker.connection import Worker, WorkerConfig
@@ -132,13 +139,10 @@ def validate(args: argparse.Namespace) -> int:
             print(f"start-up {phase}: {seconds:.2f}s", file=sys.stderr)
         print(f"start-up total: {sum(validation.startup_s.values()):.2f}s", file=sys.stderr)
     if args.json:
-        tools = toolchain.collect(args.device)
-        _write_json(
+        _write_validation_json(
             args.json,
+            args.device,
             {
-                "device_kind": args.device,
-                "toolchain": tools,
-                "fingerprint": toolchain.fingerprint(tools),
                 "results": results,
                 "startup_s": validation.startup_s,
                 "processes_started": validation.processes_started,
@@ -162,13 +166,10 @@ def validate_backend(args: argparse.Namespace) -> int:
     )
     print(validate_module.format_backend_table(validation))
     if args.json:
-        tools = toolchain.collect(args.device)
-        _write_json(
+        _write_validation_json(
             args.json,
+            args.device,
             {
-                "device_kind": args.device,
-                "toolchain": tools,
-                "fingerprint": toolchain.fingerprint(tools),
                 "backend": validation.backend,
                 "registered": validation.registered,
                 "overloads": validation.overloads,

@@ -145,8 +145,15 @@ def _set_limits(options: dict, kind: DeviceKind) -> dict:
     }
 
 
-def _landlock(libc, scratch: Path, read_paths: list[str], kind: DeviceKind) -> dict:
-    """Confine the filesystem (and, where the kernel supports it, TCP and signals)."""
+#: Where POSIX semaphores and shared memory live (``multiprocessing.Lock``, ``sem_open``).
+SHARED_MEMORY = "/dev/shm"
+
+
+def _landlock(
+    libc, scratch: Path, read_paths: list[str], kind: DeviceKind, shared_memory: bool = False
+) -> dict:
+    """Confine the filesystem (and, where the kernel supports it, TCP and signals);
+    ``shared_memory`` also lets the process make files in ``SHARED_MEMORY``."""
     libc.syscall.restype = ctypes.c_long
     abi = libc.syscall(_SYS_LANDLOCK_CREATE_RULESET, None, 0, _LANDLOCK_CREATE_RULESET_VERSION)
     if abi < 1:
@@ -170,6 +177,8 @@ def _landlock(libc, scratch: Path, read_paths: list[str], kind: DeviceKind) -> d
     rules = [(path, read) for path in read_paths]
     rules += [(f"/etc/{name}", read) for name in _ETC_READABLE]
     rules += [("/dev", device_files), (str(scratch), handled_fs)]
+    if shared_memory:
+        rules.append((SHARED_MEMORY, handled_fs))
     rules += [(path, device_files) for path in kind.runtime_writable]
     for path, rights in rules:
         try:
@@ -194,7 +203,8 @@ def _landlock(libc, scratch: Path, read_paths: list[str], kind: DeviceKind) -> d
         os.close(ruleset)
         return {"landlock": f"restrict_self failed ({os.strerror(ctypes.get_errno())})"}
     os.close(ruleset)
-    extras = (", no TCP" if abi >= 4 else "") + (", no signals outside" if abi >= 6 else "")
+    extras = f" and {SHARED_MEMORY}" if shared_memory else ""
+    extras += (", no TCP" if abi >= 4 else "") + (", no signals outside" if abi >= 6 else "")
     return {"landlock": f"ABI {abi}: reads limited, writes only under scratch{extras}"}
 
 
@@ -228,7 +238,10 @@ def main(argv: list[str] | None = None) -> None:
         _relay_pid_namespace()
     report.update(_set_limits(options, kind))
     read_paths = default_read_paths(tuple(options["extra_read_paths"]))
-    report.update(_landlock(libc, args.scratch.resolve(), read_paths, kind))
+    # An installed backend (validate --backend) is the user's own package, not a candidate's
+    # source: FlagGems makes a multiprocessing.Lock per kernel at import, a POSIX semaphore.
+    shared_memory = bool(options.get("backend"))
+    report.update(_landlock(libc, args.scratch.resolve(), read_paths, kind, shared_memory))
     report["environment"] = "scrubbed: " + ", ".join(sorted(os.environ))
     # The stream stays open for the process's life: faulthandler holds it.
     faulthandler.enable(open(args.scratch / FAULT_REPORT, "w"), all_threads=False)  # noqa: SIM115

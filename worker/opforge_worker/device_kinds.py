@@ -104,6 +104,12 @@ class DeviceKind:
     #: The (device, raw stream) a launch goes to now; None where the device has no streams. A
     #: launch away from the one seen at start-up is reported (``stream`` finding).
     launch_stream: Callable[[], tuple[int, int]] | None
+    #: The torch functions an exported package's direct launch (opforge_library/_launch.py)
+    #: asks for the current device (``device``) and that device's raw stream (``stream``), by
+    #: dotted name: the manifest carries them, since the package imports no opforge module.
+    #: Empty where the kind's kernels are not compiled by Triton's JIT (nothing to launch
+    #: directly).
+    direct_launch: Mapping[str, str]
     #: What times a benchmark's calls (timing.py): the device's own clock where it has one.
     timer: str
     #: Memory bandwidth in GB/s by device name (``toolchain()["device"]``), the peak a
@@ -224,6 +230,7 @@ KINDS: Mapping[str, DeviceKind] = MappingProxyType(
                 start_runtime=None,
                 synchronize=None,
                 launch_stream=None,
+                direct_launch=MappingProxyType({}),
                 timer=timing.PERF_COUNTER,
                 peak_memory_gbps=MappingProxyType({}),
                 # The interpreter runs kernels with numpy on the host: IEEE 754 with subnormals.
@@ -270,6 +277,12 @@ KINDS: Mapping[str, DeviceKind] = MappingProxyType(
                 start_runtime=_cuda_start,
                 synchronize=_cuda_synchronize,
                 launch_stream=_cuda_launch_stream,
+                direct_launch=MappingProxyType(
+                    {
+                        "device": "torch._C._cuda_getDevice",
+                        "stream": "torch._C._cuda_getCurrentRawStream",
+                    }
+                ),
                 timer=timing.CUDA_EVENTS,
                 peak_memory_gbps=MappingProxyType(
                     {

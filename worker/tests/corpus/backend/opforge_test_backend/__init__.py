@@ -1,12 +1,16 @@
 """A torch.library backend for `validate --backend`'s tests, on the interpreter (dispatch key
 CPU): neg right, abs wrong (it returns its input), exp registered for CUDA alone, which CPU
-tensors never reach."""
+tensors never reach. Like FlagGems, it takes a POSIX semaphore at import (a lock per kernel
+there): an installed backend is the user's package, and the sandbox must let it start."""
+
+import multiprocessing
 
 import torch
 import triton
 import triton.language as tl
 
 _library = None
+_lock = multiprocessing.Lock()
 
 
 @triton.jit
