@@ -97,6 +97,34 @@ nlohmann::json to_json(const maintenance_status& m) {
           {"repair_campaigns", m.repair_campaigns}};
 }
 
+// A toolchain's conformance: its summary line, then every defect the probes found.
+nlohmann::json to_json(const contract::conformance_report& r) {
+  auto defects = nlohmann::json::array();
+  for (const auto& d : r.defects)
+    defects.push_back({{"probe", d.probe},
+                       {"primitive", d.primitive},
+                       {"dtype", d.dtype},
+                       {"expression", d.expression},
+                       {"inputs", d.inputs},
+                       {"expected", d.expected},
+                       {"actual", d.actual},
+                       {"known", d.known},
+                       {"patch", d.patch},
+                       {"workaround", d.workaround},
+                       {"reproducer", d.reproducer},
+                       {"description", describe_toolchain_defect(d)}});
+  return {{"device_kind", r.device_kind},      {"fingerprint", r.fingerprint},
+          {"probes_run", r.probes_run},        {"error", r.error},
+          {"summary", conformance_summary(r)}, {"defects", defects}};
+}
+
+nlohmann::json to_json(const std::vector<contract::conformance_report>& reports) {
+  auto out = nlohmann::json::array();
+  for (const auto& r : reports)
+    out.push_back(to_json(r));
+  return out;
+}
+
 // An actor's part of `status`: its report, or why there is none.
 template <class Status>
 nlohmann::json part(const caf::expected<Status>& status) {
@@ -542,6 +570,9 @@ nlohmann::json control_server::status() const {
                                        atom::status_v))},
       {"workers", part(ask<device_manager_status>(*context_.system, actor_query_bound,
                                                   context_.devices, atom::status_v))}};
+  // Per device kind and fingerprint, what the toolchain's conformance probes found.
+  out["toolchains"] = part(ask<std::vector<contract::conformance_report>>(
+      *context_.system, library_query_bound, context_.library, atom::conformance_v));
   if (context_.maintenance)
     out["maintenance"] = part(ask<maintenance_status>(*context_.system, actor_query_bound,
                                                       context_.maintenance, atom::status_v));
@@ -812,7 +843,8 @@ nlohmann::json to_json(const campaign_report& r) {
           {"regressions", groups(r.regressions)},
           {"speed_regressions", groups(r.speed_regressions)},
           {"speedups", speedups},
-          {"roofline", roofline}};
+          {"roofline", roofline},
+          {"toolchain_defects", to_json(r.conformance)}};
 }
 
 } // namespace
@@ -850,6 +882,12 @@ nlohmann::json control_server::report(const wire::map_reader& fields) const {
   built.regressions = per_toolchain(find_regressions(*kernels));
   built.speed_regressions = per_toolchain(find_speed_regressions(*kernels, speed_threshold()));
   add_speed(built, *kernels, *campaigns);
+  auto conformance = ask<std::vector<contract::conformance_report>>(
+      sys, library_query_bound, context_.library, atom::conformance_v);
+  if (!conformance)
+    return failure("report: the library did not list the toolchains' conformance: " +
+                   message(conformance.error()));
+  built.conformance = std::move(*conformance);
   return {{"ok", true}, {"report", to_json(built)}, {"html", render_html(built)}};
 }
 

@@ -161,6 +161,22 @@ void print_maintenance_part(const nlohmann::json& part) {
     std::cout << ", repaired by campaign(s) " << repairs;
 }
 
+// Per device kind and fingerprint its conformance, then a line per defect.
+void print_toolchains_part(const nlohmann::json& part) {
+  if (!part.is_array()) {
+    std::cout << "not answering: " << part.value("error", std::string{});
+    return;
+  }
+  if (part.empty())
+    std::cout << "no conformance report from any worker yet";
+  for (const auto& t : part) {
+    std::cout << "\n    " << t.value("device_kind", std::string{}) << " "
+              << t.value("fingerprint", std::string{}) << ": " << t.value("summary", std::string{});
+    for (const auto& d : t.value("defects", nlohmann::json::array()))
+      std::cout << "\n      " << d.value("description", std::string{});
+  }
+}
+
 void print_status(const nlohmann::json& reply) {
   auto text = [&](const char* key) { return reply.value(key, std::string{}); };
   std::cout << "opforge " << text("version") << ", pid " << reply.value("pid", 0) << ", up "
@@ -172,6 +188,11 @@ void print_status(const nlohmann::json& reply) {
             << '\n';
   print_part("workers   ", reply["workers"], print_workers_part);
   print_part("store     ", reply["store"], print_store_part);
+  if (reply.contains("toolchains")) {
+    std::cout << "  toolchain defects ";
+    print_toolchains_part(reply["toolchains"]);
+    std::cout << '\n';
+  }
   if (reply.contains("maintenance"))
     print_part("maintenance ", reply["maintenance"], print_maintenance_part);
 }

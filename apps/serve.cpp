@@ -324,7 +324,9 @@ caf::error run(caf::actor_system& sys, const config& given, const std::string& v
   // It holds nothing but counts, and every write it makes is a request the store answers first.
   auto kernels = sys.spawn(library, *store, families, version);
   scope_exit stop_library{[&] { caf::anon_send_exit(kernels, caf::exit_reason::user_shutdown); }};
-  auto devices = spawn_device_manager(sys, device_manager_settings(cfg, keys->auth), families);
+  auto device_settings = device_manager_settings(cfg, keys->auth);
+  device_settings.conformance = kernels; // the library keeps the toolchains' reports
+  auto devices = spawn_device_manager(sys, device_settings, families);
   if (!devices)
     return devices.error();
   scope_exit stop_devices{[&] { stop_actor(sys, *devices, "device manager"); }};

@@ -192,7 +192,18 @@ using library_actor = caf::typed_actor<
     caf::replies_to<atom::bundle, std::string, std::string>::with<contract::library_bundle>,
     // From a session whose checkpoint stored an accepted kernel (its key, its device kind): counts
     // it in opforge_library_kernels.
-    caf::reacts_to<atom::accepted, std::string, std::string>>;
+    caf::reacts_to<atom::accepted, std::string, std::string>,
+    // Keeps a toolchain's conformance report (a worker's hello brought it), replacing the one of
+    // its device kind and fingerprint, and sets opforge_toolchain_defects; replies ok once stored.
+    caf::replies_to<atom::conformance, contract::conformance_report>::with<atom::ok>,
+    // Every kept conformance report, by device kind and fingerprint.
+    caf::replies_to<atom::conformance>::with<std::vector<contract::conformance_report>>>;
+
+/// Where the device manager keeps the conformance reports its workers' hellos bring (the
+/// library: library_actor converts to it).
+using conformance_sink_actor = caf::typed_actor<
+    // Keeps a toolchain's conformance report; replies ok once it is stored.
+    caf::replies_to<atom::conformance, contract::conformance_report>::with<atom::ok>>;
 
 /// Keeps the library proved on every toolchain its workers run (actors/library/maintenance.hpp):
 /// re-validates the current kernels on each new fingerprint at a priority below campaigns, and

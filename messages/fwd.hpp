@@ -65,6 +65,7 @@ struct library_kernel;
 struct library_bundle;
 struct toolchain_proof;
 struct kernel_timing;
+struct conformance_report;
 } // namespace contract
 
 } // namespace opforge

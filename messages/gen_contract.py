@@ -157,7 +157,9 @@ def load(path: Path) -> Schema:
     frames = []
     for name, spec in raw["frames"].items():
         sides = ("worker", "daemon") if spec["from"] == "both" else (spec["from"],)
-        fields = _fields(name, spec["fields"], enum_values, set())
+        # A frame may carry a struct (hello's conformance report); the structs come first in
+        # the generated code, so every frame can name any of them.
+        fields = _fields(name, spec["fields"], enum_values, struct_names)
         frames.append(Struct(name, str(spec.get("doc", "")), fields, spec.get("type", name), sides))
     return Schema(int(raw["version"]), enums, frames, structs)
 

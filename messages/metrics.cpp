@@ -122,6 +122,11 @@ metrics::metrics(std::string version)
       speed_regressions_{family(prometheus::BuildGauge(), *registry_, "opforge_speed_regressions",
                                 "Kernels that pass on a later toolchain but run slower there "
                                 "than on the previous one, beyond the measured noise")},
+      toolchain_defects_{family(prometheus::BuildGauge(), *registry_, "opforge_toolchain_defects",
+                                "Defects the conformance probes found on each toolchain")},
+      toolchain_unknown_defects_{
+          family(prometheus::BuildGauge(), *registry_, "opforge_toolchain_unknown_defects",
+                 "Defects found on each toolchain that its device kind does not list as known")},
       uptime_{family(prometheus::BuildGauge(), *registry_, "opforge_uptime_seconds",
                      "Seconds since the daemon started")
                   .Add({})} {
@@ -261,6 +266,17 @@ prometheus::Gauge& metrics::regressions(const std::string& device_kind) {
 
 prometheus::Gauge& metrics::speed_regressions(const std::string& device_kind) {
   return speed_regressions_.Add({{"device_kind", device_kind}});
+}
+
+prometheus::Gauge& metrics::toolchain_defects(const std::string& device_kind,
+                                              const std::string& fingerprint) {
+  return toolchain_defects_.Add({{"device_kind", device_kind}, {"fingerprint", fingerprint}});
+}
+
+prometheus::Gauge& metrics::toolchain_unknown_defects(const std::string& device_kind,
+                                                      const std::string& fingerprint) {
+  return toolchain_unknown_defects_.Add(
+      {{"device_kind", device_kind}, {"fingerprint", fingerprint}});
 }
 
 } // namespace opforge

@@ -168,6 +168,15 @@ public:
   /// previous one, beyond the noise, and that no faster kernel of their operator serves there.
   prometheus::Gauge& speed_regressions(const std::string& device_kind);
 
+  /// opforge_toolchain_defects{device_kind,fingerprint}: defects the conformance probes of the
+  /// toolchain found (its workers' conformance reports); kept across restarts from the store.
+  prometheus::Gauge& toolchain_defects(const std::string& device_kind,
+                                       const std::string& fingerprint);
+  /// opforge_toolchain_unknown_defects{device_kind,fingerprint}: those of them that the device
+  /// kind's registry entry does not list (known=false): a new defect of a compiler drop.
+  prometheus::Gauge& toolchain_unknown_defects(const std::string& device_kind,
+                                               const std::string& fingerprint);
+
   // -- build -----------------------------------------------------------------------------------
 
   /// opforge_uptime_seconds: seconds since the daemon started.
@@ -206,6 +215,8 @@ private:
   prometheus::Family<prometheus::Gauge>& validations_pending_;
   prometheus::Family<prometheus::Gauge>& regressions_;
   prometheus::Family<prometheus::Gauge>& speed_regressions_;
+  prometheus::Family<prometheus::Gauge>& toolchain_defects_;
+  prometheus::Family<prometheus::Gauge>& toolchain_unknown_defects_;
   prometheus::Gauge& uptime_;
 };
 

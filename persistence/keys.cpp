@@ -47,6 +47,14 @@ std::optional<uint64_t> event_seq(std::string_view key) {
   return seq;
 }
 
+std::string conformance_prefix() {
+  return prefix_of("conformance");
+}
+
+std::string conformance_key(std::string_view device_kind, std::string_view fingerprint) {
+  return conformance_prefix() + prefix_of(device_kind) + std::string{fingerprint};
+}
+
 std::string maintenance_prefix() {
   return prefix_of("maintenance");
 }

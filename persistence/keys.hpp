@@ -52,6 +52,14 @@ std::string revalidation_request_key(std::string_view device_kind, std::string_v
 /// `kernel_hash` on toolchain `fingerprint`, so no restart starts it again.
 std::string repair_started_key(std::string_view kernel_hash, std::string_view fingerprint);
 
+/// The `family::meta` keys of the toolchains' conformance reports start with this; a prefix
+/// scan yields them all, by device kind and fingerprint.
+std::string conformance_prefix();
+
+/// Key in `family::meta` of the conformance report of device kind `device_kind`'s toolchain
+/// `fingerprint` (what its workers' probes found, actors/library/library.hpp).
+std::string conformance_key(std::string_view device_kind, std::string_view fingerprint);
+
 /// `key` for error messages: printable ASCII as is, other bytes as \xNN.
 std::string printable(std::string_view key);
 

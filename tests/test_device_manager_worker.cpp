@@ -3,11 +3,14 @@
 // silent or exit under a job leave its verdict to another.
 
 #include "actors/fleet/spawn_device_manager.hpp"
+#include "actors/library/library.hpp"
+#include "actors/store/store.hpp"
 #include "devices/supervisor.hpp"
 #include "messages/errors.hpp"
 #include "messages/msgpack_codec.hpp"
 #include "messages/system_config.hpp"
 #include "tests/test_real_workers.hpp"
+#include "tests/test_store_support.hpp"
 
 #include <csignal>
 #include <cstdlib>
@@ -22,6 +25,7 @@
 #include <gtest/gtest.h>
 #include <msgpack.hpp>
 #include <nlohmann/json.hpp>
+#include <prometheus/text_serializer.h>
 
 using namespace opforge;
 using namespace std::chrono_literals;
@@ -200,4 +204,95 @@ TEST(RealWorker, AJobWhoseWorkerGoesSilentOrExitsGetsItsVerdictFromAnother) {
   EXPECT_EQ(status.requeued, 2);
   EXPECT_EQ(status.lost, 0);
   EXPECT_EQ(status.done, 2);
+}
+
+// The report a real interpreter worker's conformance probes make reaches the daemon in its hello,
+// is kept by the library in RocksDB, survives a restart of store and library, and sets the
+// defects gauge. Triton 3.6's interpreter negates bfloat16 wrongly (negate_bfloat16).
+TEST(RealWorker, ADeviceWorkersConformanceReportIsKeptAcrossARestart) {
+  test::temp_dir dir;
+  std::string fingerprint;
+  {
+    system_config cfg;
+    caf::actor_system sys{cfg};
+    caf::scoped_actor self{sys};
+    auto telemetry = std::make_shared<metrics>("test");
+    auto store = spawn_store(sys, dir.db(), telemetry);
+    ASSERT_TRUE(store) << render(store.error());
+    auto kept = sys.spawn(library, *store, telemetry, std::string{"9.9.9"});
+    device_manager_config config;
+    config.listen = "tcp://127.0.0.1:*";
+    config.conformance = kept;
+    auto manager = spawn_device_manager(sys, config, telemetry);
+    ASSERT_TRUE(manager) << render(manager.error());
+    {
+      shutdown_guard guard{self, *manager};
+      std::string endpoint;
+      self->request(*manager, 10s, atom::status_v)
+          .receive([&](device_manager_status& status) { endpoint = status.endpoint; },
+                   [&](caf::error& err) { FAIL() << render(err); });
+      auto supervised = supervisor::start(opforge::testing::real_workers(
+          {{.device_kind = "interpreter", .count = 1, .slots = 1, .role = "device"}}, endpoint));
+      ASSERT_TRUE(supervised) << render(supervised.error());
+      // The probes run before the worker connects: minutes on a loaded host without a cache.
+      std::vector<contract::conformance_report> reports;
+      for (auto deadline = std::chrono::steady_clock::now() + 600s;
+           reports.empty() && std::chrono::steady_clock::now() < deadline;) {
+        std::this_thread::sleep_for(500ms);
+        self->request(kept, 10s, atom::conformance_v)
+            .receive([&](std::vector<contract::conformance_report>& x) { reports = std::move(x); },
+                     [&](caf::error& err) { FAIL() << render(err); });
+      }
+      std::vector<worker_info> registered;
+      self->request(*manager, 10s, atom::workers_v)
+          .receive([&](std::vector<worker_info>& x) { registered = std::move(x); },
+                   [&](caf::error& err) { ADD_FAILURE() << render(err); });
+      (*supervised)->stop();
+      ASSERT_EQ(reports.size(), 1u);
+      ASSERT_EQ(registered.size(), 1u);
+      fingerprint = registered[0].fingerprint;
+      EXPECT_EQ(reports[0].fingerprint, fingerprint);
+      EXPECT_EQ(reports[0].device_kind, "interpreter");
+      EXPECT_EQ(reports[0].error, "");
+    }
+    auto text = prometheus::TextSerializer{}.Serialize(telemetry->registry()->Collect());
+    EXPECT_NE(text.find("opforge_toolchain_defects{device_kind=\"interpreter\",fingerprint=\"" +
+                        fingerprint + "\"}"),
+              std::string::npos)
+        << text;
+    caf::anon_send_exit(kept, caf::exit_reason::user_shutdown);
+    self->request(*store, 10s, atom::shutdown_v).receive([](atom::ok) {}, [](caf::error&) {});
+  }
+  // A new daemon's store and library over the same database: the report is still there, and the
+  // gauge is set again from it before any worker connects.
+  system_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  auto telemetry = std::make_shared<metrics>("test");
+  auto store = spawn_store(sys, dir.db(), telemetry);
+  ASSERT_TRUE(store) << render(store.error());
+  auto kept = sys.spawn(library, *store, telemetry, std::string{"9.9.9"});
+  std::vector<contract::conformance_report> reports;
+  self->request(kept, 10s, atom::conformance_v)
+      .receive([&](std::vector<contract::conformance_report>& x) { reports = std::move(x); },
+               [&](caf::error& err) { FAIL() << render(err); });
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(reports[0].fingerprint, fingerprint);
+  std::map<std::string, contract::toolchain_defect> by_probe;
+  for (const auto& d : reports[0].defects)
+    by_probe[d.probe] = d;
+  ASSERT_TRUE(by_probe.count("negate_bfloat16")) << reports[0].defects.size() << " defects";
+  const auto& negate = by_probe["negate_bfloat16"];
+  EXPECT_EQ(negate.expression, "-x");
+  EXPECT_EQ(negate.expected, "[-0.5, 0.25, -1.0, 3.0]");
+  EXPECT_EQ(negate.actual, "[-8.0, 16.0, -4.0, 1.5]");
+  EXPECT_EQ(negate.workaround, "(-x.to(tl.float32)).to(tl.bfloat16)");
+  EXPECT_GE(reports[0].probes_run, static_cast<int64_t>(reports[0].defects.size()));
+  auto text = prometheus::TextSerializer{}.Serialize(telemetry->registry()->Collect());
+  EXPECT_NE(text.find("opforge_toolchain_defects{device_kind=\"interpreter\",fingerprint=\"" +
+                      fingerprint + "\"} " + std::to_string(reports[0].defects.size())),
+            std::string::npos)
+      << text;
+  caf::anon_send_exit(kept, caf::exit_reason::user_shutdown);
+  self->request(*store, 10s, atom::shutdown_v).receive([](atom::ok) {}, [](caf::error&) {});
 }

@@ -359,3 +359,42 @@ TEST(Report, SpeedRegressionsPerToolchainChange) {
 }
 
 } // namespace
+
+// Each toolchain's conformance: a row per defect with what it computes and its workaround, or
+// the count of probes that found none.
+TEST(Report, ToolchainDefectsPerDeviceKindAndFingerprint) {
+  campaign_report report;
+  EXPECT_THAT(render_html(report),
+              HasSubstr("<h2>Toolchain defects</h2>\n<p>No worker has reported"));
+  report.conformance = {
+      {.fingerprint = "aaaa", .device_kind = "cuda", .probes_run = 31},
+      {.fingerprint = "bbbb",
+       .device_kind = "interpreter",
+       .probes_run = 31,
+       .defects = {{.probe = "negate_bfloat16",
+                    .dtype = "bfloat16",
+                    .expression = "-x",
+                    .expected = "[-0.5]",
+                    .actual = "[-8.0]",
+                    .known = true,
+                    .workaround = "(-x.to(tl.float32)).to(tl.bfloat16)",
+                    .patch = "negation_sign_flip"},
+                   {.probe = "rsqrt_float32", .dtype = "float32", .expression = "tl.rsqrt(x)"}}},
+      {.fingerprint = "cccc", .device_kind = "interpreter", .error = "the probe run exited 1"}};
+  EXPECT_EQ(conformance_summary(report.conformance[0]), "no defects found (31 probes)");
+  EXPECT_EQ(conformance_summary(report.conformance[1]), "2 defects (1 unknown) in 31 probes");
+  EXPECT_EQ(conformance_summary(report.conformance[2]),
+            "the probes did not run: the probe run exited 1");
+  EXPECT_EQ(describe_toolchain_defect(report.conformance[1].defects[1]),
+            "rsqrt_float32: out = tl.rsqrt(x) on float32: expected , actual  (UNKNOWN); "
+            "workaround: none known");
+  auto html = render_html(report);
+  EXPECT_THAT(html, HasSubstr("<tr><td>cuda</td><td>aaaa</td><td colspan=\"8\">no defects found "
+                              "(31 probes)</td></tr>"));
+  EXPECT_THAT(html, HasSubstr("<tr><td>interpreter</td><td>bbbb</td><td>negate_bfloat16</td><td>"
+                              "bfloat16</td><td>-x</td><td>[-0.5]</td><td>[-8.0]</td><td>yes</td>"
+                              "<td>negation_sign_flip</td><td>(-x.to(tl.float32)).to(tl.bfloat16)"
+                              "</td></tr>"));
+  EXPECT_THAT(html, HasSubstr("<td>tl.rsqrt(x)</td><td></td><td></td><td>no</td><td></td><td>"
+                              "none known</td></tr>"));
+}

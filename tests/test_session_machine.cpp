@@ -64,6 +64,30 @@ const contract::test_result accuracy = test_result(
                                           .message = "values differ",
                                           .diff = opforge::testing::values_differ(0.5)});
 
+// negate_bfloat16 as the interpreter's conformance probes record it (Triton 3.6).
+contract::toolchain_defect negate_defect(std::string workaround) {
+  return {.probe = "negate_bfloat16",
+          .primitive = "negation",
+          .dtype = "bfloat16",
+          .expression = "-x",
+          .inputs = "x=[0.5, -0.25, 1.0, -3.0], y=[0.5, -0.25, 1.0, -3.0]",
+          .expected = "[-0.5, 0.25, -1.0, 3.0]",
+          .actual = "[-8.0, 16.0, -4.0, 1.5]",
+          .known = true,
+          .workaround = std::move(workaround),
+          .patch = "negation_sign_flip",
+          .reproducer = "probe[(1,)](x, y, out, 4, BLOCK=4)"};
+}
+
+test_failure defect_failure(std::string workaround) {
+  return {.dtype = "bfloat16",
+          .sample = "input: bfloat16[5]",
+          .message =
+              "device_defect: negate_bfloat16: this toolchain computes -x on bfloat16 wrongly",
+          .check = contract::failure_check::accuracy,
+          .defects = {negate_defect(std::move(workaround))}};
+}
+
 session_record fresh_record() {
   session_record r;
   r.session_id = "c1/exp";
@@ -334,7 +358,14 @@ INSTANTIATE_TEST_SUITE_P(
             {"breaks the rules for generated kernels",
              "- import at line 1 `import torch`: "
              "No imports.\n- module_attribute at line 9 `torch.sin`: Use only allowed names.",
-             "(`exp_wrapper`"}}),
+             "(`exp_wrapper`"}},
+        outcome_case{outcome::device_defect,
+                     defect_failure("(-x.to(tl.float32)).to(tl.bfloat16)"),
+                     {"right for dtype bfloat16 except where a defect of this device's toolchain",
+                      "expression: out = -x", "dtype: bfloat16",
+                      "expected: [-0.5, 0.25, -1.0, 3.0]", "actual: [-8.0, 16.0, -4.0, 1.5]",
+                      "probe[(1,)](x, y, out, 4, BLOCK=4)",
+                      "    (-x.to(tl.float32)).to(tl.bfloat16)", "input: bfloat16[5]"}}),
     [](const auto& info) {
       auto name = std::string{to_string(info.param.outcome)};
       if (info.param.failure.check == contract::failure_check::layout)
@@ -571,6 +602,39 @@ TEST_F(SessionMachine, HarnessFaultsRetryTheStepWithoutCounting) {
   EXPECT_EQ(std::get<test_candidate>(action()).delay, 4000ms);
   feed(test_finished{pass});
   EXPECT_EQ(record.state, session_state::success);
+}
+
+TEST_F(SessionMachine, ADeviceDefectIsNeitherTheKernelsFaultNorTheHarnesss) {
+  begin();
+  feed(llm_answered{good_answer, false, 0, 0});
+  feed(lint_finished{lint_ok});
+  feed(test_finished{
+      test_result(outcome::device_defect, defect_failure("(-x.to(tl.float32)).to(tl.bfloat16)"))});
+  EXPECT_EQ(record.state, session_state::generate);
+  EXPECT_EQ(record.total_faults, 0u);
+  ASSERT_EQ(record.history.size(), 1u);
+  EXPECT_EQ(record.history.back().outcome, contract::attempt_outcome::device_defect);
+  EXPECT_EQ(log, (std::vector<std::string>{"PROMPT->GENERATE", "GENERATE->PARSE", "PARSE->LINT",
+                                           "LINT->TEST", "TEST->FEEDBACK", "FEEDBACK->GENERATE"}));
+  EXPECT_EQ(last_prompt().find("wrong values"), std::string::npos) << last_prompt();
+}
+
+TEST_F(SessionMachine, ADeviceDefectWithoutAWorkaroundEndsTheSessionNamingIt) {
+  begin();
+  feed(llm_answered{good_answer, false, 0, 0});
+  feed(lint_finished{lint_ok});
+  feed(test_finished{test_result(outcome::device_defect, defect_failure(""))});
+  EXPECT_EQ(record.state, session_state::failed);
+  EXPECT_EQ(record.total_calls, 1u);
+  EXPECT_EQ(record.total_faults, 0u);
+  ASSERT_EQ(record.history.size(), 1u);
+  EXPECT_EQ(record.history.back().outcome, contract::attempt_outcome::device_defect);
+  EXPECT_EQ(record.end_reason,
+            "device_defect: negate_bfloat16: this toolchain computes -x on bfloat16 wrongly "
+            "(x=[0.5, -0.25, 1.0, -3.0], y=[0.5, -0.25, 1.0, -3.0] gives [-8.0, 16.0, -4.0, 1.5], "
+            "expected [-0.5, 0.25, -1.0, 3.0]) and no workaround is known; no answer can pass "
+            "here until the toolchain is fixed");
+  EXPECT_EQ(describe(action()), "failed: " + record.end_reason);
 }
 
 TEST_F(SessionMachine, RetryDelayGrowsToAMinute) {

@@ -111,6 +111,39 @@ TEST(Wire, EmptyPayloadTravelsAsAnEmptyMap) {
   EXPECT_EQ(job.payload, std::string(1, '\x80'));
 }
 
+TEST(Wire, AHelloCarriesItsToolchainsConformanceReportAndOneWithoutItStillRegisters) {
+  auto hello = sample_hello();
+  hello.conformance = contract::conformance_report{
+      .fingerprint = hello.fingerprint,
+      .device_kind = "cuda",
+      .probes_run = 31,
+      .defects = {{.probe = "negate_bfloat16",
+                   .primitive = "negation",
+                   .dtype = "bfloat16",
+                   .expression = "-x",
+                   .inputs = "x=[0.5], y=[0.5]",
+                   .expected = "[-0.5]",
+                   .actual = "[-8.0]",
+                   .known = false,
+                   .workaround = "(-x.to(tl.float32)).to(tl.bfloat16)",
+                   .patch = "negation_sign_flip",
+                   .reproducer = "probe[(1,)](x, y, out, 1, BLOCK=1)"}}};
+  auto decoded = worker_round_trip(hello);
+  EXPECT_EQ(decoded, hello);
+  ASSERT_TRUE(decoded.conformance);
+  EXPECT_EQ(decoded.conformance->defects.at(0).actual, "[-8.0]");
+  // A worker of an earlier build sends no report: the key is absent, the hello is whole.
+  auto without = wire::decode_worker_message(pack(hello_fields()), max_frame);
+  ASSERT_TRUE(without) << render(without.error());
+  EXPECT_FALSE(std::get<wire::hello>(*without).conformance);
+  // A report that is not one is refused, naming the field.
+  auto map = hello_fields();
+  map["conformance"] = std::string{"none found"};
+  auto [reason, what] = rejection(pack(map));
+  EXPECT_EQ(reason, "bad_key");
+  EXPECT_NE(what.find("conformance"), std::string::npos) << what;
+}
+
 TEST(Wire, UnknownKeysAreIgnored) {
   auto map = hello_fields();
   map["gpu_count"] = int64_t{8};

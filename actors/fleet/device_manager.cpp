@@ -265,11 +265,26 @@ void device_manager_state::on_hello(const std::string& identity, wire::hello hel
   spdlog::info("worker {} registered: {} {} ({}), {} slots, jobs [{}], toolchain {}",
                hello.worker_id, to_string(hello.role), hello.device_kind, hello.device_name,
                hello.slots, join(contract::to_strings(hello.jobs)), hello.fingerprint);
+  if (hello.conformance)
+    keep_conformance(*hello.conformance, hello.worker_id);
   workers_.emplace(identity, worker_entry{.hello = std::move(hello),
                                           .device = device,
                                           .registration = ++registrations_,
                                           .last_seen = now()});
   dispatch();
+}
+
+void device_manager_state::keep_conformance(const contract::conformance_report& report,
+                                            const std::string& worker_id) {
+  if (!config_.conformance)
+    return;
+  // Every reconnect brings the report again; the store replaces it, so that is harmless.
+  self_->request(config_.conformance, caf::infinite, atom::conformance_v, report)
+      .then([](atom::ok) {},
+            [worker_id](const caf::error& err) {
+              spdlog::error("the conformance report of worker {} was not kept: {}", worker_id,
+                            render(err));
+            });
 }
 
 void device_manager_state::on_heartbeat(const std::string& identity,

@@ -39,6 +39,8 @@ struct device_manager_config {
   worker_auth auth;
   /// How long a background job waits behind other jobs before it goes ahead of them.
   std::chrono::milliseconds background_max_wait{30000};
+  /// Keeps the conformance report a hello carries (the library); null keeps none.
+  conformance_sink_actor conformance{};
 };
 
 /// A queued job as the dispatch rule sees it.
@@ -121,6 +123,7 @@ private:
   worker_map::iterator known(const std::string& identity);
   void alive(worker_entry& worker);
   std::optional<std::string> invalid_hello(wire::hello& hello) const;
+  void keep_conformance(const contract::conformance_report& report, const std::string& worker_id);
   void retire(const std::string& identity, departure why, const std::string& reason);
   void requeue(const std::string& job_id, requeue_reason why, const std::string& note);
   void finish(job_map::iterator job, caf::error err, std::string_view outcome);

@@ -5,6 +5,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include "messages/errors.hpp"
+#include "messages/wire.hpp"
 #include "persistence/keys.hpp"
 
 #include <algorithm>
@@ -197,6 +198,41 @@ caf::error check_new(const contract::library_kernel& kernel) {
   return {};
 }
 
+// A toolchain's defects in the gauges: all of them, and those its device kind does not list.
+void meter_conformance(self_pointer self, const contract::conformance_report& report) {
+  auto& telemetry = self->state.telemetry;
+  if (!telemetry)
+    return;
+  auto unknown = std::count_if(report.defects.begin(), report.defects.end(),
+                               [](const auto& defect) { return !defect.known; });
+  telemetry->toolchain_defects(report.device_kind, report.fingerprint)
+      .Set(static_cast<double>(report.defects.size()));
+  telemetry->toolchain_unknown_defects(report.device_kind, report.fingerprint)
+      .Set(static_cast<double>(unknown));
+}
+
+using reports_handler =
+    std::function<void(caf::expected<std::vector<contract::conformance_report>>)>;
+
+// Reads every kept conformance report, in key order (device kind, then fingerprint).
+void read_conformance(self_pointer self, reports_handler done) {
+  scan_all(self, family::meta, conformance_prefix(), {}, {},
+           [done = std::move(done)](caf::expected<std::vector<key_value>> entries) {
+             if (!entries)
+               return done(entries.error());
+             std::vector<contract::conformance_report> reports;
+             for (const auto& kv : *entries) {
+               auto report = wire::decode_as<contract::conformance_report>(kv.value, "conformance");
+               if (!report)
+                 return done(caf::make_error(errc::store_corrupt,
+                                             "conformance report '" + printable(kv.key) +
+                                                 "': " + render(report.error())));
+               reports.push_back(std::move(*report));
+             }
+             done(std::move(reports));
+           });
+}
+
 } // namespace
 
 std::vector<kernel_version> versions(std::vector<stored_kernel> kernels, bool with_sources) {
@@ -292,6 +328,14 @@ library_actor::behavior_type library(library_actor::stateful_pointer<library_sta
       else
         spdlog::error("library: kernel '{}': {}", printable(kv.key), render(record.error()));
   });
+  read_conformance(self, [self](caf::expected<std::vector<contract::conformance_report>> all) {
+    if (!all) {
+      spdlog::error("library: cannot read the conformance reports: {}", render(all.error()));
+      return;
+    }
+    for (const auto& report : *all)
+      meter_conformance(self, report);
+  });
   return {
       [self](atom::add, contract::library_kernel& kernel) -> caf::result<kernel_version> {
         if (auto err = check_new(kernel))
@@ -386,6 +430,35 @@ library_actor::behavior_type library(library_actor::stateful_pointer<library_sta
       },
       [self](atom::accepted, const std::string& key, const std::string& device_kind) {
         count_kernel(self, key, device_kind);
+      },
+      [self](atom::conformance, contract::conformance_report& report) -> caf::result<atom::ok> {
+        if (report.device_kind.empty() || report.fingerprint.empty())
+          return caf::make_error(errc::request_invalid,
+                                 "conformance report: name the device kind and the fingerprint");
+        auto promise = self->make_response_promise<atom::ok>();
+        write_batch batch{{{family::meta, conformance_key(report.device_kind, report.fingerprint),
+                            contract::codec::to_bytes(report)}},
+                          true};
+        self->request(self->state.store, caf::infinite, atom::write_v, std::move(batch))
+            .then(
+                [self, promise, report](atom::ok) mutable {
+                  meter_conformance(self, report);
+                  promise.deliver(atom::ok_v);
+                },
+                [promise](const caf::error& err) mutable { promise.deliver(err); });
+        return promise;
+      },
+      [self](atom::conformance) -> caf::result<std::vector<contract::conformance_report>> {
+        auto promise = self->make_response_promise<std::vector<contract::conformance_report>>();
+        read_conformance(
+            self,
+            [promise](caf::expected<std::vector<contract::conformance_report>> reports) mutable {
+              if (reports)
+                promise.deliver(std::move(*reports));
+              else
+                promise.deliver(reports.error());
+            });
+        return promise;
       },
   };
 }

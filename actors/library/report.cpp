@@ -440,7 +440,51 @@ std::string roofline_svgs(const std::vector<roofline_histogram>& histograms) {
   return out;
 }
 
+// Per toolchain its summary, then a row per defect.
+std::string conformance_table(const std::vector<contract::conformance_report>& reports) {
+  if (reports.empty())
+    return "<p>No worker has reported a toolchain's conformance yet.</p>\n";
+  std::string out =
+      "<table id=\"toolchain-defects\"><tr><th>device kind</th><th>toolchain</th><th>probe</th>"
+      "<th>dtype</th><th>expression</th><th>expected</th><th>actual</th><th>known</th><th>patch"
+      "</th><th>workaround</th></tr>\n";
+  for (const auto& r : reports) {
+    if (r.defects.empty()) {
+      out +=
+          fmt::format("<tr><td>{}</td><td>{}</td><td colspan=\"8\">{}</td></tr>\n",
+                      escape(r.device_kind), escape(r.fingerprint), escape(conformance_summary(r)));
+      continue;
+    }
+    for (const auto& d : r.defects)
+      out += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+                         "<td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                         escape(r.device_kind), escape(r.fingerprint), escape(d.probe),
+                         escape(d.dtype), escape(d.expression), escape(d.expected),
+                         escape(d.actual), d.known ? "yes" : "no", escape(d.patch),
+                         escape(d.workaround.empty() ? "none known" : d.workaround));
+  }
+  return out + "</table>\n";
+}
+
 } // namespace
+
+std::string conformance_summary(const contract::conformance_report& report) {
+  if (!report.error.empty())
+    return "the probes did not run: " + report.error;
+  if (report.defects.empty())
+    return "no defects found (" + std::to_string(report.probes_run) + " probes)";
+  auto unknown = std::count_if(report.defects.begin(), report.defects.end(),
+                               [](const auto& d) { return !d.known; });
+  return std::to_string(report.defects.size()) + " defects (" + std::to_string(unknown) +
+         " unknown) in " + std::to_string(report.probes_run) + " probes";
+}
+
+std::string describe_toolchain_defect(const contract::toolchain_defect& d) {
+  return d.probe + ": out = " + d.expression + " on " + d.dtype + ": expected " + d.expected +
+         ", actual " + d.actual + (d.known ? " (known)" : " (UNKNOWN)") +
+         (d.patch.empty() ? "" : "; patch " + d.patch) +
+         "; workaround: " + (d.workaround.empty() ? "none known" : d.workaround);
+}
 
 std::string render_html(const campaign_report& report) {
   std::string out =
@@ -476,6 +520,7 @@ std::string render_html(const campaign_report& report) {
   out += report.speed_regressions.empty()
              ? "<p>None: no kernel runs slower on a toolchain than on the one before it.</p>\n"
              : regressions_table("speed-regressions", report.speed_regressions);
+  out += "<h2>Toolchain defects</h2>\n" + conformance_table(report.conformance);
   return out + "</body></html>\n";
 }
 

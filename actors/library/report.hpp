@@ -91,7 +91,18 @@ struct campaign_report {
   std::vector<toolchain_regressions> speed_regressions; // likewise, the kernels that got slower
   std::vector<category_speedup> speedups;               // by device kind, then category
   std::vector<roofline_histogram> roofline;             // by device kind
+  // What the conformance probes found on each toolchain (the library's kept reports), by device
+  // kind and fingerprint.
+  std::vector<contract::conformance_report> conformance;
 };
+
+/// A toolchain's conformance in one line, as `status` and the report say it: "no defects found
+/// (N probes)", "N defects (M unknown) in P probes", or why the probes did not run.
+std::string conformance_summary(const contract::conformance_report& report);
+
+/// One defect in one line: "probe: out = <expression> on <dtype>: expected ... got ...", whether
+/// the device kind lists it, and its patch and workaround.
+std::string describe_toolchain_defect(const contract::toolchain_defect& defect);
 
 /// Why a failed session ended, as a class that many operators share: the verdict of its last
 /// attempt when it spent its budget (what kept it from passing, e.g. accuracy_error); else its end

@@ -132,7 +132,40 @@ std::string static_refusal_report(const contract::test_failure& failure) {
   return report;
 }
 
+// A toolchain defect as the feedback quotes it: what the toolchain computes wrongly, on which
+// inputs, what it gives and what it should, and the script that shows it.
+std::string describe_defect(const contract::toolchain_defect& defect) {
+  return "probe: " + truncate_middle(defect.probe, 100) +
+         "\nexpression: out = " + truncate_middle(defect.expression, 200) +
+         "\ndtype: " + truncate_middle(defect.dtype, 100) +
+         "\ninputs: " + truncate_middle(defect.inputs, short_field_limit) +
+         "\nexpected: " + truncate_middle(defect.expected, short_field_limit) +
+         "\nactual: " + truncate_middle(defect.actual, short_field_limit) +
+         "\nreproducer:\n```python\n" + truncate_middle(defect.reproducer, backtrace_limit) +
+         "\n```";
+}
+
+const std::vector<contract::toolchain_defect>& defects_of(const contract::test_result& verdict) {
+  static const std::vector<contract::toolchain_defect> none;
+  return verdict.failure ? verdict.failure->defects : none;
+}
+
 } // namespace
+
+std::string unavoidable_defect(const contract::test_result& verdict) {
+  if (verdict.outcome != contract::outcome::device_defect)
+    return "";
+  const auto& defects = defects_of(verdict);
+  if (defects.empty())
+    return "device_defect: the worker named no toolchain defect, so no workaround is known";
+  for (const auto& d : defects)
+    if (d.workaround.empty())
+      return "device_defect: " + d.probe + ": this toolchain computes " + d.expression + " on " +
+             d.dtype + " wrongly (" + d.inputs + " gives " + d.actual + ", expected " + d.expected +
+             ") and no workaround is known; no answer can pass here until the "
+             "toolchain is fixed";
+  return "";
+}
 
 std::string truncate_middle(std::string_view text, size_t limit) {
   if (text.size() <= limit)
@@ -180,10 +213,14 @@ std::optional<prompt_kind> feedback_kind_for(const contract::test_result& verdic
     return prompt_kind::feedback_cheat;
   case contract::outcome::lint_violation:
     return prompt_kind::feedback_lint;
+  // The toolchain's fault, not the kernel's: fed back as the defect to avoid, never as the
+  // kernel's mistake; without a workaround there is nothing to ask for.
+  case contract::outcome::device_defect:
+    if (!unavoidable_defect(verdict).empty())
+      return std::nullopt;
+    return prompt_kind::feedback_device_defect;
   case contract::outcome::pass:
   case contract::outcome::harness_error:
-  // The toolchain's fault, not the kernel's: never fed back as the kernel's failure.
-  case contract::outcome::device_defect:
     return std::nullopt;
   }
   return std::nullopt;
@@ -217,6 +254,21 @@ std::optional<std::string> test_feedback(const prompt_templates& templates,
   if (*kind == prompt_kind::feedback_lint)
     return templates.render(*kind, {{"lint_report", static_refusal_report(failure)},
                                     {"wrapper", std::string{wrapper}}});
+  if (*kind == prompt_kind::feedback_device_defect) {
+    // Every defect that explains the failure, each with its workaround (one is enough to name
+    // the fix; more than one means each must be avoided).
+    std::string defects;
+    std::string workarounds;
+    for (const auto& d : failure.defects) {
+      defects += (defects.empty() ? "" : "\n\n") + describe_defect(d);
+      workarounds += (workarounds.empty() ? "" : "\n    ") + truncate_middle(d.workaround, 400);
+    }
+    return templates.render(*kind,
+                            {{"defect", defects},
+                             {"workaround", workarounds},
+                             {"dtype", truncate_middle(failure.dtype, 100)},
+                             {"sample", truncate_middle(failure.sample, short_field_limit)}});
+  }
   prompt_values values{
       {"dtype", truncate_middle(failure.dtype, 100)},
       {"sample", truncate_middle(failure.sample, short_field_limit)},

@@ -39,8 +39,15 @@ dtypes_tested dtypes_of_pass(const contract::test_result& verdict,
 /// The feedback template for a test verdict, by its outcome; nullopt for `pass` and
 /// `harness_error` (neither is fed back to the model). `lint_violation` (the worker's static gate
 /// refused the source for a mistake of form) gets the lint job's template; an `accuracy_error` of
-/// check `layout` (right values, strides not ATen's) gets `feedback_layout`.
+/// check `layout` (right values, strides not ATen's) gets `feedback_layout`; a `device_defect`
+/// gets `feedback_device_defect` when every defect that explains it has a workaround, nullopt
+/// otherwise (see `unavoidable_defect`).
 std::optional<prompt_kind> feedback_kind_for(const contract::test_result& verdict);
+
+/// For a `device_defect` verdict whose defects include one without a known workaround: why no
+/// answer can pass on this toolchain, naming that defect; "" otherwise. A session ends with it
+/// rather than spend calls on a kernel that the device, not the model, keeps failing.
+std::string unavoidable_defect(const contract::test_result& verdict);
 
 /// "Your answer could not be used: <problem>" and the output contract again.
 std::string format_feedback(const prompt_templates& templates, std::string_view problem,

@@ -27,6 +27,7 @@ const std::map<prompt_kind, placeholder_spec>& specs() {
       {prompt_kind::feedback_timeout, {{"message"}, {"dtype", "sample"}}},
       {prompt_kind::feedback_cheat, {{"message"}, {"dtype", "sample"}}},
       {prompt_kind::feedback_layout, {{"message"}, {"dtype", "sample"}}},
+      {prompt_kind::feedback_device_defect, {{"defect", "workaround"}, {"dtype", "sample"}}},
       {prompt_kind::optimize,
        {{"op", "wrapper", "dtypes", "kernel", "timings", "speedup", "target"},
         {"docstring", "timer_note", "last_version"}}},

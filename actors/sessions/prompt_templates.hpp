@@ -34,8 +34,9 @@ enum class prompt_kind : uint8_t {
   feedback_accuracy,
   feedback_timeout,
   feedback_cheat,
-  feedback_layout, // an accuracy_error of check layout: values right, strides not ATen's
-  optimize,        // OPTIMIZE: the kept kernel with its timings, asking for a faster version
+  feedback_layout,        // an accuracy_error of check layout: values right, strides not ATen's
+  feedback_device_defect, // device_defect: a toolchain defect bit the kernel; avoid it
+  optimize,               // OPTIMIZE: the kept kernel with its timings, asking for a faster version
 };
 
 /// Every kind, in declaration order.
@@ -45,11 +46,12 @@ const std::vector<prompt_kind>& all_prompt_kinds();
 template <>
 struct contract::enum_traits<prompt_kind> {
   static constexpr std::string_view label = "prompt_kind";
-  static constexpr std::array<std::string_view, 12> names{
+  static constexpr std::array<std::string_view, 13> names{
       "initial",        "debug_existing",         "feedback_format",
       "feedback_lint",  "feedback_compile_error", "feedback_runtime_error",
       "feedback_crash", "feedback_accuracy",      "feedback_timeout",
-      "feedback_cheat", "feedback_layout",        "optimize"};
+      "feedback_cheat", "feedback_layout",        "feedback_device_defect",
+      "optimize"};
   static_assert(names.size() - 1 == static_cast<size_t>(prompt_kind::optimize));
 };
 

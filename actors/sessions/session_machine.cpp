@@ -423,6 +423,16 @@ public:
       return;
     }
     auto failure = result.failure.value_or(contract::test_failure{});
+    if (auto why = unavoidable_defect(result); !why.empty()) {
+      // The device fails every answer the same way: recorded as its verdict, not the kernel's,
+      // and the session ends instead of burning calls (a proved version is still kept).
+      rec_.consecutive_faults = 0;
+      rec_.verdict = {result, event.hosts};
+      rec_.history.push_back({rec_.dialog, rec_.calls_in_dialog, contract::attempt_stage::test,
+                              contract::attempt_outcome::device_defect, first_line(why)});
+      fail(why);
+      return;
+    }
     auto prompt = test_feedback(ctx_.templates, result, rec_.wrapper);
     if (!prompt) {
       // Only harness_error is not fed back besides pass: the worker's fault, not the candidate's.

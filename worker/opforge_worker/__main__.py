@@ -86,6 +86,7 @@ def serve(args: argparse.Namespace) -> int:
         toolchain=tools,
         fingerprint=fingerprint,
         curve=keys,
+        conformance=report,
     )
     worker = Worker(config, handlers, release)
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -28,7 +28,7 @@ import zmq
 import zmq.utils.monitor
 
 from opforge_worker import protocol
-from opforge_worker.contract import JobStatus
+from opforge_worker.contract import ConformanceReport, JobStatus
 from opforge_worker.curve_keys import CurveKeys
 
 log = logging.getLogger("opforge_worker.connection")
@@ -70,6 +70,9 @@ class WorkerConfig:
     # None connects without authentication, which a daemon admits only on ipc or loopback when
     # its configuration allows it.
     curve: CurveKeys | None = None
+    # What the conformance probes found on this toolchain (contract.ConformanceReport), sent in
+    # every hello so that the daemon lists the toolchain's defects; None when none ran.
+    conformance: ConformanceReport | None = None
 
 
 @dataclass
@@ -349,6 +352,7 @@ class Worker:
             fingerprint=config.fingerprint,
             host=socket.gethostname(),
             pid=os.getpid(),
+            **({"conformance": config.conformance.to_dict()} if config.conformance else {}),
         )
 
     def _collect_outcomes(self) -> None:

@@ -1512,6 +1512,7 @@ class Hello:
         _Field("fingerprint", ("str",)),
         _Field("host", ("str",)),
         _Field("pid", ("int",)),
+        _Field("conformance", ("optional", ("struct", "conformance_report")), optional=True),
     )
 
     #: stable for the process, <host>:<pid>:<random hex>; also its ZeroMQ routing identity
@@ -1531,6 +1532,9 @@ class Hello:
     fingerprint: str = ""
     host: str = ""
     pid: int = 0
+    #: what the conformance probes found on this toolchain (a device worker runs them once per
+    #: fingerprint before it connects); absent from workers that ran none
+    conformance: ConformanceReport | None = None
 
     @classmethod
     def from_dict(cls, value: Any, context: str = "") -> Self:

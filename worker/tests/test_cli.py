@@ -162,7 +162,37 @@ def test_hello_fields_satisfy_the_daemon_schema(daemon):
         "fingerprint",
         "host",
         "pid",
+        "conformance",
     }
+
+
+def test_a_device_worker_says_hello_with_its_conformance_report(daemon, tmp_path):
+    # The real probes on the interpreter, in a fresh cache: the report the daemon keeps and lists.
+    process = subprocess.Popen(
+        worker_command(
+            "serve", "--connect", daemon.endpoint, "--device", "interpreter", "--role", "device"
+        ),
+        cwd=WORKER_DIR,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "OPFORGE_CACHE_DIR": str(tmp_path)},
+    )
+    try:
+        _, hello = daemon.receive_type("hello", timeout_s=300)
+        report = hello["conformance"]
+        assert report["fingerprint"] == hello["fingerprint"]
+        assert report["device_kind"] == "interpreter"
+        assert report["error"] == ""
+        kept = json.loads((tmp_path / "conformance" / f"{hello['fingerprint']}.json").read_text())
+        assert report == kept  # what the worker found is what it sent
+        assert report["probes_run"] >= len(report["defects"]) > 0
+        negate = {d["probe"]: d for d in report["defects"]}["negate_bfloat16"]
+        assert negate["expression"] == "-x" and negate["dtype"] == "bfloat16"
+        assert negate["workaround"] == "(-x.to(tl.float32)).to(tl.bfloat16)"
+    finally:
+        process.kill()
+        process.wait()
 
 
 def test_lint_subcommand_reports_violations_and_exit_codes(tmp_path):
