@@ -417,7 +417,7 @@ class Library:
         self._registered: list[str] = []
         self._made: list[Overload] | None = None
         self._direct_launch = True
-        self._native_routing = True
+        self._native_routing = os.environ.get(_native.ROUTING_ENVIRONMENT) != "python"
         self._warned_native = False
         self._device_calls = _launch.device_calls(self.manifest["direct_launch"])
         self._kernel_namespaces: list[dict] = []

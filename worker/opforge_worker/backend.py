@@ -10,7 +10,8 @@ and after the call, so a registration made any way (``torch.library``, C++) is s
 proves which registered kernels run: every kernel registered through
 ``torch.library.Library.impl`` during the call (what ``torch.library`` and FlagGems use) is
 wrapped in a counter, and each call's reply carries the counts it added (``BackendCounts``). An
-overload registered some other way cannot be counted, and says so.
+overload registered some other way cannot be counted, and says so; opforge's own exported
+packages are asked to register through ``torch.library`` (``_native.ROUTING_ENVIRONMENT``).
 
 The judge process never enables the package: its references are ATen's.
 """
@@ -22,6 +23,8 @@ import importlib.util
 import os
 import traceback
 from dataclasses import asdict, dataclass, field
+
+from opforge_library import _native
 
 #: The ATen namespace's prefix in the dispatcher's operator names.
 _ATEN = "aten::"
@@ -143,6 +146,9 @@ def enable(spec: BackendSpec, counts: BackendCounts) -> dict:
         return original(library, op_name, fn, *args, **kwargs)
 
     error = ""
+    # opforge's own exported packages route in the dispatcher unless asked not to, where no
+    # counter could see their kernels
+    os.environ[_native.ROUTING_ENVIRONMENT] = "python"
     torch.library.Library.impl = impl
     try:
         module, _, function = spec.enable.rpartition(".")
