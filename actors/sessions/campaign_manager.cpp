@@ -506,8 +506,9 @@ void list_all(self_pointer self,
       failed);
 }
 
-// The device manager answers from memory; the bound keeps `run` from hanging on a stuck one.
-constexpr auto devices_query_bound = std::chrono::seconds{2};
+// The device manager answers from memory; the bound keeps `run` from hanging on a stuck one, and
+// is below the control server's own (2 s), so that `run` hears this manager's reason.
+constexpr auto devices_query_bound = std::chrono::seconds{1};
 
 bool is_registered(const std::string& kind) {
   const auto& registry = contract::registered_device_kinds();
@@ -613,7 +614,9 @@ campaign_manager(campaign_manager_actor::stateful_pointer<campaign_manager_state
                     return admit(self, promise, std::move(spec), std::move(request));
                   promise.deliver(invalid(
                       "device kind '" + spec.device_kind +
-                      "': no worker serves it, none could (known kinds: " + join(kinds) + ")"));
+                      "': no connected worker announced it and the worker's registry has no such "
+                      "kind (known kinds: " +
+                      join(kinds) + ")"));
                 },
                 [promise](const caf::error& err) mutable {
                   promise.deliver(caf::make_error(
