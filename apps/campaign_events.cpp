@@ -115,6 +115,15 @@ std::string endpoint_text(const json& e) {
          text(e, "breaker") + "); last error: " + text(e, "last_error");
 }
 
+std::string device_text(const json& e) {
+  auto kind = text(e, "device_kind");
+  if (!e.value("waiting", false))
+    return "a worker of kind " + kind + " connected; the campaign goes on";
+  auto jobs = number(e, "unserved_jobs");
+  return "no worker of kind " + kind + " is connected; the campaign waits for one (" +
+         std::to_string(jobs) + (jobs == 1 ? " job" : " jobs") + " queued for it)";
+}
+
 std::string operator_text(const json& e) {
   return "  " + std::string{e.value("passed", false) ? "PASS" : "FAIL"} + "  " +
          text(e, "operator") + "  (" + std::to_string(number(e, "llm_calls")) + " LLM calls, " +
@@ -197,6 +206,14 @@ std::vector<json> campaign_events(const json& c, campaign_watch& seen) {
     if (now != to_string(endpoint_state::failing))
       was = now;
   }
+  // Unknown (no `unserved_jobs`: the device manager did not answer) changes nothing.
+  if (c.contains("unserved_jobs") && (number(c, "unserved_jobs") > 0) != seen.unserved) {
+    seen.unserved = !seen.unserved;
+    events.push_back(event(campaign_event::device, c,
+                           {{"device_kind", text(c, "device_kind")},
+                            {"waiting", seen.unserved},
+                            {"unserved_jobs", number(c, "unserved_jobs")}}));
+  }
   std::map<std::string, std::string> resting;
   for (const auto& s : c.value("active", json::array())) {
     auto id = text(s, "session_id");
@@ -266,6 +283,8 @@ void campaign_display::show(const json& e) {
     return line(resolved_text(e), false);
   case campaign_event::endpoint:
     return line(endpoint_text(e), false);
+  case campaign_event::device:
+    return line(device_text(e), false);
   case campaign_event::operator_:
     return line(operator_text(e), false);
   case campaign_event::finished:

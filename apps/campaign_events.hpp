@@ -28,6 +28,7 @@ enum class campaign_event : uint8_t {
   resolving,
   resolved,
   endpoint,
+  device,
   session,
   operator_,
   progress,
@@ -38,9 +39,9 @@ enum class campaign_event : uint8_t {
 template <>
 struct contract::enum_traits<campaign_event> {
   static constexpr std::string_view label = "campaign_event";
-  static constexpr std::array<std::string_view, 9> names{"submitted", "resolving", "resolved",
-                                                         "endpoint",  "session",   "operator",
-                                                         "progress",  "finished",  "detached"};
+  static constexpr std::array<std::string_view, 10> names{
+      "submitted", "resolving", "resolved", "endpoint", "device",
+      "session",   "operator",  "progress", "finished", "detached"};
   static_assert(names.size() - 1 == static_cast<size_t>(campaign_event::detached));
 };
 
@@ -54,7 +55,8 @@ struct campaign_watch {
   size_t finished = 0;                          // `operator` events: entries of `finished`
   std::map<std::string, std::string> sessions;  // session id -> the state last reported
   std::map<std::string, std::string> endpoints; // endpoint -> up, failing or down
-  nlohmann::json progress;                      // the last `progress` event
+  bool unserved = false;   // the `device` event that went out last said no worker serves it
+  nlohmann::json progress; // the last `progress` event
 };
 
 /// The `submitted` event of a campaign `run` has just submitted (the reply's `campaign`).
@@ -65,9 +67,10 @@ nlohmann::json detached_event(const std::string& campaign_id);
 
 /// The events that `campaign` (a `campaign` reply's status) adds to what `seen` holds, in the
 /// order they are shown: resolving; resolved (its operators, and those skipped as already
-/// covered); endpoint down or up; session (a running session moved to another state); operator
-/// (one ended, passed or failed, with why); progress (the counts changed); finished (the
-/// campaign ended, with its counts). Updates `seen`.
+/// covered); endpoint down or up; device (its jobs wait for a worker of its device kind, none
+/// being connected, or such a worker took them); session (a running session moved to another
+/// state); operator (one ended, passed or failed, with why); progress (the counts changed);
+/// finished (the campaign ended, with its counts). Updates `seen`.
 std::vector<nlohmann::json> campaign_events(const nlohmann::json& campaign, campaign_watch& seen);
 
 /// Shows events: as the text display (on a terminal the progress line is redrawn in place with

@@ -101,9 +101,11 @@ caf::expected<nlohmann::json> control_request(const std::string& endpoint, reque
   request["v"] = wire::protocol_version;
   auto bytes = nlohmann::json::to_msgpack(request);
   if (bytes.size() > control_max_request_bytes)
-    return caf::make_error(errc::request_invalid, "the request is " + std::to_string(bytes.size()) +
-                                                      " bytes; the control socket takes at most " +
-                                                      std::to_string(control_max_request_bytes));
+    return caf::make_error(errc::request_invalid,
+                           "the request is " + std::to_string(bytes.size()) +
+                               " bytes; the control socket takes at most " +
+                               std::to_string(control_max_request_bytes) + " bytes (" +
+                               std::to_string(control_max_request_bytes >> 20) + " MiB)");
   if (auto err = check_ipc(endpoint))
     return err;
   zmq::context_t zmq;

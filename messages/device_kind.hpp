@@ -1,13 +1,14 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace opforge {
 
-/// Device kinds are whatever workers announce (worker/opforge_worker/device_kinds.py holds the
-/// worker's registry): the daemon keeps no list of them, so that a new accelerator needs no daemon
-/// change. It only bounds the names, which become metric labels, store keys and lint profile names.
+/// Device kinds are whatever workers announce: the daemon takes any kind within these bounds,
+/// which keep the names fit for metric labels, store keys and lint profile names.
 inline constexpr std::size_t max_device_kind_length = 32;
 inline constexpr std::string_view device_kind_rule =
     "1 to 32 lowercase letters, digits, '_' or '-', starting with a letter";
@@ -25,5 +26,12 @@ inline bool is_device_kind(std::string_view kind) {
       return false;
   return true;
 }
+
+namespace contract {
+/// The kinds the worker's registry defines (messages/contract.yaml, `device_kinds`), in the
+/// schema's order. A campaign may name these or a kind a worker has announced; any other kind
+/// has no worker that could serve it. Defined in the generated contract.cpp.
+const std::vector<std::string>& registered_device_kinds();
+} // namespace contract
 
 } // namespace opforge

@@ -66,6 +66,9 @@ struct device_manager_status {
   std::string endpoint{};                                          // where workers connect
   std::map<std::string, std::map<std::string, int64_t>> workers{}; // device kind -> state -> count
   int64_t queued = 0;
+  // Device kind -> jobs queued for it (lint jobs aside) while no live worker announces it: they
+  // wait for a worker of that kind to connect.
+  std::map<std::string, int64_t> unserved{};
   int64_t running = 0;
   // Totals since the daemon started.
   int64_t submitted = 0;
@@ -100,8 +103,8 @@ typename Inspector::result_type inspect(Inspector& f, worker_info& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, device_manager_status& x) {
   return f(caf::meta::type_name("device_manager_status"), x.endpoint, x.workers, x.queued,
-           x.running, x.submitted, x.done, x.failed, x.cancelled, x.refused, x.lost, x.requeued,
-           x.late_results);
+           x.unserved, x.running, x.submitted, x.done, x.failed, x.cancelled, x.refused, x.lost,
+           x.requeued, x.late_results);
 }
 
 } // namespace opforge

@@ -82,6 +82,7 @@ class Schema:
     enums: dict[str, Enum]
     frames: list[Struct]
     structs: list[Struct]
+    device_kinds: list[str]  # the worker registry's kinds
 
 
 def parse_type(text: str, enums, structs) -> Type:
@@ -161,7 +162,12 @@ def load(path: Path) -> Schema:
         # the generated code, so every frame can name any of them.
         fields = _fields(name, spec["fields"], enum_values, struct_names)
         frames.append(Struct(name, str(spec.get("doc", "")), fields, spec.get("type", name), sides))
-    return Schema(int(raw["version"]), enums, frames, structs)
+    device_kinds = [str(kind) for kind in raw["device_kinds"]]
+    rule = raw["device_kind"]
+    for kind in device_kinds:
+        if len(kind) > rule["max_len"] or not re.fullmatch(f"[{rule['charset']}]+", kind):
+            raise SchemaError(f"device_kinds: {kind!r} breaks the device_kind bound")
+    return Schema(int(raw["version"]), enums, frames, structs, device_kinds)
 
 
 # -- C++ ----------------------------------------------------------------------------------------
@@ -385,9 +391,20 @@ def render_cpp(schema: Schema, header_name: str) -> tuple[str, str]:
         h.append(f"std::string encode(const {s.name}& msg);")
     h += ["", "} // namespace opforge::wire", ""]
 
-    c = [f'#include "{header_name}"', "", banner, "", "namespace opforge::contract {", ""]
+    # device_kind.hpp declares registered_device_kinds(): including it checks the definition below.
+    c = [f'#include "{header_name}"', '#include "messages/device_kind.hpp"', "", banner, ""]
+    c += ["namespace opforge::contract {", ""]
     for s in schema.structs:
         c += cpp_codec(s)
+    # Defined here, declared in messages/device_kind.hpp: a new kind rebuilds this file only.
+    kinds = ", ".join(f'"{k}"' for k in schema.device_kinds)
+    c += [
+        "const std::vector<std::string>& registered_device_kinds() {",
+        f"  static const std::vector<std::string> kinds{{{kinds}}};",
+        "  return kinds;",
+        "}",
+        "",
+    ]
     c += ["} // namespace opforge::contract", "", "namespace opforge::wire {", ""]
     for s in schema.frames:
         c += cpp_codec(s)
@@ -732,6 +749,11 @@ def render_python(schema: Schema) -> str:
     for e in schema.enums.values():
         values = f"tuple(m.value for m in {py_class(e.name)})"  # plain str, as they print
         out.append(f"{py_plural(e.name)}: tuple[str, ...] = {values}")
+    # Written as ruff formats a tuple (double quotes; a trailing comma only for one item), so
+    # that the committed module stays formatted.
+    kinds = ", ".join(f'"{k}"' for k in schema.device_kinds) + "," * (len(schema.device_kinds) == 1)
+    out.append("#: The kinds the worker's registry defines (device_kinds.KINDS), in schema order.")
+    out.append(f"DEVICE_KINDS: tuple[str, ...] = ({kinds})")
     out.append(PY_RUNTIME.rstrip("\n"))
     for s in schema.structs + schema.frames:
         out += py_dataclass(s)

@@ -272,3 +272,36 @@ TEST(CampaignEvents, TheTextDisplayOfATerminal) {
   EXPECT_THAT(text, HasSubstr(" 0 waiting | LLM 5 calls, 550 tokens\ncampaign c1 done\n"));
   EXPECT_EQ(text.back(), '\n');
 }
+
+// A campaign whose device kind no live worker serves says so once, and once more when a worker
+// of that kind takes its jobs; a reply without `unserved_jobs` (the device manager did not
+// answer) changes nothing.
+TEST(CampaignEvents, JobsNoWorkerServesAreSaidOnceAndTheirWorkerToo) {
+  auto resolving = campaign("resolving", json::array(), json::array(), json::array());
+  resolving["device_kind"] = "cuda";
+  auto waiting = resolving;
+  waiting["unserved_jobs"] = 1;
+  auto served = campaign("running", {session("abs", "GENERATE", 0)}, json::array(), json::array());
+  served["device_kind"] = "cuda";
+  served["unserved_jobs"] = 0;
+  campaign_watch seen;
+  std::vector<json> events;
+  for (const auto& reply : {resolving, waiting, resolving, waiting, served})
+    for (auto& e : campaign_events(reply, seen))
+      if (e.at("event") == "device")
+        events.push_back(std::move(e));
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0], (json{{"event", "device"},
+                             {"campaign", "c1"},
+                             {"device_kind", "cuda"},
+                             {"waiting", true},
+                             {"unserved_jobs", 1}}));
+  EXPECT_EQ(events[1].at("waiting"), false);
+  std::ostringstream out;
+  campaign_display display{out, campaign_display::mode::log};
+  for (const auto& e : events)
+    display.show(e);
+  EXPECT_EQ(out.str(), "no worker of kind cuda is connected; the campaign waits for one (1 job "
+                       "queued for it)\n"
+                       "a worker of kind cuda connected; the campaign goes on\n");
+}

@@ -1,8 +1,10 @@
 // Runs the real opforge binary: bad configurations, a CLI without a daemon, and a daemon served in
 // a temporary data directory, queried and stopped through its control socket.
 
+#include "apps/control_client.hpp"
 #include "apps/control_protocol.hpp"
 #include "messages/contract.hpp"
+#include "messages/errors.hpp"
 #include "messages/llm_messages.hpp"
 #include "messages/wire.hpp"
 #include "tests/cli_test_support.hpp"
@@ -332,8 +334,9 @@ TEST_F(CliTest, MalformedControlRequestsGetErrorReplies) {
 }
 
 // The data directory, the store and the control socket are their owner's alone; another user is
-// told so rather than "no daemon answers"; a request over 32 MiB (room for a model set) is dropped
-// before it is read.
+// told so rather than "no daemon answers"; a request over control_max_request_bytes (32 MiB, room
+// for a model set) is refused by the client saying so, dropped unread by the daemon from a peer
+// that sends it anyway, and the daemon goes on answering.
 TEST_F(CliTest, TheDaemonsFilesAndSocketAreItsOwnersAlone) {
   serve("");
   auto mode = [](const fs::path& path) { return fs::status(path).permissions() & fs::perms::all; };
@@ -371,10 +374,26 @@ TEST_F(CliTest, TheDaemonsFilesAndSocketAreItsOwnersAlone) {
   req.set(zmq::sockopt::linger, 0);
   req.set(zmq::sockopt::rcvtimeo, 2000);
   req.connect("ipc://" + (data / "control.sock").string());
-  req.send(zmq::buffer(std::string((32 << 20) + 1, 'x')), zmq::send_flags::none);
+  req.send(zmq::buffer(std::string(opforge::control_max_request_bytes + 1, 'x')),
+           zmq::send_flags::none);
   zmq::message_t reply;
   EXPECT_FALSE(req.recv(reply)) << "an oversized request was answered";
   EXPECT_EQ(run({"status", "--data-dir", data.string()}).code, 0);
+
+  // Through the CLI's client it never leaves: {"pad": <str 32>, "type": "status", "v": 1} is
+  // 1 + 4 + (5 + pad) + 5 + 7 + 2 + 1 bytes: with pad = limit - 24, one over the limit.
+  auto endpoint = "ipc://" + (data / "control.sock").string();
+  auto big = opforge::control_request(
+      endpoint, opforge::request_type::status,
+      {{"pad", std::string(opforge::control_max_request_bytes - 24, 'x')}}, 30s);
+  ASSERT_FALSE(big);
+  EXPECT_EQ(big.error(), opforge::errc::request_invalid);
+  EXPECT_EQ(opforge::message(big.error()),
+            "the request is 33554433 bytes; the control socket takes at most 33554432 bytes "
+            "(32 MiB)");
+  auto asked = opforge::control_request(endpoint, opforge::request_type::status, nullptr, 30s);
+  ASSERT_TRUE(asked) << opforge::message(asked.error());
+  EXPECT_EQ((*asked)["ok"], true);
   EXPECT_EQ(run({"shutdown", "--data-dir", data.string()}).code, 0);
   EXPECT_EQ(wait_for_daemon(), 0);
 }

@@ -162,6 +162,14 @@ device_manager_status device_manager_state::status() const {
   status.endpoint = outbox_->endpoint();
   status.workers = worker_counts();
   status.queued = static_cast<int64_t>(queue_.size());
+  std::set<std::string> live_kinds;
+  for (const auto& [identity, worker] : workers_)
+    live_kinds.insert(worker.hello.device_kind);
+  for (const auto& [seq, id] : queue_) {
+    const auto& job = jobs_.at(id).job;
+    if (job.kind != contract::job_kind::lint && !live_kinds.count(job.device_kind))
+      ++status.unserved[job.device_kind];
+  }
   status.running = static_cast<int64_t>(jobs_.size() - queue_.size());
   return status;
 }

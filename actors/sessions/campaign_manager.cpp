@@ -506,6 +506,55 @@ void list_all(self_pointer self,
       failed);
 }
 
+// The device manager answers from memory; the bound keeps `run` from hanging on a stuck one, and
+// is below the control server's own (2 s), so that `run` hears this manager's reason.
+constexpr auto devices_query_bound = std::chrono::seconds{1};
+
+bool is_registered(const std::string& kind) {
+  const auto& registry = contract::registered_device_kinds();
+  return std::find(registry.begin(), registry.end(), kind) != registry.end();
+}
+
+// The registry's kinds, then the others workers announced (a lint worker's `none` aside).
+std::vector<std::string> known_kinds(const std::vector<worker_info>& workers) {
+  auto out = contract::registered_device_kinds();
+  for (const auto& w : workers)
+    if (w.device_kind != no_device_kind &&
+        std::find(out.begin(), out.end(), w.device_kind) == out.end())
+      out.push_back(w.device_kind);
+  return out;
+}
+
+// Stores an accepted campaign as resolving, then answers and resolves it.
+void admit(self_pointer self, status_promise promise, campaign_spec spec,
+           campaign_request request) {
+  auto id = new_campaign_id();
+  while (self->state.campaigns.count(id))
+    id = new_campaign_id();
+  spec.campaign_id = id;
+  track_resolving(self, spec);
+  spdlog::info("campaign {} submitted: {}{}{}{}", id, join(request.names),
+               request.categories.empty() ? "" : " categories " + join(request.categories),
+               request.all ? " all operators" : "",
+               request.failed ? " operators that failed before" : "");
+  // Stored before the reply names it: a campaign whose id `run` printed survives a kill or a
+  // shutdown in any state, resolving included, and resolves again after a restart.
+  stored_campaign stored{spec, contract::campaign_state::resolving, {}, 0, request};
+  write_batch batch{{{family::campaigns, id, encode_campaign(stored)}}, true};
+  self->request(self->state.setup.store, caf::infinite, atom::write_v, std::move(batch))
+      .then(
+          [self, promise, id, request = std::move(request),
+           spec = std::move(spec)](atom::ok) mutable {
+            promise.deliver(entry(self, id).status);
+            resolve(self, id, std::move(request), std::move(spec));
+          },
+          [self, promise, id](const caf::error& err) mutable {
+            self->state.campaigns.erase(id);
+            promise.deliver(caf::make_error(
+                errc::store_io_failed, "campaign " + id + " could not be stored: " + render(err)));
+          });
+}
+
 } // namespace
 
 campaign_manager_state::~campaign_manager_state() {
@@ -549,31 +598,31 @@ campaign_manager(campaign_manager_actor::stateful_pointer<campaign_manager_state
         auto spec = accept(self->state.setup, request);
         if (!spec)
           return spec.error();
-        auto id = new_campaign_id();
-        while (self->state.campaigns.count(id))
-          id = new_campaign_id();
-        spec->campaign_id = id;
-        track_resolving(self, *spec);
-        spdlog::info("campaign {} submitted: {}{}{}{}", id, join(request.names),
-                     request.categories.empty() ? "" : " categories " + join(request.categories),
-                     request.all ? " all operators" : "",
-                     request.failed ? " operators that failed before" : "");
-        // Stored before the reply names it: a campaign whose id `run` printed survives a kill
-        // or a shutdown in any state, resolving included, and resolves again after a restart.
-        stored_campaign stored{*spec, contract::campaign_state::resolving, {}, 0, request};
-        write_batch batch{{{family::campaigns, id, encode_campaign(stored)}}, true};
         auto promise = self->make_response_promise<campaign_status>();
-        self->request(self->state.setup.store, caf::infinite, atom::write_v, std::move(batch))
+        if (is_registered(spec->device_kind)) {
+          admit(self, promise, std::move(*spec), std::move(request));
+          return promise;
+        }
+        // Not the registry's: still served when a worker announced it (a kind newer than this
+        // daemon); else no worker could ever take its jobs, and waiting would hide that.
+        self->request(self->state.setup.devices, devices_query_bound, atom::workers_v)
             .then(
-                [self, promise, id, request, spec = std::move(*spec)](atom::ok) mutable {
-                  promise.deliver(entry(self, id).status);
-                  resolve(self, id, std::move(request), std::move(spec));
+                [self, promise, spec = std::move(*spec),
+                 request = std::move(request)](std::vector<worker_info>& workers) mutable {
+                  auto kinds = known_kinds(workers);
+                  if (std::find(kinds.begin(), kinds.end(), spec.device_kind) != kinds.end())
+                    return admit(self, promise, std::move(spec), std::move(request));
+                  promise.deliver(invalid(
+                      "device kind '" + spec.device_kind +
+                      "': no connected worker announced it and the worker's registry has no such "
+                      "kind (known kinds: " +
+                      join(kinds) + ")"));
                 },
-                [self, promise, id](const caf::error& err) mutable {
-                  self->state.campaigns.erase(id);
-                  promise.deliver(
-                      caf::make_error(errc::store_io_failed,
-                                      "campaign " + id + " could not be stored: " + render(err)));
+                [promise](const caf::error& err) mutable {
+                  promise.deliver(caf::make_error(
+                      errc::request_invalid,
+                      "the device manager did not say which device kinds it serves: " +
+                          render(err)));
                 });
         return promise;
       },

@@ -215,6 +215,8 @@ CAMPAIGN_STATES: tuple[str, ...] = tuple(m.value for m in CampaignState)
 WORKER_STATES: tuple[str, ...] = tuple(m.value for m in WorkerState)
 ATTEMPT_STAGES: tuple[str, ...] = tuple(m.value for m in AttemptStage)
 ATTEMPT_OUTCOMES: tuple[str, ...] = tuple(m.value for m in AttemptOutcome)
+#: The kinds the worker's registry defines (device_kinds.KINDS), in schema order.
+DEVICE_KINDS: tuple[str, ...] = ("interpreter", "cuda")
 
 
 class ContractError(ValueError):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from opforge_worker import device_kinds, toolchain
+from opforge_worker import contract, device_kinds, toolchain
 from opforge_worker.device_kinds import KINDS, MemoryPolicy, lookup
 from opforge_worker.linter import load_profile
 
@@ -19,7 +19,8 @@ DAEMON_RULE = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 
 
 def test_every_kind_is_a_name_the_daemon_accepts():
-    assert set(KINDS) == {"interpreter", "cuda"}
+    # The schema lists the registry's kinds for the daemon, which refuses a campaign of another.
+    assert tuple(KINDS) == contract.DEVICE_KINDS == ("interpreter", "cuda")
     for name, kind in KINDS.items():
         assert kind.name == name
         assert DAEMON_RULE.fullmatch(name), name
