@@ -126,7 +126,8 @@ void print_workers_part(const nlohmann::json& part) {
   // nothing else moves.
   auto unserved = part.value("unserved", nlohmann::json::object());
   for (auto& [kind, count] : unserved.items())
-    std::cout << "; no worker of kind " << kind << " is connected: " << count.get<int64_t>()
+    std::cout << "; no " << (kind.empty() ? "device worker" : "worker of kind " + kind)
+              << " is connected: " << count.get<int64_t>()
               << (count.get<int64_t>() == 1 ? " job waits" : " jobs wait") << " for one";
 }
 
