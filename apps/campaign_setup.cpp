@@ -86,6 +86,15 @@ caf::expected<std::set<std::string>> cassette_operators(const std::string& path)
   return operators;
 }
 
+std::string concurrency_text(int64_t endpoint, int64_t campaigns) {
+  auto out = "concurrency " + std::to_string(endpoint);
+  if (endpoint < campaigns)
+    out += " (campaigns.concurrency is " + std::to_string(campaigns) + ": " +
+           std::to_string(campaigns - endpoint) +
+           " of a campaign's sessions wait for this endpoint)";
+  return out;
+}
+
 caf::expected<std::vector<std::string>>
 check_config_data(const config& cfg,
                   const std::function<std::optional<std::string>(const std::string&)>& env) {
@@ -112,6 +121,10 @@ check_config_data(const config& cfg,
     report.push_back("demo cassette: " + campaigns.demo_cassette.string() + " (" + join(*replayed) +
                      ")");
   }
+  for (const auto& e : plan->endpoints)
+    report.push_back("llm endpoint " + e.name + ": " + e.model + " at " +
+                     (e.kind == endpoint_kind::replay ? "a replay of " + e.cassette : e.base_url) +
+                     ", " + concurrency_text(e.concurrency, campaigns.concurrency));
   return report;
 }
 

@@ -40,11 +40,17 @@ plan_endpoints(const config& cfg,
 /// The operators a cassette holds answers for. Errors name the file and line.
 caf::expected<std::set<std::string>> cassette_operators(const std::string& path);
 
+/// How an endpoint's concurrency compares with a campaign's (`campaigns.concurrency`): "concurrency
+/// 8", and when the endpoint sends fewer requests at once than a campaign runs sessions, how many
+/// of those sessions wait for it. `opforge check` and `opforge status` say it alike.
+std::string concurrency_text(int64_t endpoint, int64_t campaigns);
+
 /// What `opforge check` reports: the files `serve` reads at start (prompt templates, worked
 /// examples, the summarizer's prompt when it uses one, the demo cassette when no LLM endpoint is
-/// configured), each loaded as `serve` loads it. One line each, `<what>: <path>`, after
-/// `config data: <resource_dir()>`; the first file that does not load is the error. Blocking: it
-/// reads files.
+/// configured), each loaded as `serve` loads it, one line each, `<what>: <path>`, after
+/// `config data: <resource_dir()>`; then one line per LLM endpoint `serve` would start (`llm
+/// endpoint <name>: <model> at <url or cassette>, <concurrency_text>`). The first file that does
+/// not load is the error. Blocking: it reads files.
 caf::expected<std::vector<std::string>>
 check_config_data(const config& cfg,
                   const std::function<std::optional<std::string>(const std::string&)>& env);

@@ -11,13 +11,16 @@
 #include "messages/device_messages.hpp"
 #include "messages/errors.hpp"
 #include "messages/library_messages.hpp"
+#include "messages/llm_messages.hpp"
 #include "messages/msgpack_codec.hpp"
 #include "messages/session_messages.hpp"
 #include "messages/wire.hpp"
 #include "persistence/keys.hpp"
 #include "persistence/model_sets.hpp"
 
+#include <algorithm>
 #include <future>
+#include <optional>
 
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
@@ -51,12 +54,19 @@ nlohmann::json to_json(const store_status& status) {
 }
 
 nlohmann::json to_json(const device_manager_status& status) {
-  return {{"endpoint", status.endpoint},   {"connected", status.workers},
-          {"queued", status.queued},       {"running", status.running},
-          {"submitted", status.submitted}, {"done", status.done},
-          {"failed", status.failed},       {"cancelled", status.cancelled},
-          {"refused", status.refused},     {"lost", status.lost},
-          {"requeued", status.requeued},   {"late_results", status.late_results}};
+  return {{"endpoint", status.endpoint},
+          {"connected", status.workers},
+          {"queued", status.queued},
+          {"unserved", status.unserved},
+          {"running", status.running},
+          {"submitted", status.submitted},
+          {"done", status.done},
+          {"failed", status.failed},
+          {"cancelled", status.cancelled},
+          {"refused", status.refused},
+          {"lost", status.lost},
+          {"requeued", status.requeued},
+          {"late_results", status.late_results}};
 }
 
 nlohmann::json to_json(const worker_info& w) {
@@ -157,6 +167,26 @@ nlohmann::json to_json(const endpoint_health& h) {
           {"failing_since_ms", h.failing_since_ms},
           {"last_error_ms", h.last_error_ms},
           {"outage_after_ms", h.outage_after_ms}};
+}
+
+// An endpoint as `status` shows it: its health, its concurrency next to the campaigns' (what
+// `concurrency_shortfall` sessions of a campaign wait for), and its load.
+nlohmann::json to_json(const endpoint_status& s, int64_t campaign_concurrency) {
+  return {{"name", s.name},
+          {"model", s.model},
+          {"state", to_string(s.health.state)},
+          {"breaker", s.breaker},
+          {"last_error", s.health.last_error},
+          {"last_error_ms", s.health.last_error_ms},
+          {"failing_since_ms", s.health.failing_since_ms},
+          {"concurrency", s.concurrency},
+          {"concurrency_shortfall",
+           std::max<int64_t>(0, campaign_concurrency - int64_t{s.concurrency})},
+          {"in_flight", s.in_flight},
+          {"queued", s.queued},
+          {"backing_off", s.backing_off},
+          {"retries", s.retries},
+          {"requests", s.requests}};
 }
 
 nlohmann::json to_json(const campaign_status& c) {
@@ -573,6 +603,14 @@ nlohmann::json control_server::status() const {
   // Per device kind and fingerprint, what the toolchain's conformance probes found.
   out["toolchains"] = part(ask<std::vector<contract::conformance_report>>(
       *context_.system, library_query_bound, context_.library, atom::conformance_v));
+  auto campaign_concurrency = context_.cfg.campaigns.concurrency;
+  auto endpoints = nlohmann::json::array();
+  for (const auto& [name, actor] : context_.llm_endpoints) {
+    auto s = ask<endpoint_status>(*context_.system, actor_query_bound, actor, atom::status_v);
+    endpoints.push_back(s ? to_json(*s, campaign_concurrency)
+                          : nlohmann::json{{"name", name}, {"error", render(s.error())}});
+  }
+  out["llm"] = {{"campaign_concurrency", campaign_concurrency}, {"endpoints", endpoints}};
   if (context_.maintenance)
     out["maintenance"] = part(ask<maintenance_status>(*context_.system, actor_query_bound,
                                                       context_.maintenance, atom::status_v));
@@ -597,10 +635,34 @@ namespace opforge {
 nlohmann::json control_server::campaigns(request_type type, const wire::map_reader& fields) const {
   auto& sys = *context_.system;
   const auto& manager = context_.campaigns;
-  auto reply = [](const caf::expected<campaign_status>& status) {
+  // A campaign that goes on carries `unserved_jobs`: the jobs queued for its device kind while no
+  // live worker of that kind is connected (the device manager's `unserved`). Without it, one
+  // waiting for a worker that never comes would only look slow. Absent when the device manager
+  // does not answer.
+  auto shown = [&](std::vector<campaign_status> list) {
+    std::optional<device_manager_status> devices;
+    auto out = nlohmann::json::array();
+    for (const auto& c : list) {
+      auto json = to_json(c);
+      if (c.state == contract::campaign_state::resolving ||
+          c.state == contract::campaign_state::running) {
+        if (!devices)
+          if (auto asked = ask<device_manager_status>(sys, actor_query_bound, context_.devices,
+                                                      atom::status_v))
+            devices = std::move(*asked);
+        if (devices) {
+          auto unserved = devices->unserved.find(c.device_kind);
+          json["unserved_jobs"] = unserved == devices->unserved.end() ? 0 : unserved->second;
+        }
+      }
+      out.push_back(std::move(json));
+    }
+    return out;
+  };
+  auto reply = [&](const caf::expected<campaign_status>& status) {
     if (!status)
       return failure(message(status.error()));
-    return nlohmann::json{{"ok", true}, {"campaign", to_json(*status)}};
+    return nlohmann::json{{"ok", true}, {"campaign", shown({*status})[0]}};
   };
   if (type == request_type::run) {
     auto request = run_request(fields);
@@ -615,10 +677,7 @@ nlohmann::json control_server::campaigns(request_type type, const wire::map_read
     auto list = ask<std::vector<campaign_status>>(sys, actor_query_bound, manager, atom::list_v);
     if (!list)
       return failure(message(list.error()));
-    auto out = nlohmann::json::array();
-    for (const auto& c : *list)
-      out.push_back(to_json(c));
-    return {{"ok", true}, {"campaigns", out}};
+    return {{"ok", true}, {"campaigns", shown(std::move(*list))}};
   }
   auto id = fields.string_or("id", "");
   if (!id)

@@ -15,6 +15,8 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include <caf/actor_system.hpp>
 #include <caf/expected.hpp>
@@ -41,6 +43,8 @@ struct control_context {
   std::function<void()> request_shutdown;
   importer_actor importer;
   maintenance_actor maintenance; // may be null: no `revalidate`, no maintenance in `status`
+  /// The LLM endpoints by name, in configured order: `status` shows each.
+  std::vector<std::pair<std::string, llm_endpoint_actor>> llm_endpoints;
 };
 
 class control_server {

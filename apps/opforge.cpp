@@ -122,6 +122,36 @@ void print_workers_part(const nlohmann::json& part) {
             << " running, " << part.value("done", 0) << " done, " << part.value("failed", 0)
             << " failed, " << part.value("requeued", 0) << " requeued, " << part.value("lost", 0)
             << " lost";
+  // Queued jobs of a kind no live worker serves wait until one connects: said plainly, since
+  // nothing else moves.
+  auto unserved = part.value("unserved", nlohmann::json::object());
+  for (auto& [kind, count] : unserved.items())
+    std::cout << "; no " << (kind.empty() ? "device worker" : "worker of kind " + kind)
+              << " is connected: " << count.get<int64_t>()
+              << (count.get<int64_t>() == 1 ? " job waits" : " jobs wait") << " for one";
+}
+
+// One line per LLM endpoint: its health, breaker, concurrency (and how far below the campaigns'
+// it is), load, and last error.
+void print_llm_part(const nlohmann::json& part) {
+  auto endpoints = part.value("endpoints", nlohmann::json::array());
+  if (endpoints.empty())
+    std::cout << "no endpoints";
+  auto campaigns = part.value("campaign_concurrency", int64_t{0});
+  for (size_t i = 0; i < endpoints.size(); ++i) {
+    const auto& e = endpoints[i];
+    auto text = [&](const char* key) { return e.value(key, std::string{}); };
+    std::cout << (i ? "\n            " : "") << text("name") << ": ";
+    if (e.contains("error")) {
+      std::cout << "not answering: " << text("error");
+      continue;
+    }
+    std::cout << text("state") << ", breaker " << text("breaker") << ", "
+              << concurrency_text(e.value("concurrency", int64_t{0}), campaigns) << ", "
+              << e.value("in_flight", 0) << " in flight, " << e.value("queued", 0) << " queued";
+    if (!text("last_error").empty())
+      std::cout << "; last error: " << text("last_error");
+  }
 }
 
 void print_store_part(const nlohmann::json& part) {
@@ -187,6 +217,9 @@ void print_status(const nlohmann::json& reply) {
             << (text("metrics").empty() ? "disabled" : "http://" + text("metrics") + "/metrics")
             << '\n';
   print_part("workers   ", reply["workers"], print_workers_part);
+  // A daemon older than `llm` in `status` leaves it out.
+  if (reply.contains("llm"))
+    print_part("llm       ", reply["llm"], print_llm_part);
   print_part("store     ", reply["store"], print_store_part);
   if (reply.contains("toolchains")) {
     std::cout << "  toolchain defects ";
@@ -1049,6 +1082,17 @@ int main(int argc, char** argv) {
     for (const auto& line : *report)
       std::cout << line << '\n';
     std::cout << *workers << '\n';
+    // The endpoints' live state is the running daemon's, when one answers; check starts none,
+    // and waits briefly: no daemon is a normal answer here.
+    auto live = control_request(cfg->control.listen, request_type::status, nullptr,
+                                std::chrono::milliseconds{2000});
+    if (!live || !live->contains("llm")) {
+      std::cout << "llm endpoints live: "
+                << (live ? "the daemon does not report them" : message(live.error())) << '\n';
+      return 0;
+    }
+    std::cout << "llm endpoints live (the daemon at " << cfg->control.listen << "):\n";
+    print_part("llm       ", (*live)["llm"], print_llm_part);
     return 0;
   }
   if (cmd == keys_generate_cmd || cmd == keys_list_cmd) {

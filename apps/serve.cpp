@@ -362,6 +362,8 @@ caf::error run(caf::actor_system& sys, const config& given, const std::string& v
                           [&stop] { stop.request(); }};
   context.importer = importer;
   context.maintenance = maintainer;
+  for (const auto& name : parts->setup.endpoint_order)
+    context.llm_endpoints.emplace_back(name, parts->setup.endpoints.at(name).actor);
   auto control = control_server::start(zmq, context);
   if (!control)
     return control.error();

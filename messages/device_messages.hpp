@@ -67,7 +67,8 @@ struct device_manager_status {
   std::map<std::string, std::map<std::string, int64_t>> workers{}; // device kind -> state -> count
   int64_t queued = 0;
   // Device kind -> jobs queued for it (lint jobs aside) while no live worker announces it: they
-  // wait for a worker of that kind to connect.
+  // wait for a worker of that kind to connect. "" counts jobs that name no kind while no device
+  // worker is live.
   std::map<std::string, int64_t> unserved{};
   int64_t running = 0;
   // Totals since the daemon started.

@@ -141,7 +141,8 @@ typename Inspector::result_type inspect(Inspector& f, endpoint_health& x) {
 struct endpoint_status {
   std::string name;
   std::string model;
-  std::string breaker; // "closed", "open" or "half_open"
+  std::string breaker;      // "closed", "open" or "half_open"
+  uint32_t concurrency = 0; // requests it sends at once (its configured limit)
   uint32_t in_flight = 0;
   uint32_t queued = 0;      // accepted, waiting for a slot, a rate token or the breaker probe
   uint32_t backing_off = 0; // waiting for a retry
@@ -156,9 +157,9 @@ struct endpoint_status {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, endpoint_status& x) {
-  return f(caf::meta::type_name("endpoint_status"), x.name, x.model, x.breaker, x.in_flight,
-           x.queued, x.backing_off, x.retry_budget, x.retries, x.requests, x.total, x.by_campaign,
-           x.by_session, x.health);
+  return f(caf::meta::type_name("endpoint_status"), x.name, x.model, x.breaker, x.concurrency,
+           x.in_flight, x.queued, x.backing_off, x.retry_budget, x.retries, x.requests, x.total,
+           x.by_campaign, x.by_session, x.health);
 }
 
 /// One finished HTTP attempt, sent by the endpoint's HTTP thread to the endpoint actor.

@@ -259,6 +259,12 @@ TEST_F(CliTest, ServeAnswersStatusServesMetricsAndShutsDownCleanly) {
             std::string::npos)
       << human.out;
 
+  // With no LLM configured, the demo endpoint: as many requests at once as a campaign's sessions.
+  EXPECT_NE(human.out.find("\n  llm       demo: up, breaker closed, concurrency 8, 0 in flight, "
+                           "0 queued\n"),
+            std::string::npos)
+      << human.out;
+
   auto scrape = http_get("http://" + metrics_address + "/metrics");
   for (auto family : {"opforge_uptime_seconds", "opforge_queue_depth",
                       "opforge_store_write_latency_seconds", "opforge_build_info{version=\""})
@@ -269,6 +275,58 @@ TEST_F(CliTest, ServeAnswersStatusServesMetricsAndShutsDownCleanly) {
   EXPECT_EQ(stopped.out, "the daemon is shutting down\n");
   EXPECT_EQ(wait_for_daemon(), 0) << slurp(dir / "serve.err");
   EXPECT_NE(slurp(dir / "serve.err").find("stopped cleanly"), std::string::npos);
+}
+
+// `check` and `status` show each LLM endpoint with its concurrency and, when it sends fewer
+// requests at once than a campaign runs sessions, how many of those wait; `status`, and `check`
+// while a daemon answers, add its live state, breaker, load and last error.
+TEST_F(CliTest, CheckAndStatusShowEachEndpointAndItsConcurrency) {
+  write("quiet.yaml", "local_workers: []\nworkers: {listen: '" + workers_endpoint() +
+                          "', allow_unauthenticated: true}\nllm: {endpoints: [{name: far, "
+                          "base_url: 'http://127.0.0.1:9/v1', model: m, concurrency: 2}]}\n");
+  const std::string configured =
+      "llm endpoint far: m at http://127.0.0.1:9/v1, concurrency 2 (campaigns.concurrency is 8: 6 "
+      "of a campaign's sessions wait for this endpoint)\n";
+  const std::string live = "  llm       far: up, breaker closed, concurrency 2 (campaigns."
+                           "concurrency is 8: 6 of a campaign's sessions wait for this endpoint), "
+                           "0 in flight, 0 queued\n";
+  std::vector<std::string> check{"check", "--config", (dir / "quiet.yaml").string(), "--data-dir",
+                                 data.string()};
+  auto checked = run(check);
+  EXPECT_EQ(checked.code, 0) << checked.err;
+  EXPECT_NE(checked.out.find(configured), std::string::npos) << checked.out;
+  EXPECT_NE(shorten(checked.out)
+                .find("llm endpoints live: no daemon answers at ipc://DIR/var/control.sock (start "
+                      "one with `opforge serve`)\n"),
+            std::string::npos)
+      << checked.out;
+
+  serve("");
+  auto status = run({"status", "--json", "--data-dir", data.string()});
+  ASSERT_EQ(status.code, 0) << status.err;
+  auto llm = nlohmann::json::parse(status.out).at("llm");
+  EXPECT_EQ(llm.at("campaign_concurrency"), 8);
+  ASSERT_EQ(llm.at("endpoints").size(), 1u) << llm;
+  const auto& far = llm.at("endpoints")[0];
+  EXPECT_EQ(far.at("name"), "far");
+  EXPECT_EQ(far.at("model"), "m");
+  EXPECT_EQ(far.at("state"), "up");
+  EXPECT_EQ(far.at("breaker"), "closed");
+  EXPECT_EQ(far.at("concurrency"), 2);
+  EXPECT_EQ(far.at("concurrency_shortfall"), 6);
+  EXPECT_EQ(far.at("in_flight"), 0);
+  EXPECT_EQ(far.at("last_error"), "");
+  auto human = run({"status", "--data-dir", data.string()});
+  EXPECT_NE(human.out.find(live), std::string::npos) << human.out;
+  checked = run(check);
+  EXPECT_EQ(checked.code, 0) << checked.err;
+  EXPECT_NE(checked.out.find(configured), std::string::npos) << checked.out;
+  EXPECT_NE(checked.out.find("llm endpoints live (the daemon at ipc://" +
+                             (data / "control.sock").string() + "):\n" + live),
+            std::string::npos)
+      << checked.out;
+  EXPECT_EQ(run({"shutdown", "--data-dir", data.string()}).code, 0);
+  EXPECT_EQ(wait_for_daemon(), 0);
 }
 
 TEST_F(CliTest, SigtermStopsTheDaemonCleanly) {

@@ -289,9 +289,12 @@ TEST_F(DeviceManager, JobsGoOnlyToWorkersThatServeThem) {
   pinned.fingerprint = "fp-elsewhere";
   submit(pinned);
   EXPECT_EQ(dispatched(), (strings{"lint1:l-1#1", "w1:t-interp#1"}));
+  // Only the cuda job waits for a kind no live worker serves; the pinned one has its kind's worker.
+  EXPECT_EQ(status().unserved, (std::map<std::string, int64_t>{{"cuda", 1}}));
   hello("gpu1", worker_hello("gpu1", "cuda"));
   EXPECT_EQ(dispatched(), (strings{"gpu1:t-cuda#1"}));
   EXPECT_EQ(status().queued, 1);
+  EXPECT_TRUE(status().unserved.empty());
 }
 
 // A confirmation must come from another host.

@@ -36,7 +36,9 @@ expect_check() { # prefix: `opforge check` reads every file from <prefix>/share/
 prompt templates: $1/share/opforge/prompts
 worked examples: $1/share/opforge/examples
 demo cassette: $1/share/opforge/demo/cassette.jsonl (abs, neg, nn.functional.relu, sigmoid)
-workers: CURVE on tcp://127.0.0.1:5555, server key var/keys/server.key_secret (created at first start), allow-list var/keys/allowed (0 keys)"
+llm endpoint demo: opforge-demo (hand-written answers) at a replay of $1/share/opforge/demo/cassette.jsonl, concurrency 8
+workers: CURVE on tcp://127.0.0.1:5555, server key var/keys/server.key_secret (created at first start), allow-list var/keys/allowed (0 keys)
+llm endpoints live: no daemon answers at ipc://var/control.sock (start one with \`opforge serve\`)"
   [ "$out" = "$want" ] || fail "opforge check under $1 printed:
 $out
 instead of:

@@ -405,6 +405,66 @@ size_t first(const std::vector<json>& events, const std::string& kind, const std
   return events.size();
 }
 
+// Beside the default interpreter worker: a device kind neither the worker's registry defines nor
+// a connected worker announced is refused at once, naming the kinds there are, and stores
+// nothing; a registered kind no connected worker serves (cuda) is accepted, and `run`, `status`
+// and `campaigns` say that it waits for a worker of that kind.
+TEST_F(ServeCampaign, AKindNoWorkerCouldServeIsRefusedAndOneNoneServesWaits) {
+  auto data_dir = dir / "k";
+  serve_on(data_dir, "demo.yaml");
+  auto live_interpreter = [&] {
+    auto status = json::parse(opforge(data_dir, {"status", "--json"}).out);
+    return status.at("workers")
+               .at("connected")
+               .value("interpreter", json::object())
+               .value("idle", 0) > 0;
+  };
+  ASSERT_TRUE(eventually(live_interpreter)) << slurp(dir / "serve.err");
+
+  auto refused = opforge(data_dir, {"run", "abs", "--device", "tpu"});
+  EXPECT_EQ(refused.code, 1);
+  EXPECT_EQ(refused.err, "opforge: device kind 'tpu': no connected worker announced it and the "
+                         "worker's registry has no such kind (known kinds: interpreter, cuda)\n");
+  EXPECT_EQ(refused.out, "");
+  auto campaigns = opforge(data_dir, {"campaigns", "--json"});
+  EXPECT_EQ(json::parse(campaigns.out).at("campaigns"), json::array()) << campaigns.out;
+
+  // Followed as `run` follows it, until the wait is said; Ctrl-C detaches.
+  auto follower = spawn({"run", "abs", "--device", "cuda", "--data-dir", data_dir.string()},
+                        dir / "follow.out", dir / "follow.err");
+  const std::string waits =
+      "no worker of kind cuda is connected; the campaign waits for one (1 job queued for it)\n";
+  EXPECT_TRUE(eventually([&] {
+    return slurp(dir / "follow.out").find(waits) != std::string::npos;
+  })) << slurp(dir / "follow.out")
+      << slurp(dir / "follow.err");
+  ASSERT_EQ(::kill(follower, SIGINT), 0);
+  EXPECT_EQ(wait_for(follower), 0) << slurp(dir / "follow.err");
+  EXPECT_THAT(slurp(dir / "follow.out"), ::testing::StartsWith("campaign "));
+
+  auto status = opforge(data_dir, {"status", "--json"});
+  auto workers = json::parse(status.out).at("workers");
+  EXPECT_EQ(workers.at("unserved"), (json{{"cuda", 1}})) << status.out;
+  EXPECT_EQ(workers.at("queued"), 1) << status.out;
+  auto text = opforge(data_dir, {"status"});
+  EXPECT_THAT(text.out, HasSubstr(" queued, 0 running, ")) << text.out;
+  EXPECT_THAT(text.out, HasSubstr(" lost; no worker of kind cuda is connected: 1 job waits for "
+                                  "one\n"))
+      << text.out;
+  campaigns = opforge(data_dir, {"campaigns", "--json"});
+  auto listed = json::parse(campaigns.out).at("campaigns");
+  ASSERT_EQ(listed.size(), 1u) << campaigns.out;
+  EXPECT_EQ(listed[0].at("state"), "resolving");
+  EXPECT_EQ(listed[0].at("device_kind"), "cuda");
+  EXPECT_EQ(listed[0].at("unserved_jobs"), 1);
+
+  auto id = listed[0].at("campaign_id").get<std::string>();
+  EXPECT_EQ(opforge(data_dir, {"cancel", id}).code, 0);
+  status = opforge(data_dir, {"status", "--json"});
+  EXPECT_EQ(json::parse(status.out).at("workers").at("unserved"), json::object()) << status.out;
+  shut_down(data_dir);
+}
+
 // `run --json` streams a campaign's events as JSON lines in order; the next campaign names the
 // operators it skipped as already covered, in text and in JSON; and the report over both, with a
 // failing verdict stored for one of their kernels on another toolchain, lists that regression and
@@ -426,8 +486,18 @@ TEST_F(ServeCampaign, JsonEventsSkippedOperatorsAndARegression) {
   ASSERT_LT(resolved, events.size()) << streamed.out;
   EXPECT_EQ(events[resolved].at("operator_ids"), json({"abs", "neg"}));
   EXPECT_EQ(events[resolved].at("covered"), json::array());
+  // Before it resolved: resolving and, if the local interpreter worker was still starting, the
+  // wait for it; its arrival follows, before or after.
   for (size_t i = 1; i < resolved; ++i)
-    EXPECT_EQ(events[i].at("event"), "resolving") << events[i];
+    EXPECT_THAT(events[i].at("event").get<std::string>(), ::testing::AnyOf("resolving", "device"))
+        << events[i];
+  std::vector<bool> waits;
+  for (const auto& e : events)
+    if (e.at("event") == "device") {
+      EXPECT_EQ(e.at("device_kind"), "interpreter");
+      waits.push_back(e.at("waiting").get<bool>());
+    }
+  EXPECT_TRUE(waits.empty() || waits == std::vector<bool>({true, false})) << streamed.out;
   // Each operator: its sessions' states while it ran, then how it ended, as the demo script says.
   for (const auto& op : {"abs", "neg"}) {
     auto ended = first(events, "operator", op);

@@ -162,12 +162,18 @@ device_manager_status device_manager_state::status() const {
   status.endpoint = outbox_->endpoint();
   status.workers = worker_counts();
   status.queued = static_cast<int64_t>(queue_.size());
-  std::set<std::string> live_kinds;
-  for (const auto& [identity, worker] : workers_)
-    live_kinds.insert(worker.hello.device_kind);
+  // Lint jobs go to lint workers, which have no device kind; a job that names no kind takes any
+  // device worker.
   for (const auto& [seq, id] : queue_) {
     const auto& job = jobs_.at(id).job;
-    if (job.kind != contract::job_kind::lint && !live_kinds.count(job.device_kind))
+    if (job.kind == contract::job_kind::lint)
+      continue;
+    auto of_its_kind = [&](const auto& entry) {
+      const auto& hello = entry.second.hello;
+      return hello.role != contract::worker_role::lint &&
+             (job.device_kind.empty() || job.device_kind == hello.device_kind);
+    };
+    if (std::none_of(workers_.begin(), workers_.end(), of_its_kind))
       ++status.unserved[job.device_kind];
   }
   status.running = static_cast<int64_t>(jobs_.size() - queue_.size());

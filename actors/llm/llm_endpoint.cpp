@@ -757,6 +757,7 @@ endpoint_status llm_endpoint_state::status() {
   s.name = cfg_.name;
   s.model = cfg_.model;
   s.breaker = to_string(breaker_);
+  s.concurrency = cfg_.concurrency;
   s.in_flight = in_flight_;
   s.queued = static_cast<uint32_t>(queue_.size());
   s.backing_off = static_cast<uint32_t>(std::count_if(
