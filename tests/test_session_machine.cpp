@@ -361,7 +361,7 @@ INSTANTIATE_TEST_SUITE_P(
              "(`exp_wrapper`"}},
         outcome_case{outcome::device_defect,
                      defect_failure("(-x.to(tl.float32)).to(tl.bfloat16)"),
-                     {"right for dtype bfloat16 except where a defect of this device's toolchain",
+                     {"right for dtype bfloat16 except where a defect of this\ndevice's toolchain",
                       "expression: out = -x", "dtype: bfloat16",
                       "expected: [-0.5, 0.25, -1.0, 3.0]", "actual: [-8.0, 16.0, -4.0, 1.5]",
                       "probe[(1,)](x, y, out, 4, BLOCK=4)",
