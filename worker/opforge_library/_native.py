@@ -19,10 +19,6 @@ from pathlib import Path
 import torch
 
 SOURCE = Path(__file__).with_name("_dispatch.cpp")
-#: ``python`` here routes every call from Python (what ``set_native_routing(False)`` does), read
-#: when a package is imported: a judge that counts the kernels registered through
-#: ``torch.library`` (``validate --backend``) sees this package's calls that way.
-ROUTING_ENVIRONMENT = "OPFORGE_LIBRARY_ROUTING"
 
 _lock = threading.Lock()
 _loaded: dict[str, object] = {}  # "module" -> the extension, or "problem" -> why there is none

@@ -46,7 +46,7 @@ import yaml
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from opforge_library._adapter import Adapter
-from opforge_worker import contract, device_kinds
+from opforge_worker import backend, contract, device_kinds
 from opforge_worker.backend import normalize_overload
 from opforge_worker.layout_contract import contract as layout_contract
 from opforge_worker.opinfo import find_opinfo, samples_for
@@ -591,6 +591,7 @@ def manifest_of(bundle, name, dispatch_key, routing, kernels, covered, unmapped)
         "version": "0.1.0" + (f"+{fingerprint}" if fingerprint else ""),
         "device_kind": bundle.device_kind,
         **kind_requirements(bundle.device_kind),
+        "routing_environment": backend.ROUTING_ENVIRONMENT,
         "fingerprint": bundle.fingerprint,
         "daemon_version": bundle.daemon_version,
         "dispatch_key": dispatch_key,

@@ -11,7 +11,7 @@ proves which registered kernels run: every kernel registered through
 ``torch.library.Library.impl`` during the call (what ``torch.library`` and FlagGems use) is
 wrapped in a counter, and each call's reply carries the counts it added (``BackendCounts``). An
 overload registered some other way cannot be counted, and says so; opforge's own exported
-packages are asked to register through ``torch.library`` (``_native.ROUTING_ENVIRONMENT``).
+packages are asked to register through ``torch.library`` (``ROUTING_ENVIRONMENT``).
 
 The judge process never enables the package: its references are ATen's.
 """
@@ -24,7 +24,10 @@ import os
 import traceback
 from dataclasses import asdict, dataclass, field
 
-from opforge_library import _native
+#: ``python`` in this variable makes opforge's own exported packages register their kernels
+#: through ``torch.library`` (their manifest's ``routing_environment``) instead of routing in the
+#: dispatcher, where no counter could see them: ``enable`` sets it.
+ROUTING_ENVIRONMENT = "OPFORGE_LIBRARY_ROUTING"
 
 #: The ATen namespace's prefix in the dispatcher's operator names.
 _ATEN = "aten::"
@@ -148,7 +151,7 @@ def enable(spec: BackendSpec, counts: BackendCounts) -> dict:
     error = ""
     # opforge's own exported packages route in the dispatcher unless asked not to, where no
     # counter could see their kernels
-    os.environ[_native.ROUTING_ENVIRONMENT] = "python"
+    os.environ[ROUTING_ENVIRONMENT] = "python"
     torch.library.Library.impl = impl
     try:
         module, _, function = spec.enable.rpartition(".")
