@@ -10,16 +10,6 @@
 // the runtime's routing in Python as much again (bench/results/dispatch-direct-launch-h200.md);
 // a model calls many overloads the library covers with signatures or sizes it routes to ATen.
 
-#include <ATen/core/dispatch/Dispatcher.h>
-#include <ATen/core/stack.h>
-#include <torch/csrc/Dtype.h>
-#include <torch/csrc/DynamicTypes.h>
-#include <torch/csrc/Exceptions.h>
-#include <torch/csrc/jit/python/pybind_utils.h>
-#include <torch/csrc/utils/pybind.h>
-#include <torch/csrc/utils/tensor_memoryformats.h>
-#include <torch/library.h>
-
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -29,6 +19,16 @@
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <torch/csrc/Dtype.h>
+#include <torch/csrc/DynamicTypes.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
+#include <torch/csrc/utils/pybind.h>
+#include <torch/csrc/utils/tensor_memoryformats.h>
+#include <torch/library.h>
 
 namespace py = pybind11;
 
@@ -53,16 +53,16 @@ const std::string& dtype_token(at::ScalarType type) {
 
 const char* number_token(at::ScalarType type) {
   switch (type) {
-    case at::ScalarType::Bool:
-      return "py:bool";
-    case at::ScalarType::Long:
-      return "py:int";
-    case at::ScalarType::Double:
-      return "py:float";
-    case at::ScalarType::ComplexDouble:
-      return "py:complex";
-    default:
-      return nullptr;
+  case at::ScalarType::Bool:
+    return "py:bool";
+  case at::ScalarType::Long:
+    return "py:int";
+  case at::ScalarType::Double:
+    return "py:float";
+  case at::ScalarType::ComplexDouble:
+    return "py:complex";
+  default:
+    return nullptr;
   }
 }
 
@@ -149,17 +149,17 @@ py::object to_python(const c10::Argument& argument, const c10::IValue& value) {
   if (const auto optional = type->cast<c10::OptionalType>())
     type = optional->getElementType();
   switch (type->kind()) {
-    case c10::TypeKind::ScalarTypeType:
-      return py::reinterpret_borrow<py::object>(
-          reinterpret_cast<PyObject*>(torch::getTHPDtype(value.toScalarType())));
-    case c10::TypeKind::LayoutType:
-      return py::reinterpret_borrow<py::object>(
-          reinterpret_cast<PyObject*>(torch::getTHPLayout(value.toLayout())));
-    case c10::TypeKind::MemoryFormatType:
-      return py::reinterpret_borrow<py::object>(
-          torch::utils::getTHPMemoryFormat(value.toMemoryFormat()));
-    default:
-      return torch::jit::toPyObject(value);
+  case c10::TypeKind::ScalarTypeType:
+    return py::reinterpret_borrow<py::object>(
+        reinterpret_cast<PyObject*>(torch::getTHPDtype(value.toScalarType())));
+  case c10::TypeKind::LayoutType:
+    return py::reinterpret_borrow<py::object>(
+        reinterpret_cast<PyObject*>(torch::getTHPLayout(value.toLayout())));
+  case c10::TypeKind::MemoryFormatType:
+    return py::reinterpret_borrow<py::object>(
+        torch::utils::getTHPMemoryFormat(value.toMemoryFormat()));
+  default:
+    return torch::jit::toPyObject(value);
   }
 }
 
@@ -183,8 +183,7 @@ public:
   RoutedKernel(c10::SafeKernelFunction original, py::object serve, std::vector<size_t> typed,
                std::unordered_map<std::string, uint64_t> routes, std::vector<int64_t> bounds)
       : original_(std::move(original)), serve_(std::move(serve)), typed_(std::move(typed)),
-        routes_(std::move(routes)), bounds_(std::move(bounds)) {
-  }
+        routes_(std::move(routes)), bounds_(std::move(bounds)) {}
 
   ~RoutedKernel() override {
     // Destroyed with its registration: by ``disable()`` (the GIL held), or by the interpreter's
@@ -239,8 +238,8 @@ private:
       return false;
     // the runtime's shape class: bisect_left over the bounds of the largest tensor (1 if none)
     const int64_t largest = signature.largest < 0 ? 1 : signature.largest;
-    const auto shape_class = std::lower_bound(bounds_.begin(), bounds_.end(), largest) -
-                             bounds_.begin();
+    const auto shape_class =
+        std::lower_bound(bounds_.begin(), bounds_.end(), largest) - bounds_.begin();
     return ((found->second >> shape_class) & 1U) != 0;
   }
 
@@ -257,8 +256,7 @@ public:
   explicit Registration(const std::string& key)
       : key_(c10::parseDispatchKey(key)),
         library_(std::make_unique<torch::Library>(torch::Library::IMPL, "aten", key_,
-                                                  "opforge_dispatch", 0)) {
-  }
+                                                  "opforge_dispatch", 0)) {}
 
   // Registers `serve` for `name` (``abs.out``): the original kernel is the one it has now.
   void impl(const std::string& name, py::object serve, std::vector<size_t> typed,
@@ -270,16 +268,13 @@ public:
         ("aten::" + name.substr(0, dot)).c_str(),
         dot == std::string::npos ? "" : name.substr(dot + 1).c_str());
     torch::PyWarningHandler warnings;
-    library_->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(
-                                     std::make_unique<RoutedKernel>(
-                                         op.getComputedKernelForDispatchKey(key_),
-                                         std::move(serve), std::move(typed), std::move(routes),
-                                         std::move(bounds))));
+    library_->impl(name.c_str(),
+                   torch::CppFunction::makeFromBoxedFunctor(std::make_unique<RoutedKernel>(
+                       op.getComputedKernelForDispatchKey(key_), std::move(serve), std::move(typed),
+                       std::move(routes), std::move(bounds))));
   }
 
-  void destroy() {
-    library_.reset();
-  }
+  void destroy() { library_.reset(); }
 
 private:
   c10::DispatchKey key_;
