@@ -101,6 +101,10 @@ class Adapter:
     def __init__(self, spec: dict):
         self.args = spec["args"]
         self._names = [arg["name"] for arg in self.args]
+        #: The schema's arguments whose dtypes or number types make a signature, in its order.
+        self.typed = tuple(
+            index for index, arg in enumerate(self.args) if arg["typed"] and arg["to"] != "dest"
+        )
         self._shapes: dict[object, CallShape] = {}
 
     def shape_of(self, args: tuple, kwargs: dict) -> CallShape:
@@ -121,9 +125,7 @@ class Adapter:
 
     def signature(self, bound: dict) -> str:
         """The dtypes of the typed arguments, e.g. ``float32,float32,py:int``."""
-        return ",".join(
-            _token(bound[arg["name"]]) for arg in self.args if arg["typed"] and arg["to"] != "dest"
-        )
+        return ",".join(_token(bound[self._names[index]]) for index in self.typed)
 
     def wrapper_call(self, bound: dict) -> tuple[list, dict] | str:
         """The wrapper's (args, kwargs) for ``bound``; or why it cannot be called: an argument

@@ -612,12 +612,9 @@ class _NativeRegistration:
             )
             for key, route in overload.routes.items()
         }
-        typed = [
-            index
-            for index, arg in enumerate(overload.adapter.args)
-            if arg["typed"] and arg["to"] != "dest"
-        ]
-        self.registration.impl(name, overload, typed, routes, overload.bounds)
+        self.registration.impl(
+            name, overload, list(overload.adapter.typed), routes, overload.bounds
+        )
 
     def destroy(self) -> None:
         atexit.unregister(self.destroy)
