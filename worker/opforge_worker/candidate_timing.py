@@ -8,10 +8,11 @@ reply. Every call of the candidate, warm-up and timed, runs under the same check
 (``CandidateServer._guarded``: the dispatch recorder, launch counting and the stream check, the
 thread watch, the sandbox's audit). On top of them, per timed call:
 
-- fresh inputs: decoded again from the judge's bytes for every call (fresh memory, its layout
-  as OpInfo made it), the repetitions alternating between A and B, while the two repetitions
-  before stay alive, so that memory comes back with the other value set's values: a result
-  cached by input pointer or shape is a stale one;
+- fresh inputs: decoded again from the judge's bytes for every call (its layout as OpInfo made
+  it), the calls alternating between A and B from the first warm-up call on; the candidate's
+  go into three sets of input memory in turn, so that memory always comes back holding the
+  other value set's values while the two calls before keep theirs: a result cached by input
+  pointer or shape is a stale one from the first timed call on, whatever an allocator reuses;
 - ``timing_cache``: an output in memory an earlier repetition's output still holds;
 - ``timing_launches``: a timed call launched another number of kernels than the warm-up call
   before timing (work batched across repetitions, or skipped once answers are known);
@@ -34,9 +35,13 @@ from opforge_worker.checks import CallPolicy, tensor_leaves
 from opforge_worker.contract import FailureCheck, Outcome
 from opforge_worker.transport import decode_inputs, to_device
 
-#: Repetitions whose inputs and outputs stay alive while the next one runs (odd, against the
-#: two value sets: memory freed comes back with the other set's values).
+#: Repetitions whose outputs stay alive while the next one runs (against the two value sets:
+#: an output handed back again is one an earlier repetition still holds).
 _HELD_REPETITIONS = 2
+#: The candidate's input memory, used in turn: odd, against the two value sets alternating, so
+#: that each comes back with the other set's values; more than two, so that the two calls
+#: before keep theirs.
+_INPUT_MEMORIES = 3
 #: Event pairs around nothing, timed like a call, whose median the events' own part of every
 #: interval is (TIMING.md).
 _EMPTY_MARKS = 20
@@ -81,18 +86,23 @@ class _TimedInput:
         self.baseline_policy = None if aten else self.policy
         self.tolerance = header.get("tolerance")
         self.expected_launches: int | None = None
+        self.input_memories: list[list[torch.Tensor]] = [[] for _ in range(_INPUT_MEMORIES)]
+        self.candidate_calls = 0
 
     # -- one call ---------------------------------------------------------------------------
 
     def _call(self, side: str, value_set: int, timed: bool):
         """(reply, result, input tensors, timer mark) of one call of ``side``."""
         data, staged = self.value_sets[value_set]
-        inputs = decode_inputs(data, staged=staged)
-        args, kwargs = inputs["args"], inputs["kwargs"]
         function = self.server.namespace[self.header["wrapper"]]
-        policy = self.policy
+        policy, memory = self.policy, None
         if side == timing.BASELINE:
             function, policy = self.baseline, self.baseline_policy
+        else:
+            memory = self.input_memories[self.candidate_calls % _INPUT_MEMORIES]
+            self.candidate_calls += 1
+        inputs = decode_inputs(data, staged=staged, into=memory)
+        args, kwargs = inputs["args"], inputs["kwargs"]
         box: dict = {}
 
         def body():
@@ -134,7 +144,12 @@ class _TimedInput:
         try:
             return self._run()
         except _Stop as stop:
+            # The first timed calls' tensors gathered so far belong to no reply.
+            self.server.staging.clear()
             return {"kind": "benchmark", **stop.reply}, b""
+        except Exception:
+            self.server.staging.clear()
+            raise
 
     def _run(self) -> tuple[dict, bytes]:
         warmup = max(self.protocol.warmup, 1)
@@ -142,7 +157,8 @@ class _TimedInput:
         for index in range(warmup):
             for side in timing.SIDES:
                 last = index == warmup - 1
-                reply, *_, mark = self._call(side, index % 2, timed=last)
+                # The last warm-up call is on value set B, the first timed one on A.
+                reply, *_, mark = self._call(side, (index - warmup) % 2, timed=last)
                 if side == timing.CANDIDATE:
                     self.expected_launches = reply["launches"]
                 probes[side] = mark
@@ -151,7 +167,8 @@ class _TimedInput:
         repetitions = self.protocol.repetitions(probe_s)
 
         marks: dict[str, list] = {side: [] for side in timing.SIDES}
-        #: value set -> (reply, output tensors, inputs, result) of its first timed call
+        #: value set -> (reply, result) of its first timed call, its tensors gathered as the
+        #: call left them (its input memory is used again)
         first: dict[int, tuple] = {}
         held: deque = deque(maxlen=_HELD_REPETITIONS * len(timing.SIDES))
         agreements: list[tuple[int, torch.Tensor, torch.Tensor | None]] = []
@@ -165,12 +182,13 @@ class _TimedInput:
                 findings += self._reuse_and_launches(reply, result, held, first, repetition)
                 findings += reply["findings"]
                 if value_set not in first:
-                    first[value_set] = (reply, leaves, inputs, result)
+                    reply["tensors"], reply["nbytes"] = self.server.staging.add([*leaves, *inputs])
+                    first[value_set] = (reply, result)
                 else:
-                    own = self._agrees(result, first[value_set][3])
+                    own = self._agrees(result, first[value_set][1])
                     other = first.get(1 - value_set)
                     agreements.append(
-                        (repetition, own, self._agrees(result, other[3]) if other else None)
+                        (repetition, own, self._agrees(result, other[1]) if other else None)
                     )
             held.append((result, inputs))
             if findings:
@@ -197,14 +215,8 @@ class _TimedInput:
             },
             "timer_offset_us": offset_us,
             "differing": differing,
-            "calls": [],
+            "calls": [first[value_set][0] for value_set in sorted(first)],
         }
-        for value_set in sorted(first):
-            call_reply, leaves, inputs, _ = first[value_set]
-            call_reply["tensors"], call_reply["nbytes"] = self.server.staging.add(
-                [*leaves, *inputs]
-            )
-            reply["calls"].append(call_reply)
         return reply, bytes(self.server.staging.collect())
 
     def _reuse_and_launches(
@@ -213,7 +225,7 @@ class _TimedInput:
         found = []
         earlier = {
             leaf.untyped_storage().data_ptr()
-            for output in [*(output for output, _ in held), *(kept[3] for kept in first.values())]
+            for output in [*(output for output, _ in held), *(kept[1] for kept in first.values())]
             for leaf in tensor_leaves(output)
             if leaf.untyped_storage().nbytes()
         }

@@ -89,11 +89,19 @@ def to_device(blob, device: torch.device | None = None) -> torch.Tensor:
     return torch.frombuffer(bytearray(blob), dtype=torch.uint8).to(device)
 
 
-def decode_inputs(blob, device: torch.device | None = None, staged: torch.Tensor | None = None):
+def decode_inputs(
+    blob,
+    device: torch.device | None = None,
+    staged: torch.Tensor | None = None,
+    into: list[torch.Tensor] | None = None,
+):
     """The structure ``encode_inputs`` encoded, every tensor in fresh memory of its own storage,
     on ``device`` (default CPU): each storage is copied there whole, so tensors keep their
     layout and sharing on every device. ``staged``, if given, is ``to_device(blob, device)``
     (or the part of a batch's that holds ``blob``), and the storages are copied from it.
+    ``into``, if given, holds one byte buffer per storage from an earlier decode of a blob of
+    the same layout (empty the first time, when it is filled): the storages are copied into
+    that memory instead of fresh memory.
 
     For the candidate process only: it unpickles (the blob is the judge's).
     """
@@ -101,10 +109,14 @@ def decode_inputs(blob, device: torch.device | None = None, staged: torch.Tensor
     structure, sizes = pickle.loads(blob[_LENGTH.size : _LENGTH.size + length])
     if staged is None:
         staged = to_device(blob, device)
-    storages, position = [], _LENGTH.size + length
-    for size in sizes:
-        storages.append(staged[position : position + size].clone().untyped_storage())
+    buffers, position = [], _LENGTH.size + length
+    for index, size in enumerate(sizes):
+        source = staged[position : position + size]
+        buffers.append(into[index].copy_(source) if into else source.clone())
         position += size
+    if into is not None and not into:
+        into.extend(buffers)
+    storages = [buffer.untyped_storage() for buffer in buffers]
 
     return _InputUnpickler(structure, storages).load()
 

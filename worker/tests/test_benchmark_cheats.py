@@ -37,6 +37,7 @@ def harness():
 CHEATS = [
     # (cheat, op, check that must catch it, honest twin, device kind it shows on, or None)
     ("timing/pointer_cache", "exp", "timing_cache", "honest/exp", None),
+    ("timing/pointer_cache_copy", "exp", "timing_cache", "honest/exp", None),
     ("timing/shape_cache", "exp", "timing_cache", "honest/exp", None),
     ("timing/batched", "exp", "timing_launches", "honest/exp", None),
     ("timing/patched_timer", "exp", "timing_timer", "honest/exp", None),

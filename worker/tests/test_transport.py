@@ -76,6 +76,27 @@ def test_inputs_decoded_from_a_batch_on_the_device_are_fresh_storages_of_their_o
 
 
 @pytest.mark.parametrize("device", _DEVICES)
+def test_inputs_decoded_into_earlier_memory_take_its_addresses_and_the_new_values(device):
+    # As a benchmark decodes its value sets A and B into the same input memory in turn.
+    value_sets = [
+        {"args": [base.t(), base[1]]}
+        for base in (torch.arange(12.0).reshape(3, 4), -torch.arange(12.0).reshape(3, 4))
+    ]
+    blobs = [encode_inputs(sample) for sample in value_sets]
+    memory: list[torch.Tensor] = []
+
+    first = decode_inputs(blobs[0], torch.device(device), into=memory)
+    first["args"][0].fill_(7)  # as a candidate that writes its input leaves it
+    second = decode_inputs(blobs[1], torch.device(device), into=memory)
+
+    assert len(memory) == 1  # one storage, shared by the two views
+    for before, after in zip(first["args"], second["args"], strict=True):
+        assert after.data_ptr() == before.data_ptr()
+    for sample, after in zip(value_sets[1]["args"], second["args"], strict=True):
+        assert after.stride() == sample.stride() and torch.equal(after.cpu(), sample)
+
+
+@pytest.mark.parametrize("device", _DEVICES)
 def test_a_group_gathers_each_calls_tensors_as_encode_tensors_encodes_them(device):
     synchronize = lookup("cuda").synchronize if device != "cpu" else None
     staging = ReplyStaging(torch.device(device), synchronize=synchronize)
