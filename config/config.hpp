@@ -169,7 +169,7 @@ struct maintenance_config {
   repair_policy repair = repair_policy::off;
   /// How long a re-validation job waits behind campaign jobs before it goes ahead of them.
   int64_t background_max_wait_s = 30;
-  /// Whether a kernel that passes on a new toolchain is timed there too (a benchmark job).
+  /// Whether a kernel that passes on a live toolchain is timed there too (a benchmark job).
   bool retime = true;
   /// How much slower than on the previous toolchain, beyond the noise of both measurements, a
   /// kernel must be there to count as a speed regression.

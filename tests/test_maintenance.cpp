@@ -532,7 +532,7 @@ TEST_F(Maintenance, ANewToolchainTimesTheKernelsThatPassThereAndFindsTheSlowerOn
   EXPECT_EQ(status(actor).regressions, 0u);
   EXPECT_THAT(scrape(), HasSubstr(R"(opforge_speed_regressions{device_kind="cuda"} 1)"));
   EXPECT_THAT(scrape(), HasSubstr(R"(opforge_regressions{device_kind="cuda"} 0)"));
-  // The interpreter's kernels have one toolchain: nothing of theirs is timed.
+  // No interpreter worker is live: nothing of the interpreter's kernels is timed.
   for (const auto& hash : {new_abs_, exp_})
     EXPECT_TRUE(timings_of(kernels(), hash).empty());
   stop(actor);
@@ -542,6 +542,19 @@ TEST_F(Maintenance, ANewToolchainTimesTheKernelsThatPassThereAndFindsTheSlowerOn
   ASSERT_TRUE(eventually([&] { return status(restarted).speed_regressions == 1; }));
   std::this_thread::sleep_for(std::chrono::milliseconds{200});
   EXPECT_TRUE(again->jobs().empty());
+}
+
+// One toolchain is enough: a kernel proved there and never timed there is timed, because the
+// export routes its shape classes by those timings.
+TEST_F(Maintenance, AKernelProvedOnTheOnlyToolchainIsTimedThere) {
+  auto script = std::make_shared<fleet_script>();
+  script->workers = {worker("cuda", "old")};
+  script->times = {{{"relu", "old"}, 20}};
+  auto actor = start(script, true, {}, /*retime=*/true);
+  ASSERT_TRUE(eventually([&] { return timings_of(kernels(), relu_).size() == 1; }));
+  EXPECT_EQ(timings_of(kernels(), relu_),
+            (std::map<std::string, double>{{"old float32 n<=1M", 20}}));
+  EXPECT_EQ(status(actor).speed_regressions, 0u);
 }
 
 // With repair auto, a speed regression starts a repair seeded with its times on both toolchains.

@@ -373,27 +373,9 @@ void repair_new(self_pointer self, const std::vector<regression>& found,
           });
 }
 
-// The device kinds with more than one toolchain, among the live ones and those the library's
-// verdicts name: there, timing the kernels can show a slowdown.
-std::set<std::string> dropped_kinds(const maintenance_state& state,
-                                    const std::vector<kernel_version>& kernels) {
-  std::map<std::string, std::set<std::string>> fingerprints;
-  for (const auto& [id, work] : state.toolchains)
-    fingerprints[id.first].insert(id.second);
-  for (const auto& version : kernels)
-    for (const auto& proof : version.kernel.proofs)
-      fingerprints[proof.device_kind].insert(proof.fingerprint);
-  std::set<std::string> out;
-  for (const auto& [kind, prints] : fingerprints)
-    if (prints.size() > 1)
-      out.insert(kind);
-  return out;
-}
-
 // Counts what each toolchain owes and has, and submits the owed kernels not under way.
 void refresh(self_pointer self, const std::vector<kernel_version>& kernels) {
   auto& state = self->state;
-  auto dropped = dropped_kinds(state, kernels);
   for (auto& [id, work] : state.toolchains) {
     count_revalidation(work.status, kernels);
     if (!work.status.live) {
@@ -431,7 +413,9 @@ void refresh(self_pointer self, const std::vector<kernel_version>& kernels) {
     auto since = work.status.requested_at_ms;
     start(pending_validations(current, id.first, id.second, since), work.running, state.faults,
           revalidate_kernel);
-    if (state.setup.retime && !state.untimed_kinds.count(id.first) && dropped.count(id.first))
+    // Every kernel proved on a live toolchain is timed there, not only where a second toolchain
+    // could show a slowdown: the export routes each shape class by these timings.
+    if (state.setup.retime && !state.untimed_kinds.count(id.first))
       start(pending_timings(current, id.first, id.second, since), work.timing, state.timing_faults,
             retime_kernel);
   }

@@ -8,10 +8,10 @@
 // `validations` family alone: a restart neither repeats a recorded verdict nor loses one that was
 // not recorded. Owed kernels become background test jobs pinned to the fingerprint; verdicts go
 // to the library. A current kernel that passes on a live toolchain and has no timing there is
-// owed a timing the same way (pending_timings) once its device kind has more than one toolchain
-// (a drop came): a background benchmark job whose timings go to the library, so each toolchain's
-// speed is measured beside its verdicts, and a kernel slower than on the previous toolchain is a
-// speed regression (find_speed_regressions). A device kind whose worker times with the logic-only
+// owed a timing the same way (pending_timings): a background benchmark job whose timings go to the
+// library, so each toolchain's speed is measured beside its verdicts, the export routes each shape
+// class by them, and a kernel slower than on the previous toolchain is a speed regression
+// (find_speed_regressions). A device kind whose worker times with the logic-only
 // timer (the interpreter) is timed no further in the daemon's life: its timings measure nothing.
 // `revalidate` by hand stores its request in the store (`family::meta`), so verdicts older than it
 // stop counting, and a restart resumes it. With `repair` on, each new regression is handed to
