@@ -167,8 +167,9 @@ class _TimedInput:
         repetitions = self.protocol.repetitions(probe_s)
 
         marks: dict[str, list] = {side: [] for side in timing.SIDES}
-        #: value set -> (reply, result) of its first timed call, its tensors gathered as the
-        #: call left them (its input memory is used again)
+        #: value set -> (reply, result, a copy of its values) of its first timed call, its
+        #: tensors gathered as the call left them: its input memory is used again, and an output
+        #: that is a view of its inputs (an alias the operator allows) changes with it
         first: dict[int, tuple] = {}
         held: deque = deque(maxlen=_HELD_REPETITIONS * len(timing.SIDES))
         agreements: list[tuple[int, torch.Tensor, torch.Tensor | None]] = []
@@ -179,16 +180,16 @@ class _TimedInput:
             if side == timing.CANDIDATE:
                 alias = {"alias_allowed": self.header["alias_allowed"][value_set]}
                 leaves = self.server._describe(reply, result, inputs, self.policy, alias)
-                findings += self._reuse_and_launches(reply, result, held, first, repetition)
+                findings += self._reuse_and_launches(reply, result, inputs, held, first, repetition)
                 findings += reply["findings"]
                 if value_set not in first:
                     reply["tensors"], reply["nbytes"] = self.server.staging.add([*leaves, *inputs])
-                    first[value_set] = (reply, result)
+                    first[value_set] = (reply, result, _values_of(result))
                 else:
-                    own = self._agrees(result, first[value_set][1])
+                    own = self._agrees(result, first[value_set][2])
                     other = first.get(1 - value_set)
                     agreements.append(
-                        (repetition, own, self._agrees(result, other[1]) if other else None)
+                        (repetition, own, self._agrees(result, other[2]) if other else None)
                     )
             held.append((result, inputs))
             if findings:
@@ -220,9 +221,12 @@ class _TimedInput:
         return reply, bytes(self.server.staging.collect())
 
     def _reuse_and_launches(
-        self, reply: dict, result, held: deque, first: dict, repetition: int
+        self, reply: dict, result, inputs: list, held: deque, first: dict, repetition: int
     ) -> list:
         found = []
+        # An output in its own call's input memory is an alias, which the call's alias check
+        # judges; that memory is used again by design (fresh inputs, TIMING.md).
+        own_inputs = {tensor.untyped_storage().data_ptr() for tensor in inputs}
         earlier = {
             leaf.untyped_storage().data_ptr()
             for output in [*(output for output, _ in held), *(kept[1] for kept in first.values())]
@@ -230,7 +234,7 @@ class _TimedInput:
             if leaf.untyped_storage().nbytes()
         }
         if any(
-            leaf.untyped_storage().data_ptr() in earlier
+            leaf.untyped_storage().data_ptr() in earlier - own_inputs
             for leaf in tensor_leaves(result)
             if leaf.untyped_storage().nbytes()
         ):
@@ -280,6 +284,12 @@ class _TimedInput:
             self.server.kind.synchronize()
         except Exception as error:  # noqa: BLE001 (the candidate's kernels faulted)
             raise _Stop(self.server._classify(error)) from None
+
+
+def _values_of(result):
+    """A copy of ``result``'s tensors, for comparisons after its memory may have changed."""
+    leaves = tensor_leaves(result)
+    return [leaf.clone() for leaf in leaves] if leaves else result
 
 
 def _differing(agreements) -> list[list]:

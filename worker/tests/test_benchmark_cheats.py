@@ -66,6 +66,18 @@ def test_timing_cheat_is_caught_and_its_twin_passes(harness, cheat, op, check, t
     assert honest["timings"]
 
 
+@pytest.mark.parametrize(("kernel", "op"), [("honest/t", "t"), ("honest/clone", "clone")])
+def test_an_output_that_views_its_inputs_is_no_reuse_though_input_memory_comes_back(
+    harness, kernel, op
+):
+    # t returns a view of its input (an alias the operator allows), and the benchmark hands the
+    # same input memory back every third call with the other value set: neither is a cache.
+    result = run_benchmark(harness, benchmark_request(kernel, op))
+
+    assert result["outcome"] == "pass", result["failure"]
+    assert result["timings"]
+
+
 def test_a_kernel_right_only_on_its_first_calls_fails_after_timing(harness):
     # Its first timed output of each value set is right; the later ones are checked too.
     result = run_benchmark(harness, benchmark_request("timing/right_first_calls"))
