@@ -846,6 +846,9 @@ struct export_options {
   std::string dispatch_key;
   std::string device_kind;
   std::string fingerprint;
+  std::string min_speedup;
+  std::string untimed;
+  std::string launch_bound;
 
   void add_to(CLI::App& cmd) {
     cmd.add_option("--format", format, "torch-library (a pip-installable package) or backendbench")
@@ -862,6 +865,18 @@ struct export_options {
         });
     cmd.add_option("--fingerprint", fingerprint,
                    "export the kernels proven on this toolchain (default: the newest of each)");
+    // The routing's defaults are the exporter's (the worker's data/timing.yaml export_routing).
+    cmd.add_option("--min-speedup", min_speedup,
+                   "a timed kernel serves a shape class at least this much faster than the "
+                   "original (torch-library)")
+        ->check(CLI::PositiveNumber);
+    cmd.add_option("--untimed", untimed,
+                   "where calls of a dtype and shape class without a timing go (torch-library)")
+        ->check(CLI::IsMember({"kernel", "original"}));
+    cmd.add_option("--launch-bound", launch_bound,
+                   "where calls of a launch-bound dtype and shape class go: the original, or by "
+                   "their speedup (torch-library)")
+        ->check(CLI::IsMember({"original", "timed"}));
   }
 
   std::vector<std::string> exporter_command(const std::string& python,
@@ -873,6 +888,11 @@ struct export_options {
       argv.insert(argv.end(), {"--name", name});
     if (!dispatch_key.empty())
       argv.insert(argv.end(), {"--dispatch-key", dispatch_key});
+    for (const auto& [flag, value] :
+         {std::pair{"--min-speedup", &min_speedup}, std::pair{"--untimed", &untimed},
+          std::pair{"--launch-bound", &launch_bound}})
+      if (!value->empty())
+        argv.insert(argv.end(), {flag, *value});
     return argv;
   }
 };

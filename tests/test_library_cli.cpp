@@ -238,6 +238,21 @@ TEST_F(LibraryCli, ExportHandsTheExporterTheBundleAndPassesItsStatusThrough) {
   EXPECT_EQ(recorded_argv().first,
             (std::vector<std::string>{"-m", "opforge_library", "export", "--bundle", "FILE",
                                       "--format", "backendbench", "--out", out.string()}));
+
+  // The routing choices reach the exporter as given; absent, the exporter's defaults apply.
+  auto routed =
+      opforge({"export", "--format", "torch-library", "--out", out.string(), "--launch-bound",
+               "timed", "--untimed", "original", "--min-speedup", "1.05"});
+  EXPECT_EQ(routed.code, 3) << routed.err;
+  EXPECT_EQ(
+      recorded_argv().first,
+      (std::vector<std::string>{"-m", "opforge_library", "export", "--bundle", "FILE", "--format",
+                                "torch-library", "--out", out.string(), "--min-speedup", "1.05",
+                                "--untimed", "original", "--launch-bound", "timed"}));
+  auto unknown = opforge(
+      {"export", "--format", "torch-library", "--out", out.string(), "--launch-bound", "kernel"});
+  EXPECT_EQ(unknown.code, 2);
+  EXPECT_THAT(unknown.err, HasSubstr("--launch-bound"));
 }
 
 TEST_F(LibraryCli, AnExportWithNothingToExportRunsNoExporter) {

@@ -20,10 +20,15 @@ catalog does) is planned here, at export time, on the CPU:
 - each covered overload is routed per dtype and shape class (data/timing.yaml's, carried in the
   manifest) by its kernel's timings (the bundle's ``timings``): to the original kernel where the
   kernel is measured slower than ``--min-speedup`` beyond its noise, else to the kernel; where no
-  timing exists, ``--untimed`` decides (default: the kernel, served as proved). The manifest
-  records each route with the speedup that decided it.
+  timing exists, ``--untimed`` decides (default: the kernel, served as proved). A launch-bound
+  timing (ATen's device time under the kind's launch-bound threshold) goes where
+  ``--launch-bound`` says: the original by default, because there the device timer measured a
+  launch, and a served call pays the wrapper's and the runtime's host path, which ATen's whole
+  call undercuts (TIMING.md, "Launch-bound"); ``timed`` routes it by its speedup like any other.
+  The manifest records each route with the speedup that decided it.
 
-    [--min-speedup X] [--untimed kernel|original]   (defaults: data/timing.yaml export_routing)
+    [--min-speedup X] [--untimed kernel|original] [--launch-bound original|timed]
+    (defaults: data/timing.yaml export_routing)
 """
 
 from __future__ import annotations
@@ -432,15 +437,19 @@ def _plan_functional(name, kernel, wrapper, traces, opinfo) -> dict | str:
 
 #: Where a call of one dtype and shape class goes: the library's kernel or the original one.
 TO_KERNEL, TO_ORIGINAL = "kernel", "original"
+#: A launch-bound timing routed by its speedup, as a timing that is not.
+BY_TIMING = "timed"
 
 
 @dataclass(frozen=True)
 class Routing:
-    """When a timed kernel serves a shape class (``min_speedup``), and where the calls of a
-    dtype and shape class without a timing go (``untimed``: TO_KERNEL or TO_ORIGINAL)."""
+    """When a timed kernel serves a shape class (``min_speedup``), where the calls of a
+    dtype and shape class without a timing go (``untimed``: TO_KERNEL or TO_ORIGINAL), and
+    where those of a launch-bound one go (``launch_bound``: TO_ORIGINAL or BY_TIMING)."""
 
     min_speedup: float
     untimed: str
+    launch_bound: str
 
 
 @functools.cache
@@ -459,7 +468,7 @@ def shape_classes() -> list[dict]:
 
 def default_routing() -> Routing:
     routing = _timing_data()["export_routing"]
-    return Routing(float(routing["min_speedup"]), routing["untimed"])
+    return Routing(float(routing["min_speedup"]), routing["untimed"], routing["launch_bound"])
 
 
 def chosen_timings(kernel: contract.LibraryKernel, bundle: contract.LibraryBundle) -> dict:
@@ -483,6 +492,8 @@ def route(timing: contract.KernelTiming | None, routing: Routing) -> dict:
         return {"to": routing.untimed, "speedup": None}
     # Slower than the threshold even at the favourable end of its noise: the original serves.
     kept = timing.speedup * (1.0 + timing.noise) >= routing.min_speedup
+    if timing.launch_bound and routing.launch_bound == TO_ORIGINAL:
+        kept = False
     return {
         "to": TO_KERNEL if kept else TO_ORIGINAL,
         "speedup": timing.speedup,
@@ -597,7 +608,11 @@ def manifest_of(bundle, name, dispatch_key, routing, kernels, covered, unmapped)
         "dispatch_key": dispatch_key,
         "exported_with": {"torch": torch.__version__, "triton": triton.__version__},
         "shape_classes": shape_classes(),
-        "routing": {"min_speedup": routing.min_speedup, "untimed": routing.untimed},
+        "routing": {
+            "min_speedup": routing.min_speedup,
+            "untimed": routing.untimed,
+            "launch_bound": routing.launch_bound,
+        },
         "kernels": kernels,
         "covered": covered,
         "unmapped": unmapped,
@@ -774,8 +789,15 @@ def main(argv: list[str]) -> int:
         default=defaults.untimed,
         help="where calls of a dtype and shape class without a timing go (default %(default)s)",
     )
+    parser.add_argument(
+        "--launch-bound",
+        choices=[TO_ORIGINAL, BY_TIMING],
+        default=defaults.launch_bound,
+        help="where calls of a launch-bound dtype and shape class go: the original, or by "
+        "their speedup as any other (default %(default)s)",
+    )
     args = parser.parse_args(argv)
-    routing = Routing(args.min_speedup, args.untimed)
+    routing = Routing(args.min_speedup, args.untimed, args.launch_bound)
     if not _NAME.fullmatch(args.name):
         parser.error(f"--name {args.name!r}: not a Python package name")
     try:

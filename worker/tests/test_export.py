@@ -713,7 +713,11 @@ def test_timings_route_each_dtype_and_shape_class_and_the_manifest_says_why(tmp_
     with exported_package(tmp_path, "opforge_routed_kernels", _timed_abs_bundle()) as package:
         manifest = package.manifest
         assert manifest["shape_classes"][0] == {"name": "n<=4K", "max_elements": 4096}
-        assert manifest["routing"] == {"min_speedup": 1.0, "untimed": "kernel"}
+        assert manifest["routing"] == {
+            "min_speedup": 1.0,
+            "untimed": "kernel",
+            "launch_bound": "original",
+        }
         routes = manifest["covered"]["aten.abs.default"]["routes"]
         assert manifest["covered"]["aten.abs_.default"]["routes"] == routes  # derived alike
         small, mid, large, huge = (routes["float32"][c] for c in manifest_classes(manifest)[:4])
@@ -747,6 +751,23 @@ def manifest_classes(manifest: dict) -> list[str]:
     return [shape_class["name"] for shape_class in manifest["shape_classes"]]
 
 
+def test_a_launch_bound_class_goes_to_the_original_however_fast_its_device_time(tmp_path):
+    """There the device timer measured a launch: a served call pays the wrapper's and the
+    runtime's host path, so only ``--launch-bound timed`` lets its speedup decide."""
+    bundle = make_bundle(KERNELS[:1])
+    bundle.kernels[0].timings = [_timing("float32", "n<=4K", 2.0)]
+    assert bundle.kernels[0].timings[0].launch_bound
+    for options, to in [((), "original"), (("--launch-bound", "timed"), "kernel")]:
+        name = f"opforge_launch_{to}_kernels"
+        with exported_package(tmp_path, name, bundle, *options) as package:
+            small = package.manifest["covered"]["aten.abs.default"]["routes"]["float32"]["n<=4K"]
+            assert (small["to"], small["speedup"], small["launch_bound"]) == (to, 2.0, True)
+            package.enable()
+            package.reset_counts()
+            torch.abs(torch.randn(10, device=ON))
+            assert package.call_counts()["aten.abs.default"] == (to == "kernel")
+
+
 def test_untimed_calls_go_to_the_original_when_asked_and_unrouted_overloads_stay_unregistered(
     tmp_path,
 ):
@@ -755,7 +776,11 @@ def test_untimed_calls_go_to_the_original_when_asked_and_unrouted_overloads_stay
         tmp_path, "opforge_strict_kernels", _timed_abs_bundle(), *options
     ) as package:
         routes = package.manifest["covered"]["aten.abs.default"]["routes"]
-        assert package.manifest["routing"] == {"min_speedup": 1.2, "untimed": "original"}
+        assert package.manifest["routing"] == {
+            "min_speedup": 1.2,
+            "untimed": "original",
+            "launch_bound": "original",
+        }
         assert [routes["float32"][c]["to"] for c in manifest_classes(package.manifest)] == [
             "original",  # 0.5
             "kernel",  # 1.3
