@@ -12,10 +12,12 @@ overloads it does not cover and the catalog operators behind them (``opforge run
 OUT.json`` starts a campaign over exactly those), the output's deviation from eager ATen, the
 wall time of each run, and the covered overloads whose kernel disagrees with ATen on the model's
 own inputs: a kernel that passed OpInfo's samples and fails the model. Wall times are medians
-over ``--forwards`` forward passes of each, interleaved. ``overload_times`` says which kernels
-cost what: per covered overload the model calls, its captured calls replayed on the device with
-the package enabled and without (rounds of ``--timing-calls`` calls, synchronised; the median
-round per call), and how many of them the package served.
+over ``--forwards`` forward passes of each, interleaved, and ``slowdown`` is the median (with its
+interquartile range) of each interleaved pair's ratio, with the library over without.
+``overload_times`` says which kernels cost what: per covered overload the model calls, its
+captured calls replayed on the device with the package enabled and without (rounds of
+``--timing-calls`` calls, synchronised; the median round per call), and how many of them the
+package served.
 
 ``--capture`` also writes the model's inputs per operator as the sample set ``model:<name>``
 (``opforge_worker.model_sets``) where the judge finds them: ``validate --sets model:gpt2``; the
@@ -40,7 +42,7 @@ import sys
 import time
 from pathlib import Path
 
-from opforge_worker import device_kinds
+from opforge_worker import device_kinds, timing
 from opforge_worker.device_kinds import DeviceKind
 
 MODELS = ("resnet18", "gpt2", "llama")
@@ -395,6 +397,7 @@ def check(model: str, package, args, catalog_operators):
         captured = model_sets.encoded(model, root)
     missing = sorted(set(capture.counts) - covered)
     max_abs, max_rel = deviation(actual, expected)
+    slowdown = timing.summarize([w / wo for w, wo in zip(withs, withouts, strict=True)])
     return contract.ModelReport(
         model=model,
         aten_calls=dict(sorted(capture.counts.items())),
@@ -405,6 +408,8 @@ def check(model: str, package, args, catalog_operators):
         max_rel_deviation=max_rel,
         seconds_with_library=statistics.median(withs),
         seconds_without_library=statistics.median(withouts),
+        slowdown=slowdown.median,
+        slowdown_iqr=slowdown.iqr,
         failing_overloads=failing,
         overload_times=times,
         captured_inputs=captured,
@@ -420,7 +425,8 @@ def describe(report) -> str:
         f"  deviation from eager: max abs {report.max_abs_deviation:.3g}, "
         f"max rel {report.max_rel_deviation:.3g}",
         f"  wall time: {report.seconds_with_library:.3f}s with the library, "
-        f"{report.seconds_without_library:.3f}s without",
+        f"{report.seconds_without_library:.3f}s without (x{report.slowdown:.3f}, IQR "
+        f"{report.slowdown_iqr:.3f}, pair by pair)",
         f"  missing: {len(report.missing_overloads)} overloads -> "
         f"{len(report.missing_operators)} operators",
     ]

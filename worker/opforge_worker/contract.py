@@ -1461,6 +1461,8 @@ class ModelReport:
         _Field("max_rel_deviation", ("float",)),
         _Field("seconds_with_library", ("float",)),
         _Field("seconds_without_library", ("float",)),
+        _Field("slowdown", ("float",), optional=True),
+        _Field("slowdown_iqr", ("float",), optional=True),
         _Field("failing_overloads", ("list", ("str",)), optional=True),
         _Field("overload_times", ("list", ("struct", "overload_time")), optional=True),
         _Field("captured_inputs", ("optional", ("dict", ("str",))), optional=True),
@@ -1479,6 +1481,11 @@ class ModelReport:
     max_rel_deviation: float = 0.0
     seconds_with_library: float = 0.0
     seconds_without_library: float = 0.0
+    #: the median over the interleaved forward pairs of each pair's wall with the library over its
+    #: wall without: above 1, the library made the model slower
+    slowdown: float = 0.0
+    #: the interquartile range of those pair ratios: the measurement's noise
+    slowdown_iqr: float = 0.0
     #: covered overloads whose library kernel disagrees with eager ATen on the model's own inputs
     #: (its captured calls): kernels that pass OpInfo yet fail the model
     failing_overloads: list[str] = field(default_factory=list)

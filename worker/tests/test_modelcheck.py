@@ -127,6 +127,7 @@ def test_gpt2_report_counts_calls_served_and_missing(work):
     assert all(op.op in CATALOG_OPS for op in report.missing_operators)
     assert report.max_abs_deviation < 1e-5 and report.max_rel_deviation < 1e-4
     assert report.seconds_with_library > 0 and report.seconds_without_library > 0
+    assert report.slowdown > 0 and report.slowdown_iqr >= 0  # pair by pair, with its noise
     assert report.failing_overloads == []
     # What each covered overload the model called costs, its captured calls replayed: add's
     # float32 tensor calls are the package's to serve.
