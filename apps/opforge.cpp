@@ -848,6 +848,7 @@ struct export_options {
   std::string fingerprint;
   std::string min_speedup;
   std::string untimed;
+  std::string unmeasured;
   std::string launch_bound;
 
   void add_to(CLI::App& cmd) {
@@ -873,6 +874,10 @@ struct export_options {
     cmd.add_option("--untimed", untimed,
                    "where calls of a dtype and shape class without a timing go (torch-library)")
         ->check(CLI::IsMember({"kernel", "original"}));
+    cmd.add_option("--unmeasured", unmeasured,
+                   "where calls of a shape class without a timing go in a dtype timed in other "
+                   "classes (torch-library)")
+        ->check(CLI::IsMember({"kernel", "original"}));
     cmd.add_option("--launch-bound", launch_bound,
                    "where calls of a launch-bound dtype and shape class go: the original, or by "
                    "their speedup (torch-library)")
@@ -890,7 +895,7 @@ struct export_options {
       argv.insert(argv.end(), {"--dispatch-key", dispatch_key});
     for (const auto& [flag, value] :
          {std::pair{"--min-speedup", &min_speedup}, std::pair{"--untimed", &untimed},
-          std::pair{"--launch-bound", &launch_bound}})
+          std::pair{"--unmeasured", &unmeasured}, std::pair{"--launch-bound", &launch_bound}})
       if (!value->empty())
         argv.insert(argv.end(), {flag, *value});
     return argv;

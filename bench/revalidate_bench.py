@@ -108,7 +108,7 @@ class Daemon:
         self.log.close()
 
 
-def write_config(path: Path, device: str, slots: int, python: str) -> None:
+def write_config(path: Path, device: str, slots: int, python: str, dtypes: str = DTYPES) -> None:
     path.write_text(
         f"""control:
   listen: ""
@@ -122,7 +122,7 @@ metrics:
   listen: ""
 campaigns:
   device_kind: {device}
-  dtypes: {DTYPES}
+  dtypes: {dtypes}
 maintenance:
   poll_ms: 200
 """

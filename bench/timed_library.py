@@ -69,7 +69,7 @@ def library_phase(args, work: Path) -> dict:
     data, config = work / "data", work / "opforge.yaml"
     shutil.rmtree(work, ignore_errors=True)
     data.mkdir(parents=True)
-    write_config(config, args.device, args.slots, args.python)
+    write_config(config, args.device, args.slots, args.python, args.dtypes)
     daemon, worker = start(args.opforge, data, config, work / "cache")
     try:
         fingerprint = worker["fingerprint"]
@@ -230,7 +230,12 @@ def main() -> int:
     parser.add_argument("--slots", type=int, default=1, help="the device worker's slots")
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "opforge-timed")
     parser.add_argument("--phase", choices=["library", "models", "all"], default="all")
-    parser.add_argument("--settle-s", type=float, default=60.0)
+    parser.add_argument("--settle-s", type=float, default=30.0)
+    parser.add_argument(
+        "--dtypes",
+        default="float32",
+        help="what the import proves and the maintenance times (the models run float32)",
+    )
     parser.add_argument("--forwards", type=int, default=21)
     parser.add_argument("--size", choices=["tiny", "small"], default="small")
     parser.add_argument("--json", type=Path, help="write the numbers here (merged per phase)")

@@ -240,15 +240,15 @@ TEST_F(LibraryCli, ExportHandsTheExporterTheBundleAndPassesItsStatusThrough) {
                                       "--format", "backendbench", "--out", out.string()}));
 
   // The routing choices reach the exporter as given; absent, the exporter's defaults apply.
-  auto routed =
-      opforge({"export", "--format", "torch-library", "--out", out.string(), "--launch-bound",
-               "timed", "--untimed", "original", "--min-speedup", "1.05"});
+  auto routed = opforge({"export", "--format", "torch-library", "--out", out.string(),
+                         "--launch-bound", "timed", "--untimed", "original", "--min-speedup",
+                         "1.05", "--unmeasured", "kernel"});
   EXPECT_EQ(routed.code, 3) << routed.err;
-  EXPECT_EQ(
-      recorded_argv().first,
-      (std::vector<std::string>{"-m", "opforge_library", "export", "--bundle", "FILE", "--format",
-                                "torch-library", "--out", out.string(), "--min-speedup", "1.05",
-                                "--untimed", "original", "--launch-bound", "timed"}));
+  EXPECT_EQ(recorded_argv().first,
+            (std::vector<std::string>{"-m", "opforge_library", "export", "--bundle", "FILE",
+                                      "--format", "torch-library", "--out", out.string(),
+                                      "--min-speedup", "1.05", "--untimed", "original",
+                                      "--unmeasured", "kernel", "--launch-bound", "timed"}));
   auto unknown = opforge(
       {"export", "--format", "torch-library", "--out", out.string(), "--launch-bound", "kernel"});
   EXPECT_EQ(unknown.code, 2);

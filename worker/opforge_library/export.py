@@ -20,14 +20,17 @@ catalog does) is planned here, at export time, on the CPU:
 - each covered overload is routed per dtype and shape class (data/timing.yaml's, carried in the
   manifest) by its kernel's timings (the bundle's ``timings``): to the original kernel where the
   kernel is measured slower than ``--min-speedup`` beyond its noise, else to the kernel; where no
-  timing exists, ``--untimed`` decides (default: the kernel, served as proved). A launch-bound
+  timing exists in the dtype, ``--untimed`` decides (default: the kernel, served as proved); a
+  shape class without a timing in a dtype timed in others goes where ``--unmeasured`` says (default:
+  the original, since the benchmark never reached that size). A launch-bound
   timing (ATen's device time under the kind's launch-bound threshold) goes where
   ``--launch-bound`` says: the original by default, because there the device timer measured a
   launch, and a served call pays the wrapper's and the runtime's host path, which ATen's whole
   call undercuts (TIMING.md, "Launch-bound"); ``timed`` routes it by its speedup like any other.
   The manifest records each route with the speedup that decided it.
 
-    [--min-speedup X] [--untimed kernel|original] [--launch-bound original|timed]
+    [--min-speedup X] [--untimed kernel|original] [--unmeasured kernel|original]
+    [--launch-bound original|timed]
     (defaults: data/timing.yaml export_routing)
 """
 
@@ -445,11 +448,13 @@ BY_TIMING = "timed"
 class Routing:
     """When a timed kernel serves a shape class (``min_speedup``), where the calls of a
     dtype and shape class without a timing go (``untimed``: TO_KERNEL or TO_ORIGINAL), and
-    where those of a launch-bound one go (``launch_bound``: TO_ORIGINAL or BY_TIMING)."""
+    where those of a launch-bound one go (``launch_bound``: TO_ORIGINAL or BY_TIMING), and
+    where a shape class without a timing goes in a dtype timed in others (``unmeasured``)."""
 
     min_speedup: float
     untimed: str
     launch_bound: str
+    unmeasured: str
 
 
 @functools.cache
@@ -468,7 +473,12 @@ def shape_classes() -> list[dict]:
 
 def default_routing() -> Routing:
     routing = _timing_data()["export_routing"]
-    return Routing(float(routing["min_speedup"]), routing["untimed"], routing["launch_bound"])
+    return Routing(
+        float(routing["min_speedup"]),
+        routing["untimed"],
+        routing["launch_bound"],
+        routing["unmeasured"],
+    )
 
 
 def chosen_timings(kernel: contract.LibraryKernel, bundle: contract.LibraryBundle) -> dict:
@@ -486,8 +496,11 @@ def chosen_timings(kernel: contract.LibraryKernel, bundle: contract.LibraryBundl
     return found
 
 
-def route(timing: contract.KernelTiming | None, routing: Routing) -> dict:
-    """Where one dtype's calls of one shape class go, with the measurement that decided it."""
+def route(timing: contract.KernelTiming | None, routing: Routing, dtype_timed: bool) -> dict:
+    """Where one dtype's calls of one shape class go, with the measurement that decided it;
+    ``dtype_timed``: whether the dtype has a timing in another class."""
+    if timing is None and dtype_timed:
+        return {"to": routing.unmeasured, "speedup": None, "unmeasured": True}
     if timing is None:
         return {"to": routing.untimed, "speedup": None}
     # Slower than the threshold even at the favourable end of its noise: the original serves.
@@ -509,9 +522,12 @@ def route(timing: contract.KernelTiming | None, routing: Routing) -> dict:
 def routes_of(kernel: contract.LibraryKernel, bundle, routing: Routing) -> dict:
     """dtype -> shape class -> ``route``, for every dtype the kernel passed."""
     timings = chosen_timings(kernel, bundle)
+    timed_dtypes = {dtype for dtype, _ in timings}
     return {
         dtype: {
-            shape_class["name"]: route(timings.get((dtype, shape_class["name"])), routing)
+            shape_class["name"]: route(
+                timings.get((dtype, shape_class["name"])), routing, dtype in timed_dtypes
+            )
             for shape_class in shape_classes()
         }
         for dtype in kernel.dtypes
@@ -611,6 +627,7 @@ def manifest_of(bundle, name, dispatch_key, routing, kernels, covered, unmapped)
         "routing": {
             "min_speedup": routing.min_speedup,
             "untimed": routing.untimed,
+            "unmeasured": routing.unmeasured,
             "launch_bound": routing.launch_bound,
         },
         "kernels": kernels,
@@ -790,6 +807,13 @@ def main(argv: list[str]) -> int:
         help="where calls of a dtype and shape class without a timing go (default %(default)s)",
     )
     parser.add_argument(
+        "--unmeasured",
+        choices=[TO_KERNEL, TO_ORIGINAL],
+        default=defaults.unmeasured,
+        help="where calls of a shape class without a timing go in a dtype timed in other "
+        "classes (default %(default)s)",
+    )
+    parser.add_argument(
         "--launch-bound",
         choices=[TO_ORIGINAL, BY_TIMING],
         default=defaults.launch_bound,
@@ -797,7 +821,7 @@ def main(argv: list[str]) -> int:
         "their speedup as any other (default %(default)s)",
     )
     args = parser.parse_args(argv)
-    routing = Routing(args.min_speedup, args.untimed, args.launch_bound)
+    routing = Routing(args.min_speedup, args.untimed, args.launch_bound, args.unmeasured)
     if not _NAME.fullmatch(args.name):
         parser.error(f"--name {args.name!r}: not a Python package name")
     try:
