@@ -5,7 +5,7 @@
 
 Phase ``library``: `opforge serve` on DIR/data with one device worker of ``--device`` (and a lint
 worker) imports every SET (`opforge import SET --layout candidates`; default: config/examples,
-the honest corpus, tests/fixtures/import/candidates and the demo's recorded answers, hand-written,
+the honest corpus, tests/fixtures/import/candidates and ``demo``, the demo's recorded answers, hand-written,
 each operator's last), and the daemon's maintenance times every current kernel on the worker's
 toolchain (a background benchmark job per kernel, `maintenance.retime`). Once every current
 kernel has a timing there, or none came for ``--settle-s``, `opforge export --format
@@ -16,7 +16,8 @@ timed class by its speedup), with each kernel's timings in DIR/kernels.json.
 Phase ``models``: `python -m opforge_library modelcheck --model all --size small` (``--size``) with each
 package, each one's forward passes interleaved with eager's (``--forwards``), so every ratio is
 measured side by side in one process: the pair-by-pair slowdown with its IQR, the calls served,
-what each covered overload costs. The phases are separate commands where one device command may
+what each covered overload costs. Phase ``export`` writes the two packages again from DIR/data
+(after a change of the exporter's routing). The phases are separate commands where one device command may
 not run them both; DIR keeps what the first one wrote.
 """
 
@@ -34,10 +35,13 @@ from pathlib import Path
 
 from revalidate_bench import ROOT, start, write_config
 
+#: The set name that stands for the demo's recorded answers.
+DEMO = "demo"
 DEFAULT_SETS = [
     "config/examples",
     "worker/tests/corpus/honest",
     "tests/fixtures/import/candidates",
+    DEMO,
 ]
 #: `opforge import`'s exit status when some kernels of the set were refused (the import fixtures
 #: hold wrong ones on purpose).
@@ -73,9 +77,10 @@ def library_phase(args, work: Path) -> dict:
     daemon, worker = start(args.opforge, data, config, work / "cache")
     try:
         fingerprint = worker["fingerprint"]
-        sets = [str(ROOT / s) for s in args.sets] or [str(ROOT / s) for s in DEFAULT_SETS]
-        if not args.sets:
-            sets.append(str(demo_set(work / "demo")))
+        sets = [
+            str(demo_set(work / "demo") if name == DEMO else ROOT / name)
+            for name in args.sets or DEFAULT_SETS
+        ]
         started = time.monotonic()
         for kernel_set in sets:
             imported = daemon.client(
@@ -108,17 +113,7 @@ def library_phase(args, work: Path) -> dict:
         timing_s = time.monotonic() - started - import_s
         untimed = [k["operator"] for k in kernels if not timed_on(k, fingerprint)]
         (work / "kernels.json").write_text(json.dumps(kernels, indent=1) + "\n")
-        for name, flags in PACKAGES.items():
-            daemon.client(
-                "export",
-                "--format",
-                "torch-library",
-                "--out",
-                str(work / name),
-                "--device-kind",
-                args.device,
-                *flags,
-            )
+        export_packages(daemon, args.device, work, args.packages)
         return {
             "device": args.device,
             "device_name": worker.get("device_name", ""),
@@ -145,6 +140,25 @@ def library_phase(args, work: Path) -> dict:
         daemon.stop()
 
 
+def export_packages(daemon, device: str, work: Path, names: list[str]) -> None:
+    for name in names:
+        flags = PACKAGES[name]
+        shutil.rmtree(work / name, ignore_errors=True)
+        daemon.client(
+            "export", "--format", "torch-library", "--out", str(work / name),
+            "--device-kind", device, *flags,
+        )  # fmt: skip
+
+
+def export_phase(args, work: Path) -> None:
+    """The packages exported again from the library DIR/data holds (after a change of routing)."""
+    daemon, _ = start(args.opforge, work / "data", work / "opforge.yaml", work / "cache")
+    try:
+        export_packages(daemon, args.device, work, args.packages)
+    finally:
+        daemon.stop()
+
+
 def package_dir(export_dir: Path) -> Path:
     """The package directory an export wrote (the one holding its manifest)."""
     (manifest,) = export_dir.rglob("manifest.json")
@@ -164,7 +178,7 @@ def routes(package: Path) -> dict:
 
 def models_phase(args, work: Path) -> dict:
     out = {}
-    for name in PACKAGES:
+    for name in args.packages:
         package = package_dir(work / name)
         report = work / f"models-{name}.json"
         checked = subprocess.run(
@@ -229,7 +243,7 @@ def main() -> int:
     parser.add_argument("--python", default=sys.executable, help="the workers' interpreter")
     parser.add_argument("--slots", type=int, default=1, help="the device worker's slots")
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "opforge-timed")
-    parser.add_argument("--phase", choices=["library", "models", "all"], default="all")
+    parser.add_argument("--phase", choices=["library", "export", "models", "all"], default="all")
     parser.add_argument("--settle-s", type=float, default=30.0)
     parser.add_argument(
         "--dtypes",
@@ -238,6 +252,9 @@ def main() -> int:
     )
     parser.add_argument("--forwards", type=int, default=21)
     parser.add_argument("--size", choices=["tiny", "small"], default="small")
+    parser.add_argument(
+        "--packages", nargs="+", choices=list(PACKAGES), default=list(PACKAGES), metavar="NAME"
+    )
     parser.add_argument("--json", type=Path, help="write the numbers here (merged per phase)")
     parser.add_argument("sets", nargs="*")
     args = parser.parse_args()
@@ -247,6 +264,8 @@ def main() -> int:
         numbers["library"] = library_phase(args, args.work)
         if args.json:
             args.json.write_text(json.dumps(numbers, indent=1) + "\n")
+    if args.phase == "export":
+        export_phase(args, args.work)
     if args.phase in ("models", "all"):
         numbers["packages"] = models_phase(args, args.work)
     if args.json:
