@@ -320,4 +320,26 @@ void campaign_display::line(const std::string& text, bool keep_progress) {
     line_open_ = false;
 }
 
+std::string concurrency_warning(const json& llm, uint32_t concurrency,
+                                const std::string& endpoints) {
+  auto wanted =
+      concurrency > 0 ? int64_t{concurrency} : llm.value("campaign_concurrency", int64_t{0});
+  auto asked = endpoints.substr(0, endpoints.find(','));
+  // Without a name `status` does not say which endpoint is the default: the warning holds only
+  // when every endpoint allows fewer, and names the one that allows most.
+  std::string name;
+  int64_t allows = 0;
+  for (const auto& e : llm.value("endpoints", json::array()))
+    if ((asked.empty() || text(e, "name") == asked) &&
+        e.value("concurrency", int64_t{0}) >= allows) {
+      name = text(e, "name");
+      allows = e.value("concurrency", int64_t{0});
+    }
+  if (name.empty() || allows <= 0 || allows >= wanted)
+    return {};
+  return "concurrency " + std::to_string(wanted) + " but endpoint " + name + " allows " +
+         std::to_string(allows) + ": " + std::to_string(wanted - allows) +
+         " of the campaign's sessions wait for it";
+}
+
 } // namespace opforge

@@ -65,6 +65,14 @@ nlohmann::json submitted_event(const nlohmann::json& campaign);
 /// The `detached` event: the follower stops, the campaign goes on in the daemon.
 nlohmann::json detached_event(const std::string& campaign_id);
 
+/// "concurrency 64 but endpoint local-vllm allows 8: ..." when a campaign of `concurrency`
+/// sessions (0: the daemon's campaigns.concurrency) would ask an endpoint that sends fewer
+/// requests at once; "" otherwise. `llm` is the `llm` part of `status`; `endpoints` the run's
+/// --endpoint (its first is the one asked while it is up; "" the default: warned of only when
+/// every endpoint allows fewer).
+std::string concurrency_warning(const nlohmann::json& llm, uint32_t concurrency,
+                                const std::string& endpoints);
+
 /// The events that `campaign` (a `campaign` reply's status) adds to what `seen` holds, in the
 /// order they are shown: resolving; resolved (its operators, and those skipped as already
 /// covered); endpoint down or up; device (its jobs wait for a worker of its device kind, none

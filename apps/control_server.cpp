@@ -340,6 +340,13 @@ caf::expected<campaign_request> run_request(const wire::map_reader& fields) {
     into = static_cast<uint32_t>(*value);
     return {};
   };
+  auto tokens = [&](const char* key, uint64_t& into) -> caf::error {
+    auto value = fields.integer_or(key, 0);
+    if (!value || *value < 0)
+      return bad(key, "a token count, 0 for the daemon's default");
+    into = static_cast<uint64_t>(*value);
+    return {};
+  };
   auto text = [&](const char* key, std::string& into) -> caf::error {
     auto value = fields.string_or(key, "");
     if (!value)
@@ -352,7 +359,7 @@ caf::expected<campaign_request> run_request(const wire::map_reader& fields) {
                    text("endpoint", out.endpoint), text("device_kind", out.device_kind),
                    count("concurrency", out.concurrency), count("max_dialogs", out.max_dialogs),
                    count("max_calls_per_dialog", out.max_calls_per_dialog),
-                   strings("sample_sets", out.sample_sets)})
+                   tokens("max_tokens", out.max_tokens), strings("sample_sets", out.sample_sets)})
     if (err)
       return err;
   return out;

@@ -284,6 +284,7 @@ struct run_options {
   uint32_t concurrency = 0;
   uint32_t max_dialogs = 0;
   uint32_t max_calls = 0;
+  uint64_t max_tokens = 0;
   bool detach = false;
 
   void add_to(CLI::App& cmd) {
@@ -309,6 +310,9 @@ struct run_options {
     cmd.add_option("--concurrency", concurrency, "sessions at once");
     cmd.add_option("--max-dialogs", max_dialogs, "dialogs per operator");
     cmd.add_option("--max-calls", max_calls, "LLM calls per dialog");
+    cmd.add_option("--max-tokens", max_tokens,
+                   "LLM tokens the campaign may use in all (default: campaigns.max_tokens; 0 "
+                   "there: unlimited)");
     cmd.add_flag("--detach", detach, "submit and return; follow later with `opforge attach`");
   }
 
@@ -321,7 +325,8 @@ struct run_options {
                        {"device_kind", device},
                        {"concurrency", concurrency},
                        {"max_dialogs", max_dialogs},
-                       {"max_calls_per_dialog", max_calls}};
+                       {"max_calls_per_dialog", max_calls},
+                       {"max_tokens", max_tokens}};
     auto list = nlohmann::json::array();
     std::stringstream items{dtypes};
     for (std::string item; std::getline(items, item, ',');)
@@ -457,8 +462,13 @@ int run_campaign(const config& cfg, const client_options& opts, run_options run)
       if (std::find(run.names.begin(), run.names.end(), name) == run.names.end())
         run.names.push_back(std::move(name));
   }
-  auto reply = control_request(cfg.control.listen, request_type::run, run.request(),
-                               std::chrono::milliseconds{opts.timeout_ms});
+  auto timeout = std::chrono::milliseconds{opts.timeout_ms};
+  // On stderr, so that --json's event lines stay the only output on stdout.
+  if (auto live = control_request(cfg.control.listen, request_type::status, nullptr, timeout))
+    if (auto warning = concurrency_warning((*live)["llm"], run.concurrency, run.endpoint);
+        !warning.empty())
+      std::cerr << "warning: " << warning << '\n';
+  auto reply = control_request(cfg.control.listen, request_type::run, run.request(), timeout);
   if (!reply)
     return fail(reply.error(), exit_unreachable);
   auto c = (*reply)["campaign"];

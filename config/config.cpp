@@ -458,6 +458,8 @@ void parse(reader& in, campaigns_config& out) {
   in.field("concurrency", out.concurrency, at_least(1));
   in.field("max_dialogs", out.max_dialogs, at_least(1));
   in.field("max_calls_per_dialog", out.max_calls_per_dialog, at_least(1));
+  in.field("same_failure_limit", out.same_failure_limit, at_least(0));
+  in.field("max_tokens", out.max_tokens, at_least(0));
   in.field("failover", out.failover);
   in.field("sample_timeout_s", out.sample_timeout_s, at_least(1));
   in.field("job_deadline_s", out.job_deadline_s, at_least(1));

@@ -122,6 +122,13 @@ struct campaigns_config {
   int64_t concurrency = 8;
   int64_t max_dialogs = 3;
   int64_t max_calls_per_dialog = 15;
+  /// A dialog whose answers fail the same way (outcome, check and the failure's first line) this
+  /// many times in a row starts the next dialog early; a session whose dialogs all end so ends
+  /// with "repeated failure". 0 turns it off.
+  int64_t same_failure_limit = 4;
+  /// LLM tokens (prompt and completion) one campaign may use in all; 0: unlimited.
+  /// `opforge run --max-tokens` overrides it per campaign.
+  int64_t max_tokens = 0;
   /// A campaign that names one endpoint may fail over to the others, in the order of
   /// llm.endpoints, when its own is down (llm.outage_after). `opforge run --endpoint a,b` names
   /// the order for one campaign.

@@ -43,7 +43,7 @@ typename Inspector::result_type inspect(Inspector& f, session_summary& x) {
 struct campaign_status {
   std::string campaign_id{};
   contract::campaign_state state{};
-  std::string error{}; // why it was rejected
+  std::string error{}; // why it was rejected, or that it spent its token budget
   std::string endpoint{};
   std::string device_kind{};
   int64_t created_ms = 0; // wall clock
@@ -102,6 +102,7 @@ struct campaign_request {
   uint32_t concurrency = 0;
   uint32_t max_dialogs = 0;
   uint32_t max_calls_per_dialog = 0;
+  uint64_t max_tokens = 0; // the campaign's LLM tokens in all (campaign_spec.max_tokens)
   /// Seeded operators: each is in the campaign, its session starting from its seed; with seeds,
   /// the other variants of a seeded operator's name are not, unless selected otherwise.
   std::vector<campaign_seed> seeds{};
@@ -117,7 +118,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, campaign_request& x) {
   return f(caf::meta::type_name("campaign_request"), x.names, x.categories, x.all, x.failed,
            x.dtypes, x.endpoint, x.device_kind, x.concurrency, x.max_dialogs,
-           x.max_calls_per_dialog, x.seeds, x.fingerprint, x.sample_sets);
+           x.max_calls_per_dialog, x.max_tokens, x.seeds, x.fingerprint, x.sample_sets);
 }
 
 } // namespace opforge

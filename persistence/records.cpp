@@ -63,6 +63,7 @@ constexpr auto budgets_fields = [](auto& x, auto&& f) {
   f("optimize", x.optimize);
   f("optimize_target_speedup", x.optimize_target_speedup);
   f("optimize_calls", x.optimize_calls);
+  f("same_failure_limit", x.same_failure_limit);
 };
 
 constexpr auto version_fields = [](auto& x, auto&& f) {
@@ -164,6 +165,7 @@ constexpr auto spec_fields = [](auto& x, auto&& f) {
   f("covered", x.covered);
   f("sample_sets", x.sample_sets);
   f("fingerprint", x.fingerprint);
+  f("max_tokens", x.max_tokens);
 };
 
 constexpr auto seed_fields = [](auto& x, auto&& f) {
@@ -187,6 +189,7 @@ constexpr auto request_fields = [](auto& x, auto&& f) {
   f("seeds", x.seeds);
   f("fingerprint", x.fingerprint);
   f("sample_sets", x.sample_sets);
+  f("max_tokens", x.max_tokens);
 };
 
 // Campaigns stored before `request` existed were never stored while resolving: it reads empty.

@@ -31,6 +31,10 @@ struct session_budgets {
   bool optimize = false;
   double optimize_target_speedup = 1.0;
   uint32_t optimize_calls = 0;
+  // A dialog whose answers fail the same way this many times in a row ends early, and a session
+  // whose dialogs all did ends (actors/sessions/repeated_failure.hpp); 0: off, as in records
+  // stored before it existed.
+  uint32_t same_failure_limit = 0;
 };
 
 struct session_message {
@@ -185,6 +189,9 @@ struct campaign_spec {
   // Test jobs run only on workers with this toolchain fingerprint ("" = any): a repair is proved
   // where its kernel regressed. Campaigns stored before it decode with "".
   std::string fingerprint{};
+  // The LLM tokens (prompt and completion) its sessions may use in all; 0: unlimited. Once they
+  // reach it no LLM call starts, and every session that would ask ends "token budget spent".
+  uint64_t max_tokens = 0;
 };
 
 /// A campaign as the `campaigns` family holds it.

@@ -305,3 +305,14 @@ TEST(CampaignEvents, JobsNoWorkerServesAreSaidOnceAndTheirWorkerToo) {
                        "queued for it)\n"
                        "a worker of kind cuda connected; the campaign goes on\n");
 }
+
+TEST(CampaignEvents, AConcurrencyAboveTheEndpointsIsNamed) {
+  auto llm = json::parse(R"({"campaign_concurrency": 8, "endpoints": [
+      {"name": "big", "concurrency": 16}, {"name": "small", "concurrency": 4}]})");
+  EXPECT_EQ(concurrency_warning(llm, 64, ""),
+            "concurrency 64 but endpoint big allows 16: 48 of the campaign's sessions wait for it");
+  EXPECT_EQ(concurrency_warning(llm, 0, "small,big"),
+            "concurrency 8 but endpoint small allows 4: 4 of the campaign's sessions wait for it");
+  EXPECT_EQ(concurrency_warning(llm, 0, ""), "") << "the default 8 fits big's 16";
+  EXPECT_EQ(concurrency_warning(llm, 16, "big"), "");
+}

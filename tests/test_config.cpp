@@ -395,6 +395,26 @@ TEST_F(ConfigTest, OptimizeStageIsOffByDefaultAndItsSettingsAreChecked) {
   EXPECT_EQ(from_env->campaigns.optimize, optimize_policy::on);
 }
 
+// The budgets that stop waste: on by default for repeated failures, off for tokens.
+TEST_F(ConfigTest, WasteBudgetsHaveDefaultsAndRefuseNegativeCounts) {
+  auto defaults = load_file("store: {sync: true}\n");
+  ASSERT_TRUE(defaults) << failure(defaults);
+  EXPECT_EQ(defaults->campaigns.same_failure_limit, 4);
+  EXPECT_EQ(defaults->campaigns.max_tokens, 0);
+  auto cfg = load_file("campaigns: {same_failure_limit: 0, max_tokens: 2000000}\n");
+  ASSERT_TRUE(cfg) << failure(cfg);
+  EXPECT_EQ(cfg->campaigns.same_failure_limit, 0);
+  EXPECT_EQ(cfg->campaigns.max_tokens, 2000000);
+  EXPECT_EQ(failure(load_file("campaigns: {same_failure_limit: -1}\n")),
+            "config_invalid: DIR/opforge.yaml:1: 'campaigns.same_failure_limit' must be >= 0, "
+            "got -1");
+  EXPECT_EQ(failure(load_file("campaigns: {same_failure_limit: often}\n")),
+            "config_invalid: DIR/opforge.yaml:1: 'campaigns.same_failure_limit' must be an "
+            "integer, got 'often'");
+  EXPECT_EQ(failure(load_file("campaigns: {max_tokens: -5}\n")),
+            "config_invalid: DIR/opforge.yaml:1: 'campaigns.max_tokens' must be >= 0, got -5");
+}
+
 // A count of slots below 1, or any word but auto, is refused naming both choices.
 TEST_F(ConfigTest, SlotsMustBeACountOrAuto) {
   auto cases = std::vector<std::pair<std::string, std::string>>{

@@ -26,8 +26,8 @@ int64_t now_ms() {
 void checkpoint_campaign(self_pointer self, contract::campaign_state state,
                          std::function<void()> then) {
   auto& st = self->state;
-  stored_campaign stored{
-      st.spec, state, {}, state == contract::campaign_state::running ? 0 : now_ms()};
+  stored_campaign stored{st.spec, state, st.status.error,
+                         state == contract::campaign_state::running ? 0 : now_ms()};
   write_batch batch{{{family::campaigns, st.spec.campaign_id, encode_campaign(stored)}}, true};
   self->request(st.services.store, caf::infinite, atom::write_v, std::move(batch))
       .then(
@@ -163,6 +163,8 @@ void launch_more(self_pointer self) {
     deliver();
   } else if (st.status.state == contract::campaign_state::running) {
     st.status.state = contract::campaign_state::done;
+    if (st.services.tokens->spent())
+      st.status.error = "token budget spent: " + st.services.tokens->describe();
     checkpoint_campaign(self, contract::campaign_state::done, deliver);
   } else if (st.status.state == contract::campaign_state::cancelled) {
     checkpoint_campaign(self, contract::campaign_state::cancelled, deliver);
@@ -460,8 +462,13 @@ campaign_actor::behavior_type campaign(campaign_actor::stateful_pointer<campaign
   st.services = std::move(services);
   describe(st.status, st.spec);
   st.status.state = contract::campaign_state::running;
-  for (auto& record : restored)
+  // Its sessions share its token budget; a resumed campaign counts what its sessions had used.
+  st.services.tokens = std::make_shared<token_ledger>();
+  st.services.tokens->limit = st.spec.max_tokens;
+  for (auto& record : restored) {
+    st.services.tokens->used += record.prompt_tokens + record.completion_tokens;
     st.restored.emplace(record.session_id, std::move(record));
+  }
   for (size_t i = 0; i < st.spec.operators.size(); ++i) {
     // Sessions that ended before a restart are counted, not run again.
     auto done = st.restored.find(session_id(st.spec, st.spec.operators[i]));

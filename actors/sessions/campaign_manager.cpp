@@ -409,6 +409,9 @@ caf::expected<campaign_spec> accept(const campaign_manager_setup& setup,
   spec.budgets.max_dialogs = or_default(request.max_dialogs, defaults.max_dialogs);
   spec.budgets.max_calls_per_dialog =
       or_default(request.max_calls_per_dialog, defaults.max_calls_per_dialog);
+  spec.budgets.same_failure_limit = static_cast<uint32_t>(defaults.same_failure_limit);
+  spec.max_tokens =
+      request.max_tokens > 0 ? request.max_tokens : static_cast<uint64_t>(defaults.max_tokens);
   spec.budgets.optimize = defaults.optimize == optimize_policy::on;
   spec.budgets.optimize_target_speedup = defaults.optimize_target_speedup;
   spec.budgets.optimize_calls = static_cast<uint32_t>(defaults.optimize_calls);

@@ -3,10 +3,18 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 
 namespace opforge {
 
 namespace {
+
+// Times in the timing table: fixed, one decimal.
+std::string microseconds(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f", value);
+  return text;
+}
 
 // Field limits in characters. A prompt carries one failure; these keep it well under 4k tokens.
 constexpr size_t compile_log_limit = 6000;
@@ -288,6 +296,23 @@ std::optional<std::string> test_feedback(const prompt_templates& templates,
       values[name] =
           values["message"].empty() ? "(the test harness gave no details)" : values["message"];
   return templates.render(*kind, values);
+}
+
+std::string significant(double value, int digits) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.*g", digits, value);
+  return text;
+}
+
+std::string timing_table(const std::vector<contract::kernel_timing>& timings) {
+  std::string out = "| dtype | input size class | kernel (us) | baseline (us) | speedup | share of "
+                    "peak bandwidth |\n|---|---|---|---|---|---|\n";
+  for (const auto& t : timings)
+    out += "| " + to_string(t.dtype) + " | " + t.shape_class +
+           (t.launch_bound ? " (launch-bound)" : "") + " | " + microseconds(t.kernel_us) + " | " +
+           microseconds(t.baseline_us) + " | " + significant(t.speedup) + " | " +
+           (t.peak_share ? significant(*t.peak_share * 100, 2) + "%" : "no peak known") + " |\n";
+  return out;
 }
 
 } // namespace opforge

@@ -68,4 +68,10 @@ std::optional<std::string> test_feedback(const prompt_templates& templates,
                                          const contract::test_result& test_result,
                                          std::string_view wrapper);
 
+/// `value` with `digits` significant digits, as prompts and end reasons show speedups and shares.
+std::string significant(double value, int digits = 3);
+
+/// A version's timings as the optimize prompt shows them: one row per dtype and shape class.
+std::string timing_table(const std::vector<contract::kernel_timing>& timings);
+
 } // namespace opforge

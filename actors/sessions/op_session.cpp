@@ -183,6 +183,8 @@ void ask(self_pointer self, const ask_llm& action) {
             switch (r.outcome) {
             case chat_outcome::ok:
             case chat_outcome::truncated:
+              if (auto& tokens = self->state.services.tokens)
+                tokens->used += r.usage.prompt + r.usage.completion;
               on_event(self,
                        llm_answered{std::move(r.content), r.outcome == chat_outcome::truncated,
                                     r.usage.prompt, r.usage.completion});
@@ -369,9 +371,12 @@ void issue(self_pointer self, const session_action& action) {
   std::visit(
       [self](const auto& a) {
         using type = std::decay_t<decltype(a)>;
-        if constexpr (std::is_same_v<type, ask_llm>)
-          ask(self, a);
-        else if constexpr (std::is_same_v<type, lint_candidate>)
+        if constexpr (std::is_same_v<type, ask_llm>) {
+          if (auto& tokens = self->state.services.tokens; tokens && tokens->spent())
+            on_event(self, tokens_spent{tokens->describe()});
+          else
+            ask(self, a);
+        } else if constexpr (std::is_same_v<type, lint_candidate>)
           run_job(self, contract::job_kind::lint, a.source);
         else if constexpr (std::is_same_v<type, test_candidate>)
           run_job(self, contract::job_kind::test, a.source);

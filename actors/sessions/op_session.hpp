@@ -15,6 +15,7 @@
 #include "messages/write_batch.hpp"
 #include "persistence/keys.hpp"
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -32,6 +33,19 @@ struct session_endpoint {
   std::string name;
   std::string model;
   llm_endpoint_actor actor; // its campaign also asks it how it is
+};
+
+/// A campaign's token budget (campaign_spec.max_tokens), shared by its sessions: each adds the
+/// tokens of every answer it receives, and none starts an LLM call once they reach the limit.
+/// Sessions run on any scheduler thread, hence the atomic.
+struct token_ledger {
+  uint64_t limit = 0; // 0: unlimited
+  std::atomic<uint64_t> used{0};
+
+  bool spent() const { return limit > 0 && used.load() >= limit; }
+  std::string describe() const {
+    return std::to_string(used.load()) + " tokens used of the campaign's " + std::to_string(limit);
+  }
 };
 
 /// What every session of a daemon shares.
@@ -58,7 +72,8 @@ struct session_services {
   std::map<std::string, std::string> model_samples;
   campaign_actor progress; // told where each session stands after each checkpoint; may be null
   library_actor library;   // told of the kernel a SUCCESS checkpoint stored; may be null
-  std::shared_ptr<metrics> telemetry; // sessions by state and outcome; may be null
+  std::shared_ptr<metrics> telemetry;   // sessions by state and outcome; may be null
+  std::shared_ptr<token_ledger> tokens; // set per campaign by the campaign; may be null
 };
 
 /// The batch that checkpoints one step: the record under `session_key`, each transition under

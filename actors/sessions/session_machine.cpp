@@ -3,9 +3,9 @@
 #include "actors/library/kernels.hpp"
 #include "actors/sessions/answer_parser.hpp"
 #include "actors/sessions/feedback.hpp"
+#include "actors/sessions/repeated_failure.hpp"
 
 #include <algorithm>
-#include <cstdio>
 
 namespace opforge {
 
@@ -20,31 +20,6 @@ std::string join(const std::vector<std::string>& items, const char* separator) {
   std::string out;
   for (const auto& item : items)
     out += (out.empty() ? "" : separator) + item;
-  return out;
-}
-
-// `value` with `digits` significant digits (speedups, shares), or fixed with one decimal (times).
-std::string number(double value, int digits = 3) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.*g", digits, value);
-  return text;
-}
-
-std::string microseconds(double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f", value);
-  return text;
-}
-
-// A version's timings as the optimize prompt shows them: one row per dtype and shape class.
-std::string timing_table(const std::vector<contract::kernel_timing>& timings) {
-  std::string out = "| dtype | input size class | kernel (us) | baseline (us) | speedup | share of "
-                    "peak bandwidth |\n|---|---|---|---|---|---|\n";
-  for (const auto& t : timings)
-    out += "| " + to_string(t.dtype) + " | " + t.shape_class +
-           (t.launch_bound ? " (launch-bound)" : "") + " | " + microseconds(t.kernel_us) + " | " +
-           microseconds(t.baseline_us) + " | " + number(t.speedup) + " | " +
-           (t.peak_share ? number(*t.peak_share * 100, 2) + "%" : "no peak known") + " |\n";
   return out;
 }
 
@@ -102,6 +77,8 @@ public:
   void open_dialog() {
     const auto& b = rec_.budgets;
     if (rec_.dialog >= b.max_dialogs) {
+      if (auto repeated = repeated_failure_reason(rec_); !repeated.empty())
+        return fail(std::move(repeated));
       fail("budget spent: " + std::to_string(rec_.dialog) + " dialogs of at most " +
            std::to_string(b.max_calls_per_dialog) + " calls (" + std::to_string(rec_.total_calls) +
            " calls in all)");
@@ -146,6 +123,13 @@ public:
     move_to(session_state::feedback, summary, prompt);
     if (rec_.optimizing) {
       feed_back_optimizing(std::move(prompt), summary);
+      return;
+    }
+    if (dialog_repeats_failure(rec_)) {
+      move_to(session_state::prompt,
+              "dialog " + std::to_string(rec_.dialog) + " failed the same way " +
+                  std::to_string(rec_.budgets.same_failure_limit) + " times in a row");
+      open_dialog();
       return;
     }
     if (rec_.calls_in_dialog >= rec_.budgets.max_calls_per_dialog) {
@@ -211,8 +195,8 @@ public:
                          {"docstring", rec_.docstring},
                          {"kernel", best.source},
                          {"timings", timing_table(best.timings)},
-                         {"speedup", number(best.speedup)},
-                         {"target", number(rec_.budgets.optimize_target_speedup)}};
+                         {"speedup", significant(best.speedup)},
+                         {"target", significant(rec_.budgets.optimize_target_speedup)}};
     if (best.timer == logic_only_timer)
       values["timer_note"] =
           "These times were taken on Triton's interpreter (timer " + best.timer +
@@ -220,7 +204,7 @@ public:
     if (&last != &best)
       values["last_version"] =
           "It passed the tests, but " +
-          (last.timing_error.empty() ? "at a speedup of " + number(last.speedup) +
+          (last.timing_error.empty() ? "at a speedup of " + significant(last.speedup) +
                                            " it was not faster than the implementation above"
                                      : "its timing was refused: " + last.timing_error) +
           ". It was not kept.";
@@ -234,8 +218,8 @@ public:
             "optimize call " + std::to_string(rec_.optimize_calls_used + 1) + " of " +
                 std::to_string(rec_.budgets.optimize_calls) + ": " +
                 to_string(prompt_kind::optimize) + " prompt for version " +
-                std::to_string(kept + 1) + " (speedup " + number(best.speedup) + ", target " +
-                number(rec_.budgets.optimize_target_speedup) + ")",
+                std::to_string(kept + 1) + " (speedup " + significant(best.speedup) + ", target " +
+                significant(rec_.budgets.optimize_target_speedup) + ")",
             rec_.messages.back().content);
   }
 
@@ -249,8 +233,8 @@ public:
       return;
     }
     if (best.speedup >= rec_.budgets.optimize_target_speedup) {
-      keep_fastest(detail + "; the target speedup " + number(rec_.budgets.optimize_target_speedup) +
-                   " is reached");
+      keep_fastest(detail + "; the target speedup " +
+                   significant(rec_.budgets.optimize_target_speedup) + " is reached");
       return;
     }
     if (optimize_calls_left() == 0) {
@@ -276,7 +260,7 @@ public:
     rec_.end_reason =
         passed_text(v.verdict, rec_.dtypes) + "; kept version " + std::to_string(kept + 1) +
         " of " + std::to_string(rec_.versions.size()) +
-        (v.timings.empty() ? " (not timed)" : " (speedup " + number(v.speedup) + ")") + ": " +
+        (v.timings.empty() ? " (not timed)" : " (speedup " + significant(v.speedup) + ")") + ": " +
         reason;
     move_to(session_state::success, rec_.end_reason);
   }
@@ -458,7 +442,7 @@ public:
     auto detail = "version " + std::to_string(rec_.versions.size());
     if (!v.timings.empty()) {
       v.speedup = result.geomean_speedup;
-      detail += " timed: speedup " + number(v.speedup) + " over " + result.baseline + " (" +
+      detail += " timed: speedup " + significant(v.speedup) + " over " + result.baseline + " (" +
                 result.timer + ")";
     } else {
       v.timing_error = result.outcome != contract::outcome::pass
@@ -473,6 +457,8 @@ public:
   void on(const harness_faulted& event) { fault(rec_.state, "harness", event.detail); }
 
   void on(const cancel_requested& event) { fail("cancelled: " + event.reason); }
+
+  void on(const tokens_spent& event) { fail("token budget spent: " + event.detail); }
 
 private:
   session_record rec_;

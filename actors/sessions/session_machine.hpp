@@ -13,8 +13,11 @@
 //    +------ FEEDBACK <----+-------+-------+      budget spent -> FAILED
 //
 // PROMPT, PARSE and FEEDBACK take no time: a step passes through them and rests in GENERATE,
-// LINT or TEST (waiting) or in SUCCESS or FAILED (done). Endpoint faults and harness faults repeat
-// the waiting step with a growing delay and never count against the candidate.
+// LINT or TEST (waiting) or in SUCCESS or FAILED (done). With budgets.same_failure_limit, a
+// dialog whose answers fail the same way that many times in a row opens the next one early, and a
+// session whose dialogs all ended so fails "repeated failure"
+// (actors/sessions/repeated_failure.hpp). Endpoint faults and harness faults repeat the waiting
+// step with a growing delay and never count against the candidate.
 //
 // With budgets.optimize a pass goes to OPTIMIZE instead of SUCCESS: the proved version is timed
 // against the baseline (a benchmark job). While the fastest proved version is below the target
@@ -83,10 +86,14 @@ struct harness_faulted {
 struct cancel_requested {
   std::string reason;
 };
+/// The campaign's token budget was spent before the next LLM call (campaign_spec.max_tokens).
+struct tokens_spent {
+  std::string detail;
+};
 
-using session_event =
-    std::variant<llm_answered, llm_context_exhausted, llm_faulted, endpoint_moved, lint_finished,
-                 test_finished, benchmark_finished, harness_faulted, cancel_requested>;
+using session_event = std::variant<llm_answered, llm_context_exhausted, llm_faulted, endpoint_moved,
+                                   lint_finished, test_finished, benchmark_finished,
+                                   harness_faulted, cancel_requested, tokens_spent>;
 
 // -- actions --------------------------------------------------------------------------------------
 
