@@ -209,6 +209,7 @@ caf::expected<endpoint_config> parse_endpoint(const YAML::Node& node, const std:
   in.number("tokens_per_minute", cfg.tokens_per_minute, 0, 1e12);
   in.duration("connect_timeout", cfg.connect_timeout);
   in.duration("total_timeout", cfg.total_timeout);
+  in.duration("first_byte_timeout", cfg.first_byte_timeout);
   in.number("max_attempts", cfg.max_attempts, 1, 3);
   in.duration("backoff_base", cfg.backoff_base);
   in.duration("backoff_cap", cfg.backoff_cap);
@@ -225,6 +226,10 @@ caf::expected<endpoint_config> parse_endpoint(const YAML::Node& node, const std:
     in.fail(in.key_path("probe_interval"), "must be positive");
   else if (cfg.probe_interval_max < cfg.probe_interval)
     in.fail(in.key_path("probe_interval_max"), "must not be shorter than probe_interval");
+  if (cfg.first_byte_timeout.count() <= 0)
+    in.fail(in.key_path("first_byte_timeout"), "must be positive");
+  else if (cfg.first_byte_timeout > cfg.total_timeout)
+    in.fail(in.key_path("first_byte_timeout"), "must not be longer than total_timeout");
   in.string("record_to", cfg.record_to);
   in.string("cassette", cfg.cassette, replay);
   in.number("replay_latency_ms", cfg.replay_latency_ms, 0, 600'000);

@@ -16,6 +16,8 @@
 //         kind: replay                     # the real client against the replay server
 //         cassette: var/cassettes/run1.jsonl
 //     outage_after: 60s                  # failing this long = down (each endpoint may override)
+//     # each endpoint may set connect_timeout, total_timeout and first_byte_timeout (30s: silent
+//     # this long, and its liveness probe too, the endpoint is hung and down at once)
 //     # each endpoint may also set probe: models | chat | off, probe_interval, probe_interval_max
 //     summarizer:
 //       mode: llm                          # llm | deterministic | off (the "without" ablation)
@@ -76,6 +78,14 @@ struct endpoint_config {
   double tokens_per_minute = 0;   // 0: unlimited; counts prompt estimate plus max_tokens
   std::chrono::milliseconds connect_timeout{10'000};
   std::chrono::milliseconds total_timeout{600'000};
+  // A request without a byte of its answer this long after it started makes the endpoint
+  // suspect. Requests do not stream, so a busy server legitimately says nothing until its answer
+  // is complete: a silent request therefore sends a liveness probe (`probe`, below) with the same
+  // window, and only when that probe is silent too (or `probe: off`) is the endpoint hung: its
+  // silent requests fail as endpoint faults ("hung: no first byte after 30 s"), the breaker opens
+  // and it counts as down at once, so that campaigns fail over without waiting for
+  // `total_timeout` or `outage_after`.
+  std::chrono::milliseconds first_byte_timeout{30'000};
   // retries
   uint32_t max_attempts = 3; // at most 3: a dead endpoint must not be hammered
   std::chrono::milliseconds backoff_base{1'000};
@@ -95,7 +105,7 @@ struct endpoint_config {
   // OpenAI, vLLM, SGLang, llama.cpp and Ollama serve), `chat` (a 1-token chat, for servers
   // without that route), or `off`. The first probe follows the first failure by
   // `probe_interval`; the wait doubles after each failed probe up to `probe_interval_max`. A
-  // probe gives up after `connect_timeout`.
+  // probe gives up after `connect_timeout` (or `first_byte_timeout` when shorter).
   endpoint_probe probe = endpoint_probe::models;
   std::chrono::milliseconds probe_interval{5'000};
   std::chrono::milliseconds probe_interval_max{60'000};

@@ -171,12 +171,15 @@ struct http_exchange {
   std::string body;
   std::string retry_after; // the Retry-After header, verbatim
   caf::timespan elapsed{};
+  // Not the end of the transfer but a notice that no byte of the response came within its
+  // first-byte timeout; the transfer goes on, and its end follows as an exchange of its own.
+  bool stalled = false;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, http_exchange& x) {
   return f(caf::meta::type_name("http_exchange"), x.ticket, x.attempt, x.status, x.transport_error,
-           x.body, x.retry_after, x.elapsed);
+           x.body, x.retry_after, x.elapsed, x.stalled);
 }
 
 /// A compiler log (or traceback) to condense for a feedback prompt.

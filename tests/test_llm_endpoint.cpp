@@ -7,7 +7,11 @@
 
 #include <csignal>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <prometheus/text_serializer.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 using namespace opforge;
 using namespace opforge::testing;
@@ -576,3 +580,118 @@ TEST(LlmEndpointPieces, PromptEstimateCountsEveryMessage) {
 }
 
 } // namespace
+
+namespace {
+
+// A loopback HTTP server on its own thread: `silent` accepts and never answers; otherwise it
+// answers every request with headers at once and `body` one byte per `trickle`, so that the
+// answer takes longer than a first-byte timeout after its first byte.
+class loopback_server {
+public:
+  loopback_server(bool silent, std::string body, std::chrono::milliseconds trickle)
+      : silent_{silent}, body_{std::move(body)}, trickle_{trickle} {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t size = sizeof address;
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&address), size);
+    ::listen(fd_, 16);
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &size);
+    port_ = ntohs(address.sin_port);
+    thread_ = std::thread{[this] { serve(); }};
+  }
+  ~loopback_server() {
+    stop_ = true;
+    ::shutdown(fd_, SHUT_RDWR);
+    thread_.join();
+    for (int c : connections_)
+      ::close(c);
+    ::close(fd_);
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/v1"; }
+
+private:
+  void serve() {
+    while (!stop_) {
+      int c = ::accept(fd_, nullptr, nullptr);
+      if (c < 0)
+        return;
+      connections_.push_back(c); // held open, silent, until the server stops
+      if (silent_)
+        continue;
+      char buffer[65536];
+      std::string request;
+      while (request.find("\r\n\r\n") == std::string::npos) {
+        auto n = ::recv(c, buffer, sizeof buffer, 0);
+        if (n <= 0)
+          break;
+        request.append(buffer, n);
+      }
+      auto head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
+                  std::to_string(body_.size()) + "\r\nConnection: close\r\n\r\n";
+      ::send(c, head.data(), head.size(), MSG_NOSIGNAL);
+      for (char ch : body_) {
+        ::send(c, &ch, 1, MSG_NOSIGNAL);
+        std::this_thread::sleep_for(trickle_);
+      }
+    }
+  }
+  bool silent_;
+  std::string body_;
+  std::chrono::milliseconds trickle_;
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::vector<int> connections_;
+  std::thread thread_;
+};
+
+endpoint_config loopback_config(const std::string& name, const std::string& url) {
+  endpoint_config cfg;
+  cfg.name = name;
+  cfg.base_url = url;
+  cfg.model = "m";
+  cfg.first_byte_timeout = 300ms;
+  cfg.connect_timeout = 2s;
+  cfg.total_timeout = 600s;
+  cfg.probe = endpoint_probe::models;
+  return cfg;
+}
+
+} // namespace
+
+TEST_F(LlmEndpoint, SilentEndpointIsHungAndDownWithinTheFirstByteTimeout) {
+  loopback_server silent{true, "", 0ms};
+  auto endpoint = spawn_endpoint(loopback_config("quiet", silent.url()));
+  auto started = std::chrono::steady_clock::now();
+  auto result = complete(endpoint, "add");
+  auto took = std::chrono::steady_clock::now() - started;
+  EXPECT_EQ(result.outcome, chat_outcome::endpoint_fault);
+  EXPECT_EQ(result.error, "endpoint quiet hung: no first byte after 0.3 s");
+  EXPECT_EQ(result.attempts, 1u); // not retried into the same silence
+  // The request's window, then the liveness probe's: far from 3 x 600 s.
+  EXPECT_LT(took, 3s);
+  auto now = status(endpoint);
+  EXPECT_EQ(to_string(now.health.state), "down");
+  EXPECT_EQ(now.health.last_error, "hung: no first byte after 0.3 s");
+  EXPECT_EQ(now.breaker, "open");
+  EXPECT_EQ(metrics_ptr->llm_down("quiet").Value(), 1);
+  // Queued behind the open breaker, the next request fails at once, naming why.
+  auto next = complete(endpoint, "add");
+  EXPECT_EQ(next.outcome, chat_outcome::endpoint_fault);
+  EXPECT_EQ(next.error, "endpoint quiet hung: no first byte after 0.3 s; circuit breaker open");
+}
+
+TEST_F(LlmEndpoint, SlowAnswerAfterItsFirstByteIsNotCut) {
+  auto body = answer("add", "slow but sure")["response"].dump();
+  // About 1.5 s for the whole body, five first-byte windows.
+  loopback_server slow{false, body, std::chrono::milliseconds{1500 / body.size() + 1}};
+  auto cfg = loopback_config("slow", slow.url());
+  cfg.probe = endpoint_probe::off; // a stall alone would count as hung: none may be noticed
+  auto endpoint = spawn_endpoint(cfg);
+  auto result = complete(endpoint, "add");
+  EXPECT_EQ(result.outcome, chat_outcome::ok) << result.error;
+  EXPECT_EQ(result.content, "slow but sure");
+  EXPECT_EQ(to_string(status(endpoint).health.state), "up");
+}

@@ -20,6 +20,9 @@ struct transfer {
   std::string response;
   std::string retry_after;
   bool oversized = false;
+  bool answered = false;      // a byte of the response came
+  bool stall_noticed = false; // the stall notice went out
+
   char error[CURL_ERROR_SIZE] = {};
   std::chrono::steady_clock::time_point started;
 
@@ -31,6 +34,7 @@ struct transfer {
 
 size_t on_body(char* data, size_t size, size_t count, void* user) {
   auto& t = *static_cast<transfer*>(user);
+  t.answered = true;
   auto bytes = size * count;
   if (t.response.size() + bytes > http_client::max_response_bytes) {
     t.oversized = true;
@@ -42,6 +46,7 @@ size_t on_body(char* data, size_t size, size_t count, void* user) {
 
 size_t on_header(char* data, size_t size, size_t count, void* user) {
   auto& t = *static_cast<transfer*>(user);
+  t.answered = true;
   std::string_view line{data, size * count};
   constexpr std::string_view name = "retry-after:";
   if (line.rfind("HTTP/", 0) == 0) // a new response (after 100 Continue): forget the last one's
@@ -109,6 +114,32 @@ http_exchange finish(transfer& t, CURLcode code) {
       x.transport_error += std::string{" ("} + t.error + ")";
   }
   return x;
+}
+
+// Notices every transfer silent past its first-byte timeout; how long until the next one would be.
+std::chrono::milliseconds notice_stalls(const std::vector<std::unique_ptr<transfer>>& active,
+                                        const http_client::completion_handler& on_done) {
+  using namespace std::chrono_literals;
+  auto now = std::chrono::steady_clock::now();
+  std::chrono::milliseconds next = 1000ms;
+  for (const auto& t : active) {
+    if (t->answered || t->stall_noticed || t->post.first_byte_timeout <= 0ms)
+      continue;
+    auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(t->started + t->post.first_byte_timeout - now);
+    if (left > 0ms) {
+      next = std::min(next, left);
+      continue;
+    }
+    t->stall_noticed = true;
+    http_exchange notice;
+    notice.ticket = t->post.ticket;
+    notice.attempt = t->post.attempt;
+    notice.stalled = true;
+    notice.elapsed = now - t->started;
+    on_done(std::move(notice));
+  }
+  return next;
 }
 
 } // namespace
@@ -211,7 +242,8 @@ void http_client::run() {
       remove(t);
       on_done_(std::move(exchange));
     }
-    curl_multi_poll(multi_, nullptr, 0, 1000, nullptr);
+    auto wait = notice_stalls(active, on_done_);
+    curl_multi_poll(multi_, nullptr, 0, static_cast<int>(wait.count()), nullptr);
   }
   for (const auto& t : active)
     curl_multi_remove_handle(multi_, t->easy);

@@ -30,6 +30,10 @@ struct http_post {
   bool get = false;
   std::chrono::milliseconds connect_timeout{10'000};
   std::chrono::milliseconds total_timeout{600'000};
+  /// When no byte of the response (headers included) has come this long after the start, the
+  /// thread hands `on_done` a notice (http_exchange::stalled) and lets the transfer go on: the
+  /// caller decides whether silence means a hung server. Zero: no notice.
+  std::chrono::milliseconds first_byte_timeout{0};
 };
 
 class http_client {
@@ -45,7 +49,8 @@ public:
   http_client(const http_client&) = delete;
   http_client& operator=(const http_client&) = delete;
 
-  /// Starts a POST; `on_done` gets exactly one exchange for it unless it is cancelled first.
+  /// Starts a POST; `on_done` gets exactly one exchange for it unless it is cancelled first, and
+  /// before it at most one stall notice.
   void post(http_post request);
 
   /// Aborts the transfer of this ticket; `on_done` is not called for it.

@@ -3,10 +3,7 @@
 #include "messages/errors.hpp"
 
 #include <algorithm>
-#include <cctype>
-#include <cmath>
 #include <cstdlib>
-#include <ctime>
 
 #include <caf/actor_cast.hpp>
 #include <caf/send.hpp>
@@ -22,79 +19,10 @@ using namespace std::chrono_literals;
 // The HTTP thread's key for a health probe's transfer: requests' tickets start at 1.
 constexpr uint64_t health_probe_ticket = 0;
 
-// OpenAI's finish_reason for an answer cut off by max_tokens (or by the context window): the
-// server's word, read only here; what it means goes on as chat_outcome::truncated or
-// context_exhausted.
-constexpr std::string_view openai_finish_length = "length";
-
-bool contains_case_insensitive(std::string_view haystack, std::string_view needle) {
-  return std::search(haystack.begin(), haystack.end(), needle.begin(), needle.end(),
-                     [](char a, char b) {
-                       return std::tolower(static_cast<unsigned char>(a)) ==
-                              std::tolower(static_cast<unsigned char>(b));
-                     }) != haystack.end();
-}
-
-// The first `limit` bytes of a body, for an error message.
-std::string excerpt(std::string_view body, size_t limit = 300) {
-  std::string out{body.substr(0, limit)};
-  for (auto& c : out)
-    if (c == '\n' || c == '\r')
-      c = ' ';
-  if (body.size() > limit)
-    out += "...";
-  return out;
-}
-
-// The server's own words for an error: {"error": {"message": ...}} (OpenAI, llama.cpp),
-// {"error": "..."} (Ollama), {"message": ...} (vLLM), else the start of the body.
-std::string error_text(const std::string& body) {
-  auto json = nlohmann::json::parse(body, nullptr, false);
-  if (json.is_object() && json.contains("error")) {
-    const auto& error = json["error"];
-    if (error.is_string())
-      return error.get<std::string>();
-    if (error.is_object() && error.contains("message") && error["message"].is_string())
-      return error["message"].get<std::string>();
-  }
-  for (auto key : {"message", "detail"}) // vLLM and SGLang; FastAPI-based servers
-    if (json.is_object() && json.contains(key) && json[key].is_string())
-      return json[key].get<std::string>();
-  return excerpt(body);
-}
-
-uint64_t count_field(const nlohmann::json& object, const char* key) {
-  auto found = object.find(key);
-  if (found == object.end() || !found->is_number())
-    return 0;
-  return found->get<uint64_t>();
-}
-
 int64_t wall_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-std::string iso8601_now() {
-  auto now = std::chrono::system_clock::now();
-  auto seconds = std::chrono::system_clock::to_time_t(now);
-  auto millis =
-      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
-  std::tm utc{};
-  gmtime_r(&seconds, &utc);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%S", &utc);
-  char out[40];
-  std::snprintf(out, sizeof out, "%s.%03dZ", buffer, static_cast<int>(millis));
-  return out;
-}
-
-// Header values come from operator names; a newline would let them forge headers.
-std::string header_safe(std::string value) {
-  std::replace_if(
-      value.begin(), value.end(), [](char c) { return c == '\r' || c == '\n'; }, ' ');
-  return value;
 }
 
 double breaker_gauge(breaker_state state) {
@@ -110,164 +38,6 @@ double breaker_gauge(breaker_state state) {
 }
 
 } // namespace
-
-// -- pure pieces --------------------------------------------------------------------------------
-
-uint64_t estimate_tokens(std::string_view text) {
-  return (text.size() + 3) / 4;
-}
-
-uint64_t estimate_prompt_tokens(const std::vector<chat_message>& messages) {
-  uint64_t total = 3; // the assistant turn's priming
-  for (const auto& message : messages)
-    total += estimate_tokens(message.content) + 4; // role and separators
-  return total;
-}
-
-bool says_context_exceeded(std::string_view body) {
-  static constexpr std::string_view phrases[] = {
-      "context_length_exceeded",            // OpenAI error code
-      "maximum context length",             // OpenAI, vLLM, SGLang messages
-      "exceeds the available context size", // llama.cpp server
-      "exceeds the context length",         // Ollama
-      "longer than the model's context length",
-      "context window",
-      "prompt is too long",
-  };
-  return std::any_of(std::begin(phrases), std::end(phrases), [&](std::string_view phrase) {
-    return contains_case_insensitive(body, phrase);
-  });
-}
-
-std::optional<std::chrono::milliseconds> parse_retry_after(const std::string& value) {
-  if (value.empty())
-    return std::nullopt;
-  char* end = nullptr;
-  auto seconds = std::strtod(value.c_str(), &end);
-  if (end != value.c_str() && *end == '\0' && std::isfinite(seconds))
-    return std::chrono::milliseconds{std::llround(std::max(seconds, 0.0) * 1000)};
-  auto when = curl_getdate(value.c_str(), nullptr);
-  if (when < 0)
-    return std::nullopt;
-  auto delta = std::chrono::system_clock::from_time_t(when) - std::chrono::system_clock::now();
-  return std::max(std::chrono::duration_cast<std::chrono::milliseconds>(delta), 0ms);
-}
-
-attempt_verdict classify_exchange(const http_exchange& x, uint32_t context_window,
-                                  uint64_t prompt_estimate, bool window_limited) {
-  attempt_verdict v;
-  if (!x.transport_error.empty()) {
-    v.retryable = true;
-    v.unreachable = true;
-    v.reason = "transport";
-    v.error = x.transport_error;
-    return v;
-  }
-  if (x.status < 200 || x.status >= 300) {
-    v.error = "HTTP " + std::to_string(x.status) + ": " + error_text(x.body);
-    v.reason = "http_" + std::to_string(x.status);
-    if (x.status >= 400 && x.status < 500 && says_context_exceeded(x.body)) {
-      v.outcome = chat_outcome::context_exhausted;
-      v.endpoint_ok = true;
-      return v;
-    }
-    v.retryable = x.status == 408 || x.status == 409 || x.status == 429 || x.status >= 500;
-    v.retry_after = parse_retry_after(x.retry_after);
-    // The endpoint understood the request and refused it: asking again gets the same refusal.
-    // 401 and 403 say the endpoint is misconfigured, which another endpoint may not be.
-    if (x.status >= 400 && x.status < 500 && !v.retryable && x.status != 401 && x.status != 403) {
-      v.outcome = chat_outcome::rejected;
-      v.endpoint_ok = true;
-    }
-    return v;
-  }
-  auto json = nlohmann::json::parse(x.body, nullptr, false);
-  if (json.is_discarded() || !json.is_object()) {
-    v.reason = "garbage";
-    v.error = "the response is not a JSON object: " + excerpt(x.body);
-    return v;
-  }
-  auto choices = json.find("choices");
-  if (choices == json.end() || !choices->is_array() || choices->empty() ||
-      !(*choices)[0].is_object() || !(*choices)[0].contains("message") ||
-      !(*choices)[0]["message"].is_object()) {
-    v.reason = "garbage";
-    v.error = "the response has no choices[0].message: " + excerpt(x.body);
-    return v;
-  }
-  const auto& choice = (*choices)[0];
-  const auto& message = choice["message"];
-  if (auto content = message.find("content"); content != message.end() && content->is_string())
-    v.content = content->get<std::string>();
-  if (auto finish = choice.find("finish_reason"); finish != choice.end() && finish->is_string())
-    v.finish_reason = finish->get<std::string>();
-  auto usage = json.find("usage");
-  if (usage != json.end() && usage->is_object() && usage->contains("prompt_tokens")) {
-    v.usage.prompt = count_field(*usage, "prompt_tokens");
-    v.usage.completion = count_field(*usage, "completion_tokens");
-    v.usage.reasoning = count_field(*usage, "reasoning_tokens");
-    if (auto details = usage->find("completion_tokens_details");
-        details != usage->end() && details->is_object())
-      v.usage.reasoning = std::max(v.usage.reasoning, count_field(*details, "reasoning_tokens"));
-  } else {
-    std::string reasoning;
-    if (auto text = message.find("reasoning_content"); text != message.end() && text->is_string())
-      reasoning = text->get<std::string>();
-    v.usage.prompt = prompt_estimate;
-    v.usage.reasoning = estimate_tokens(reasoning);
-    v.usage.completion = estimate_tokens(v.content) + v.usage.reasoning;
-    v.usage.estimated = true;
-  }
-  v.endpoint_ok = true;
-  if (v.finish_reason == openai_finish_length) {
-    auto full = v.usage.prompt + v.usage.completion >= context_window;
-    v.outcome = full || window_limited ? chat_outcome::context_exhausted : chat_outcome::truncated;
-    v.reason = to_string(v.outcome);
-    v.error = full || window_limited ? "the answer filled the context window of " +
-                                           std::to_string(context_window) + " tokens"
-                                     : "the answer hit max_tokens";
-    return v;
-  }
-  v.outcome = chat_outcome::ok;
-  v.reason = "ok";
-  return v;
-}
-
-// -- token bucket -------------------------------------------------------------------------------
-
-token_bucket::token_bucket(double per_minute, clock::time_point now)
-    : capacity_{per_minute}, per_second_{per_minute / 60}, level_{per_minute}, last_{now} {}
-
-void token_bucket::refill(clock::time_point now) {
-  std::chrono::duration<double> elapsed = now - last_;
-  level_ = std::min(capacity_, level_ + elapsed.count() * per_second_);
-  last_ = now;
-}
-
-bool token_bucket::try_take(double cost, clock::time_point now) {
-  if (capacity_ <= 0)
-    return true;
-  refill(now);
-  if (level_ < std::min(cost, capacity_))
-    return false;
-  level_ -= cost;
-  return true;
-}
-
-void token_bucket::adjust(double amount) {
-  if (capacity_ > 0)
-    level_ = std::min(capacity_, level_ + amount);
-}
-
-token_bucket::clock::duration token_bucket::wait_for(double cost, clock::time_point now) const {
-  std::chrono::duration<double> elapsed = now - last_;
-  auto level = std::min(capacity_, level_ + elapsed.count() * per_second_);
-  auto missing = std::min(cost, capacity_) - level;
-  if (capacity_ <= 0 || missing <= 0)
-    return clock::duration::zero();
-  return std::chrono::duration_cast<clock::duration>(
-      std::chrono::duration<double>{missing / per_second_});
-}
 
 // -- the actor ----------------------------------------------------------------------------------
 
@@ -354,13 +124,7 @@ caf::result<chat_result> llm_endpoint_state::accept(chat_request request) {
   held.window_limited = room < wanted;
   auto max_tokens = std::min(wanted, room);
   held.reserved_tokens = static_cast<double>(held.prompt_estimate + max_tokens);
-  nlohmann::json body{
-      {"model", cfg_.model}, {"max_tokens", max_tokens}, {"temperature", cfg_.temperature},
-      {"top_p", cfg_.top_p}, {"stream", false},          {"messages", nlohmann::json::array()}};
-  for (const auto& message : request.messages)
-    body["messages"].push_back({{"role", message.role}, {"content", message.content}});
-  body.update(cfg_.extra_body);
-  held.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  held.body = chat_body(cfg_, request.messages, max_tokens);
   held.request = std::move(request);
   queue_.push_back(ticket);
   pump();
@@ -399,8 +163,9 @@ void llm_endpoint_state::pump() {
   if (breaker_ == breaker_state::open && now >= open_until_)
     set_breaker(breaker_state::half_open);
   if (breaker_ == breaker_state::open) {
-    fail_queued("circuit breaker open after " + std::to_string(consecutive_failures_) +
-                " consecutive failures");
+    fail_queued(hung_ ? "endpoint " + cfg_.name + " " + last_error_ + "; circuit breaker open"
+                      : "circuit breaker open after " + std::to_string(consecutive_failures_) +
+                            " consecutive failures");
     return;
   }
   while (!queue_.empty() && in_flight_ < cfg_.concurrency) {
@@ -425,6 +190,7 @@ void llm_endpoint_state::pump() {
 
 void llm_endpoint_state::start_attempt(uint64_t ticket, held_request& held) {
   held.in_flight = true;
+  held.silent = false;
   held.backing_off = false;
   ++held.attempts;
   ++in_flight_;
@@ -435,10 +201,11 @@ void llm_endpoint_state::start_attempt(uint64_t ticket, held_request& held) {
   post.ticket = ticket;
   post.attempt = held.attempts;
   post.url = cfg_.base_url + "/chat/completions";
-  post.headers = headers_for(held.request);
+  post.headers = request_headers(auth_headers(), held.request);
   post.body = held.body;
   post.connect_timeout = cfg_.connect_timeout;
   post.total_timeout = cfg_.total_timeout;
+  post.first_byte_timeout = cfg_.first_byte_timeout;
   http_->post(std::move(post));
 }
 
@@ -451,15 +218,9 @@ std::vector<std::string> llm_endpoint_state::auth_headers() const {
   return headers;
 }
 
-std::vector<std::string> llm_endpoint_state::headers_for(const chat_request& request) const {
-  auto headers = auth_headers();
-  headers.push_back("X-Opforge-Operator: " + header_safe(request.op));
-  headers.push_back("X-Opforge-Request: " + std::to_string(request.request_id));
-  headers.push_back("X-Opforge-Answer: " + std::to_string(request.answer_index));
-  return headers;
-}
-
 void llm_endpoint_state::on_exchange(http_exchange x) {
+  if (x.stalled)
+    return on_stall(x);
   if (x.ticket == health_probe_ticket)
     return on_health_probe_answer(x);
   auto found = held_.find(x.ticket);
@@ -472,9 +233,10 @@ void llm_endpoint_state::on_exchange(http_exchange x) {
   in_flight_gauge_->Set(in_flight_);
   auto verdict =
       classify_exchange(x, cfg_.context_window, held.prompt_estimate, held.window_limited);
-  verdict.error = redact(std::move(verdict.error));
+  verdict.error = redact_secret(api_key_, std::move(verdict.error));
   if (!cfg_.record_to.empty())
-    record(held, x, verdict);
+    http_->record(cassette_line(held.request, recorded_per_op_[held.request.op]++, held.body, x,
+                                redact_secret(api_key_, x.body), verdict));
   note_attempt(verdict);
   if (verdict.endpoint_ok)
     tokens_bucket_->adjust(held.reserved_tokens -
@@ -496,15 +258,9 @@ void llm_endpoint_state::on_exchange(http_exchange x) {
       retry_budget_ -= 1;
       ++retries_;
       metrics_->llm_retries(cfg_.name, verdict.reason).Increment();
-      std::chrono::milliseconds delay;
-      if (verdict.retry_after) {
-        delay = *verdict.retry_after;
-      } else {
-        auto ceiling = std::min<int64_t>(cfg_.backoff_cap.count(), cfg_.backoff_base.count()
-                                                                       << (held.attempts - 1));
-        delay = std::chrono::milliseconds{
-            std::uniform_int_distribution<int64_t>{0, std::max<int64_t>(ceiling, 0)}(rng_)};
-      }
+      auto delay = verdict.retry_after ? *verdict.retry_after
+                                       : full_jitter_backoff(cfg_.backoff_base, cfg_.backoff_cap,
+                                                             held.attempts, rng_);
       held.backing_off = true;
       spdlog::info("llm {}: request {} attempt {} failed ({}); retrying in {} ms", cfg_.name,
                    held.request.request_id, held.attempts, verdict.error, delay.count());
@@ -516,7 +272,7 @@ void llm_endpoint_state::on_exchange(http_exchange x) {
   }
   chat_result result;
   result.outcome = verdict.outcome;
-  result.content = redact(std::move(verdict.content));
+  result.content = redact_secret(api_key_, std::move(verdict.content));
   result.finish_reason = std::move(verdict.finish_reason);
   result.usage = verdict.usage;
   result.error = std::move(verdict.error);
@@ -539,6 +295,7 @@ void llm_endpoint_state::note_answering() {
                  std::chrono::duration_cast<std::chrono::seconds>(now() - *failing_since_).count());
   failing_since_.reset();
   failing_since_ms_ = 0;
+  hung_ = false;
   down_logged_ = false;
   down_gauge_->Set(0);
   health_probe_wait_ = cfg_.probe_interval;
@@ -572,6 +329,65 @@ void llm_endpoint_state::note_attempt(const attempt_verdict& verdict) {
   }
 }
 
+void llm_endpoint_state::on_stall(const http_exchange& notice) {
+  if (notice.ticket == health_probe_ticket) {
+    if (!health_probe_on_wire_)
+      return;
+    http_->cancel(health_probe_ticket);
+    health_probe_on_wire_ = false;
+    note_hung();
+    return probe_later();
+  }
+  auto found = held_.find(notice.ticket);
+  if (found == held_.end() || !found->second.in_flight || found->second.attempts != notice.attempt)
+    return; // it ended or was cancelled while the notice was on its way
+  found->second.silent = true;
+  spdlog::info(
+      "llm {}: request {} has no byte after {}; asking whether the endpoint answers at all",
+      cfg_.name, found->second.request.request_id, seconds_text(cfg_.first_byte_timeout));
+  // A busy server answers a probe while it computes a long answer; a hung one answers nothing.
+  if (cfg_.probe == endpoint_probe::off)
+    note_hung();
+  else if (!health_probe_on_wire_)
+    send_health_probe();
+}
+
+void llm_endpoint_state::note_hung() {
+  last_error_ = "hung: no first byte after " + seconds_text(cfg_.first_byte_timeout);
+  last_error_ms_ = wall_ms();
+  unreachable_ = true; // answering a `models` probe again shows it is over
+  if (!failing_since_) {
+    failing_since_ = now();
+    failing_since_ms_ = last_error_ms_;
+  }
+  hung_ = true;
+  health(); // says it is down now, with nobody asking
+  ++consecutive_failures_;
+  probe_in_flight_ = false;
+  open_until_ = now() + cfg_.breaker_open_for;
+  if (breaker_ != breaker_state::open)
+    set_breaker(breaker_state::open);
+  // Not retried here: another attempt would wait out the same silence. The caller's campaign
+  // moves the session to an endpoint that is not down.
+  std::vector<uint64_t> silent;
+  for (const auto& [ticket, held] : held_)
+    if (held.in_flight && held.silent)
+      silent.push_back(ticket);
+  for (auto ticket : silent) {
+    auto& held = held_.at(ticket);
+    http_->cancel(ticket);
+    held.in_flight = false;
+    --in_flight_;
+    tokens_bucket_->adjust(held.reserved_tokens); // nothing was generated
+    chat_result result;
+    result.outcome = chat_outcome::endpoint_fault;
+    result.error = "endpoint " + cfg_.name + " " + last_error_;
+    finish(ticket, std::move(result));
+  }
+  in_flight_gauge_->Set(in_flight_);
+  pump();
+}
+
 void llm_endpoint_state::schedule_health_probe() {
   if (cfg_.probe == endpoint_probe::off || health_probe_pending_)
     return;
@@ -587,39 +403,50 @@ void llm_endpoint_state::schedule_health_probe() {
 }
 
 void llm_endpoint_state::on_health_probe_due() {
-  if (!failing_since_) { // a request got through meanwhile
-    health_probe_pending_ = false;
+  health_probe_pending_ = false;
+  // A request got through meanwhile, or a probe is on the wire (its answer schedules the next).
+  if (!failing_since_ || health_probe_on_wire_)
     return;
-  }
+  // Listing the models proves only that the server is reached again, which says nothing about
+  // an endpoint that answered with errors: there only a chat probe can tell, else the next
+  // request (through the breaker's half-open state).
+  if (cfg_.probe != endpoint_probe::chat && !unreachable_)
+    return probe_later();
+  send_health_probe();
+}
+
+void llm_endpoint_state::send_health_probe() {
   http_post probe;
   probe.ticket = health_probe_ticket;
   probe.headers = auth_headers();
   probe.connect_timeout = cfg_.connect_timeout;
-  probe.total_timeout = cfg_.connect_timeout;
-  // Listing the models proves only that the server is reached again, which says nothing about
-  // an endpoint that answered with errors: there only a chat probe can tell, else the next
-  // request (through the breaker's half-open state).
+  probe.total_timeout = cfg_.connect_timeout; // a silent probe while requests wait: hung
+  probe.first_byte_timeout = cfg_.first_byte_timeout;
   health_probe_chats_ = cfg_.probe == endpoint_probe::chat;
-  if (!health_probe_chats_ && !unreachable_)
-    return probe_later();
   if (!health_probe_chats_) {
     probe.url = cfg_.base_url + "/models";
     probe.get = true;
   } else {
     probe.url = cfg_.base_url + "/chat/completions";
-    nlohmann::json body{{"model", cfg_.model},
-                        {"max_tokens", 1},
-                        {"stream", false},
-                        {"messages", {{{"role", "user"}, {"content", "ping"}}}}};
-    probe.body = body.dump();
+    // The endpoint's own settings (extra_body too): a server that needs them refuses without.
+    probe.body = chat_body(cfg_, {{"user", "ping"}}, 1);
   }
+  health_probe_on_wire_ = true;
   http_->post(std::move(probe));
 }
 
 void llm_endpoint_state::on_health_probe_answer(const http_exchange& x) {
-  health_probe_pending_ = false;
+  health_probe_on_wire_ = false;
+  auto waiting_silently = std::any_of(held_.begin(), held_.end(), [](const auto& item) {
+    return item.second.in_flight && item.second.silent;
+  });
+  // Any HTTP answer shows the server alive: its silent requests are long, not lost.
+  if (!x.transport_error.empty() && waiting_silently) {
+    note_hung();
+    return probe_later();
+  }
   if (!failing_since_)
-    return; // a request got through meanwhile
+    return; // a request got through meanwhile, or the probe only asked after a silent request
   auto answered = x.transport_error.empty() && x.status >= 200 && x.status < 300;
   if (answered && health_probe_chats_)
     answered = classify_exchange(x, cfg_.context_window, 1, false).endpoint_ok;
@@ -632,16 +459,15 @@ void llm_endpoint_state::on_health_probe_answer(const http_exchange& x) {
     pump();
     return;
   }
-  last_error_ =
-      redact("health probe: " +
-             (x.transport_error.empty() ? "HTTP " + std::to_string(x.status) : x.transport_error));
+  last_error_ = redact_secret(api_key_, "health probe: " + (x.transport_error.empty()
+                                                                ? "HTTP " + std::to_string(x.status)
+                                                                : x.transport_error));
   last_error_ms_ = wall_ms();
   unreachable_ = !x.transport_error.empty();
   probe_later();
 }
 
 void llm_endpoint_state::probe_later() {
-  health_probe_pending_ = false;
   health(); // says so the moment it is down, with nobody asking
   health_probe_wait_ = std::min(health_probe_wait_ * 2, cfg_.probe_interval_max);
   schedule_health_probe();
@@ -699,37 +525,6 @@ void llm_endpoint_state::finish(uint64_t ticket, chat_result result) {
   held_.erase(found);
 }
 
-void llm_endpoint_state::record(const held_request& held, const http_exchange& x,
-                                const attempt_verdict& verdict) {
-  nlohmann::json line;
-  line["operator"] = held.request.op;
-  line["index"] = recorded_per_op_[held.request.op]++;
-  line["request"] = nlohmann::json::parse(held.body, nullptr, false);
-  auto response = nlohmann::json::parse(redact(x.body), nullptr, false);
-  if (response.is_discarded())
-    line["response"] = redact(x.body);
-  else
-    line["response"] = std::move(response);
-  line["status"] = x.status;
-  if (!x.retry_after.empty())
-    line["retry_after"] = x.retry_after;
-  if (!x.transport_error.empty())
-    line["transport_error"] = x.transport_error;
-  line["latency_ms"] = std::chrono::duration<double, std::milli>{x.elapsed}.count();
-  line["outcome"] = verdict.retryable ? std::string{"retryable"} : to_string(verdict.outcome);
-  line["attempt"] = x.attempt;
-  line["recorded_at"] = iso8601_now();
-  http_->record(line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-}
-
-std::string llm_endpoint_state::redact(std::string text) const {
-  if (api_key_.empty())
-    return text;
-  for (auto at = text.find(api_key_); at != std::string::npos; at = text.find(api_key_, at))
-    text.replace(at, api_key_.size(), "[redacted]");
-  return text;
-}
-
 endpoint_health llm_endpoint_state::health() {
   endpoint_health h;
   h.name = cfg_.name;
@@ -741,13 +536,17 @@ endpoint_health llm_endpoint_state::health() {
   if (!failing_since_)
     return h;
   auto failing_for = now() - *failing_since_;
-  h.state = failing_for >= cfg_.outage_after ? endpoint_state::down : endpoint_state::failing;
+  h.state =
+      hung_ || failing_for >= cfg_.outage_after ? endpoint_state::down : endpoint_state::failing;
   if (h.state == endpoint_state::down && !down_logged_) {
     down_logged_ = true;
     down_gauge_->Set(1);
-    spdlog::warn("llm {}: down: every attempt for {} s failed; last error: {}", cfg_.name,
-                 std::chrono::duration_cast<std::chrono::seconds>(failing_for).count(),
-                 last_error_);
+    if (hung_)
+      spdlog::warn("llm {}: down: {}", cfg_.name, last_error_);
+    else
+      spdlog::warn("llm {}: down: every attempt for {} s failed; last error: {}", cfg_.name,
+                   std::chrono::duration_cast<std::chrono::seconds>(failing_for).count(),
+                   last_error_);
   }
   return h;
 }

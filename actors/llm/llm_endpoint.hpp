@@ -6,6 +6,7 @@
 // The network and the cassette file belong to its http_client thread.
 
 #include "actors/llm/http_client.hpp"
+#include "actors/llm/llm_exchange.hpp"
 #include "config/endpoint_config.hpp"
 #include "messages/actors.hpp"
 #include "messages/llm_messages.hpp"
@@ -26,42 +27,6 @@
 
 namespace opforge {
 
-// -- pure pieces, tested on their own ----------------------------------------------------------
-
-/// A rough token count for text the server did not count: four bytes per token.
-uint64_t estimate_tokens(std::string_view text);
-
-/// The prompt tokens of a chat, estimated, including each message's framing.
-uint64_t estimate_prompt_tokens(const std::vector<chat_message>& messages);
-
-/// True when an error body says the prompt does not fit the model's context (OpenAI's
-/// context_length_exceeded, vLLM/SGLang "maximum context length", llama.cpp "exceeds the available
-/// context size", Ollama "input length exceeds the context length", Anthropic "prompt is too
-/// long").
-bool says_context_exceeded(std::string_view body);
-
-/// Retry-After as a delay: delta-seconds or an HTTP date. Empty when absent or unreadable.
-std::optional<std::chrono::milliseconds> parse_retry_after(const std::string& value);
-
-/// What one HTTP attempt means for its request.
-struct attempt_verdict {
-  chat_outcome outcome = chat_outcome::endpoint_fault;
-  bool retryable = false;   // worth another attempt (transport, 408, 409, 429, 5xx)
-  bool endpoint_ok = false; // the endpoint answered sensibly: a success for the breaker
-  bool unreachable = false; // no HTTP answer at all: only listing the models can tell it is back
-  std::string reason; // short label for metrics: "ok", "transport", "http_429", "garbage", ...
-  std::string error;
-  std::string content;
-  std::string finish_reason;
-  token_usage usage;
-  std::optional<std::chrono::milliseconds> retry_after;
-};
-
-/// Reads one finished attempt. `window_limited` says max_tokens was cut down to fit the context
-/// window, so that a "length" finish means the window is full rather than the answer too long.
-attempt_verdict classify_exchange(const http_exchange& x, uint32_t context_window,
-                                  uint64_t prompt_estimate, bool window_limited);
-
 // -- the actor ---------------------------------------------------------------------------------
 
 enum class breaker_state { closed, half_open, open };
@@ -71,26 +36,6 @@ struct contract::enum_traits<breaker_state> {
   static constexpr std::string_view label = "breaker_state";
   static constexpr std::array<std::string_view, 3> names{"closed", "half_open", "open"};
   static_assert(names.size() - 1 == static_cast<size_t>(breaker_state::open));
-};
-
-/// Continuous-refill token bucket; a rate of 0 means unlimited.
-class token_bucket {
-public:
-  using clock = std::chrono::steady_clock;
-  token_bucket(double per_minute, clock::time_point now);
-  /// Takes `cost` if the bucket holds it, or if it is full (so a cost above capacity still goes).
-  bool try_take(double cost, clock::time_point now);
-  /// Returns unused tokens (or takes more, when `amount` is negative).
-  void adjust(double amount);
-  /// How long until `cost` could be taken.
-  clock::duration wait_for(double cost, clock::time_point now) const;
-
-private:
-  void refill(clock::time_point now);
-  double capacity_;
-  double per_second_;
-  double level_;
-  clock::time_point last_;
 };
 
 struct llm_endpoint_state {
@@ -106,6 +51,7 @@ struct llm_endpoint_state {
     double reserved_tokens = 0;
     uint32_t attempts = 0;
     bool in_flight = false;
+    bool silent = false; // the attempt on the wire has had no byte within first_byte_timeout
     bool backing_off = false;
     clock::time_point accepted;
   };
@@ -121,6 +67,8 @@ struct llm_endpoint_state {
   void on_backoff_over(uint64_t ticket);
   void on_wakeup();
   void on_health_probe_due();
+  /// A transfer had no byte within first_byte_timeout (http_exchange::stalled).
+  void on_stall(const http_exchange& notice);
   endpoint_status status();
   /// Also logs the moment the endpoint is first seen down.
   endpoint_health health();
@@ -142,14 +90,16 @@ private:
   /// It answers again: clears the outage (and says so when it was down).
   void note_answering();
   void schedule_health_probe();
+  /// Puts the health probe on the wire now (`chat` or `models`, as configured).
+  void send_health_probe();
   void on_health_probe_answer(const http_exchange& x);
+  /// Neither a request nor the probe got a byte within first_byte_timeout: the endpoint is hung.
+  /// Its silent requests fail, the breaker opens and it counts as down until it answers again.
+  void note_hung();
   /// Notes a down endpoint with nobody asking, and schedules the next probe, later.
   void probe_later();
   std::vector<std::string> auth_headers() const;
   void schedule_wakeup(clock::duration delay);
-  void record(const held_request& held, const http_exchange& x, const attempt_verdict& verdict);
-  std::string redact(std::string text) const;
-  std::vector<std::string> headers_for(const chat_request& request) const;
 
   llm_endpoint_actor::stateful_pointer<llm_endpoint_state> self_;
   endpoint_config cfg_;
@@ -179,11 +129,16 @@ private:
   std::string last_error_;
   int64_t last_error_ms_ = 0;
   bool down_logged_ = false;
-  // Health probes (cfg_.probe) while failing: the wait before the next, doubling up to
-  // probe_interval_max, and whether one is scheduled or on the wire (one at a time).
+  // Health probes (cfg_.probe) while failing, or while a request is silent: the wait before the
+  // next, doubling up to probe_interval_max; whether one is scheduled; whether one is on the
+  // wire (one at a time: they share a ticket).
   std::chrono::milliseconds health_probe_wait_{};
   bool health_probe_pending_ = false;
+  bool health_probe_on_wire_ = false;
   bool health_probe_chats_ = false; // the one on the wire is a chat, not a GET of models
+  // Whether it was seen hung (note_hung) and has not answered since: down without waiting out
+  // outage_after.
+  bool hung_ = false;
   // Whether the latest failure was the server not being reached (connection refused, timeout),
   // which a `models` probe can tell is over; an HTTP error needs a chat to tell.
   bool unreachable_ = false;
