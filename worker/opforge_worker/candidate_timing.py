@@ -144,12 +144,11 @@ class _TimedInput:
         try:
             return self._run()
         except _Stop as stop:
-            # The first timed calls' tensors gathered so far belong to no reply.
-            self.server.staging.clear()
             return {"kind": "benchmark", **stop.reply}, b""
-        except Exception:
+        finally:
+            # A benchmark that stopped gathered first calls' tensors that belong to no reply
+            # (one that ended has collected them already).
             self.server.staging.clear()
-            raise
 
     def _run(self) -> tuple[dict, bytes]:
         warmup = max(self.protocol.warmup, 1)
@@ -232,9 +231,9 @@ class _TimedInput:
             for output in [*(output for output, _ in held), *(kept[1] for kept in first.values())]
             for leaf in tensor_leaves(output)
             if leaf.untyped_storage().nbytes()
-        }
+        } - own_inputs
         if any(
-            leaf.untyped_storage().data_ptr() in earlier - own_inputs
+            leaf.untyped_storage().data_ptr() in earlier
             for leaf in tensor_leaves(result)
             if leaf.untyped_storage().nbytes()
         ):
