@@ -19,15 +19,15 @@ catalog does) is planned here, at export time, on the CPU:
   has no place for) is listed in the manifest with the reason;
 - each covered overload is routed per dtype and shape class (data/timing.yaml's, carried in the
   manifest) by its kernel's timings (the bundle's ``timings``): to the original kernel where the
-  kernel is measured slower than ``--min-speedup`` beyond its noise, else to the kernel; where no
-  timing exists in the dtype, ``--untimed`` decides (default: the kernel, served as proved); a
-  shape class without a timing in a dtype timed in others goes where ``--unmeasured`` says (default:
-  the original, since the benchmark never reached that size). A launch-bound
-  timing (ATen's device time under the kind's launch-bound threshold) goes where
-  ``--launch-bound`` says: the original by default, because there the device timer measured a
-  launch, and a served call pays the wrapper's and the runtime's host path, which ATen's whole
-  call undercuts (TIMING.md, "Launch-bound"); ``timed`` routes it by its speedup like any other.
-  The manifest records each route with the speedup that decided it.
+  kernel is measured slower than ``--min-speedup`` beyond its noise, else to the kernel. A dtype
+  without any timing goes where ``--untimed`` says (default: the kernel, served as proved); a
+  shape class without a timing, in a dtype timed in others, where ``--unmeasured`` says (default:
+  the original: the benchmark never reached that size). A launch-bound timing (ATen's device time
+  under the kind's launch-bound threshold) goes where ``--launch-bound`` says: the original by
+  default, because there the device timer measured a launch, and a served call pays the
+  wrapper's and the runtime's host path, which ATen's whole call undercuts (TIMING.md,
+  "Launch-bound"); ``timed`` routes it by its speedup like any other. The manifest records each
+  route with the speedup that decided it.
 
     [--min-speedup X] [--untimed kernel|original] [--unmeasured kernel|original]
     [--launch-bound original|timed]
@@ -446,10 +446,10 @@ BY_TIMING = "timed"
 
 @dataclass(frozen=True)
 class Routing:
-    """When a timed kernel serves a shape class (``min_speedup``), where the calls of a
-    dtype and shape class without a timing go (``untimed``: TO_KERNEL or TO_ORIGINAL), and
-    where those of a launch-bound one go (``launch_bound``: TO_ORIGINAL or BY_TIMING), and
-    where a shape class without a timing goes in a dtype timed in others (``unmeasured``)."""
+    """When a timed kernel serves a shape class (``min_speedup``), and where calls go: of a
+    dtype without any timing (``untimed``: TO_KERNEL or TO_ORIGINAL), of a shape class without
+    one in a dtype timed in others (``unmeasured``: the same), of a launch-bound one
+    (``launch_bound``: TO_ORIGINAL or BY_TIMING)."""
 
     min_speedup: float
     untimed: str
