@@ -199,14 +199,19 @@ def revalidate(daemon: Daemon, fingerprint: str, device: str) -> dict:
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def add_daemon_arguments(parser: argparse.ArgumentParser) -> None:
+    """The daemon and its device worker, as `start` and `write_config` take them."""
     parser.add_argument("--device", choices=["interpreter", "cuda"], required=True)
     parser.add_argument("--opforge", type=Path, default=ROOT / "build/opforge")
     parser.add_argument("--python", default=sys.executable, help="the workers' interpreter")
     parser.add_argument("--slots", type=int, default=1, help="the device worker's slots")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add_daemon_arguments(parser)
     parser.add_argument(
         "--import-slots",
         type=int,

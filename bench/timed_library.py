@@ -1,24 +1,24 @@
 """The library as the daemon times it, exported with its timings, inside real models (issue 28).
 
     python bench/timed_library.py --device cuda [--opforge .daemon/opforge] [--python python3]
-        --work DIR [--phase library|models|all] [--forwards N] [--json OUT] [SET ...]
+        --work DIR [--phase library|export|models|all] [--forwards N] [--json OUT] [SET ...]
 
 Phase ``library``: `opforge serve` on DIR/data with one device worker of ``--device`` (and a lint
 worker) imports every SET (`opforge import SET --layout candidates`; default: config/examples,
-the honest corpus, tests/fixtures/import/candidates and ``demo``, the demo's recorded answers, hand-written,
-each operator's last), and the daemon's maintenance times every current kernel on the worker's
-toolchain (a background benchmark job per kernel, `maintenance.retime`). Once every current
-kernel has a timing there, or none came for ``--settle-s``, `opforge export --format
+the honest corpus, tests/fixtures/import/candidates and ``demo``, the demo's recorded answers,
+hand-written, each operator's last), and the daemon's maintenance times every current kernel on
+the worker's toolchain (a background benchmark job per kernel, `maintenance.retime`). Once every
+current kernel has a timing there, or none came for ``--settle-s``, `opforge export --format
 torch-library` writes two packages from the same bundle: DIR/routed (the default routing:
 launch-bound shape classes go to the original) and DIR/timed (``--launch-bound timed``: every
 timed class by its speedup), with each kernel's timings in DIR/kernels.json.
 
-Phase ``models``: `python -m opforge_library modelcheck --model all --size small` (``--size``) with each
-package, each one's forward passes interleaved with eager's (``--forwards``), so every ratio is
-measured side by side in one process: the pair-by-pair slowdown with its IQR, the calls served,
-what each covered overload costs. Phase ``export`` writes the two packages again from DIR/data
-(after a change of the exporter's routing). The phases are separate commands where one device command may
-not run them both; DIR keeps what the first one wrote.
+Phase ``export`` writes the packages again from DIR/data (after a change of the exporter's
+routing). Phase ``models``: `python -m opforge_library modelcheck --model all` (``--size``,
+default small) with each package, each one's forward passes interleaved with eager's
+(``--forwards``), so every ratio is measured side by side in one process: the pair-by-pair
+slowdown with its IQR, the calls served, what each covered overload costs. The phases are
+separate commands where one device command may not run them all; DIR keeps what each wrote.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from revalidate_bench import ROOT, start, write_config
+from revalidate_bench import ROOT, add_daemon_arguments, start, write_config
 
 #: The set name that stands for the demo's recorded answers.
 DEMO = "demo"
@@ -53,8 +53,7 @@ PACKAGES = {"routed": [], "timed": ["--launch-bound", "timed"]}
 def demo_set(into: Path) -> Path:
     """The demo's recorded answers (hand-written, not from a model), each operator's last, as a
     candidates directory."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    from library_on_device import demo_kernels
+    from library_on_device import demo_kernels  # imports torch: only when the demo is a set
 
     into.mkdir(parents=True, exist_ok=True)
     demo_kernels(ROOT / "config/demo/answers", into)
@@ -238,10 +237,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--device", choices=["interpreter", "cuda"], required=True)
-    parser.add_argument("--opforge", type=Path, default=ROOT / "build/opforge")
-    parser.add_argument("--python", default=sys.executable, help="the workers' interpreter")
-    parser.add_argument("--slots", type=int, default=1, help="the device worker's slots")
+    add_daemon_arguments(parser)
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "opforge-timed")
     parser.add_argument("--phase", choices=["library", "export", "models", "all"], default="all")
     parser.add_argument("--settle-s", type=float, default=30.0)
