@@ -168,7 +168,7 @@ def survey(opinfo, config: CatalogConfig) -> dict[str, Any]:
     return {
         "name": opinfo.name,
         "variant": opinfo.variant_test_name,
-        "classes": [cls.__name__ for cls in type(opinfo).__mro__ if cls is not object],
+        "classes": sorted(opinfo_db.class_names(opinfo)),
         "supported_dtypes": supported,
         "sample_counts": sample_counts,
         "sample_counts_by_set": sample_counts_by_set,

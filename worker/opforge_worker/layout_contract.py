@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 import yaml
 
+from opforge_worker.opinfo import class_names
 from opforge_worker.package_data import data_path
 
 DEFAULT_CONFIG = data_path("layout_contract.yaml")
@@ -23,10 +24,6 @@ _SECTIONS = ("contract_classes", "contract_ops", "exempt", "free_classes")
 
 def _key(opinfo) -> str:
     return f"{opinfo.name}.{opinfo.variant_test_name}" if opinfo.variant_test_name else opinfo.name
-
-
-def _classes(opinfo) -> set[str]:
-    return {cls.__name__ for cls in type(opinfo).__mro__}
 
 
 @dataclass(frozen=True)
@@ -68,7 +65,7 @@ class LayoutContract:
             return False
         if key in self.contract_ops or opinfo.name in self.contract_ops:
             return True
-        return bool(_classes(opinfo) & set(self.contract_classes))
+        return bool(class_names(opinfo) & set(self.contract_classes))
 
 
 _contract: LayoutContract | None = None

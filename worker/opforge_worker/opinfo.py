@@ -29,6 +29,18 @@ def dtype_from_name(name: str) -> torch.dtype:
         raise KeyError(f"unknown dtype {name!r} (known: {', '.join(DTYPES)})") from None
 
 
+def class_names(opinfo) -> frozenset[str]:
+    """The names of ``opinfo``'s classes (``UnaryUfuncInfo``, ``OpInfo``...), by which data files
+    choose rules (layout contract, timing ladders, value-safe sets): its type's, or for the
+    stand-in of one that a judge works with (``sample_store.OpMeta``), those recorded of the
+    OpInfo it stands for. A stand-in's own type names no OpInfo class: read as the OpInfo's, it
+    would silently exempt every operator from every class rule."""
+    recorded = getattr(opinfo, "opinfo_classes", None)
+    if recorded is not None:
+        return frozenset(recorded)
+    return frozenset(cls.__name__ for cls in type(opinfo).__mro__ if cls is not object)
+
+
 @functools.cache
 def load_op_db() -> tuple:
     """Every OpInfo of the installed torch, in op_db order."""

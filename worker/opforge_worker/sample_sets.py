@@ -234,7 +234,7 @@ def is_value_safe(opinfo) -> bool:
 
 
 def _is(opinfo, class_name: str) -> bool:
-    return any(cls.__name__ == class_name for cls in type(opinfo).__mro__)
+    return class_name in opinfo_db.class_names(opinfo)
 
 
 # -- generation -------------------------------------------------------------------------------

@@ -42,13 +42,14 @@ import torch
 from opforge_worker import device_kinds, sample_sets, toolchain
 from opforge_worker.cache_root import cache_dir
 from opforge_worker.judge import Precise, Reference
+from opforge_worker.opinfo import class_names
 from opforge_worker.samples import PreparedSample
 from opforge_worker.settings import DEFAULT_SETTINGS_PATH
 
 log = logging.getLogger("opforge_worker.sample_store")
 
 #: Bumped whenever what a file holds changes: older stores are then never read.
-FORMAT = 1
+FORMAT = 2
 _MAGIC = b"opforge-samples\n"
 #: The device types whose supported dtypes an ``OpMeta`` records: the CPU's, where the judge
 #: computes references, and each device kind's (its ``opinfo_device``).
@@ -66,6 +67,8 @@ class OpMeta:
     aten_name: str
     #: The dtypes it supports, by device type (``DEVICE_TYPES``), as their names.
     dtypes: dict[str, tuple[str, ...]]
+    #: The names of the OpInfo's classes (``opinfo.class_names``), which class rules read.
+    opinfo_classes: tuple[str, ...]
 
     @classmethod
     def of(cls, opinfo) -> OpMeta:
@@ -82,6 +85,7 @@ class OpMeta:
                 )
                 for device in DEVICE_TYPES
             },
+            opinfo_classes=tuple(sorted(class_names(opinfo))),
         )
 
     def supported_dtypes(self, device_type: str) -> set[torch.dtype]:
@@ -180,7 +184,13 @@ class SampleStore:
         metas = None
         try:
             metas = [
-                OpMeta(**{**record, "dtypes": {d: tuple(n) for d, n in record["dtypes"].items()}})
+                OpMeta(
+                    **{
+                        **record,
+                        "dtypes": {d: tuple(n) for d, n in record["dtypes"].items()},
+                        "opinfo_classes": tuple(record["opinfo_classes"]),
+                    }
+                )
                 for record in self._read(path, {"kind": "ops"})
             ]
         except FileNotFoundError:

@@ -79,7 +79,9 @@ class TimingData:
 
     def ladder(self, opinfo) -> Ladder | None:
         """The ladder of ``opinfo``'s class, None for none."""
-        names = {cls.__name__ for cls in type(opinfo).__mro__}
+        from opforge_worker.opinfo import class_names  # torch: not for device_kinds' importers
+
+        names = class_names(opinfo)
         return next((ladder for ladder in self.ladders if ladder.opinfo_classes & names), None)
 
     def shape_class(self, elements: int) -> str:

@@ -4,6 +4,7 @@ cannot vouch for is ever used."""
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,12 +13,14 @@ import pytest
 import torch
 
 from opforge_worker import opinfo as opinfo_db
-from opforge_worker import sample_sets, sample_store
+from opforge_worker import sample_sets, sample_store, timing
+from opforge_worker.layout_contract import contract as layout_contract
 from opforge_worker.sample_store import OpMeta, SampleStore
 from opforge_worker.samples import SampleCache
 
 WORKER = Path(__file__).resolve().parents[1]
 HONEST_EXP = WORKER / "tests" / "corpus" / "honest" / "exp.py"
+WRONG_LAYOUT_NEG = WORKER / "tests" / "corpus" / "wrong" / "neg.contiguous_result.py"
 #: (operator, variant, dtype): outputs that are tensors, tuples of them, torch's named tuples
 #: (max.reduction_with_dim), Python values (item) and ops with an operand of its own dtype.
 CASES = [
@@ -98,6 +101,12 @@ def test_operators_metadata_is_op_db_s_and_a_damaged_copy_is_rebuilt(tmp_path, c
         assert meta.aten_name == (opinfo.aten_name or opinfo.name)
         for device in ("cpu", "cuda"):
             assert meta.supported_dtypes(device) == set(opinfo.supported_dtypes(device)), key
+        # Every rule chosen by the OpInfo's class chooses alike for its stand-in.
+        assert opinfo_db.class_names(meta) == opinfo_db.class_names(opinfo), key
+        assert layout_contract().preserves(meta) == layout_contract().preserves(opinfo), key
+        assert timing.load().ladder(meta) == timing.load().ladder(opinfo), key
+        assert sample_sets.is_value_safe(meta) == sample_sets.is_value_safe(opinfo), key
+    assert any(layout_contract().preserves(meta) for meta in stored.values())
 
 
 def _stored_file(store: SampleStore, meta, dtype, seed, name) -> Path:
@@ -179,17 +188,24 @@ from opforge_worker import validate
 v = validate.validate_paths([Path(sys.argv[1])], "interpreter", dtypes=["float32"],
                             cache_dir=Path(sys.argv[2]))
 print(json.dumps({"outcomes": [r["outcome"] for r in v.results],
+                  "checks": [(r.get("failure") or {}).get("check") for r in v.results],
                   "tests": [r["tests_run"] for r in v.results],
                   "op_db": "torch.testing._internal.common_methods_invocations" in sys.modules}))
 """
 
 
 def test_a_second_validate_imports_no_op_db_and_judges_alike(tmp_path):
+    """Alike by every rule too: the wrong neg returns a contiguous result for a transposed input,
+    which only the layout contract of its OpInfo class (elementwise) catches."""
+    candidates = tmp_path / "candidates"
+    candidates.mkdir()
+    shutil.copy(HONEST_EXP, candidates / "exp.py")
+    shutil.copy(WRONG_LAYOUT_NEG, candidates / "neg.py")
     env = {**os.environ, "PYTHONPATH": str(WORKER), "TRITON_INTERPRET": "1"}
     runs = []
     for _ in range(2):
         done = subprocess.run(
-            [sys.executable, "-c", _RUN, str(HONEST_EXP), str(tmp_path / "cache")],
+            [sys.executable, "-c", _RUN, str(candidates), str(tmp_path / "cache")],
             env=env,
             capture_output=True,
             text=True,
@@ -199,5 +215,6 @@ def test_a_second_validate_imports_no_op_db_and_judges_alike(tmp_path):
         runs.append(json.loads(done.stdout.splitlines()[-1]))
     first, second = runs
     assert first["op_db"] and not second["op_db"]
-    assert first["outcomes"] == second["outcomes"] == ["pass"]
+    assert first["outcomes"] == second["outcomes"] == ["pass", "accuracy_error"]
+    assert first["checks"] == second["checks"] == [None, "layout"]
     assert first["tests"] == second["tests"] and first["tests"][0] > 0
