@@ -45,13 +45,21 @@ _HEADER_DTYPES = {
 }
 
 
-def layout(corpus: str, into: Path) -> list[tuple[Path, str | None, dict[str, str]]]:
+def layout(corpus: str, into: Path, chunk: int) -> list[tuple[Path, str | None, dict[str, str]]]:
     """The validate calls for ``corpus``: (folder, dtypes or None for all, copied name -> the
-    corpus file it came from)."""
+    corpus file it came from); a corpus of all dtypes in folders of ``chunk`` files, which
+    validate processes judge at once (one process judges its files one after another)."""
     source, dtypes_from = CORPORA[corpus]
     files = sorted((ROOT / source).glob("*.py"))
     if dtypes_from == "all":
-        return [(ROOT / source, None, {f.name: f.name for f in files})]
+        calls = []
+        for start in range(0, len(files), chunk):
+            folder = into / corpus / f"all-{start // chunk}"
+            folder.mkdir(parents=True)
+            for file in files[start : start + chunk]:
+                shutil.copy(file, folder / file.name)
+            calls.append((folder, None, {f.name: f.name for f in files[start : start + chunk]}))
+        return calls
     # One folder per dtype list, and another where an operator has two defects in the corpus.
     calls: dict[tuple[str, int], dict[str, str]] = {}
     for file in files:
@@ -87,7 +95,9 @@ def verdict(result: dict) -> dict:
 def run(args) -> int:
     worker = Path(args.worker).resolve()
     scratch = Path(tempfile.mkdtemp(prefix="verdict-counts-"))
-    calls = [(corpus, *call) for corpus in args.corpora for call in layout(corpus, scratch)]
+    calls = [
+        (corpus, *call) for corpus in args.corpora for call in layout(corpus, scratch, args.chunk)
+    ]
     environment = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(
@@ -123,29 +133,34 @@ def run(args) -> int:
             del running[index]
             corpus, folder, dtypes, names = calls[index]
             report = scratch / f"{index}.json"
-            if not report.exists():
+            if report.exists():
+                for result in json.loads(report.read_text())["results"]:
+                    verdicts[corpus][names.get(result["file"], result["file"])] = verdict(result)
+            else:
                 tail = (scratch / f"{index}.log").read_text()[-2000:]
                 for name in names.values():
                     verdicts[corpus][name] = {"outcome": "no_report", "message": tail}
-                continue
-            for result in json.loads(report.read_text())["results"]:
-                verdicts[corpus][names.get(result["file"], result["file"])] = verdict(result)
+            write(args, worker, verdicts, time.monotonic() - started)
             print(
                 f"{corpus} {dtypes or 'all'}: {len(names)} in {time.monotonic() - started:.0f}s",
                 flush=True,
             )
+    return 0
+
+
+def write(args, worker: Path, verdicts: dict, wall_s: float) -> None:
+    """The verdicts so far (after each validate call: a run stopped at a time limit keeps them)."""
     Path(args.json).write_text(
         json.dumps(
             {
                 "worker": str(worker),
                 "device": args.device,
-                "wall_s": round(time.monotonic() - started, 1),
+                "wall_s": round(wall_s, 1),
                 "verdicts": verdicts,
             },
             indent=1,
         )
     )
-    return 0
 
 
 def label(entry: dict) -> str:
@@ -196,6 +211,7 @@ def main() -> int:
     running.add_argument("--device", required=True)
     running.add_argument("--json", required=True)
     running.add_argument("--jobs", type=int, default=4)
+    running.add_argument("--chunk", type=int, default=12, help="files per validate process")
     running.add_argument("--python", default=sys.executable)
     running.add_argument("--corpora", nargs="+", default=list(CORPORA), choices=list(CORPORA))
     comparing = commands.add_parser("compare")
