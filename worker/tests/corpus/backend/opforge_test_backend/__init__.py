@@ -22,9 +22,10 @@ def _unary_kernel(x_ptr, out_ptr, n, NEGATE: tl.constexpr, BLOCK: tl.constexpr):
     tl.store(out_ptr + offsets, x * -1 if NEGATE else x, mask=mask)
 
 
-def _unary(x, negate):
-    x = x.contiguous()
-    out = torch.empty_like(x)
+def _unary(input, negate):
+    # ATen's layout: a dense input's strides (read in place), else contiguous (read from a copy).
+    out = torch.empty_like(input)
+    x = input if input.stride() == out.stride() else torch.empty_like(out).copy_(input)
     if x.numel():
         _unary_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), negate, BLOCK=1024)
     return out
