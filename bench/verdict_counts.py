@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -29,19 +28,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: corpus name -> (its directory, how its dtypes are chosen: "all" or the header line to read)
+sys.path.insert(0, str(ROOT / "worker" / "tests"))
+
+import corpus_headers  # noqa: E402 (the corpus's header lines; it imports no worker)
+
+#: corpus name -> (its directory, its dtypes: None for all, else from each file's header)
 CORPORA = {
-    "honest": ("worker/tests/corpus/honest", "all"),
-    "wrong": ("worker/tests/corpus/wrong", "Must fail"),
-    "wrong_twins": ("worker/tests/corpus/wrong_twins", "Claims"),
-    "examples": ("config/examples", "all"),
-    "bench_library": ("bench/library", "all"),
-    "import_candidates": ("tests/fixtures/import/candidates", "all"),
-}
-# The same header lines worker/tests/wrong_corpus.py reads (it imports the worker, this must not).
-_HEADER_DTYPES = {
-    "Must fail": re.compile(r"^# Must fail: \S+ in \w+ \(([\w, ]+)\)$", re.MULTILINE),
-    "Claims": re.compile(r"^# Claims: ([\w, ]+)$", re.MULTILINE),
+    "honest": ("worker/tests/corpus/honest", None),
+    "wrong": ("worker/tests/corpus/wrong", lambda path: corpus_headers.must_fail(path).dtypes),
+    "wrong_twins": ("worker/tests/corpus/wrong_twins", corpus_headers.claims),
+    "examples": ("config/examples", None),
+    "bench_library": ("bench/library", None),
+    "import_candidates": ("tests/fixtures/import/candidates", None),
 }
 
 
@@ -49,9 +47,9 @@ def layout(corpus: str, into: Path, chunk: int) -> list[tuple[Path, str | None, 
     """The validate calls for ``corpus``: (folder, dtypes or None for all, copied name -> the
     corpus file it came from); a corpus of all dtypes in folders of ``chunk`` files, which
     validate processes judge at once (one process judges its files one after another)."""
-    source, dtypes_from = CORPORA[corpus]
+    source, dtypes_of = CORPORA[corpus]
     files = sorted((ROOT / source).glob("*.py"))
-    if dtypes_from == "all":
+    if dtypes_of is None:
         calls = []
         for start in range(0, len(files), chunk):
             folder = into / corpus / f"all-{start // chunk}"
@@ -63,10 +61,7 @@ def layout(corpus: str, into: Path, chunk: int) -> list[tuple[Path, str | None, 
     # One folder per dtype list, and another where an operator has two defects in the corpus.
     calls: dict[tuple[str, int], dict[str, str]] = {}
     for file in files:
-        match = _HEADER_DTYPES[dtypes_from].search(file.read_text())
-        if match is None:
-            raise ValueError(f"{file}: no '# {dtypes_from}:' header line")
-        dtypes = ",".join(d.strip() for d in match.group(1).split(","))
+        dtypes = ",".join(dtypes_of(file))
         copied = file.stem.rsplit(".", 1)[0] + ".py"  # <op>.<defect>.py: validate reads the op
         rank = 0
         while copied in calls.setdefault((dtypes, rank), {}):

@@ -20,9 +20,9 @@ The wrapper is found as ``opforge_worker validate`` finds it (``validate.default
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
+import corpus_headers
 from harness_helpers import CORPUS
 
 from opforge_worker import sample_sets
@@ -32,9 +32,6 @@ from opforge_worker.validate import TARGET_DTYPES, default_wrapper
 
 WRONG = CORPUS / "wrong"
 TWINS = CORPUS / "wrong_twins"
-
-_MUST_FAIL = re.compile(r"^# Must fail: (\w+)(?:/(\w+))? in (\w+) \(([\w, ]+)\)$", re.MULTILINE)
-_CLAIMS = re.compile(r"^# Claims: ([\w, ]+)$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -59,19 +56,11 @@ class Pair:
         return f"{TWINS.name}/{self.name}"
 
 
-def _dtypes(listed: str, where: str) -> tuple[str, ...]:
-    dtypes = tuple(dtype.strip() for dtype in listed.split(","))
+def _dtypes(dtypes: tuple[str, ...], where: str) -> tuple[str, ...]:
     unknown = [dtype for dtype in dtypes if dtype not in TARGET_DTYPES]
     if unknown:
         raise ValueError(f"{where}: unknown dtypes {unknown} (known: {', '.join(TARGET_DTYPES)})")
     return dtypes
-
-
-def _header(pattern: re.Pattern, path) -> re.Match:
-    match = pattern.search(path.read_text())
-    if match is None:
-        raise ValueError(f"{path}: no header line matching {pattern.pattern!r}")
-    return match
 
 
 def load_pair(name: str) -> Pair:
@@ -79,10 +68,10 @@ def load_pair(name: str) -> Pair:
     wrong_path, twin_path = WRONG / f"{name}.py", TWINS / f"{name}.py"
     if not twin_path.exists():
         raise ValueError(f"{wrong_path}: no honest twin at {twin_path}")
-    outcome, check, sample_set, wrong_dtypes = _header(_MUST_FAIL, wrong_path).groups()
+    outcome, check, sample_set, wrong_dtypes = corpus_headers.must_fail(wrong_path)
     if outcome not in OUTCOMES or outcome == "pass":
         raise ValueError(f"{wrong_path}: {outcome!r} is not a failing outcome of {OUTCOMES}")
-    if check is not None and check not in FAILURE_CHECKS:
+    if check and check not in FAILURE_CHECKS:
         raise ValueError(f"{wrong_path}: {check!r} is not a failure check of {FAILURE_CHECKS}")
     sample_sets.check_names([sample_set])
     op = name.rsplit(".", 1)[0]
@@ -91,10 +80,10 @@ def load_pair(name: str) -> Pair:
         op=op,
         wrapper=default_wrapper(op, wrong_path.read_text()),
         outcome=outcome,
-        check=check or "",
+        check=check,
         sample_set=sample_set,
         wrong_dtypes=_dtypes(wrong_dtypes, str(wrong_path)),
-        twin_dtypes=_dtypes(_header(_CLAIMS, twin_path).group(1), str(twin_path)),
+        twin_dtypes=_dtypes(corpus_headers.claims(twin_path), str(twin_path)),
     )
 
 
