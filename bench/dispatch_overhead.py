@@ -16,6 +16,9 @@ batch of ``--calls`` calls (its device work synchronised at the end) divided by 
 - ``python_routing``: the package enabled with ``set_native_routing(False)``: every call enters
   its Python ``Overload`` (``python_routing - package`` is what the routing in the dispatcher,
   ``_dispatch.cpp``, saves);
+- ``overload``: routed in the dispatcher with ``set_direct_call(False)``: a served call enters
+  the Python ``Overload`` instead of the dispatcher calling the wrapper (``overload - package``
+  is what the direct call saves);
 - ``wrapper``: the kernel's wrapper called directly (the direct launch without the dispatcher
   and the runtime): ``package - wrapper`` is what the runtime adds, ``wrapper - eager`` the
   kernel's own launch and run against ATen's;
@@ -120,6 +123,7 @@ def quartiles(values: list[float]) -> tuple[float, float]:
 #: What a variant runs under: ATen alone, the package enabled, or the floor kernel registered.
 EAGER, PACKAGE, TRITON_LAUNCH, FLOOR = "eager", "package", "triton_launch", "floor"
 PYTHON_ROUTING = "python_routing"
+OVERLOAD = "overload"
 
 
 class Case:
@@ -150,10 +154,12 @@ class States:
             self.package.set_direct_launch(state != TRITON_LAUNCH)
         if hasattr(self.package, "set_native_routing"):
             self.package.set_native_routing(state != PYTHON_ROUTING)
+        if hasattr(self.package, "set_direct_call"):
+            self.package.set_direct_call(state != OVERLOAD)
         if self.floor is not None:
             self.floor._destroy()
             self.floor = None
-        if state in (PACKAGE, TRITON_LAUNCH, PYTHON_ROUTING):
+        if state in (PACKAGE, TRITON_LAUNCH, PYTHON_ROUTING, OVERLOAD):
             self.package.enable()
         elif state == FLOOR:
             namespace, op, name = overload.split(".")
@@ -211,6 +217,7 @@ def cases_for(package, kind, sizes: list[int]) -> list[Case]:
                         ("package", PACKAGE, lambda f=function, x=x: f(x)),
                         ("triton_launch", TRITON_LAUNCH, lambda f=function, x=x: f(x)),
                         (PYTHON_ROUTING, PYTHON_ROUTING, lambda f=function, x=x: f(x)),
+                        (OVERLOAD, OVERLOAD, lambda f=function, x=x: f(x)),
                         ("wrapper", EAGER, lambda w=wrapper, x=x: w(x)),
                     ],
                 )
@@ -284,6 +291,8 @@ def rows(cases: list[Case]) -> list[dict]:
             row["above_floor_us"] = row["package_us"] - row["floor_us"]
         if "python_routing_us" in row:
             row["native_routing_saves_us"] = row["python_routing_us"] - row["package_us"]
+        if "overload_us" in row:
+            row["direct_call_saves_us"] = row["overload_us"] - row["package_us"]
         found.append(row)
     return found
 
@@ -292,8 +301,9 @@ def markdown(found: list[dict]) -> str:
     lines = [
         "| call | eager us (IQR) | package us (IQR) | added us | ratio | wrapper us (IQR) "
         "| runtime us (package - wrapper) | floor us (IQR) "
-        "| package with Triton's launch us (IQR) | package routed from Python us (IQR) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| package with Triton's launch us (IQR) | package routed from Python us (IQR) "
+        "| package served through the Overload us (IQR) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in found:
         wrapper = (
@@ -312,6 +322,11 @@ def markdown(found: list[dict]) -> str:
         wrapper += (
             f" | {row['python_routing_us']:.2f} ({row['python_routing_iqr_us']:.2f})"
             if "python_routing_us" in row
+            else " | -"
+        )
+        wrapper += (
+            f" | {row['overload_us']:.2f} ({row['overload_iqr_us']:.2f})"
+            if "overload_us" in row
             else " | -"
         )
         lines.append(

@@ -20,7 +20,11 @@ the exporter wrote it from the worker's registry (``opforge_worker/device_kinds.
   only indexes lists and looks up a dict, on the way to the kernel as on the way past it.
 - While a library kernel (or an original kernel it fell through to) runs, every overridden
   overload goes straight to its original kernel: the wrapper's own allocations and copies, and
-  the interpreter's, never re-enter the library.
+  the interpreter's, never re-enter the library (routed in the dispatcher, nor any other
+  opforge package's).
+- Routed in the dispatcher (``_dispatch.cpp``, the default), a served call of a functional
+  overload whose wrapper has a place for every argument goes from there to the wrapper, with
+  the same device and layout rules as ``Overload.__call__``; the others enter the ``Overload``.
 - A served call launches its Triton kernels directly (``_launch.py``: Triton's binder, cache and
   launcher, without the per-call lookups of ``JITFunction.run`` and ``Autotuner.run``), unless
   ``set_direct_launch(False)``.
@@ -55,7 +59,7 @@ import triton
 import triton.language as tl
 
 from . import _launch, _native
-from ._adapter import Adapter
+from ._adapter import Adapter, CallShape
 
 #: Dimensions the copy kernel indexes; a destination with more must be contiguous.
 _COPY_DIMS = 4
@@ -279,7 +283,7 @@ class Overload:
         finally:
             guard.depth -= 1
         if layout is not None and result is not None and not _has_layout(result, layout):
-            self._warn_once(f"returned a layout other than ATen's ({_strides_of(result)})")
+            self._refuse_layout(result)
             result = None
         if result is None:
             return self._original(keyset, args, kwargs, shape, key)
@@ -309,6 +313,25 @@ class Overload:
             # own kernel lays out the result: only ATen knows that layout.
             return None
         return destination if _write_into(result, destination) else None
+
+    def direct_call(self) -> tuple[list[int], list[tuple[str, int]]] | None:
+        """Where the dispatcher routing (``_dispatch.cpp``) may call the wrapper itself: the
+        schema's arguments it takes by position and by keyword, for the dispatcher's call
+        convention (every argument passed, the keyword-only ones by name). None where this
+        ``Overload`` must serve: in place and out= (the copy into the destination), or an
+        argument the wrapper has no place for (whose value must be its default)."""
+        args = self.adapter.args
+        shape = CallShape(
+            args,
+            sum(not arg["kwarg_only"] for arg in args),
+            tuple(arg["name"] for arg in args if arg["kwarg_only"]),
+        )
+        if self.kind != "functional" or not shape.fits or shape.dropped:
+            return None
+        return list(shape.positional), [(name, index) for name, index in shape.keywords]
+
+    def _refuse_layout(self, result) -> None:
+        self._warn_once(f"returned a layout other than ATen's ({_strides_of(result)})")
 
     def _warn_once(self, problem: Exception | str) -> None:
         if not self.warned:
@@ -417,6 +440,7 @@ class Library:
         self._registered: list[str] = []
         self._made: list[Overload] | None = None
         self._direct_launch = True
+        self._direct_call = True
         # ``python`` there routes from Python: asked by a judge counting torch.library's kernels
         self._native_routing = os.environ.get(self.manifest["routing_environment"]) != "python"
         self._warned_native = False
@@ -489,9 +513,19 @@ class Library:
         """Route calls in the dispatcher (``_dispatch.cpp``, the default: built the first time a
         package is enabled, and a call the library does not serve never enters Python) or
         from Python; an enabled library is registered again."""
+        self._register_again(_native_routing=on)
+
+    def set_direct_call(self, on: bool) -> None:
+        """Routed in the dispatcher, call a functional overload's wrapper from there (the
+        default) or serve every call through the runtime's Python ``Overload``; an enabled
+        library is registered again."""
+        self._register_again(_direct_call=on)
+
+    def _register_again(self, **settings: bool) -> None:
         enabled_for = self._dispatch_key if self._registration is not None else None
         self.disable()
-        self._native_routing = on
+        for name, value in settings.items():
+            setattr(self, name, value)
         if enabled_for is not None:
             self.enable(enabled_for)
 
@@ -507,7 +541,7 @@ class Library:
         if self._native_routing:
             native = _native.load()
             if native is not None:
-                return _NativeRegistration(native, key)
+                return _NativeRegistration(native, key, self)
             if not self._warned_native:
                 self._warned_native = True
                 warnings.warn(
@@ -543,11 +577,17 @@ class Library:
     def call_counts(self) -> dict[str, int]:
         """Calls the library's kernels served, per overload, since import or ``reset_counts()``."""
         with self.lock:
-            return dict(self.counts)
+            counts = dict(self.counts)
+        if self._registration is not None:
+            for name, count in self._registration.served().items():
+                counts[name] += count
+        return counts
 
     def reset_counts(self) -> None:
         with self.lock:
             self.counts = dict.fromkeys(self.counts, 0)
+        if self._registration is not None:
+            self._registration.reset_served()
 
     # -- for the overloads -------------------------------------------------------------------------
 
@@ -587,16 +627,25 @@ class _PythonRegistration:
     def impl(self, overload: Overload) -> None:
         self.library.impl(_resolve(overload.name), overload, self.key, with_keyset=True)
 
+    def served(self) -> dict[str, int]:
+        return {}  # every served call is counted by its Overload
+
+    def reset_served(self) -> None:
+        pass
+
     def destroy(self) -> None:
         self.library._destroy()
 
 
 class _NativeRegistration:
     """The overloads' kernels registered through ``_dispatch.cpp``: a call whose signature and
-    shape class the routes give to the original kernel goes there without entering Python."""
+    shape class the routes give to the original kernel goes there without entering Python, and
+    a functional overload's call it serves goes from there to the wrapper (``direct_call``)."""
 
-    def __init__(self, native, key: str):
+    def __init__(self, native, key: str, library: Library):
         self.registration = native.Registration(key)
+        self.library = library
+        self.names: dict[str, str] = {}  # the extension's name of an overload -> the runtime's
         # gone while the interpreter is whole, not during its teardown
         atexit.register(self.destroy)
 
@@ -612,12 +661,27 @@ class _NativeRegistration:
             )
             for key, route in overload.routes.items()
         }
+        direct = overload.direct_call() if self.library._direct_call else None
+        positional, keywords = direct or ([], [])
         self.registration.impl(
-            name, overload, list(overload.adapter.typed), routes, overload.bounds
-        )
+            name, overload, list(overload.adapter.typed), routes, overload.bounds,
+            overload.wrapper if direct else None, positional, keywords, overload.keeps_layout,
+        )  # fmt: skip
+        self.names[name] = overload.name
+
+    def served(self) -> dict[str, int]:
+        """Calls the extension served itself, by the runtime's overload name."""
+        return {self.names[name]: count for name, count in self.registration.served().items()}
+
+    def reset_served(self) -> None:
+        self.registration.reset_served()
 
     def destroy(self) -> None:
         atexit.unregister(self.destroy)
+        with self.library.lock:
+            for name, count in self.served().items():
+                self.library.counts[name] += count
+        self.registration.reset_served()
         self.registration.destroy()
 
 

@@ -646,6 +646,7 @@ _INIT = '''"""{name}: {count} Triton kernels for {device_kind} by opforge, for t
     {name}.routing()         # "native" (routed in the dispatcher), or "python (why)"
     {name}.set_native_routing(False)  # route every call from Python (slower fall-throughs)
     {name}.set_direct_launch(False)  # Triton's own launch path (the same kernels, slower calls)
+    {name}.set_direct_call(False)  # every served call through the Python runtime (slower)
     {name}.disable()
 """
 
@@ -665,11 +666,13 @@ call_counts = _library.call_counts
 reset_counts = _library.reset_counts
 set_direct_launch = _library.set_direct_launch
 set_native_routing = _library.set_native_routing
+set_direct_call = _library.set_direct_call
 routing = _library.routing
 
 __all__ = [
     "manifest", "enable", "disable", "enabled", "is_enabled", "covered", "registered",
-    "call_counts", "reset_counts", "set_direct_launch", "set_native_routing", "routing",
+    "call_counts", "reset_counts", "set_direct_launch", "set_native_routing", "set_direct_call",
+    "routing",
 ]
 '''
 

@@ -307,33 +307,48 @@ def test_what_the_kernels_cannot_honour_falls_through_to_aten(library):
     assert library.call_counts()["aten.add_.Tensor"] == 0
 
 
+def _transposed(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.mT if tensor.dim() >= 2 else tensor
+
+
 ROUTED_DTYPES = (torch.float32, torch.float64, torch.int32, torch.int64, torch.bfloat16)
 
 
 @pytest.mark.parametrize("op", ["abs", "add", "sgn"])
 def test_the_dispatcher_routing_serves_exactly_what_the_python_routing_serves(library, op):
-    # Both routings see every OpInfo sample of several dtypes, served or not: the signature
-    # tokens _dispatch.cpp builds from the dispatcher's stack must be the runtime's.
+    # Every routing sees every OpInfo sample of several dtypes and layouts, served or not: the
+    # signature tokens _dispatch.cpp builds from the dispatcher's stack, and the device and
+    # layout rules of its direct call, must be the runtime's.
     assert library.routing() == "native"
     opinfo = find_opinfo(op)
-    counts = {}
+    counts, results = {}, {}
     try:
-        for native in (True, False):
-            library.set_native_routing(native)
+        for routing in ("direct call", "native", "python"):
+            library.set_native_routing(routing != "python")
+            library.set_direct_call(routing == "direct call")
             library.reset_counts()
+            results[routing] = []
             for dtype in ROUTED_DTYPES:
                 if dtype in opinfo.supported_dtypes(ON):
                     for sample in samples_for(opinfo, ON, dtype, 0):
-                        opinfo.op(sample.input, *sample.args, **sample.kwargs)
-            counts[native] = library.call_counts()
+                        for call in (sample, sample.transform(_transposed)):
+                            result = opinfo.op(call.input, *call.args, **call.kwargs)
+                            results[routing].append((result, result.stride()))
+            counts[routing] = library.call_counts()
     finally:
         library.set_native_routing(True)
+        library.set_direct_call(True)
     assert library.routing() == "native" and library.is_enabled()
-    assert counts[True] == counts[False]
-    assert sum(counts[True].values()) > 0
+    assert counts["direct call"] == counts["native"] == counts["python"]
+    assert sum(counts["python"].values()) > 0
+    for (direct, strides), (python, python_strides) in zip(
+        results["direct call"], results["python"], strict=True
+    ):
+        assert_judged_equal(direct, python, op)
+        assert strides == python_strides
 
 
-def test_a_call_routed_to_aten_never_enters_python(library, monkeypatch):
+def test_calls_routed_to_aten_and_functional_calls_served_never_enter_python(library, monkeypatch):
     overload_type = sys.modules[f"{PACKAGE}._runtime"].Overload
     entered = []
     serve = overload_type.__call__
@@ -346,8 +361,11 @@ def test_a_call_routed_to_aten_never_enters_python(library, monkeypatch):
     wide = torch.randn(5, dtype=torch.float64, device=ON)  # not a dtype the kernel passed
     assert torch.equal(torch.abs(wide), wide.clone().abs_())
     assert entered == []
-    torch.abs(wide.float())
-    assert entered == ["aten.abs.default"]
+    library.reset_counts()
+    torch.abs(wide.float())  # served, by its wrapper called from the dispatcher
+    assert entered == [] and library.call_counts()["aten.abs.default"] == 1
+    torch.abs(wide.float(), out=torch.empty(5, device=ON))  # out=: the Overload writes it
+    assert entered == ["aten.abs.out"] and library.call_counts()["aten.abs.out"] == 1
     library.set_native_routing(False)
     try:
         torch.abs(wide)  # the same call, routed from Python: it enters, and ATen answers
