@@ -9,8 +9,9 @@ tree DIR (e.g. an older commit's `worker/`, from `git archive COMMIT worker | ta
 support; the wrong kernels on the dtypes where their defect shows (their "Must fail" header line)
 and the honest twins on the dtypes they claim ("Claims"), each laid out as validate wants it (one
 file per operator, named after it). The same candidate files go to either tree, so a change of
-verdict is the judge's. ``compare`` counts the outcomes per corpus on both sides and lists every
-candidate whose verdict (outcome and failure check) changed.
+verdict is the judge's. ``compare`` counts the outcomes per corpus of the candidates judged on
+both sides, lists every one whose verdict (outcome and failure check) changed, and names those
+judged on one side only (a run stopped at a time limit).
 """
 
 from __future__ import annotations
@@ -164,26 +165,36 @@ def label(entry: dict) -> str:
 
 def compare(args) -> int:
     before, after = (json.loads(Path(p).read_text())["verdicts"] for p in (args.before, args.after))
-    lines = ["| corpus | kernels | before | after |", "|---|---|---|---|"]
+    lines = [
+        "| corpus | judged on both sides | before | after | judged on one side only |",
+        "|---|---|---|---|---|",
+    ]
     changes = []
-    for corpus in after:
-        old, new = before.get(corpus, {}), after[corpus]
+    for corpus in sorted(set(before) | set(after)):
+        old, new = before.get(corpus, {}), after.get(corpus, {})
+        both = sorted(set(old) & set(new))
         counts = [
             ", ".join(
-                f"{k} {n}" for k, n in sorted(Counter(e["outcome"] for e in side.values()).items())
+                f"{k} {n}" for k, n in sorted(Counter(side[n]["outcome"] for n in both).items())
             )
             for side in (old, new)
         ]
-        lines.append(f"| {corpus} | {len(new)} | {counts[0]} | {counts[1]} |")
-        for name in sorted(set(old) | set(new)):
-            was, now = old.get(name), new.get(name)
-            if was is None or now is None or label(was) != label(now):
+        one_side = [f"{name} (before)" for name in sorted(set(old) - set(new))]
+        one_side += [f"{name} (after)" for name in sorted(set(new) - set(old))]
+        lines.append(
+            f"| {corpus} | {len(both)} | {counts[0] or '-'} | {counts[1] or '-'} "
+            f"| {len(one_side)}{': ' + ', '.join(one_side) if 0 < len(one_side) <= 6 else ''} |"
+        )
+        for name in both:
+            was, now = old[name], new[name]
+            if label(was) != label(now):
                 changes.append(
-                    f"| {corpus} | {name} | {label(was) if was else '-'} | "
-                    f"{label(now) if now else '-'} | "
-                    f"{(now or was).get('message', '').replace('|', '/')} |"
+                    f"| {corpus} | {name} | {label(was)} | {label(now)} | "
+                    f"{now.get('message', '').replace('|', '/')} |"
                 )
     lines += [
+        "",
+        "Every verdict that changed:",
         "",
         "| corpus | kernel | before | after | after's message |",
         "|---|---|---|---|---|",
