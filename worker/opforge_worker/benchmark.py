@@ -105,28 +105,38 @@ _SPECIALS = (float("nan"), float("inf"), float("-inf"))
 def _with_specials(opinfo, sample, dtype: torch.dtype):
     if not dtype.is_floating_point or not sample_sets.is_value_safe(opinfo):
         return sample
-    flat = sample.input.view(-1)
+    flat = _first_input(sample).view(-1)
     count = flat.numel()
     for position, value in zip((0, count // 2, count - 1), _SPECIALS, strict=True):
         flat[position] = value
     return sample
 
 
+def _first_input(sample) -> torch.Tensor | None:
+    """The sample's input tensor, or the first of its input list (cat's), None for neither."""
+    value = sample.input
+    if isinstance(value, (list, tuple)):
+        value = value[0] if value else None
+    return value if isinstance(value, torch.Tensor) else None
+
+
 def _ladder_base(samples, dtype: torch.dtype) -> int | None:
-    """The index of the largest sample whose tensors of ``dtype`` all have the input's shape."""
+    """The index of the largest sample whose tensors of ``dtype`` all have the input's shape
+    (the shape of every tensor of its input list, where the input is one)."""
 
     def eligible(sample):
-        if not isinstance(sample.input, torch.Tensor) or sample.input.dtype != dtype:
+        first = _first_input(sample)
+        if first is None or first.dtype != dtype:
             return False
         operands = [
             leaf
             for leaf in pytree.tree_leaves((sample.input, sample.args, sample.kwargs))
             if isinstance(leaf, torch.Tensor) and leaf.dtype == dtype
         ]
-        return all(t.shape == sample.input.shape and t.numel() for t in operands)
+        return all(t.shape == first.shape and t.numel() for t in operands)
 
     indices = [i for i, sample in enumerate(samples) if eligible(sample)]
-    return max(indices, key=lambda i: samples[i].input.numel(), default=None)
+    return max(indices, key=lambda i: _first_input(samples[i]).numel(), default=None)
 
 
 def ladder_inputs(opinfo, dtype: torch.dtype, seed: int, counts, data: timing.TimingData):
@@ -137,7 +147,7 @@ def ladder_inputs(opinfo, dtype: torch.dtype, seed: int, counts, data: timing.Ti
     base = _ladder_base(firsts, dtype)
     if base is None or base >= len(seconds):
         return []
-    dims = firsts[base].input.dim()
+    dims = _first_input(firsts[base]).dim()
     found = []
     for count in counts:
         shape = ladder_shape(count, dims)

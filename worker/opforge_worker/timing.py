@@ -68,6 +68,7 @@ class Protocol:
 class Ladder:
     name: str
     opinfo_classes: frozenset[str]  # the OpInfo classes (by name) whose operators it times
+    ops: frozenset[str]  # and operators by name, whatever their class
     elements: tuple[int, ...]
 
 
@@ -78,11 +79,18 @@ class TimingData:
     ladders: tuple[Ladder, ...]
 
     def ladder(self, opinfo) -> Ladder | None:
-        """The ladder of ``opinfo``'s class, None for none."""
+        """The ladder of ``opinfo``'s class or name, None for none."""
         from opforge_worker.opinfo import class_names  # torch: not for device_kinds' importers
 
         names = class_names(opinfo)
-        return next((ladder for ladder in self.ladders if ladder.opinfo_classes & names), None)
+        return next(
+            (
+                ladder
+                for ladder in self.ladders
+                if ladder.opinfo_classes & names or opinfo.name in ladder.ops
+            ),
+            None,
+        )
 
     def shape_class(self, elements: int) -> str:
         """The class of an input whose largest tensor has ``elements``."""
@@ -132,7 +140,8 @@ def load(path: str | None = None) -> TimingData:
         ladders = tuple(
             Ladder(
                 name,
-                frozenset(entry["opinfo_classes"]),
+                frozenset(entry.get("opinfo_classes", ())),
+                frozenset(entry.get("ops", ())),
                 tuple(int(n) for n in entry["elements"]),
             )
             for name, entry in raw["ladders"].items()

@@ -9,6 +9,7 @@ from harness_helpers import DEVICE, FLAT_NEG, source
 from opforge_worker import model_sets, timing
 from opforge_worker.benchmark import run_benchmark
 from opforge_worker.harness import Harness
+from opforge_worker.opinfo import find_opinfo
 from opforge_worker.samples import SampleCache
 
 CATALOG = [{"name": "neg", "variant": "", "aten_overloads": ["aten.neg.default"]}]
@@ -103,3 +104,21 @@ def test_a_bad_request_is_a_harness_error(harness):
 
     assert result["outcome"] == "harness_error"
     assert result["failure"]["message"].startswith("bad benchmark request")
+
+
+def test_an_operator_of_a_tensor_list_is_timed_on_its_ladder(harness):
+    # cat's OpInfo samples stop at a few thousand elements; models join far larger tensors.
+    result = run_benchmark(harness, benchmark_request("cat", source("honest/cat")))
+
+    assert result["outcome"] == "pass", result["failure"]
+    joining = timing.load().ladder(find_opinfo("cat"))
+    assert joining is not None and joining.name == "joining"
+    ladder = [t for t in result["timings"] if t["source"].startswith("ladder:")]
+    assert [t["source"] for t in ladder] == [
+        f"ladder:{n}" for n in joining.elements if n <= PROTOCOL.ladder_max_elements
+    ]
+    # the largest tensor of the call (each joined one) decides its shape class, as at export
+    for timed in ladder:
+        count = int(timed["source"].split(":")[1])
+        assert timed["elements"] == count
+        assert timed["shape_class"] == timing.load().shape_class(count)

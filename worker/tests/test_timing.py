@@ -115,7 +115,8 @@ def test_inputs_are_the_largest_opinfo_samples_then_the_ladder_within_the_kind_b
     ]
     assert DATA.ladder(opinfo_db.find_opinfo("sum", "")).name == "reduction"
     assert DATA.ladder(opinfo_db.find_opinfo("add", "")).name == "elementwise"
-    assert DATA.ladder(opinfo_db.find_opinfo("cat", "")) is None
+    assert DATA.ladder(opinfo_db.find_opinfo("cat", "")).name == "joining"  # by its name
+    assert DATA.ladder(opinfo_db.find_opinfo("flip", "")) is None
 
 
 def test_stale_repetitions_are_a_cache_and_wrong_ones_a_repeat_failure():
