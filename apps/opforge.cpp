@@ -4,8 +4,10 @@
 
 #include "apps/campaign_events.hpp"
 #include "apps/campaign_setup.hpp"
+#include "apps/cli_common.hpp"
 #include "apps/control_client.hpp"
 #include "apps/import_command.hpp"
+#include "apps/library_commands.hpp"
 #include "apps/repair_command.hpp"
 #include "apps/serve.hpp"
 #include "apps/worker_keys.hpp"
@@ -22,8 +24,6 @@
 #include <cmath>
 #include <csignal>
 #include <cstring>
-#include <ctime>
-#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -32,26 +32,12 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
-#include <spawn.h>
-#include <spdlog/fmt/fmt.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-extern char** environ;
-
 using namespace opforge;
+using namespace opforge::cli;
 
 namespace {
-
-constexpr int exit_unreachable = 1;
-constexpr int exit_bad_config = 2;
-// A campaign that ran to its end with operators failed: scripts tell it from a clean run.
-constexpr int exit_operators_failed = 3;
-
-int fail(const caf::error& err, int code) {
-  std::cerr << "opforge: " << message(err) << '\n';
-  return code;
-}
 
 // Options every subcommand takes to find the configuration, and with it the control socket.
 struct common_options {
@@ -63,18 +49,6 @@ struct common_options {
     cmd.add_option("--config", config_file, "YAML configuration file")->envname("OPFORGE_CONFIG");
     cmd.add_option("--data-dir", data_dir, "data directory (default var)");
     cmd.add_option("--control", control, "control socket (default ipc://<data-dir>/control.sock)");
-  }
-};
-
-// Options of the client subcommands.
-struct client_options {
-  bool json = false;
-  int timeout_ms = 5000;
-
-  void add_to(CLI::App& cmd) {
-    cmd.add_flag("--json", json, "print the daemon's reply as JSON");
-    cmd.add_option("--timeout-ms", timeout_ms, "how long to wait for the daemon")
-        ->check(CLI::PositiveNumber);
   }
 };
 
@@ -516,19 +490,6 @@ struct session_options {
   std::string op;
 };
 
-// `rows` in columns as wide as their widest entry; the last column is not padded.
-void print_table(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> widths(rows.front().size() - 1, 0);
-  for (auto& row : rows)
-    for (size_t i = 0; i < widths.size(); ++i)
-      widths[i] = std::max(widths[i], row[i].size());
-  for (auto& row : rows) {
-    for (size_t i = 0; i < widths.size(); ++i)
-      std::cout << row[i] << std::string(widths[i] - row[i].size() + 2, ' ');
-    std::cout << row.back() << '\n';
-  }
-}
-
 // One line per session; the end reason comes last.
 void print_sessions(const nlohmann::json& reply, const session_options& selected) {
   auto sessions = reply.value("sessions", nlohmann::json::array());
@@ -584,13 +545,6 @@ std::string indented(const std::string& text, size_t by) {
   return out;
 }
 
-std::string joined(const nlohmann::json& items) {
-  std::string out;
-  for (auto& item : items)
-    out += (out.empty() ? "" : ", ") + item.get<std::string>();
-  return out;
-}
-
 // The session's transcript: a header, then every transition in order, each dialog opening with
 // its prompt, each answer and feedback prompt in full under the transition that carried it; then
 // the accepted kernel.
@@ -637,343 +591,6 @@ void print_show(const nlohmann::json& reply) {
 }
 
 // -- the library -------------------------------------------------------------------------------
-
-// What `kernels` selects and shows.
-struct kernels_options {
-  std::string op;
-  bool source = false;
-};
-
-std::string utc_minute(int64_t ms) {
-  auto seconds = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  ::gmtime_r(&seconds, &tm);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M", &tm);
-  return text;
-}
-
-// One line per kernel version; the validations (fingerprint:outcome, newest first) come last.
-void print_kernels(const nlohmann::json& reply, const kernels_options& selected) {
-  auto kernels = reply.value("kernels", nlohmann::json::array());
-  if (kernels.empty()) {
-    std::cout << "no kernels" << (selected.op.empty() ? "" : " for " + selected.op)
-              << " in the library\n";
-    return;
-  }
-  std::vector<std::vector<std::string>> rows{
-      {"OPERATOR", "VERSION", "DEVICE", "DTYPES", "ORIGIN", "ACCEPTED (UTC)", "HASH", "PROVED ON"}};
-  for (auto& k : kernels) {
-    std::string proofs;
-    for (auto& p : k.value("proofs", nlohmann::json::array()))
-      proofs += (proofs.empty() ? "" : ", ") + p.value("fingerprint", std::string{}) + ":" +
-                p.value("outcome", std::string{});
-    auto provenance = k.value("provenance", nlohmann::json::object());
-    rows.push_back({k.value("operator", ""),
-                    std::to_string(k.value("version", 0)) + (k.value("current", false) ? "*" : ""),
-                    k.value("device_kind", ""), joined(k.value("dtypes", nlohmann::json::array())),
-                    provenance.value("origin", "-"),
-                    utc_minute(k.value("accepted_at_ms", int64_t{0})), k.value("hash", ""),
-                    proofs.empty() ? "-" : proofs});
-  }
-  print_table(rows);
-  std::cout << "(* current: the operator's newest kernel accepted on that device kind)\n";
-}
-
-// The current kernel's source; with several device kinds, each under a comment that names it.
-int print_source(const nlohmann::json& reply, const kernels_options& selected) {
-  std::vector<nlohmann::json> current;
-  for (auto& k : reply.value("kernels", nlohmann::json::array()))
-    if (k.value("current", false))
-      current.push_back(k);
-  if (current.empty()) {
-    std::cerr << "opforge: no kernel for " << selected.op << " in the library\n";
-    return exit_unreachable;
-  }
-  for (auto& k : current) {
-    if (current.size() > 1)
-      std::cout << "# " << k.value("operator", "") << " v" << k.value("version", 0) << " on "
-                << k.value("device_kind", "") << " (" << k.value("hash", "") << ")\n";
-    std::cout << k.value("source", "");
-  }
-  return 0;
-}
-
-int list_kernels(const config& cfg, const client_options& opts, const kernels_options& selected) {
-  if (selected.source && selected.op.empty()) {
-    std::cerr << "opforge: --source needs OP, the operator whose kernel to print\n";
-    return exit_bad_config;
-  }
-  auto reply = control_request(cfg.control.listen, request_type::kernels,
-                               {{"op", selected.op}, {"source", selected.source}},
-                               std::chrono::milliseconds{opts.timeout_ms});
-  if (!reply)
-    return fail(reply.error(), exit_unreachable);
-  if (opts.json) {
-    std::cout << reply->dump(2) << '\n';
-    return 0;
-  }
-  if (selected.source)
-    return print_source(*reply, selected);
-  print_kernels(*reply, selected);
-  return 0;
-}
-
-// One line per regressed kernel: the toolchain change in words, the verdict before and after, and
-// last, as it may be long, why it fails now. Then one line per kernel that got slower: its
-// slowest dtype and shape class with the times on both toolchains, and how many more there are.
-int list_regressions(const config& cfg, const client_options& opts) {
-  auto reply = control_request(cfg.control.listen, request_type::regressions, {},
-                               std::chrono::milliseconds{opts.timeout_ms});
-  if (!reply)
-    return fail(reply.error(), exit_unreachable);
-  if (opts.json) {
-    std::cout << reply->dump(2) << '\n';
-    return 0;
-  }
-  auto regressions = reply->value("regressions", nlohmann::json::array());
-  auto slower = reply->value("speed_regressions", nlohmann::json::array());
-  if (regressions.empty() && slower.empty()) {
-    std::cout << "no regressions in the library\n";
-    return 0;
-  }
-  auto verdict = [](const nlohmann::json& proof) {
-    return proof.value("fingerprint", std::string{}) + ":" + proof.value("outcome", std::string{}) +
-           " (" + std::to_string(proof.value("tests_passed", 0)) + "/" +
-           std::to_string(proof.value("tests_run", 0)) + ")";
-  };
-  auto or_dash = [](const std::string& text) { return text.empty() ? std::string{"-"} : text; };
-  if (!regressions.empty()) {
-    std::vector<std::vector<std::string>> rows{
-        {"OPERATOR", "HASH", "CHANGE", "BEFORE", "AFTER", "SERVED BY", "FAILURE"}};
-    for (auto& r : regressions)
-      rows.push_back({r.value("operator", ""), r.value("hash", ""), r.value("change", ""),
-                      verdict(r["before"]), verdict(r["after"]),
-                      or_dash(r.value("served_by", std::string{})),
-                      or_dash(r["after"].value("detail", std::string{}))});
-    print_table(rows);
-  }
-  if (!slower.empty()) {
-    if (!regressions.empty())
-      std::cout << '\n';
-    std::vector<std::vector<std::string>> rows{
-        {"OPERATOR", "HASH", "CHANGE", "BEFORE", "AFTER", "SLOWEST", "TIME", "SERVED BY"}};
-    for (auto& r : slower) {
-      auto cells = r.value("slower", nlohmann::json::array());
-      const auto& worst = cells.at(0);
-      auto time = fmt::format("{:.1f} -> {:.1f} us ({:.2f}x, noise {:.0f}%/{:.0f}%)",
-                              worst.value("before_us", 0.0), worst.value("after_us", 0.0),
-                              worst.value("ratio", 0.0), 100 * worst.value("before_noise", 0.0),
-                              100 * worst.value("after_noise", 0.0));
-      if (cells.size() > 1)
-        time += fmt::format(", {} more", cells.size() - 1);
-      rows.push_back(
-          {r.value("operator", ""), r.value("hash", ""), r.value("change", ""),
-           r["before"].value("fingerprint", std::string{}),
-           r["after"].value("fingerprint", std::string{}),
-           worst.value("dtype", std::string{}) + " " + worst.value("shape_class", std::string{}),
-           time, or_dash(r.value("served_by", std::string{}))});
-    }
-    print_table(rows);
-  }
-  return 0;
-}
-
-// What re-validation asked by hand owes: one row per toolchain it applies to.
-void print_revalidation(const nlohmann::json& reply) {
-  std::vector<std::vector<std::string>> rows{
-      {"DEVICE", "FINGERPRINT", "OWED", "RUNNING", "PASSED", "FAILED", "TOOLCHAIN"}};
-  for (const auto& t : reply.value("toolchains", nlohmann::json::array())) {
-    // Named: items() of the temporary that value() returns would dangle in the range-for (C++20
-    // destroys it before the loop body runs). A version a toolchain lacks (no CUDA or driver on
-    // an interpreter worker) is left out.
-    auto toolchain = t.value("toolchain", nlohmann::json::object());
-    std::string tools;
-    for (const auto& [name, version] : toolchain.items())
-      if (version.is_string() && !version.get_ref<const std::string&>().empty())
-        tools += (tools.empty() ? "" : " ") + name + " " + version.get<std::string>();
-    rows.push_back({t.value("device_kind", std::string{}), t.value("fingerprint", std::string{}),
-                    std::to_string(t.value("owed", 0)), std::to_string(t.value("running", 0)),
-                    std::to_string(t.value("passed", 0)), std::to_string(t.value("failed", 0)),
-                    tools});
-  }
-  print_table(rows);
-  std::cout << "(verdicts older than this request no longer count there; `opforge status` "
-               "shows the progress)\n";
-}
-
-// What `report` covers and where it writes.
-struct report_options {
-  std::string campaign;
-  bool all = false;
-  std::string html;
-  std::string json;
-  int timeout_ms = 30000;
-
-  void add_to(CLI::App& cmd) {
-    auto* one = cmd.add_option("--campaign", campaign, "report on this campaign");
-    auto* every = cmd.add_flag("--all", all, "report on every campaign (the default)");
-    one->excludes(every);
-    cmd.add_option("--html", html, "write the report here: one HTML file with inline SVG plots");
-    cmd.add_option("--json", json, "write the report's numbers here as JSON");
-    // A report reads every session of its campaigns: far more than a status query.
-    cmd.add_option("--timeout-ms", timeout_ms, "how long to wait for the daemon")
-        ->check(CLI::PositiveNumber);
-  }
-};
-
-bool write_file(const std::string& path, const std::string& text) {
-  std::ofstream out{path, std::ios::binary | std::ios::trunc};
-  out << text;
-  out.close();
-  if (!out)
-    std::cerr << "opforge: cannot write " << path << '\n';
-  return static_cast<bool>(out);
-}
-
-int write_report(const config& cfg, const report_options& selected) {
-  if (selected.html.empty() && selected.json.empty()) {
-    std::cerr << "opforge: report needs --html FILE, --json FILE or both\n";
-    return exit_bad_config;
-  }
-  auto reply =
-      control_request(cfg.control.listen, request_type::report, {{"campaign", selected.campaign}},
-                      std::chrono::milliseconds{selected.timeout_ms});
-  if (!reply)
-    return fail(reply.error(), exit_unreachable);
-  if (!selected.html.empty() && !write_file(selected.html, reply->value("html", "")))
-    return exit_unreachable;
-  if (!selected.json.empty() && !write_file(selected.json, (*reply)["report"].dump(2) + "\n"))
-    return exit_unreachable;
-  return 0;
-}
-
-// What `export` asks the daemon for and hands the exporter.
-struct export_options {
-  std::string format;
-  std::string out;
-  std::string name;
-  std::string dispatch_key;
-  std::string device_kind;
-  std::string fingerprint;
-  std::string min_speedup;
-  std::string untimed;
-  std::string unmeasured;
-  std::string launch_bound;
-
-  void add_to(CLI::App& cmd) {
-    cmd.add_option("--format", format, "torch-library (a pip-installable package) or backendbench")
-        ->required()
-        ->check(CLI::IsMember({"torch-library", "backendbench"}));
-    cmd.add_option("--out", out, "directory to write")->required();
-    cmd.add_option("--name", name, "the package's name (torch-library)");
-    cmd.add_option("--dispatch-key", dispatch_key, "where the kernels register (torch-library)")
-        ->check(CLI::IsMember({"CUDA", "PrivateUse1", "CPU"}));
-    cmd.add_option("--device-kind", device_kind,
-                   "whose kernels to export (default: the campaigns' device kind)")
-        ->check([](const std::string& kind) {
-          return is_device_kind(kind) ? "" : "a device kind is " + std::string{device_kind_rule};
-        });
-    cmd.add_option("--fingerprint", fingerprint,
-                   "export the kernels proven on this toolchain (default: the newest of each)");
-    // The routing's defaults are the exporter's (the worker's data/timing.yaml export_routing).
-    cmd.add_option("--min-speedup", min_speedup,
-                   "a timed kernel serves a shape class at least this much faster than the "
-                   "original (torch-library)")
-        ->check(CLI::PositiveNumber);
-    cmd.add_option("--untimed", untimed,
-                   "where calls of a dtype and shape class without a timing go (torch-library)")
-        ->check(CLI::IsMember({"kernel", "original"}));
-    cmd.add_option("--unmeasured", unmeasured,
-                   "where calls of a shape class without a timing go in a dtype timed in other "
-                   "classes (torch-library)")
-        ->check(CLI::IsMember({"kernel", "original"}));
-    cmd.add_option("--launch-bound", launch_bound,
-                   "where calls of a launch-bound dtype and shape class go: the original, or by "
-                   "their speedup (torch-library)")
-        ->check(CLI::IsMember({"original", "timed"}));
-  }
-
-  std::vector<std::string> exporter_command(const std::string& python,
-                                            const std::string& bundle) const {
-    std::vector<std::string> argv{python,     "-m",   "opforge_library", "export",
-                                  "--bundle", bundle, "--format",        format,
-                                  "--out",    out};
-    if (!name.empty())
-      argv.insert(argv.end(), {"--name", name});
-    if (!dispatch_key.empty())
-      argv.insert(argv.end(), {"--dispatch-key", dispatch_key});
-    for (const auto& [flag, value] :
-         {std::pair{"--min-speedup", &min_speedup}, std::pair{"--untimed", &untimed},
-          std::pair{"--unmeasured", &unmeasured}, std::pair{"--launch-bound", &launch_bound}})
-      if (!value->empty())
-        argv.insert(argv.end(), {flag, *value});
-    return argv;
-  }
-};
-
-// Runs `argv` with this process's stdin, stdout and stderr, and waits: its exit status, or 128 +
-// the signal that ended it, as a shell reports it.
-caf::expected<int> run_child(const std::vector<std::string>& argv) {
-  std::vector<char*> args;
-  for (const auto& arg : argv)
-    args.push_back(const_cast<char*>(arg.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = 0;
-  if (int err = ::posix_spawnp(&pid, args[0], nullptr, nullptr, args.data(), environ); err != 0)
-    return caf::make_error(errc::config_invalid,
-                           "cannot run " + argv[0] + ": " + std::strerror(err) +
-                               " (set python: in the config, or OPFORGE_PYTHON)");
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR)
-      return caf::make_error(errc::unspecified, std::string{"waitpid: "} + std::strerror(errno));
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-// Asks the daemon for the bundle, writes it to a temporary file and runs the exporter of the
-// worker package on it (PROTOCOL.md, "Control socket": export); the exporter's exit status is
-// this command's.
-int export_library(const config& cfg, const client_options& opts, const export_options& chosen) {
-  auto reply =
-      control_request(cfg.control.listen, request_type::export_,
-                      {{"device_kind", chosen.device_kind}, {"fingerprint", chosen.fingerprint}},
-                      std::chrono::milliseconds{opts.timeout_ms});
-  if (!reply)
-    return fail(reply.error(), exit_unreachable);
-  auto kind = reply->value("device_kind", std::string{});
-  auto* bundle = reply->contains("bundle") ? &(*reply)["bundle"] : nullptr;
-  if (!bundle || !bundle->is_binary()) {
-    std::cerr << "opforge: the daemon's reply to export has no bundle\n";
-    return exit_unreachable;
-  }
-  if (reply->value("kernels", 0) == 0) {
-    std::cerr << "opforge: the library has no kernels for device kind " << kind
-              << (chosen.fingerprint.empty() ? "" : " proven on toolchain " + chosen.fingerprint)
-              << ": nothing to export\n";
-    return exit_unreachable;
-  }
-  auto pattern = (std::filesystem::temp_directory_path() / "opforge-bundle-XXXXXX").string();
-  int fd = ::mkstemp(pattern.data());
-  if (fd < 0) {
-    std::cerr << "opforge: cannot create a temporary file: " << std::strerror(errno) << '\n';
-    return exit_bad_config;
-  }
-  ::close(fd);
-  struct remove_file {
-    std::string path;
-    ~remove_file() { std::filesystem::remove(path); }
-  } cleanup{pattern};
-  const auto& bytes = bundle->get_binary();
-  std::ofstream{pattern, std::ios::binary}.write(reinterpret_cast<const char*>(bytes.data()),
-                                                 static_cast<std::streamsize>(bytes.size()));
-  std::cerr << "exporting " << reply->value("kernels", 0) << " kernels (device kind " << kind
-            << ") as " << chosen.format << " into " << chosen.out << '\n';
-  auto status = run_child(chosen.exporter_command(cfg.python, pattern));
-  if (!status)
-    return fail(status.error(), exit_bad_config);
-  return *status;
-}
 
 } // namespace
 
