@@ -900,11 +900,30 @@ nlohmann::json to_json(const campaign_report& r) {
                         {"counts", h.counts},
                         {"launch_bound", h.launch_bound},
                         {"without_peak", h.without_peak}});
-  return {{"columns", r.columns},
+  auto campaigns = nlohmann::json::array();
+  for (const auto& c : r.campaigns)
+    campaigns.push_back({{"campaign", c.campaign_id},
+                         {"state", c.state},
+                         {"column", c.column},
+                         {"device_kind", c.device_kind},
+                         {"dtypes", c.dtypes},
+                         {"operators", c.operators},
+                         {"created_ms", c.created_ms},
+                         {"error", c.error}});
+  auto failed = nlohmann::json::array();
+  for (const auto& f : r.failed)
+    failed.push_back({{"op", f.op},
+                      {"campaign", f.campaign_id},
+                      {"reason", f.reason},
+                      {"end_reason", f.end_reason}});
+  return {{"generated_ms", r.generated_ms},
+          {"campaigns", campaigns},
+          {"columns", r.columns},
           {"by_category", to_json(r.by_category)},
           {"by_dtype", to_json(r.by_dtype)},
           {"curves", curves},
           {"failures", r.failures},
+          {"failed", failed},
           {"passed", passed},
           {"regressions", groups(r.regressions)},
           {"speed_regressions", groups(r.speed_regressions)},
@@ -945,6 +964,9 @@ nlohmann::json control_server::report(const wire::map_reader& fields) const {
   if (!kernels)
     return failure("report: the library did not list its kernels: " + message(kernels.error()));
   auto built = build_report(*campaigns, sessions);
+  built.generated_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
   built.regressions = per_toolchain(find_regressions(*kernels));
   built.speed_regressions = per_toolchain(find_speed_regressions(*kernels, speed_threshold()));
   add_speed(built, *kernels, *campaigns);

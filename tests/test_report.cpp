@@ -177,6 +177,41 @@ TEST(Report, FailuresByReasonAndCostsOfPasses) {
   EXPECT_EQ(report.passed[3].campaign_id, "c-small");
 }
 
+TEST(Report, HeaderNamesTheCampaignsAndEveryFailedOperatorIsNamed) {
+  two_models in;
+  in.campaigns[0].request.dtypes = {"float32", "int64"};
+  in.campaigns[0].spec.device_kind = "cuda";
+  in.campaigns[0].spec.created_ms = 1764892800000; // 2025-12-05 00:00 UTC
+  // Rejected before it selected anything: listed in the header, no column of its own.
+  auto rejected = campaign("c-rejected", "phantom", {});
+  rejected.state = contract::campaign_state::rejected;
+  rejected.error = "no OpInfo named 'absx'";
+  in.campaigns.push_back(rejected);
+  auto report = build_report(in.campaigns, in.sessions);
+  report.generated_ms = 1764896400000; // 2025-12-05 01:00 UTC
+
+  EXPECT_EQ(report.columns, (std::vector<std::string>{"big", "small"}));
+  ASSERT_EQ(report.campaigns.size(), 3u);
+  EXPECT_EQ(report.campaigns[0].dtypes, (std::vector<std::string>{"float32", "int64"}));
+  EXPECT_EQ(report.campaigns[1].dtypes, (std::vector<std::string>{"float32", "int64"}))
+      << "without a stored request: its operators' dtypes";
+  EXPECT_EQ(report.campaigns[2].state, "rejected");
+  EXPECT_EQ(report.campaigns[2].operators, 0u);
+  ASSERT_EQ(report.failed.size(), 1u);
+  EXPECT_EQ(report.failed[0].op, "cumsum");
+  EXPECT_EQ(report.failed[0].campaign_id, "c-small");
+  EXPECT_EQ(report.failed[0].reason, "accuracy_error");
+  EXPECT_THAT(report.failed[0].end_reason, HasSubstr("budget spent"));
+
+  auto html = render_html(report);
+  EXPECT_THAT(html, HasSubstr("Generated 2025-12-05 01:00 UTC. 3 campaigns on device kinds cuda, "
+                              "interpreter; dtypes float32, int64."));
+  EXPECT_THAT(html, HasSubstr("<td>c-rejected</td><td>rejected</td><td>phantom</td>"));
+  EXPECT_THAT(html, HasSubstr("no OpInfo named 'absx'"));
+  EXPECT_THAT(html, HasSubstr("<tr><td>cumsum</td><td>c-small</td><td>accuracy_error</td>"));
+  EXPECT_THAT(html, Not(HasSubstr("<th>phantom</th>")));
+}
+
 TEST(Report, FailureReasonsAreClassesNotSentences) {
   EXPECT_EQ(failure_reason(failed("c", "abs", 3, "lint_violation")), "lint_violation");
   auto cancelled = failed("c", "abs", 3, "accuracy_error");

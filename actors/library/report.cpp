@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <ctime>
 #include <optional>
 #include <set>
 #include <tuple>
@@ -57,6 +58,19 @@ coverage_curve curve_of(std::string name, uint32_t operators, std::vector<uint32
   return curve;
 }
 
+// The dtypes a campaign asked for: its request's (defaults filled in when it was submitted), else
+// those of its operators, in order of first appearance.
+std::vector<std::string> requested_dtypes(const stored_campaign& campaign) {
+  if (!campaign.request.dtypes.empty())
+    return campaign.request.dtypes;
+  std::vector<std::string> out;
+  for (const auto& op : campaign.spec.operators)
+    for (const auto& dtype : op.dtypes)
+      if (std::find(out.begin(), out.end(), dtype) == out.end())
+        out.push_back(dtype);
+  return out;
+}
+
 } // namespace
 
 std::string failure_reason(const session_record& session) {
@@ -88,7 +102,12 @@ campaign_report build_report(const std::vector<stored_campaign>& campaigns,
     specs[spec.campaign_id] = &spec;
     order[spec.campaign_id] = order.size();
     auto column = report_column(spec);
-    if (std::find(report.columns.begin(), report.columns.end(), column) == report.columns.end())
+    report.campaigns.push_back({spec.campaign_id, std::string{to_string(campaign.state)}, column,
+                                spec.device_kind, requested_dtypes(campaign),
+                                static_cast<uint32_t>(spec.operators.size()), spec.created_ms,
+                                campaign.error});
+    if (!spec.operators.empty() &&
+        std::find(report.columns.begin(), report.columns.end(), column) == report.columns.end())
       report.columns.push_back(column);
     for (const auto& op : spec.operators) {
       auto key = op_key(op.op, op.variant);
@@ -101,8 +120,8 @@ campaign_report build_report(const std::vector<stored_campaign>& campaigns,
   }
   std::map<std::string, std::vector<uint32_t>> calls_to_pass;
   std::map<std::string, uint32_t> fewest_calls; // the union: an operator's cheapest pass
-  // An operator's newest failure: the campaign's place in `order`, and why.
-  std::map<std::string, std::pair<size_t, std::string>> newest_failure;
+  // An operator's newest failure: the campaign's place in `order`, and its session.
+  std::map<std::string, std::pair<size_t, const session_record*>> newest_failure;
   for (const auto& s : sessions) {
     auto spec = specs.find(s.campaign_id);
     if (spec == specs.end())
@@ -112,10 +131,10 @@ campaign_report build_report(const std::vector<stored_campaign>& campaigns,
     if (op == listed.end())
       continue;
     if (s.state == session_state::failed) {
-      std::pair<size_t, std::string> failure{order[s.campaign_id], failure_reason(s)};
+      std::pair<size_t, const session_record*> failure{order[s.campaign_id], &s};
       auto [newest, added] = newest_failure.emplace(key, failure);
       if (!added && newest->second.first < failure.first)
-        newest->second = std::move(failure);
+        newest->second = failure;
       continue;
     }
     if (s.state != session_state::success)
@@ -133,8 +152,12 @@ campaign_report build_report(const std::vector<stored_campaign>& campaigns,
         {s.campaign_id, key, s.total_calls, s.prompt_tokens, s.completion_tokens});
   }
   for (const auto& [key, failure] : newest_failure)
-    if (!fewest_calls.count(key))
-      ++report.failures[failure.second];
+    if (!fewest_calls.count(key)) {
+      const auto& session = *failure.second;
+      auto reason = failure_reason(session);
+      ++report.failures[reason];
+      report.failed.push_back({key, session.campaign_id, reason, session.end_reason});
+    }
   report.by_category = rows_of(categories, report.columns);
   report.by_dtype = rows_of(dtypes, report.columns);
   for (const auto& campaign : campaigns) {
@@ -372,7 +395,14 @@ std::string bars_svg(const std::string& id, const std::vector<std::pair<std::str
   double most = 1;
   for (const auto& [label, value] : bars)
     most = std::max(most, value);
-  double bar_height = 18, label_width = 220, plot = width - label_width - 60;
+  // Wide enough for the longest label (12 px sans-serif: at most 7 px a character), so that no
+  // label runs off the left edge; the plot keeps at least half the width.
+  size_t longest = 0;
+  for (const auto& bar : bars)
+    longest = std::max(longest, bar.first.size());
+  double bar_height = 18;
+  double label_width = std::clamp(7.0 * static_cast<double>(longest) + 12, 120.0, width / 2.0);
+  double plot = width - label_width - 60;
   std::string out =
       fmt::format("<svg id=\"{}\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\">",
                   id, width, std::max<double>(bar_height * bars.size() + 8, 24));
@@ -486,12 +516,70 @@ std::string describe_toolchain_defect(const contract::toolchain_defect& d) {
          "; workaround: " + (d.workaround.empty() ? "none known" : d.workaround);
 }
 
+namespace {
+
+std::string utc_minute(int64_t ms) {
+  auto seconds = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  ::gmtime_r(&seconds, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M UTC", &tm);
+  return text;
+}
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items)
+    out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+// When it was made, over which device kinds, dtypes and campaigns, then the campaigns themselves.
+std::string header_html(const campaign_report& report) {
+  std::vector<std::string> kinds, dtypes;
+  for (const auto& c : report.campaigns) {
+    if (std::find(kinds.begin(), kinds.end(), c.device_kind) == kinds.end())
+      kinds.push_back(c.device_kind);
+    for (const auto& dtype : c.dtypes)
+      if (std::find(dtypes.begin(), dtypes.end(), dtype) == dtypes.end())
+        dtypes.push_back(dtype);
+  }
+  std::string out = fmt::format(
+      "<p id=\"header\">Generated {}. {} campaigns on device kinds {}; dtypes {}.</p>\n",
+      report.generated_ms ? utc_minute(report.generated_ms) : std::string{"at an unknown time"},
+      report.campaigns.size(), escape(kinds.empty() ? "-" : joined(kinds)),
+      escape(dtypes.empty() ? "-" : joined(dtypes)));
+  out += "<table id=\"campaigns\"><tr><th>campaign</th><th>state</th><th>model</th><th>device "
+         "kind</th><th>dtypes</th><th>operators</th><th>submitted</th><th>why it ended so</th>"
+         "</tr>\n";
+  for (const auto& c : report.campaigns)
+    out += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+                       "<td>{}</td><td>{}</td></tr>\n",
+                       escape(c.campaign_id), escape(c.state), escape(c.column),
+                       escape(c.device_kind), escape(joined(c.dtypes)), c.operators,
+                       utc_minute(c.created_ms), escape(c.error.empty() ? "-" : c.error));
+  return out + "</table>\n";
+}
+
+// Every operator no campaign covered, with its newest session's own words.
+std::string failed_table(const std::vector<failed_operator>& failed) {
+  std::string out = "<table id=\"failed\"><tr><th>operator</th><th>campaign</th><th>reason</th>"
+                    "<th>how its newest session ended</th></tr>\n";
+  for (const auto& f : failed)
+    out += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n", escape(f.op),
+                       escape(f.campaign_id), escape(f.reason), escape(f.end_reason));
+  return out + "</table>\n";
+}
+
+} // namespace
+
 std::string render_html(const campaign_report& report) {
   std::string out =
       "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>opforge report</title>"
       "<style>body{font-family:sans-serif;margin:24px;background:#fff}table{border-collapse:"
       "collapse}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}td:first-child,"
       "th:first-child{text-align:left}</style></head><body>\n<h1>opforge report</h1>\n";
+  out += header_html(report);
   out += coverage_table("Coverage by category", report.by_category, report.columns);
   out += coverage_table("Coverage by dtype", report.by_dtype, report.columns);
   out += "<h2>Coverage against LLM calls</h2>\n" + curves_svg(report.curves);
@@ -499,7 +587,7 @@ std::string render_html(const campaign_report& report) {
                                                        report.failures.end());
   out += "<h2>Failed operators by final reason</h2>\n" +
          (failures.empty() ? "<p>None: every operator that ended was covered.</p>\n"
-                           : bars_svg("failures", failures));
+                           : bars_svg("failures", failures) + failed_table(report.failed));
   std::vector<std::pair<std::string, double>> calls;
   out += "<h2>Calls and tokens per passed operator</h2>\n<table><tr><th>campaign</th><th>"
          "operator</th><th>LLM calls</th><th>prompt tokens</th><th>completion tokens</th></tr>\n";

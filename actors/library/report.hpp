@@ -78,14 +78,39 @@ struct roofline_histogram {
   uint32_t without_peak = 0;    // timings on a kind whose registry entry names no peak
 };
 
+/// A campaign as the report's header lists it.
+struct report_campaign {
+  std::string campaign_id;
+  std::string state;  // contract::campaign_state's name
+  std::string column; // report_column: its model, or its endpoint
+  std::string device_kind;
+  std::vector<std::string> dtypes; // what it asked for
+  uint32_t operators = 0;
+  int64_t created_ms = 0;
+  std::string error; // why it was rejected, or that it spent its token budget
+};
+
+/// An operator no campaign covered, by its newest failed session.
+struct failed_operator {
+  std::string op; // operator id
+  std::string campaign_id;
+  std::string reason;     // failure_reason()
+  std::string end_reason; // the session's own words
+};
+
 struct campaign_report {
-  std::vector<std::string> columns; // in order of first appearance
+  int64_t generated_ms = 0;               // wall clock; set by whoever builds it
+  std::vector<report_campaign> campaigns; // oldest first
+  // In order of first appearance, of the campaigns that selected operators (a rejected one
+  // selected none).
+  std::vector<std::string> columns;
   std::vector<coverage_row> by_category;
   std::vector<coverage_row> by_dtype;
   std::vector<coverage_curve> curves; // one per campaign, then the union
   // Operators that no campaign covered, each counted once under failure_reason() of its newest
   // failed session.
   std::map<std::string, uint32_t> failures;
+  std::vector<failed_operator> failed; // the same operators by name, sorted
   std::vector<passed_cost> passed;
   std::vector<toolchain_regressions> regressions; // of the whole library, not only the campaigns'
   std::vector<toolchain_regressions> speed_regressions; // likewise, the kernels that got slower
