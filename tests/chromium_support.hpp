@@ -81,12 +81,12 @@ inline size_t pixels_of(const image& img, uint32_t colour) {
   return n;
 }
 
-// Chromium's screenshot of `page` (800 x 1600 px) written to `shot`, decoded; empty after a
-// failure it reports.
+// Chromium's screenshot of `page` (800 x 3200 px: the whole report, its header and tables above the
+// plots) written to `shot`, decoded; empty after a failure it reports.
 inline image screenshot(const std::filesystem::path& page, const std::filesystem::path& shot) {
   const char* chromium = std::getenv("OPFORGE_CHROMIUM");
   auto command = std::string{chromium ? chromium : "chromium"} +
-                 " --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=800,1600"
+                 " --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=800,3200"
                  " --screenshot=" +
                  shot.string() + " file://" + page.string() + " >/dev/null 2>&1";
   if (std::system(command.c_str()) != 0) {

@@ -275,7 +275,7 @@ TEST(Report, ChromiumRendersThePlots) {
   std::ofstream{page} << render_html(report);
   auto img = screenshot(page, shot);
   EXPECT_EQ(img.width, 800u);
-  EXPECT_EQ(img.height, 1600u);
+  EXPECT_EQ(img.height, 3200u);
   // Bars are filled in the first colour; the curves are 2-3 px lines of about 570 px.
   EXPECT_GT(pixels_of(img, 0x1f77b4), 2000u);
   EXPECT_GT(pixels_of(img, 0xd62728), 400u);
