@@ -20,6 +20,7 @@
 #include <regex>
 #include <sstream>
 
+#include <spdlog/fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 namespace opforge {
@@ -720,9 +721,9 @@ void full_catalog(self_pointer self, const std::string& id) {
           });
 }
 
-// Asks the catalog for the operators the files' names suggest, one job per name (a name the
-// worker does not know fails its own job only); what they leave unmapped, the full catalog
-// resolves.
+// Asks the catalog for the operators the files' names suggest, in one job (a name no OpInfo has
+// comes back in `unknown`, an answer, not a failed job); what they leave unmapped, the full
+// catalog resolves.
 void resolve_all(self_pointer self, const std::string& id) {
   auto& run = self->state.imports[id];
   run.status.state = import_state::resolving;
@@ -732,39 +733,28 @@ void resolve_all(self_pointer self, const std::string& id) {
       names.insert(std::move(name));
   if (names.empty())
     return test_all(self, id, {});
-  struct gathered {
-    size_t left = 0;
-    contract::catalog_result catalog;
-    std::set<std::string> seen; // operator ids
-  };
-  auto gather = std::make_shared<gathered>();
-  gather->left = names.size();
-  auto one_done = [self, id, gather] {
-    if (--gather->left > 0)
-      return;
-    if (unmapped(gather->catalog, self->state.imports[id].kernels))
-      return full_catalog(self, id);
-    test_all(self, id, gather->catalog);
-  };
-  for (const auto& name : names)
-    self->request(self->state.setup.jobs, caf::infinite, atom::submit_v,
-                  catalog_job(id + ":catalog:" + name, run.status.device_kind, {name},
-                              catalog_deadline_ms))
-        .then(
-            [gather, one_done](device_job_result& result) {
-              if (result.status == contract::job_status::done)
-                if (auto part = wire::decode_as<contract::catalog_result>(result.payload,
-                                                                          "catalog_result")) {
-                  for (auto& op : part->operators)
-                    if (gather->seen.insert(operator_id(op.name, op.variant)).second)
-                      gather->catalog.operators.push_back(std::move(op));
-                  for (auto& op : part->excluded)
-                    if (gather->seen.insert(operator_id(op.name, op.variant)).second)
-                      gather->catalog.excluded.push_back(std::move(op));
-                }
-              one_done();
-            },
-            [one_done](const caf::error&) { one_done(); });
+  self->request(self->state.setup.jobs, caf::infinite, atom::submit_v,
+                catalog_job(id + ":catalog:named", run.status.device_kind,
+                            {names.begin(), names.end()}, catalog_deadline_ms))
+      .then(
+          [self, id](device_job_result& result) {
+            if (result.status != contract::job_status::done)
+              return fail(self, id,
+                          "the catalog job " + to_string(result.status) + ": " + result.error);
+            auto catalog =
+                wire::decode_as<contract::catalog_result>(result.payload, "catalog_result");
+            if (!catalog)
+              return fail(self, id, render(catalog.error()));
+            if (!catalog->unknown.empty())
+              spdlog::info("import {}: no OpInfo named {} (guessed from file names)", id,
+                           fmt::join(catalog->unknown, ", "));
+            if (unmapped(*catalog, self->state.imports[id].kernels))
+              return full_catalog(self, id);
+            test_all(self, id, *catalog);
+          },
+          [self, id](const caf::error& err) {
+            fail(self, id, "no catalog from a worker: " + render(err));
+          });
 }
 
 // The library's kernels now, so that a kernel imported before is not tested again.

@@ -104,8 +104,10 @@ def serve(args: argparse.Namespace) -> int:
 def catalog(args: argparse.Namespace) -> int:
     from opforge_worker import catalog as catalog_module
 
-    built = catalog_module.build(
-        args.device, ops=_csv(args.ops) if args.ops else None, use_cache=not args.no_cache
+    built = catalog_module.require_known(
+        catalog_module.build(
+            args.device, ops=_csv(args.ops) if args.ops else None, use_cache=not args.no_cache
+        )
     )
     print(catalog_module.format_table(built))
     if args.json:

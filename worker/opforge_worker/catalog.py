@@ -269,17 +269,14 @@ class _Cache:
     all_keys: list[str] | None = None
 
     def keys_for(self, names: Iterable[str] | None) -> list[str] | None:
-        """The keys of the named operators (all when None), or None if the cache can't tell."""
+        """The keys of the named operators (all when None; a name no OpInfo has gives none), or
+        None if the cache can't tell."""
         if self.all_keys is None:
             return None
         if names is None:
             return self.all_keys
         wanted = set(names)
-        keys = [key for key in self.all_keys if self.surveys[key]["name"] in wanted]
-        unknown = wanted - {self.surveys[key]["name"] for key in keys}
-        if unknown:
-            raise ValueError(f"no OpInfo named {', '.join(sorted(unknown))}")
-        return keys
+        return [key for key in self.all_keys if self.surveys[key]["name"] in wanted]
 
 
 def _read_cache(path: Path) -> _Cache:
@@ -380,16 +377,20 @@ def describe(entry: dict, device_kind: str, config: CatalogConfig) -> dict[str, 
 
 
 def select(op_db: Iterable, names: Iterable[str] | None) -> list:
-    """The OpInfos named (every variant of each), or all; unknown names are an error."""
+    """The OpInfos named (every variant of each; a name no OpInfo has gives none), or all."""
     ops = list(op_db)
     if names is None:
         return ops
     wanted = set(names)
-    chosen = [op for op in ops if op.name in wanted]
-    unknown = wanted - {op.name for op in chosen}
-    if unknown:
-        raise ValueError(f"no OpInfo named {', '.join(sorted(unknown))}")
-    return chosen
+    return [op for op in ops if op.name in wanted]
+
+
+def require_known(catalog: dict[str, Any]) -> dict[str, Any]:
+    """``catalog``, or ValueError naming what it was asked for that no OpInfo has (for the
+    command lines; a catalog job answers with ``unknown`` instead)."""
+    if catalog["unknown"]:
+        raise ValueError(f"no OpInfo named {', '.join(catalog['unknown'])}")
+    return catalog
 
 
 def build(
@@ -402,8 +403,8 @@ def build(
     cancel: threading.Event | None = None,
 ) -> dict[str, Any]:
     """The catalog for `device_kind`: `torch`, `device_kind`, `fingerprint`, `operators` (sorted
-    by category then name), `excluded` ([{name, variant, reason}]) and `stats` (surveys computed
-    and read from the cache)."""
+    by category then name), `excluded` ([{name, variant, reason}]), `unknown` (the names in
+    `ops` no OpInfo has) and `stats` (surveys computed and read from the cache)."""
     config = config or CatalogConfig.load()
     tools = toolchain.collect(device_kind)
     fingerprint = toolchain.fingerprint(tools)
@@ -427,6 +428,7 @@ def build(
     if use_cache and (computed or completed):
         _write_cache(path, cache)
     surveys = {key: cache.surveys[key] for key in keys if key in cache.surveys}
+    unknown = sorted(set(ops or ()) - {entry["name"] for entry in surveys.values()})
     operators, excluded = [], []
     for entry in surveys.values():
         reason = exclusion_reason(entry, device_kind, config)
@@ -442,6 +444,7 @@ def build(
         "fingerprint": fingerprint,
         "operators": operators,
         "excluded": excluded,
+        "unknown": unknown,
         "stats": {"computed": computed, "cached": len(surveys) - computed},
     }
 

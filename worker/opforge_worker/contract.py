@@ -1201,6 +1201,7 @@ class CatalogResult:
         _Field("fingerprint", ("str",)),
         _Field("operators", ("list", ("struct", "catalog_operator"))),
         _Field("excluded", ("list", ("struct", "catalog_exclusion"))),
+        _Field("unknown", ("list", ("str",)), optional=True),
         _Field("stats", ("struct", "catalog_stats")),
     )
 
@@ -1209,6 +1210,9 @@ class CatalogResult:
     fingerprint: str = ""
     operators: list[CatalogOperator] = field(default_factory=list)
     excluded: list[CatalogExclusion] = field(default_factory=list)
+    #: the names asked for that no OpInfo has (sorted): a guess that names nothing is an answer, not
+    #: a failed job
+    unknown: list[str] = field(default_factory=list)
     stats: CatalogStats = field(default_factory=CatalogStats)
 
     @classmethod

@@ -555,7 +555,9 @@ def validate_backend(
                 f"{enabled.get('error') or 'no report of what it registered'}"
             )
         registered = enabled["registered"]
-        catalog = catalog_module.build(device_kind, ops=ops, cache_directory=cache_dir)
+        catalog = catalog_module.require_known(
+            catalog_module.build(device_kind, ops=ops, cache_directory=cache_dir)
+        )
         results = []
         for entry in catalog["operators"]:
             through = sorted(set(entry["aten_overloads"]) & set(registered))
