@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <regex>
 #include <sstream>
@@ -700,13 +701,17 @@ bool unmapped(const contract::catalog_result& catalog, const std::vector<parsed_
   });
 }
 
-// The catalog of every operator, for kernels whose names did not lead to theirs.
-void full_catalog(self_pointer self, const std::string& id) {
+// Asks a worker for the catalog of `names` (every operator when empty) and hands it to `then`;
+// a job that did not finish, or an answer that does not decode, fails the import.
+void ask_catalog(self_pointer self, const std::string& id, const std::string& job,
+                 std::vector<std::string> names,
+                 std::function<void(contract::catalog_result&)> then) {
   auto& run = self->state.imports[id];
-  self->request(self->state.setup.jobs, caf::infinite, atom::submit_v,
-                catalog_job(id + ":catalog", run.status.device_kind, {}, catalog_deadline_ms))
+  self->request(
+          self->state.setup.jobs, caf::infinite, atom::submit_v,
+          catalog_job(id + job, run.status.device_kind, std::move(names), catalog_deadline_ms))
       .then(
-          [self, id](device_job_result& result) {
+          [self, id, then = std::move(then)](device_job_result& result) {
             if (result.status != contract::job_status::done)
               return fail(self, id,
                           "the catalog job " + to_string(result.status) + ": " + result.error);
@@ -714,11 +719,17 @@ void full_catalog(self_pointer self, const std::string& id) {
                 wire::decode_as<contract::catalog_result>(result.payload, "catalog_result");
             if (!catalog)
               return fail(self, id, render(catalog.error()));
-            test_all(self, id, *catalog);
+            then(*catalog);
           },
           [self, id](const caf::error& err) {
             fail(self, id, "no catalog from a worker: " + render(err));
           });
+}
+
+// The catalog of every operator, for kernels whose names did not lead to theirs.
+void full_catalog(self_pointer self, const std::string& id) {
+  ask_catalog(self, id, ":catalog", {},
+              [self, id](contract::catalog_result& catalog) { test_all(self, id, catalog); });
 }
 
 // Asks the catalog for the operators the files' names suggest, in one job (a name no OpInfo has
@@ -733,28 +744,15 @@ void resolve_all(self_pointer self, const std::string& id) {
       names.insert(std::move(name));
   if (names.empty())
     return test_all(self, id, {});
-  self->request(self->state.setup.jobs, caf::infinite, atom::submit_v,
-                catalog_job(id + ":catalog:named", run.status.device_kind,
-                            {names.begin(), names.end()}, catalog_deadline_ms))
-      .then(
-          [self, id](device_job_result& result) {
-            if (result.status != contract::job_status::done)
-              return fail(self, id,
-                          "the catalog job " + to_string(result.status) + ": " + result.error);
-            auto catalog =
-                wire::decode_as<contract::catalog_result>(result.payload, "catalog_result");
-            if (!catalog)
-              return fail(self, id, render(catalog.error()));
-            if (!catalog->unknown.empty())
-              spdlog::info("import {}: no OpInfo named {} (guessed from file names)", id,
-                           fmt::join(catalog->unknown, ", "));
-            if (unmapped(*catalog, self->state.imports[id].kernels))
-              return full_catalog(self, id);
-            test_all(self, id, *catalog);
-          },
-          [self, id](const caf::error& err) {
-            fail(self, id, "no catalog from a worker: " + render(err));
-          });
+  ask_catalog(self, id, ":catalog:named", {names.begin(), names.end()},
+              [self, id](contract::catalog_result& catalog) {
+                if (!catalog.unknown.empty())
+                  spdlog::info("import {}: no OpInfo named {} (guessed from file names)", id,
+                               fmt::join(catalog.unknown, ", "));
+                if (unmapped(catalog, self->state.imports[id].kernels))
+                  return full_catalog(self, id);
+                test_all(self, id, catalog);
+              });
 }
 
 // The library's kernels now, so that a kernel imported before is not tested again.
