@@ -118,6 +118,8 @@ def run(args) -> int:
                 str(scratch / f"{index}.json"),
             ]
             command += ["--dtypes", dtypes] if dtypes else []
+            # An older worker's validate has no --jobs: passed only when asked for.
+            command += ["--jobs", args.validate_jobs] if args.validate_jobs else []
             with open(scratch / f"{index}.log", "w") as log:  # the child holds its own copy
                 running[index] = subprocess.Popen(
                     command, cwd=worker, env=environment, stdout=log, stderr=subprocess.STDOUT
@@ -219,6 +221,9 @@ def main() -> int:
     running.add_argument("--jobs", type=int, default=4)
     running.add_argument("--chunk", type=int, default=12, help="files per validate process")
     running.add_argument("--python", default=sys.executable)
+    running.add_argument(
+        "--validate-jobs", help="each validate's --jobs (default: none passed, its own default)"
+    )
     running.add_argument("--corpora", nargs="+", default=list(CORPORA), choices=list(CORPORA))
     comparing = commands.add_parser("compare")
     comparing.add_argument("before")

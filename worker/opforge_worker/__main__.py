@@ -6,6 +6,7 @@ python -m opforge_worker serve --connect ENDPOINT --device KIND|none
 python -m opforge_worker catalog [--device K] [--json FILE] [--ops a,b] [--no-cache]
 python -m opforge_worker validate PATH... --device KIND [--dtypes a,b] [--sets a,b]
                                   [--json OUT] [--timings] [--cache-dir DIR] [--no-sample-store]
+                                  [--jobs N|auto]
 python -m opforge_worker validate --backend PKG [--enable CALL] [--ops a,b] --device KIND
                                   [--dtypes a,b] [--sets a,b] [--json OUT] [--cache-dir DIR]
 python -m opforge_worker fingerprint [--device K]
@@ -133,6 +134,7 @@ def validate(args: argparse.Namespace) -> int:
         sets=_csv(args.sets) if args.sets else None,
         cache_dir=Path(args.cache_dir) if args.cache_dir else None,
         sample_store=not args.no_sample_store,
+        jobs=resolve_slots(args.jobs, args.device),
     )
     results = validation.results
     print(validate_module.format_table(results))
@@ -251,6 +253,13 @@ def parser() -> argparse.ArgumentParser:
     )
     checking.add_argument("--json", help="write the results here")
     checking.add_argument("--timeout-s", type=float, default=60.0, help="per-sample time limit")
+    checking.add_argument(
+        "--jobs",
+        type=_slots,
+        default="auto",
+        help="candidates judged at once, each in its own candidate process: a count, or auto "
+        "(the device kind's default_slots, as a worker's --slots; the default)",
+    )
     checking.add_argument(
         "--timings", action="store_true", help="print the start-up's phases to stderr"
     )

@@ -35,6 +35,7 @@ what the store lacks. `StartupClock` times the phases up to the first test.
 from __future__ import annotations
 
 import ast
+import concurrent.futures
 import contextlib
 import functools
 import os
@@ -323,11 +324,14 @@ def validate_paths(
     sets: list[str] | None = None,
     cache_dir: Path | None = None,
     sample_store: bool = True,
+    jobs: int = 1,
 ) -> Validation:
-    """Validate the candidates of ``paths`` (files, directories of them) with one harness.
+    """Validate the candidates of ``paths`` (files, directories of them) with ``jobs``
+    harnesses, each with its own candidate process, taking the candidates in turn; the results
+    come in the candidates' order whatever order they end in.
 
-    The candidate process starts first, before the judge imports torch: both imports then take
-    their seconds at once. With ``sample_store``, the operators' metadata and prepared samples
+    The first candidate process starts first, before the judge imports torch: both imports then
+    take their seconds at once. With ``sample_store``, the operators' metadata and prepared samples
     come from the store under ``cache_dir`` (``sample_store.py``; default: the worker's cache)
     and the OpInfo database is imported only to generate what it lacks."""
     from opforge_worker import compile_cache
@@ -336,6 +340,8 @@ def validate_paths(
 
     clock = clock or StartupClock()
     clock.mark("python")
+    if jobs < 1:
+        raise ValueError(f"jobs must be at least 1, got {jobs}")
     unknown = set(dtypes or ()) - set(TARGET_DTYPES)
     if unknown:
         raise ValueError(
@@ -349,7 +355,7 @@ def validate_paths(
     early: CandidateProcess | None = CandidateProcess(
         scratch / "process-1", candidate_options(settings, device_kind, compile_root)
     )
-    harness = None
+    harnesses: list = []
     try:
         try:
             early.spawn()
@@ -365,30 +371,69 @@ def validate_paths(
         store = None
         if sample_store:
             store = store_module.SampleStore(cache_dir / "samples" if cache_dir else None)
-        harness = Harness(
-            device_kind=device_kind,
-            scratch_root=scratch,
-            sample_cache=SampleCache(store=store),
-            standby=early,
+        samples = SampleCache(store=store)
+        harnesses.append(
+            Harness(
+                device_kind=device_kind, scratch_root=scratch, sample_cache=samples, standby=early
+            )
         )
         clock.mark("harness")
-        variants_of = harness.samples.variants()
+        variants_of = samples.variants()
         candidates = [c for path in files for c in read_candidates(path, variants_of)]
         clock.mark("op_db")
         with contextlib.suppress(SandboxStartError):  # the first test reports it
-            harness.process()
+            harnesses[0].process()
         clock.mark("candidate_process")
-        results = [
-            validate_one(harness, candidate, device_kind, dtypes, timeout_s, seed, chosen_sets)
-            for candidate in candidates
+        # The other slots start their candidate processes with their first tests, at once.
+        harnesses += [
+            Harness(
+                device_kind=device_kind, scratch_root=scratch / f"slot-{slot}", sample_cache=samples
+            )
+            for slot in range(1, min(jobs, len(candidates)))
         ]
-        return Validation(results, clock.phases, harness.processes_started)
+        results = _judge_in_slots(
+            harnesses,
+            candidates,
+            lambda harness, candidate: validate_one(
+                harness, candidate, device_kind, dtypes, timeout_s, seed, chosen_sets
+            ),
+        )
+        return Validation(
+            results, clock.phases, sum(harness.processes_started for harness in harnesses)
+        )
     finally:
-        if harness is not None:
+        for harness in harnesses:
             harness.close()
-        elif early is not None:
+        if not harnesses and early is not None:
             early.kill()
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _judge_in_slots(harnesses: list, candidates: list[Candidate], judge) -> list[dict[str, Any]]:
+    """``judge(harness, candidate)`` of every candidate, each harness judging one at a time
+    and taking the next candidate not yet taken as it ends; the results in ``candidates``'
+    order. A harness is one candidate process: never two tests at once in one."""
+    results: list[dict[str, Any]] = [{}] * len(candidates)
+    taken = iter(range(len(candidates)))
+    lock = threading.Lock()
+    failed = threading.Event()  # a slot's exception stops the others taking more
+
+    def slot(harness) -> None:
+        while not failed.is_set():
+            with lock:
+                index = next(taken, None)
+            if index is None:
+                return
+            try:
+                results[index] = judge(harness, candidates[index])
+            except BaseException:
+                failed.set()
+                raise
+
+    with concurrent.futures.ThreadPoolExecutor(len(harnesses)) as pool:
+        for finished in [pool.submit(slot, harness) for harness in harnesses]:
+            finished.result()  # a slot's exception is the run's
+    return results
 
 
 def validate_directory(

@@ -195,3 +195,26 @@ def test_one_run_validates_many_files_and_variants_with_one_candidate_process(tm
     assert validation.processes_started == 1
     assert list(validation.startup_s) == list(validate.STARTUP_PHASES)
     assert all(seconds >= 0 for seconds in validation.startup_s.values())
+
+
+def test_slots_judge_candidates_at_once_each_in_its_own_process_results_in_file_order(tmp_path):
+    library = tmp_path / "library"
+    library.mkdir()
+    shutil.copy(HONEST_EXP, library / "exp.py")
+    (library / "round.py").write_text(ROUND)
+    (library / "round.decimals_3.py").write_text(ROUND)
+
+    def rows(validation):
+        return [(r["file"], r["variant"], r["outcome"], r["tests_run"]) for r in validation.results]
+
+    one = validate.validate_paths([library], DEVICE, dtypes=["float32"], sets=[SAMPLE_INPUTS])
+    slots = validate.validate_paths(
+        [library], DEVICE, dtypes=["float32"], sets=[SAMPLE_INPUTS], jobs=3
+    )
+
+    assert rows(slots) == rows(one)
+    assert [r[2] for r in rows(slots)] == ["pass", "pass", "pass"]
+    assert one.processes_started == 1
+    assert slots.processes_started == 3  # one per slot: no two tests shared a process
+    with pytest.raises(ValueError, match="jobs must be at least 1, got 0"):
+        validate.validate_paths([library], DEVICE, jobs=0)
