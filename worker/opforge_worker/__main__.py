@@ -9,6 +9,7 @@ python -m opforge_worker validate PATH... --device KIND [--dtypes a,b] [--sets a
                                   [--jobs N|auto]
 python -m opforge_worker validate --backend PKG [--enable CALL] [--ops a,b] --device KIND
                                   [--dtypes a,b] [--sets a,b] [--json OUT] [--cache-dir DIR]
+                                  [--jobs N|auto]
 python -m opforge_worker fingerprint [--device K]
 python -m opforge_worker lint FILE [--profile cuda|interpreter] [--op OP] [--wrapper NAME] [--json]
 """
@@ -167,6 +168,7 @@ def validate_backend(args: argparse.Namespace) -> int:
         sets=_csv(args.sets) if args.sets else None,
         ops=_csv(args.ops) if args.ops else None,
         cache_dir=Path(args.cache_dir) if args.cache_dir else None,
+        jobs=resolve_slots(args.jobs, args.device),
     )
     print(validate_module.format_backend_table(validation))
     if args.json:

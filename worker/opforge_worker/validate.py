@@ -562,12 +562,14 @@ def validate_backend(
     sets: list[str] | None = None,
     ops: list[str] | None = None,
     cache_dir: Path | None = None,
+    jobs: int = 1,
 ) -> BackendValidation:
     """Judge the installed ``package`` through the dispatcher: enable it (``enable``, default
     ``package.enable``) in the candidate process, and run every OpInfo (of ``ops``, default the
     catalog's) that dispatches to an overload it registered, every sample of each set, with the
-    judge's references and tolerances. ValueError when the package cannot be found, RuntimeError
-    when enabling it fails."""
+    judge's references and tolerances, ``jobs`` OpInfos at once (each slot a candidate process
+    of its own that enabled the package). ValueError when the package cannot be found,
+    RuntimeError when enabling it fails."""
     from opforge_worker import backend, sample_sets
     from opforge_worker import catalog as catalog_module
     from opforge_worker import sample_store as store_module
@@ -581,15 +583,24 @@ def validate_backend(
         raise ValueError(
             f"unknown dtypes {', '.join(sorted(unknown))} (known: {', '.join(TARGET_DTYPES)})"
         )
+    if jobs < 1:
+        raise ValueError(f"jobs must be at least 1, got {jobs}")
     spec = backend.locate(package, enable)
     chosen_sets = sample_sets.check_names(sets or sample_sets.SETS)
     store = store_module.SampleStore(cache_dir / "samples" if cache_dir else None)
-    with Harness(
-        device_kind=device_kind,
-        sample_cache=SampleCache(store=store),
-        static_gate=False,  # the source is ours; the backend's code is what is judged
-        backend=spec,
-    ) as harness:
+    samples = SampleCache(store=store)
+
+    def slot_harness() -> Harness:
+        return Harness(
+            device_kind=device_kind,
+            sample_cache=samples,
+            static_gate=False,  # the source is ours; the backend's code is what is judged
+            backend=spec,
+        )
+
+    harnesses = [slot_harness()]
+    try:
+        harness = harnesses[0]
         try:
             enabled = harness.process().backend or {}
         except SandboxStartError as error:
@@ -603,17 +614,31 @@ def validate_backend(
         catalog = catalog_module.require_known(
             catalog_module.build(device_kind, ops=ops, cache_directory=cache_dir)
         )
-        results = []
-        for entry in catalog["operators"]:
-            through = sorted(set(entry["aten_overloads"]) & set(registered))
-            if not through:
-                continue
-            # The OpInfo itself, not the sample store's metadata: its operator is the call.
-            candidate = backend_candidate(package, find_opinfo(entry["name"], entry["variant"]))
-            result = validate_one(
+        judged = [
+            (entry, sorted(set(entry["aten_overloads"]) & set(registered)))
+            for entry in catalog["operators"]
+        ]
+        judged = [(entry, through) for entry, through in judged if through]
+        # The OpInfo itself, not the sample store's metadata: its operator is the call.
+        candidates = [
+            backend_candidate(package, find_opinfo(entry["name"], entry["variant"]))
+            for entry, _ in judged
+        ]
+        harnesses += [slot_harness() for _ in range(1, min(jobs, len(candidates)))]
+        verdicts = _judge_in_slots(
+            harnesses,
+            candidates,
+            lambda harness, candidate: validate_one(
                 harness, candidate, device_kind, dtypes, timeout_s, seed, chosen_sets
-            )
-            results.append({**result, "overloads": through})
+            ),
+        )
+        results = [
+            {**result, "overloads": through}
+            for result, (_, through) in zip(verdicts, judged, strict=True)
+        ]
+    finally:
+        for harness in harnesses:
+            harness.close()
     return BackendValidation(
         spec.to_dict(),
         registered,

@@ -93,6 +93,8 @@ def test_the_cli_writes_the_table_and_the_json_and_fails_the_run(tmp_path):
     command = [sys.executable, "-m", "opforge_worker", "validate", "--backend", HANDWRITTEN]
     command += ["--enable", f"{HANDWRITTEN}.enable", "--ops", "neg,abs", "--device", "interpreter"]
     command += ["--dtypes", "float32", "--sets", "sample_inputs", "--cache-dir", str(tmp_path)]
+    # Two slots: neg and abs each in a candidate process of its own that enabled the backend.
+    command += ["--jobs", "2"]
     run = subprocess.run(
         [*command, "--json", str(out)], env=environment, capture_output=True, text=True
     )
