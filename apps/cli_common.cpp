@@ -1,5 +1,6 @@
 #include "apps/cli_common.hpp"
 
+#include "apps/control_client.hpp"
 #include "messages/errors.hpp"
 
 #include <algorithm>
@@ -10,6 +11,20 @@ namespace opforge::cli {
 int fail(const caf::error& err, int code) {
   std::cerr << "opforge: " << message(err) << '\n';
   return code;
+}
+
+int request_and_print(const config& cfg, const client_options& opts, request_type type,
+                      nlohmann::json fields,
+                      const std::function<void(const nlohmann::json&)>& print) {
+  auto reply = control_request(cfg.control.listen, type, std::move(fields),
+                               std::chrono::milliseconds{opts.timeout_ms});
+  if (!reply)
+    return fail(reply.error(), exit_unreachable);
+  if (opts.json)
+    std::cout << reply->dump(2) << '\n';
+  else
+    print(*reply);
+  return 0;
 }
 
 void print_table(const std::vector<std::vector<std::string>>& rows) {

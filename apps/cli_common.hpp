@@ -3,6 +3,10 @@
 // What the opforge binary's client subcommands share: their exit codes, how they print an error,
 // the options every one takes, and plain-text tables.
 
+#include "apps/control_protocol.hpp"
+#include "config/config.hpp"
+
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,6 +36,12 @@ struct client_options {
         ->check(CLI::PositiveNumber);
   }
 };
+
+/// Sends a request of `type` with `fields` to the daemon of `cfg` and prints its reply: as JSON
+/// with --json, else through `print`. Returns 0, or exit_unreachable after printing the error.
+int request_and_print(const config& cfg, const client_options& opts, request_type type,
+                      nlohmann::json fields,
+                      const std::function<void(const nlohmann::json&)>& print);
 
 /// `rows` in columns as wide as their widest entry; the last column is not padded.
 void print_table(const std::vector<std::vector<std::string>>& rows);

@@ -2,11 +2,11 @@
 
 #include "apps/control_client.hpp"
 #include "messages/errors.hpp"
+#include "messages/utc_time.hpp"
 
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -21,15 +21,6 @@ extern char** environ;
 namespace opforge::cli {
 
 namespace {
-
-std::string utc_minute(int64_t ms) {
-  auto seconds = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  ::gmtime_r(&seconds, &tm);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M", &tm);
-  return text;
-}
 
 // One line per kernel version; the validations (fingerprint:outcome, newest first) come last.
 void print_kernels(const nlohmann::json& reply, const kernels_options& selected) {
@@ -51,8 +42,8 @@ void print_kernels(const nlohmann::json& reply, const kernels_options& selected)
                     std::to_string(k.value("version", 0)) + (k.value("current", false) ? "*" : ""),
                     k.value("device_kind", ""), joined(k.value("dtypes", nlohmann::json::array())),
                     provenance.value("origin", "-"),
-                    utc_minute(k.value("accepted_at_ms", int64_t{0})), k.value("hash", ""),
-                    proofs.empty() ? "-" : proofs});
+                    format_utc(k.value("accepted_at_ms", int64_t{0}), "%Y-%m-%d %H:%M"),
+                    k.value("hash", ""), proofs.empty() ? "-" : proofs});
   }
   print_table(rows);
   std::cout << "(* current: the operator's newest kernel accepted on that device kind)\n";
@@ -84,38 +75,29 @@ int list_kernels(const config& cfg, const client_options& opts, const kernels_op
     std::cerr << "opforge: --source needs OP, the operator whose kernel to print\n";
     return exit_bad_config;
   }
-  auto reply = control_request(cfg.control.listen, request_type::kernels,
-                               {{"op", selected.op}, {"source", selected.source}},
-                               std::chrono::milliseconds{opts.timeout_ms});
-  if (!reply)
-    return fail(reply.error(), exit_unreachable);
-  if (opts.json) {
-    std::cout << reply->dump(2) << '\n';
-    return 0;
-  }
-  if (selected.source)
-    return print_source(*reply, selected);
-  print_kernels(*reply, selected);
-  return 0;
+  int printed = 0; // print_source's status: the version asked for may not be there
+  auto status = request_and_print(cfg, opts, request_type::kernels,
+                                  {{"op", selected.op}, {"source", selected.source}},
+                                  [&](const nlohmann::json& reply) {
+                                    if (selected.source)
+                                      printed = print_source(reply, selected);
+                                    else
+                                      print_kernels(reply, selected);
+                                  });
+  return status != 0 ? status : printed;
 }
+
+namespace {
 
 // One line per regressed kernel: the toolchain change in words, the verdict before and after, and
 // last, as it may be long, why it fails now. Then one line per kernel that got slower: its
 // slowest dtype and shape class with the times on both toolchains, and how many more there are.
-int list_regressions(const config& cfg, const client_options& opts) {
-  auto reply = control_request(cfg.control.listen, request_type::regressions, {},
-                               std::chrono::milliseconds{opts.timeout_ms});
-  if (!reply)
-    return fail(reply.error(), exit_unreachable);
-  if (opts.json) {
-    std::cout << reply->dump(2) << '\n';
-    return 0;
-  }
-  auto regressions = reply->value("regressions", nlohmann::json::array());
-  auto slower = reply->value("speed_regressions", nlohmann::json::array());
+void print_regressions(const nlohmann::json& reply) {
+  auto regressions = reply.value("regressions", nlohmann::json::array());
+  auto slower = reply.value("speed_regressions", nlohmann::json::array());
   if (regressions.empty() && slower.empty()) {
     std::cout << "no regressions in the library\n";
-    return 0;
+    return;
   }
   auto verdict = [](const nlohmann::json& proof) {
     return proof.value("fingerprint", std::string{}) + ":" + proof.value("outcome", std::string{}) +
@@ -156,7 +138,12 @@ int list_regressions(const config& cfg, const client_options& opts) {
     }
     print_table(rows);
   }
-  return 0;
+}
+
+} // namespace
+
+int list_regressions(const config& cfg, const client_options& opts) {
+  return request_and_print(cfg, opts, request_type::regressions, {}, print_regressions);
 }
 
 // What re-validation asked by hand owes: one row per toolchain it applies to.

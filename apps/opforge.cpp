@@ -227,19 +227,6 @@ void print_workers(const nlohmann::json& reply) {
   }
 }
 
-int run_request(const config& cfg, const client_options& opts, request_type type,
-                nlohmann::json fields, const std::function<void(const nlohmann::json&)>& print) {
-  auto reply = control_request(cfg.control.listen, type, std::move(fields),
-                               std::chrono::milliseconds{opts.timeout_ms});
-  if (!reply)
-    return fail(reply.error(), exit_unreachable);
-  if (opts.json)
-    std::cout << reply->dump(2) << '\n';
-  else
-    print(*reply);
-  return 0;
-}
-
 // -- campaigns ---------------------------------------------------------------------------------
 
 // What `opforge run` sends: operators by name, category, all or failed, and the overrides.
@@ -478,7 +465,7 @@ void print_campaigns(const nlohmann::json& reply) {
 
 int run_client(const config& cfg, const client_options& opts, request_type type,
                void (*print)(const nlohmann::json&)) {
-  return run_request(cfg, opts, type, {}, print);
+  return request_and_print(cfg, opts, type, {}, print);
 }
 
 // -- sessions and show -------------------------------------------------------------------------
@@ -777,12 +764,13 @@ int main(int argc, char** argv) {
   if (cmd == campaigns_cmd)
     return run_client(*cfg, client, request_type::campaigns, print_campaigns);
   if (cmd == cancel_cmd)
-    return run_request(*cfg, client, request_type::cancel, {{"id", campaign_id}},
-                       [&campaign_id](const nlohmann::json&) {
-                         std::cout << "campaign " << campaign_id
+    return request_and_print(*cfg, client, request_type::cancel, {{"id", campaign_id}},
+                             [&campaign_id](const nlohmann::json&) {
+                               std::cout
+                                   << "campaign " << campaign_id
                                    << " is being cancelled: running sessions stop, waiting ones "
                                       "never start\n";
-                       });
+                             });
   if (cmd == sessions_cmd)
     return list_all_sessions(*cfg, client, selected);
   if (cmd == kernels_cmd)
@@ -790,7 +778,7 @@ int main(int argc, char** argv) {
   if (cmd == regressions_cmd)
     return list_regressions(*cfg, client);
   if (cmd == revalidate_cmd)
-    return run_request(
+    return request_and_print(
         *cfg, client, request_type::revalidate,
         {{"device_kind", revalidate_device}, {"fingerprint", revalidate_fingerprint}},
         print_revalidation);
@@ -805,8 +793,8 @@ int main(int argc, char** argv) {
   if (cmd == report_cmd)
     return write_report(*cfg, reported);
   if (cmd == show_cmd)
-    return run_request(*cfg, client, request_type::show,
-                       {{"op", selected.op}, {"campaign", selected.campaign}}, print_show);
+    return request_and_print(*cfg, client, request_type::show,
+                             {{"op", selected.op}, {"campaign", selected.campaign}}, print_show);
   return run_client(*cfg, client, request_type::shutdown,
                     [](const nlohmann::json&) { std::cout << "the daemon is shutting down\n"; });
 }

@@ -1,12 +1,12 @@
 #include "actors/library/report.hpp"
 
 #include "actors/library/kernels.hpp"
+#include "messages/utc_time.hpp"
 #include "persistence/keys.hpp"
 
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <ctime>
 #include <optional>
 #include <set>
 #include <tuple>
@@ -519,12 +519,7 @@ std::string describe_toolchain_defect(const contract::toolchain_defect& d) {
 namespace {
 
 std::string utc_minute(int64_t ms) {
-  auto seconds = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  ::gmtime_r(&seconds, &tm);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M UTC", &tm);
-  return text;
+  return format_utc(ms, "%Y-%m-%d %H:%M UTC");
 }
 
 std::string joined(const std::vector<std::string>& items) {

@@ -1,5 +1,7 @@
 #include "actors/llm/llm_exchange.hpp"
 
+#include "messages/utc_time.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -65,17 +67,10 @@ uint64_t count_field(const nlohmann::json& object, const char* key) {
 }
 
 std::string iso8601_now() {
-  auto now = std::chrono::system_clock::now();
-  auto seconds = std::chrono::system_clock::to_time_t(now);
-  auto millis =
-      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
-  std::tm utc{};
-  gmtime_r(&seconds, &utc);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%S", &utc);
-  char out[40];
-  std::snprintf(out, sizeof out, "%s.%03dZ", buffer, static_cast<int>(millis));
-  return out;
+  auto now = unix_ms_now();
+  char millis[8];
+  std::snprintf(millis, sizeof millis, ".%03dZ", static_cast<int>(now % 1000));
+  return format_utc(now, "%Y-%m-%dT%H:%M:%S") + millis;
 }
 
 // Header values come from operator names; a newline would let them forge headers.

@@ -7,13 +7,13 @@
 #include "messages/device_messages.hpp"
 #include "messages/errors.hpp"
 #include "messages/jobs.hpp"
+#include "messages/utc_time.hpp"
 #include "messages/wire.hpp"
 #include "persistence/keys.hpp"
 #include "persistence/model_sets.hpp"
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <functional>
 #include <random>
 #include <sstream>
@@ -568,15 +568,11 @@ campaign_manager_state::~campaign_manager_state() {
 }
 
 std::string new_campaign_id() {
-  auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char stamp[32];
-  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &utc);
+  auto stamp = format_utc(unix_ms_now(), "%Y%m%d-%H%M%S");
   static thread_local std::mt19937 random{std::random_device{}()};
   char suffix[8];
   std::snprintf(suffix, sizeof suffix, "-%04x", static_cast<unsigned>(random() & 0xffff));
-  return std::string{stamp} + suffix;
+  return stamp + suffix;
 }
 
 campaign_manager_actor::behavior_type
