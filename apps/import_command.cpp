@@ -143,8 +143,15 @@ caf::expected<import_state> state_of(const nlohmann::json& s) {
                                                     contract::one_of<import_state>());
 }
 
+bool installed_backend(const nlohmann::json& s) {
+  return from_string<import_layout>(s.value("layout", std::string{})) ==
+         import_layout::torch_library;
+}
+
 std::string progress_line(const nlohmann::json& s, import_state state) {
   auto name = to_string(state);
+  if (installed_backend(s) && state == import_state::testing)
+    return name + ": a device worker is judging what the package registers, every sample set";
   if (state == import_state::receiving || state == import_state::resolving)
     return name + ": " + std::to_string(s.value("files", 0)) +
            " files; a worker is reading the catalog for their operators";
@@ -162,12 +169,14 @@ std::vector<std::string> layout_names() {
   return {names.begin(), names.end()};
 }
 
-// Whether any kernel was turned away: each verdict but pass and present (in the library already).
+// Whether any kernel was turned away: each verdict but pass, present (in the library already)
+// and unjudged (a backend's overload that no OpInfo reaches).
 bool refused(const nlohmann::json& s) {
   auto verdicts = s.value("verdicts", nlohmann::json::array());
   return std::any_of(verdicts.begin(), verdicts.end(), [](const nlohmann::json& v) {
-    auto verdict = v.value("verdict", std::string{});
-    return verdict != "pass" && verdict != "present";
+    auto verdict = from_string<import_outcome>(v.value("verdict", std::string{}));
+    return verdict != to_import_outcome(contract::outcome::pass) &&
+           verdict != import_outcome::present && verdict != import_outcome::unjudged;
   });
 }
 
@@ -190,10 +199,20 @@ void print_verdicts(const nlohmann::json& s) {
     std::cout << (detail.empty() ? "" : ": " + detail) << '\n';
   }
   auto state = s.value("state", std::string{});
-  std::cout << "import " << s.value("import_id", "") << " " << state << ": "
-            << s.value("accepted", 0) << " of " << s.value("tests", 0)
-            << " kernels passed and entered the library as imported:" << s.value("source", "")
-            << '\n';
+  std::cout << "import " << s.value("import_id", "") << " " << state << ": ";
+  if (installed_backend(s)) {
+    auto unjudged = std::count_if(rows.begin(), rows.end(), [](const nlohmann::json& v) {
+      return from_string<import_outcome>(v.value("verdict", std::string{})) ==
+             import_outcome::unjudged;
+    });
+    std::cout << s.value("accepted", 0) << " of " << s.value("tests", 0) - unjudged
+              << " judged overloads passed (" << s.value("tests", 0) << " registered, " << unjudged
+              << " reached by no OpInfo); the package's kernels stay in the package\n";
+  } else {
+    std::cout << s.value("accepted", 0) << " of " << s.value("tests", 0)
+              << " kernels passed and entered the library as imported:" << s.value("source", "")
+              << '\n';
+  }
   if (!s.value("error", std::string{}).empty())
     std::cout << "  " << s.value("error", "") << '\n';
   auto repair = s.value("repair_campaign", std::string{});
@@ -206,12 +225,12 @@ void print_verdicts(const nlohmann::json& s) {
 } // namespace
 
 void import_options::add_to(CLI::App& cmd) {
-  cmd.add_option("DIR", dir, "the kernel set's directory")->required();
+  cmd.add_option("DIR", dir, "the kernel set's directory (none for torch-library)");
   cmd.add_option_function<std::string>(
          "--layout",
          [this](const std::string& name) { layout = *from_string<import_layout>(name); },
          "backendbench (one folder per aten overload, or per aten op in BackendBench's older "
-         "layout) or candidates")
+         "layout), candidates, or torch-library (an installed package: --package)")
       ->required()
       ->check(CLI::IsMember(layout_names()));
   cmd.add_option("--device", device, "where kernels are tested: a device kind, e.g. cuda")
@@ -222,6 +241,14 @@ void import_options::add_to(CLI::App& cmd) {
   cmd.add_option("--source", source,
                  "provenance: kernels enter the library as imported:<source> (default: DIR's "
                  "name)");
+  cmd.add_option("--package", package,
+                 "torch-library: the installed package the device worker imports, e.g. flag_gems");
+  cmd.add_option("--enable", enable,
+                 "torch-library: the call that enables it, module.function (default: "
+                 "PACKAGE.enable)");
+  cmd.add_option("--ops", ops,
+                 "torch-library: only these OpInfos, comma-separated (default: the catalog's; a "
+                 "worker's first survey of the whole catalog takes minutes)");
   cmd.add_flag("--repair", repair,
                "start a campaign of sessions seeded with each failing kernel and its failure");
 }
@@ -233,37 +260,64 @@ int run_import(const std::string& control, const import_options& options, bool j
     return code;
   };
   fs::path dir{options.dir};
-  auto files = read_kernel_set(dir, options.layout);
-  if (!files)
-    return fail(files.error(), exit_unreadable);
-  auto parts = parts_of(std::move(*files), dir);
-  if (!parts)
-    return fail(parts.error(), exit_unreadable);
+  bool installed = options.layout == import_layout::torch_library;
+  auto wrong_options = [&]() -> std::string {
+    if (installed && options.package.empty())
+      return "--layout torch-library judges an installed package: name it with --package";
+    if (installed && !options.dir.empty())
+      return "--layout torch-library takes no DIR (got " + options.dir + "): the worker imports " +
+             options.package;
+    if (!installed && options.dir.empty())
+      return "name the kernel set's DIR";
+    if (!installed && (!options.package.empty() || !options.enable.empty() || !options.ops.empty()))
+      return "--package, --enable and --ops go with --layout torch-library";
+    return "";
+  }();
+  if (!wrong_options.empty())
+    return fail(caf::make_error(errc::request_invalid, wrong_options), exit_unreadable);
+  std::vector<std::vector<kernel_file>> parts{{}};
+  if (!installed) {
+    auto files = read_kernel_set(dir, options.layout);
+    if (!files)
+      return fail(files.error(), exit_unreadable);
+    auto split_files = parts_of(std::move(*files), dir);
+    if (!split_files)
+      return fail(split_files.error(), exit_unreadable);
+    parts = std::move(*split_files);
+  }
   auto source = options.source;
-  if (source.empty()) {
+  if (source.empty() && installed) {
+    source = options.package;
+  } else if (source.empty()) {
     auto canonical = fs::weakly_canonical(fs::absolute(dir));
     source = (canonical.has_filename() ? canonical : canonical.parent_path()).filename().string();
   }
   std::string id;
-  for (size_t i = 0; i < parts->size(); ++i) {
+  for (size_t i = 0; i < parts.size(); ++i) {
     auto listed = nlohmann::json::array();
-    for (const auto& file : (*parts)[i])
+    for (const auto& file : parts[i])
       listed.push_back({{"path", file.path}, {"source", file.source}});
     nlohmann::json request{{"id", id},
-                           {"more", i + 1 < parts->size()},
+                           {"more", i + 1 < parts.size()},
                            {"layout", to_string(options.layout)},
                            {"source", source},
                            {"device_kind", options.device},
                            {"dtypes", split(options.dtypes)},
                            {"repair", options.repair},
                            {"files", std::move(listed)}};
+    if (installed)
+      request.update(
+          {{"package", options.package}, {"enable", options.enable}, {"ops", split(options.ops)}});
     auto reply = control_request(control, request_type::import, std::move(request), timeout);
     if (!reply)
       return fail(reply.error(), exit_refused);
     id = (*reply)["import"].value("import_id", id);
   }
   bool tty = ::isatty(STDOUT_FILENO) && !json;
-  if (!json)
+  if (!json && installed)
+    std::cout << "import " << id << ": the installed backend " << options.package
+              << ", judged through the dispatcher\n";
+  else if (!json)
     std::cout << "import " << id << ": " << to_string(options.layout) << " kernels from "
               << dir.string() << " as imported:" << source << '\n';
   std::string last_line;

@@ -2,6 +2,8 @@
 
 // `opforge import DIR`: the CLI reads a kernel set (the daemon may run on another host), sends it
 // to the daemon in parts that fit the control socket, follows the tests and lists every verdict.
+// `opforge import --layout torch-library --package NAME` sends no files: a device worker imports
+// the installed package and judges what it registers.
 
 #include "messages/import_messages.hpp"
 
@@ -16,17 +18,21 @@ struct import_options {
   std::string dir;
   import_layout layout = import_layout::candidates;
   std::string device;
-  std::string dtypes; // comma-separated
-  std::string source; // default: the directory's name
+  std::string dtypes;  // comma-separated
+  std::string source;  // default: the directory's name, or the package's
+  std::string package; // torch-library: the installed package
+  std::string enable;  // torch-library: its enable call ("" = package.enable)
+  std::string ops;     // torch-library: only these OpInfos, comma-separated
   bool repair = false;
 
   void add_to(CLI::App& cmd);
 };
 
 /// Imports the kernel set, follows it to its end and prints the verdicts (the final status as
-/// JSON with `json`). Exit status: 0 when the import ended, whatever its verdicts; 1 when the
-/// daemon refused it, failed it or went away; 2 when the directory cannot be read or holds a
-/// file too large for a control request.
+/// JSON with `json`). Exit status: 0 when the import ended with every kernel accepted (an
+/// overload no OpInfo reaches is neither accepted nor refused); 3 when it ended with some
+/// refused; 1 when the daemon refused it, failed it or went away; 2 when the directory cannot be
+/// read or holds a file too large for a control request, or the options do not fit the layout.
 int run_import(const std::string& control, const import_options& options, bool json,
                std::chrono::milliseconds timeout);
 

@@ -64,7 +64,8 @@ caf::expected<import_request> parse_request(const wire::map_reader& fields) {
   std::string layout;
   for (auto [key, into] :
        {std::pair{"id", &out.import_id}, std::pair{"layout", &layout},
-        std::pair{"source", &out.source}, std::pair{"device_kind", &out.device_kind}}) {
+        std::pair{"source", &out.source}, std::pair{"device_kind", &out.device_kind},
+        std::pair{"package", &out.package}, std::pair{"enable", &out.enable}}) {
     auto value = fields.string_or(key, "");
     if (!value)
       return bad(key, "a string");
@@ -85,10 +86,12 @@ caf::expected<import_request> parse_request(const wire::map_reader& fields) {
       return bad(key, "true or false");
     *into = *value;
   }
-  auto dtypes = strings(fields, "dtypes");
-  if (!dtypes)
-    return dtypes.error();
-  out.dtypes = std::move(*dtypes);
+  for (auto [key, into] : {std::pair{"dtypes", &out.dtypes}, std::pair{"ops", &out.ops}}) {
+    auto listed = strings(fields, key);
+    if (!listed)
+      return listed.error();
+    *into = std::move(*listed);
+  }
   auto listed = files(fields);
   if (!listed)
     return listed.error();

@@ -15,14 +15,17 @@
 
 namespace opforge {
 
-/// How a kernel set is laid out (actors/library/importer.hpp describes both).
-enum class import_layout : uint8_t { backendbench, candidates };
+/// How a kernel set is laid out (actors/library/importer.hpp describes each): files of a
+/// directory, or torch_library, an installed package that registers ATen kernels with the
+/// dispatcher (no files: the worker's Python imports it).
+enum class import_layout : uint8_t { backendbench, candidates, torch_library };
 
 template <>
 struct contract::enum_traits<import_layout> {
   static constexpr std::string_view label = "import_layout";
-  static constexpr std::array<std::string_view, 2> names{"backendbench", "candidates"};
-  static_assert(names.size() - 1 == static_cast<size_t>(import_layout::candidates));
+  static constexpr std::array<std::string_view, 3> names{"backendbench", "candidates",
+                                                         "torch-library"};
+  static_assert(names.size() - 1 == static_cast<size_t>(import_layout::torch_library));
 };
 
 /// Where an import is: receiving (waiting for parts), resolving (reading the catalog), testing,
@@ -41,12 +44,17 @@ struct contract::enum_traits<import_state> {
 /// now; compile_error, lint_violation, harness_error, ...), whose values come first so that
 /// `to_import_outcome` widens one, or what the importer decided without a test: present (the
 /// library had it: same source), skipped (the operator supports none of the dtypes asked for),
-/// unmapped (no operator of the catalog to test it as) or invalid (not a kernel of its layout).
+/// unmapped (no operator of the catalog to test it as) or invalid (not a kernel of its layout);
+/// for an overload a backend registered (torch_library), never_reached (its kernel ran in none
+/// of the tests that dispatch to it) or unjudged (no OpInfo of the catalog dispatches to it:
+/// neither accepted nor refused).
 enum class import_outcome : uint8_t {
   present = contract::enum_traits<contract::outcome>::names.size(),
   skipped,
   unmapped,
   invalid,
+  never_reached,
+  unjudged,
 };
 
 template <>
@@ -54,8 +62,9 @@ struct contract::enum_traits<import_outcome> {
   static constexpr std::string_view label = "import_outcome";
   static constexpr auto names =
       extended(enum_traits<contract::outcome>::names,
-               std::array<std::string_view, 4>{"present", "skipped", "unmapped", "invalid"});
-  static_assert(names.size() - 1 == static_cast<size_t>(import_outcome::invalid));
+               std::array<std::string_view, 6>{"present", "skipped", "unmapped", "invalid",
+                                               "never_reached", "unjudged"});
+  static_assert(names.size() - 1 == static_cast<size_t>(import_outcome::unjudged));
 };
 
 constexpr import_outcome to_import_outcome(contract::outcome value) {
@@ -85,12 +94,15 @@ struct import_request {
   std::vector<std::string> dtypes{}; // empty: the daemon's campaigns.dtypes
   bool repair = false;               // start a campaign of sessions seeded with the failing kernels
   std::vector<import_file> files{};
+  std::string package{};          // torch_library: the installed package, e.g. flag_gems
+  std::string enable{};           // torch_library: the call that enables it ("" = package.enable)
+  std::vector<std::string> ops{}; // torch_library: only these OpInfos (empty: the catalog's)
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, import_request& x) {
   return f(caf::meta::type_name("import_request"), x.import_id, x.more, x.layout, x.source,
-           x.device_kind, x.dtypes, x.repair, x.files);
+           x.device_kind, x.dtypes, x.repair, x.files, x.package, x.enable, x.ops);
 }
 
 /// The verdict on one file tested as one operator (a file may stand for several operators, or

@@ -85,6 +85,19 @@ device_job benchmark_job(std::string id, const std::string& op, const std::strin
   return job;
 }
 
+device_job backend_job(std::string id, const backend_spec& backend,
+                       const std::vector<std::string>& dtypes, const test_limits& limits) {
+  auto job = device_job_for(std::move(id), contract::job_kind::backend, limits);
+  contract::backend_request request{.package = backend.package,
+                                    .enable = backend.enable,
+                                    .dtypes = contract_dtypes(dtypes),
+                                    .timeout_s = limits.sample_timeout_s};
+  if (!backend.ops.empty())
+    request.ops = backend.ops;
+  job.payload = contract::codec::to_bytes(request);
+  return job;
+}
+
 device_job catalog_job(std::string id, const std::string& device_kind,
                        const std::vector<std::string>& names, int64_t deadline_ms) {
   device_job job;

@@ -46,6 +46,19 @@ device_job benchmark_job(std::string id, const std::string& op, const std::strin
                          const std::string& source, const std::string& wrapper,
                          const std::vector<std::string>& dtypes, const test_limits& limits);
 
+/// What a backend job judges: an installed package, enabled by `enable` ("" = package.enable),
+/// on the OpInfos of `ops` (empty: the catalog's) that dispatch to what it registers.
+struct backend_spec {
+  std::string package;
+  std::string enable;
+  std::vector<std::string> ops;
+};
+
+/// A backend job (contract::backend_request) of `backend` on `limits.device_kind`, in each of
+/// `dtypes` that is a contract dtype.
+device_job backend_job(std::string id, const backend_spec& backend,
+                       const std::vector<std::string>& dtypes, const test_limits& limits);
+
 /// Surveying every OpInfo operator takes about a minute on a cold worker cache.
 inline constexpr int64_t catalog_deadline_ms = 10 * 60 * 1000;
 

@@ -377,7 +377,7 @@ TEST_F(CliTest, MalformedControlRequestsGetErrorReplies) {
             "import, import_status, report, shutdown)");
   // An import's layout is parsed where the request arrives, naming the layouts there are.
   EXPECT_EQ(error_of(pack({{"v", 1}, {"type", "import"}, {"layout", "flat"}, {"source", "mine"}})),
-            "import: 'layout' must be backendbench or candidates, got 'flat'");
+            "import: 'layout' must be backendbench, candidates or torch-library, got 'flat'");
   EXPECT_EQ(ask(pack({{"v", 1}, {"type", "status"}}))["ok"], true);
   // Every word of the vocabulary the CLI sends reaches a handler (a request without its fields
   // may be refused, but not as unknown); shutdown, last, through the CLI.

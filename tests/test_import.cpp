@@ -13,6 +13,8 @@
 #include "persistence/rocksdb_store.hpp"
 #include "tests/cli_test_support.hpp"
 
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <string>
@@ -34,6 +36,7 @@ namespace {
 constexpr auto import_bound = std::chrono::milliseconds{300s};
 
 const fs::path fixtures = fs::path{OPFORGE_SOURCE_DIR} / "tests" / "fixtures" / "import";
+const fs::path backends = fs::path{OPFORGE_SOURCE_DIR} / "worker" / "tests" / "corpus" / "backend";
 
 // Every kernel in the store of a daemon that is not running.
 std::vector<kernel_record> stored_kernels(const fs::path& data_dir) {
@@ -87,6 +90,12 @@ protected:
   void SetUp() override {
     CliTest::SetUp();
     ::unsetenv("OPFORGE_LLM_URL"); // the demo endpoint: the recorded answers repair with
+    // The workers the daemon starts can import the hand-written installed backend, as they would
+    // an installed package (worker/tests/corpus/backend/opforge_test_backend).
+    auto inherited = std::getenv("PYTHONPATH");
+    auto pythonpath =
+        backends.string() + (inherited && *inherited ? ":" + std::string{inherited} : "");
+    ::setenv("PYTHONPATH", pythonpath.c_str(), 1);
     write("demo.yaml", "workers: {listen: '" + workers_endpoint() + "'}\n");
     daemon = spawn({"serve", "--config", (dir / "demo.yaml").string(), "--data-dir", data.string(),
                     "--metrics-listen", ""},
@@ -186,6 +195,61 @@ TEST_F(Import, BothLayoutsAcceptTheHonestKernelOnlyAndAgainFindItPresent) {
   EXPECT_EQ(origins,
             (std::map<std::string, std::string>{
                 {"abs", "imported:mine"}, {"abs__default_kernel_impl", "imported:backendbench"}}));
+}
+
+TEST_F(Import, AnInstalledBackendIsJudgedPerOverloadThroughTheDispatcher) {
+  // opforge_test_backend registers a right neg, a wrong abs, and exp for CUDA only, which the
+  // interpreter's CPU tensors never reach.
+  auto backend = import_set(
+      {"--layout", "torch-library", "--package", "opforge_test_backend", "--ops", "abs,neg,exp"});
+  EXPECT_EQ(backend.at("state"), "done") << backend.dump(2);
+  EXPECT_EQ(backend.at("layout"), "torch-library");
+  EXPECT_EQ(backend.at("source"), "opforge_test_backend");
+  EXPECT_EQ(backend.at("tests"), 3);
+  EXPECT_EQ(backend.at("accepted"), 1);
+  auto got = verdicts(backend);
+  EXPECT_EQ(got, (std::map<std::string, std::string>{{"aten.abs.default", "accuracy_error"},
+                                                     {"aten.exp.default", "never_reached"},
+                                                     {"aten.neg.default", "pass"}}))
+      << backend.dump(2);
+  for (const auto& v : backend.at("verdicts")) {
+    auto detail = v.at("detail").get<std::string>();
+    if (v.at("path") == "aten.neg.default") {
+      EXPECT_EQ(v.at("op"), "neg");
+      int passed = 0, run = 0, calls = 0;
+      ASSERT_EQ(std::sscanf(detail.c_str(), "%d/%d tests passed, its kernel called %d times",
+                            &passed, &run, &calls),
+                3)
+          << detail;
+      EXPECT_GT(run, 0);
+      EXPECT_EQ(passed, run);
+      EXPECT_GE(calls, run) << detail; // every sample, and its fresh values
+    }
+    if (v.at("path") == "aten.abs.default")
+      EXPECT_THAT(detail, HasSubstr(" tests passed, its kernel called ")) << detail;
+    if (v.at("path") == "aten.exp.default")
+      EXPECT_THAT(detail, HasSubstr("its kernel called 0 times: registered, never reached"))
+          << detail;
+  }
+
+  // Options that do not fit the layout are refused before anything is sent.
+  auto no_package = opforge({"import", "--layout", "torch-library"});
+  EXPECT_EQ(no_package.code, 2);
+  EXPECT_THAT(no_package.err, HasSubstr("name it with --package"));
+  auto package_elsewhere = opforge(
+      {"import", (fixtures / "candidates").string(), "--layout", "candidates", "--package", "x"});
+  EXPECT_EQ(package_elsewhere.code, 2);
+  EXPECT_THAT(package_elsewhere.err, HasSubstr("go with --layout torch-library"));
+  // A package the worker cannot import fails the import with the worker's reason.
+  auto missing = opforge({"import", "--layout", "torch-library", "--package", "no_such_backend_pkg",
+                          "--ops", "abs", "--dtypes", "float32"},
+                         import_bound);
+  EXPECT_EQ(missing.code, 1) << missing.out << missing.err;
+  EXPECT_THAT(missing.out + missing.err, HasSubstr("no_such_backend_pkg"));
+  EXPECT_THAT(missing.out + missing.err, HasSubstr("no such package is installed"));
+
+  shut_down();
+  EXPECT_TRUE(stored_kernels(data).empty()); // the package's kernels stay in the package
 }
 
 TEST_F(Import, TheOlderBackendBenchLayoutMapsAFolderToEveryOverloadOfItsOp) {

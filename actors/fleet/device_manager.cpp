@@ -46,7 +46,8 @@ std::string join(const std::vector<std::string>& items) {
 // The job kinds each role may serve: a lint worker must not claim the tests of a device.
 const std::map<contract::worker_role, std::set<contract::job_kind>> role_jobs{
     {contract::worker_role::device,
-     {contract::job_kind::test, contract::job_kind::catalog, contract::job_kind::benchmark}},
+     {contract::job_kind::test, contract::job_kind::catalog, contract::job_kind::benchmark,
+      contract::job_kind::backend}},
     {contract::worker_role::lint, {contract::job_kind::lint}}};
 
 // Longest worker id, device name, host, fingerprint or toolchain entry a hello may carry: they are

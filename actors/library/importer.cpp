@@ -701,29 +701,35 @@ bool unmapped(const contract::catalog_result& catalog, const std::vector<parsed_
   });
 }
 
-// Asks a worker for the catalog of `names` (every operator when empty) and hands it to `then`;
-// a job that did not finish, or an answer that does not decode, fails the import.
+// Submits `job` (a job of `what`, e.g. "catalog") and hands its decoded `Result` to `then`; a
+// job that did not finish, or an answer that does not decode, fails the import.
+template <class Result>
+void ask_worker(self_pointer self, const std::string& id, device_job job, const std::string& what,
+                std::function<void(Result&)> then) {
+  self->request(self->state.setup.jobs, caf::infinite, atom::submit_v, std::move(job))
+      .then(
+          [self, id, what, then = std::move(then)](device_job_result& result) {
+            if (result.status != contract::job_status::done)
+              return fail(self, id,
+                          "the " + what + " job " + to_string(result.status) + ": " + result.error);
+            auto decoded = wire::decode_as<Result>(result.payload, what + "_result");
+            if (!decoded)
+              return fail(self, id, render(decoded.error()));
+            then(*decoded);
+          },
+          [self, id, what](const caf::error& err) {
+            fail(self, id, "no " + what + " result from a worker: " + render(err));
+          });
+}
+
+// Asks a worker for the catalog of `names` (every operator when empty).
 void ask_catalog(self_pointer self, const std::string& id, const std::string& job,
                  std::vector<std::string> names,
                  std::function<void(contract::catalog_result&)> then) {
   auto& run = self->state.imports[id];
-  self->request(
-          self->state.setup.jobs, caf::infinite, atom::submit_v,
-          catalog_job(id + job, run.status.device_kind, std::move(names), catalog_deadline_ms))
-      .then(
-          [self, id, then = std::move(then)](device_job_result& result) {
-            if (result.status != contract::job_status::done)
-              return fail(self, id,
-                          "the catalog job " + to_string(result.status) + ": " + result.error);
-            auto catalog =
-                wire::decode_as<contract::catalog_result>(result.payload, "catalog_result");
-            if (!catalog)
-              return fail(self, id, render(catalog.error()));
-            then(*catalog);
-          },
-          [self, id](const caf::error& err) {
-            fail(self, id, "no catalog from a worker: " + render(err));
-          });
+  ask_worker(self, id,
+             catalog_job(id + job, run.status.device_kind, std::move(names), catalog_deadline_ms),
+             "catalog", std::move(then));
 }
 
 // The catalog of every operator, for kernels whose names did not lead to theirs.
@@ -753,6 +759,51 @@ void resolve_all(self_pointer self, const std::string& id) {
                   return full_catalog(self, id);
                 test_all(self, id, catalog);
               });
+}
+
+// One overload's verdict as the import lists it: its outcome, and the tests behind it.
+import_verdict overload_verdict(const contract::backend_overload& overload) {
+  import_verdict verdict{.path = overload.overload, .op = join(overload.opinfos)};
+  if (overload.outcome == "never_reached")
+    verdict.verdict = import_outcome::never_reached;
+  else if (overload.outcome == "unjudged")
+    verdict.verdict = import_outcome::unjudged;
+  else if (auto outcome = contract::from_string<contract::outcome>(overload.outcome))
+    verdict.verdict = to_import_outcome(*outcome);
+  else
+    verdict.detail = "the worker answered an unknown outcome '" + overload.outcome + "'; ";
+  if (verdict.verdict != import_outcome::unjudged) {
+    verdict.detail += std::to_string(overload.tests_passed) + "/" +
+                      std::to_string(overload.tests_run) + " tests passed";
+    verdict.detail += overload.reached
+                          ? ", its kernel called " + std::to_string(*overload.reached) + " times"
+                          : ", its calls not counted (registered other than through "
+                            "torch.library)";
+  }
+  if (!overload.problem.empty())
+    verdict.detail += (verdict.detail.empty() ? "" : ": ") + overload.problem;
+  return verdict;
+}
+
+// An installed backend, judged by a device worker in one job through the dispatcher: a verdict
+// per overload it registered. None enters the library: its kernels are the package's code, not
+// a Triton file of a candidate's form.
+void judge_backend(self_pointer self, const std::string& id) {
+  auto& run = self->state.imports[id];
+  run.status.state = import_state::testing;
+  const auto& setup = self->state.setup;
+  auto job = backend_job(id + ":backend", run.backend, run.status.dtypes,
+                         {run.status.device_kind, setup.sample_timeout_s, setup.job_deadline_ms});
+  ask_worker<contract::backend_result>(self, id, std::move(job), "backend",
+                                       [self, id](contract::backend_result& judged) {
+                                         auto& run = self->state.imports[id];
+                                         run.status.files = judged.overloads.size();
+                                         run.status.tests = judged.overloads.size();
+                                         for (const auto& overload : judged.overloads)
+                                           decide(self, id, overload_verdict(overload));
+                                         if (judged.overloads.empty())
+                                           finish(self, id);
+                                       });
 }
 
 // The library's kernels now, so that a kernel imported before is not tested again.
@@ -790,6 +841,21 @@ caf::expected<import_status> open_import(const importer_setup& setup, import_req
                      contract::one_of<contract::dtype>());
   if (request.repair && !setup.campaigns)
     return invalid("this daemon runs no campaigns, so it cannot repair");
+  bool installed = request.layout == import_layout::torch_library;
+  if (installed && request.package.empty())
+    return invalid("the torch-library layout judges an installed package: name it (package)");
+  if (!installed && (!request.package.empty() || !request.enable.empty() || !request.ops.empty()))
+    return invalid("package, enable and ops go with the torch-library layout, not " +
+                   to_string(request.layout));
+  if (installed && request.repair)
+    return invalid("an installed backend cannot be repaired: its kernels are the package's code");
+  for (const auto& [what, name] :
+       {std::pair{"package", &request.package}, std::pair{"enable", &request.enable}})
+    if (std::any_of(name->begin(), name->end(), [](char c) {
+          return !std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.';
+        }))
+      return invalid(std::string{what} + " '" + *name +
+                     "': must be a dotted Python name (letters, digits, _ and .)");
   status.created_ms = now_ms();
   status.state = import_state::receiving;
   return status;
@@ -812,6 +878,7 @@ importer_actor::behavior_type importer(importer_actor::stateful_pointer<importer
           auto& run = self->state.imports[id];
           run.status = std::move(*status);
           run.repair = request.repair;
+          run.backend = {request.package, request.enable, request.ops};
           spdlog::info("import {} opened: {} layout from {} on {}", id,
                        to_string(run.status.layout), run.status.source, run.status.device_kind);
         }
@@ -821,6 +888,15 @@ importer_actor::behavior_type importer(importer_actor::stateful_pointer<importer
         if (run->status.state != import_state::receiving)
           return invalid("import " + id + " takes no more files (it is " +
                          to_string(run->status.state) + ")");
+        if (run->status.layout == import_layout::torch_library) {
+          if (!request.files.empty() || request.more) {
+            fail(self, id,
+                 "the torch-library layout takes no files: the worker imports the package");
+            return run->status;
+          }
+          judge_backend(self, id);
+          return run->status;
+        }
         for (const auto& file : request.files)
           run->kernels.push_back(parse_kernel(run->status.layout, file));
         run->status.files = run->kernels.size();

@@ -26,10 +26,15 @@
 //   is the aten schema's convention for most operators; where it is not, the verdict's detail says
 //   so. The imports of torch and triton such a file starts with are blanked (the harness defines
 //   those names, and the linter refuses imports); any other import stays and is judged.
+// - torch-library: no files; an installed package that registers ATen kernels with the
+//   dispatcher on an enable call (FlagGems' way), judged by one backend job on a device worker
+//   (`validate --backend`: every OpInfo that dispatches to what it registered, each overload's
+//   kernel calls counted). The verdicts are per overload; none enters the library.
 
 #include "messages/actors.hpp"
 #include "messages/contract.hpp"
 #include "messages/import_messages.hpp"
+#include "messages/jobs.hpp"
 #include "messages/session_messages.hpp"
 
 #include <cstdint>
@@ -109,6 +114,7 @@ struct importer_setup {
 struct import_run {
   import_status status;
   bool repair = false;
+  backend_spec backend; // torch_library: the installed package
   std::vector<parsed_kernel> kernels;
   std::set<std::string> present;    // `kernels` keys the library held when the tests started
   std::vector<campaign_seed> seeds; // the failing kernels, one per operator

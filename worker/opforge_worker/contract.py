@@ -33,13 +33,15 @@ class WorkerRole(enum.StrEnum):
 
 class JobKind(enum.StrEnum):
     """The jobs a worker can serve: benchmark times a proved candidate against its baseline
-    (worker/opforge_worker/TIMING.md).
+    (worker/opforge_worker/TIMING.md); backend judges an installed backend through the
+    dispatcher (`opforge import --layout torch-library`).
     """
 
     TEST = "test"
     LINT = "lint"
     CATALOG = "catalog"
     BENCHMARK = "benchmark"
+    BACKEND = "backend"
 
 
 class JobStatus(enum.StrEnum):
@@ -552,6 +554,41 @@ class BenchmarkRequest:
 
 
 @dataclass
+class BackendRequest:
+    """The payload of a backend job: enable the installed package in candidate processes (holding
+    every slot of the worker) and run every OpInfo that dispatches to an overload it
+    registered, every sample set, as `validate --backend` does.
+    """
+
+    NAME: ClassVar[str] = "backend_request"
+    FIELDS: ClassVar[tuple[_Field, ...]] = (
+        _Field("package", ("str",), nonempty=True, max_len=128, charset="A-Za-z0-9_."),
+        _Field("enable", ("str",), optional=True, max_len=256, charset="A-Za-z0-9_."),
+        _Field("dtypes", ("list", ("enum", DTYPES)), nonempty=True),
+        _Field("ops", ("optional", ("list", ("str",))), optional=True),
+        _Field("timeout_s", ("float",), positive=True),
+    )
+
+    #: an importable package of the worker's Python, e.g. flag_gems
+    package: str = ""
+    #: the call that enables it, module.function of the package (default: package.enable)
+    enable: str = ""
+    dtypes: list[str] = field(default_factory=list)
+    #: only these OpInfo names (absent: the catalog's)
+    ops: list[str] | None = None
+    #: per-sample wall time limit in the candidate process
+    timeout_s: float = 0.0
+
+    @classmethod
+    def from_dict(cls, value: Any, context: str = "") -> Self:
+        """Validates `value` (unknown keys ignored); ContractError says what is wrong."""
+        return cls(**_read_struct(cls.FIELDS, value, context or cls.NAME, ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        return _write_struct(self)
+
+
+@dataclass
 class SetCount:
     """set_count"""
 
@@ -965,6 +1002,77 @@ class BenchmarkResult:
     noise: float = 0.0
     failure: TestFailure | None = None
     run_s: float = 0.0
+
+    @classmethod
+    def from_dict(cls, value: Any, context: str = "") -> Self:
+        """Validates `value` (unknown keys ignored); ContractError says what is wrong."""
+        return cls(**_read_struct(cls.FIELDS, value, context or cls.NAME, ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        return _write_struct(self)
+
+
+@dataclass
+class BackendOverload:
+    """The verdict on one overload a backend registered (worker/opforge_worker/validate.py,
+    overload_verdicts).
+    """
+
+    NAME: ClassVar[str] = "backend_overload"
+    FIELDS: ClassVar[tuple[_Field, ...]] = (
+        _Field("overload", ("str",)),
+        _Field("dispatch_keys", ("list", ("str",))),
+        _Field("opinfos", ("list", ("str",))),
+        _Field("reached", ("optional", ("int",)), optional=True),
+        _Field("outcome", ("str",)),
+        _Field("tests_run", ("int",)),
+        _Field("tests_passed", ("int",)),
+        _Field("problem", ("str",)),
+    )
+
+    #: e.g. aten.abs.default
+    overload: str = ""
+    #: the keys it registered a kernel for
+    dispatch_keys: list[str] = field(default_factory=list)
+    #: the OpInfos whose tests dispatch to it or reached its kernel
+    opinfos: list[str] = field(default_factory=list)
+    #: its kernel's calls in those tests; nil where it was registered other than through
+    #: torch.library, so not counted
+    reached: int | None = None
+    #: an outcome value (the first of its OpInfos' that did not pass, else pass), never_reached
+    #: (counted, and called by none of its tests) or unjudged (no OpInfo of the catalog dispatches
+    #: to it)
+    outcome: str = ""
+    tests_run: int = 0
+    tests_passed: int = 0
+    #: one line: why it is not a pass, with the failing OpInfo and its numbers; "" for a pass
+    problem: str = ""
+
+    @classmethod
+    def from_dict(cls, value: Any, context: str = "") -> Self:
+        """Validates `value` (unknown keys ignored); ContractError says what is wrong."""
+        return cls(**_read_struct(cls.FIELDS, value, context or cls.NAME, ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        return _write_struct(self)
+
+
+@dataclass
+class BackendResult:
+    """The result of a backend job."""
+
+    NAME: ClassVar[str] = "backend_result"
+    FIELDS: ClassVar[tuple[_Field, ...]] = (
+        _Field("package", ("str",)),
+        _Field("enable", ("str",)),
+        _Field("overloads", ("list", ("struct", "backend_overload"))),
+    )
+
+    package: str = ""
+    #: the call that enabled it
+    enable: str = ""
+    #: one per overload it registered, sorted by name
+    overloads: list[BackendOverload] = field(default_factory=list)
 
     @classmethod
     def from_dict(cls, value: Any, context: str = "") -> Self:
@@ -1743,6 +1851,7 @@ STRUCTS: dict[str, type] = {
     "catalog_filters": CatalogFilters,
     "catalog_request": CatalogRequest,
     "benchmark_request": BenchmarkRequest,
+    "backend_request": BackendRequest,
     "set_count": SetCount,
     "dtype_result": DtypeResult,
     "element_mismatch": ElementMismatch,
@@ -1753,6 +1862,8 @@ STRUCTS: dict[str, type] = {
     "conformance_report": ConformanceReport,
     "shape_timing": ShapeTiming,
     "benchmark_result": BenchmarkResult,
+    "backend_overload": BackendOverload,
+    "backend_result": BackendResult,
     "lint_violation": LintViolation,
     "syntax_error": SyntaxError,
     "lint_result": LintResult,

@@ -1,12 +1,13 @@
 """The job kinds a worker serves, by role (messages/PROTOCOL.md, "Job payloads").
 
-Role `device` serves `test`, `benchmark` and `catalog` on its device; role `lint` serves `lint`
-and needs no device. Heavy modules (the harness, the linter, the catalog) are imported on first
-use, so that a worker says hello within a second of starting.
+Role `device` serves `test`, `benchmark`, `catalog` and `backend` on its device; role `lint`
+serves `lint` and needs no device. Heavy modules (the harness, the linter, the catalog) are
+imported on first use, so that a worker says hello within a second of starting.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import threading
@@ -98,6 +99,17 @@ class HarnessPool:
         slots take no other job until it is done (TIMING.md: nothing shares the GPU while it
         times)."""
         source = hashlib.sha256(str(payload.get("source")).encode()).hexdigest()
+        with self.every_slot(cancel):
+            harness = self._take(source, exclusive=True)
+            try:
+                return run_benchmark(harness, payload, cancel)
+            finally:
+                self._give_back(harness, source)
+
+    @contextlib.contextmanager
+    def every_slot(self, cancel: threading.Event):
+        """Holds every slot for one job: waits for the jobs running now, and the slots take no
+        other job until it ends."""
         with self._changed:
             while self._exclusive:
                 self._wait_or_cancel(cancel)
@@ -109,11 +121,7 @@ class HarnessPool:
                 self._end_exclusive()
                 raise
         try:
-            harness = self._take(source, exclusive=True)
-            try:
-                return run_benchmark(harness, payload, cancel)
-            finally:
-                self._give_back(harness, source)
+            yield
         finally:
             with self._changed:
                 self._end_exclusive()
@@ -210,5 +218,43 @@ def handlers_for(
         contract.JobKind.TEST: pool.run_test,
         contract.JobKind.BENCHMARK: pool.run_benchmark,
         contract.JobKind.CATALOG: _catalog_job(device_kind),
+        contract.JobKind.BACKEND: _backend_job(pool, device_kind, slots, toolchain_defects),
     }
     return handlers, pool.close
+
+
+def _backend_job(
+    pool: HarnessPool,
+    device_kind: str,
+    slots: int,
+    toolchain_defects: tuple[contract.ToolchainDefect, ...],
+) -> JobHandler:
+    """An installed backend judged as ``validate --backend`` judges it, in candidate processes
+    of its own that enabled it (one per slot): it holds every slot meanwhile, so that no test
+    shares the device with them and no candidate process of the pool has the backend enabled."""
+
+    def run(payload: dict[str, Any], cancel: threading.Event) -> dict[str, Any]:
+        from opforge_worker import validate
+
+        request = contract.BackendRequest.from_dict(payload)
+        with pool.every_slot(cancel):
+            validation = validate.validate_backend(
+                request.package,
+                device_kind,
+                enable=request.enable or None,
+                dtypes=[str(dtype) for dtype in request.dtypes],
+                timeout_s=request.timeout_s,
+                ops=request.ops,
+                jobs=slots,
+                toolchain_defects=toolchain_defects,
+                cancel=cancel,
+            )
+        if cancel.is_set():
+            raise JobCancelled
+        return {
+            "package": validation.backend["package"],
+            "enable": validation.backend["enable"],
+            "overloads": validation.overloads,
+        }
+
+    return run

@@ -231,6 +231,7 @@ def validate_one(
     timeout_s: float,
     seed: int,
     sets: tuple[str, ...],
+    cancel: threading.Event | None = None,
 ) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "file": candidate.path.name,
@@ -271,7 +272,7 @@ def validate_one(
         "timeout_s": timeout_s,
     }
     started = time.monotonic()
-    payload = harness.run_test(request, threading.Event())
+    payload = harness.run_test(request, cancel or threading.Event())
     return {**entry, "dtypes": chosen, "elapsed_s": round(time.monotonic() - started, 3), **payload}
 
 
@@ -409,17 +410,21 @@ def validate_paths(
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _judge_in_slots(harnesses: list, candidates: list[Candidate], judge) -> list[dict[str, Any]]:
+def _judge_in_slots(
+    harnesses: list, candidates: list[Candidate], judge, cancel: threading.Event | None = None
+) -> list[dict[str, Any]]:
     """``judge(harness, candidate)`` of every candidate, each harness judging one at a time
     and taking the next candidate not yet taken as it ends; the results in ``candidates``'
-    order. A harness is one candidate process: never two tests at once in one."""
+    order. A harness is one candidate process: never two tests at once in one. Once ``cancel``
+    is set no candidate is taken (the result of one not judged is ``{}``)."""
     results: list[dict[str, Any]] = [{}] * len(candidates)
     taken = iter(range(len(candidates)))
     lock = threading.Lock()
     failed = threading.Event()  # a slot's exception stops the others taking more
+    cancel = cancel or threading.Event()
 
     def slot(harness) -> None:
-        while not failed.is_set():
+        while not failed.is_set() and not cancel.is_set():
             with lock:
                 index = next(taken, None)
             if index is None:
@@ -563,12 +568,16 @@ def validate_backend(
     ops: list[str] | None = None,
     cache_dir: Path | None = None,
     jobs: int = 1,
+    toolchain_defects: tuple = (),
+    cancel: threading.Event | None = None,
 ) -> BackendValidation:
     """Judge the installed ``package`` through the dispatcher: enable it (``enable``, default
     ``package.enable``) in the candidate process, and run every OpInfo (of ``ops``, default the
     catalog's) that dispatches to an overload it registered, every sample of each set, with the
     judge's references and tolerances, ``jobs`` OpInfos at once (each slot a candidate process
-    of its own that enabled the package). ValueError when the package cannot be found,
+    of its own that enabled the package). ``toolchain_defects``: what the conformance probes
+    found (a failure they explain is device_defect, as in a worker's tests); ``cancel`` stops it
+    between tests, the verdicts so far returned. ValueError when the package cannot be found,
     RuntimeError when enabling it fails."""
     from opforge_worker import backend, sample_sets
     from opforge_worker import catalog as catalog_module
@@ -596,6 +605,7 @@ def validate_backend(
             sample_cache=samples,
             static_gate=False,  # the source is ours; the backend's code is what is judged
             backend=spec,
+            toolchain_defects=toolchain_defects,
         )
 
     harnesses = [slot_harness()]
@@ -629,12 +639,14 @@ def validate_backend(
             harnesses,
             candidates,
             lambda harness, candidate: validate_one(
-                harness, candidate, device_kind, dtypes, timeout_s, seed, chosen_sets
+                harness, candidate, device_kind, dtypes, timeout_s, seed, chosen_sets, cancel
             ),
+            cancel,
         )
         results = [
             {**result, "overloads": through}
             for result, (_, through) in zip(verdicts, judged, strict=True)
+            if result  # not judged: cancelled
         ]
     finally:
         for harness in harnesses:

@@ -215,7 +215,7 @@ def test_vocabulary_is_one_tuple_per_enum():
         "int64",
         "bool",
     )
-    assert contract.JOB_KINDS == ("test", "lint", "catalog", "benchmark")
+    assert contract.JOB_KINDS == ("test", "lint", "catalog", "benchmark", "backend")
     assert "skipped" in contract.DTYPE_OUTCOMES and "skipped" not in contract.OUTCOMES
     assert contract.SESSION_STATES[0] == "PROMPT"
 

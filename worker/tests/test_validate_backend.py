@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -118,6 +119,34 @@ def test_the_cli_writes_the_table_and_the_json_and_fails_the_run(tmp_path):
     )
     assert missing.returncode == 2
     assert "no_such_backend_pkg" in missing.stderr and "no such package" in missing.stderr
+
+
+def test_a_device_worker_judges_a_backend_as_a_job_holding_every_slot(on_path, monkeypatch):
+    from opforge_worker import contract, jobs
+    from opforge_worker.connection import JobCancelled
+
+    on_path(BACKENDS)
+    handlers, release = jobs.handlers_for(contract.WorkerRole.DEVICE, "interpreter", 2)
+    request = contract.BackendRequest(
+        package=HANDWRITTEN, dtypes=["float32"], ops=["abs", "neg"], timeout_s=60.0
+    )
+    try:
+        payload = handlers[contract.JobKind.BACKEND](request.to_dict(), threading.Event())
+        result = contract.BackendResult.from_dict(payload)  # the contract's shape, checked
+        verdicts = {verdict.overload: verdict for verdict in result.overloads}
+        assert (result.package, result.enable) == (HANDWRITTEN, f"{HANDWRITTEN}.enable")
+        assert verdicts["aten.neg.default"].outcome == "pass"
+        assert verdicts["aten.neg.default"].reached >= verdicts["aten.neg.default"].tests_run > 0
+        assert verdicts["aten.abs.default"].outcome == "accuracy_error"
+        assert verdicts["aten.abs.default"].problem.startswith("abs: ")
+        assert verdicts["aten.exp.default"].outcome == validate.UNJUDGED  # exp not asked for
+
+        cancelled = threading.Event()
+        cancelled.set()
+        with pytest.raises(JobCancelled):
+            handlers[contract.JobKind.BACKEND](request.to_dict(), cancelled)
+    finally:
+        release()
 
 
 def test_our_export_judges_as_its_kernel_files_do(tmp_path, on_path):
