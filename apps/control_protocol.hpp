@@ -31,6 +31,7 @@ enum class request_type : uint8_t {
   export_,
   import,
   import_status,
+  imports,
   report,
   shutdown,
 };
@@ -38,10 +39,10 @@ enum class request_type : uint8_t {
 template <>
 struct contract::enum_traits<request_type> {
   static constexpr std::string_view label = "request_type";
-  static constexpr std::array<std::string_view, 17> names{
+  static constexpr std::array<std::string_view, 18> names{
       "status",   "workers", "run",           "campaign",    "campaigns",  "cancel",
       "sessions", "show",    "kernels",       "regressions", "revalidate", "repair",
-      "export",   "import",  "import_status", "report",      "shutdown"};
+      "export",   "import",  "import_status", "imports",     "report",     "shutdown"};
   static_assert(names.size() - 1 == static_cast<size_t>(request_type::shutdown));
 };
 

@@ -581,6 +581,7 @@ control_server::answer_type control_server::answer(std::string_view request) {
       return {encode(bundle(*fields))};
     case request_type::import:
     case request_type::import_status:
+    case request_type::imports:
       return {encode(import_reply(*context_.system, context_.importer, *known, *fields))};
     case request_type::report:
       return {encode(report(*fields))};

@@ -1,9 +1,11 @@
 #include "apps/import_command.hpp"
 
+#include "apps/cli_common.hpp"
 #include "apps/control_client.hpp"
 #include "apps/import_views.hpp"
 #include "messages/device_kind.hpp"
 #include "messages/errors.hpp"
+#include "messages/utc_time.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -224,14 +226,13 @@ void print_verdicts(const nlohmann::json& s) {
 
 } // namespace
 
-void import_options::add_to(CLI::App& cmd) {
+CLI::App* import_options::add_to(CLI::App& cmd) {
   cmd.add_option("DIR", dir, "the kernel set's directory (none for torch-library)");
   cmd.add_option_function<std::string>(
          "--layout",
          [this](const std::string& name) { layout = *from_string<import_layout>(name); },
          "backendbench (one folder per aten overload, or per aten op in BackendBench's older "
          "layout), candidates, or torch-library (an installed package: --package)")
-      ->required()
       ->check(CLI::IsMember(layout_names()));
   cmd.add_option("--device", device, "where kernels are tested: a device kind, e.g. cuda")
       ->check([](const std::string& kind) {
@@ -251,16 +252,21 @@ void import_options::add_to(CLI::App& cmd) {
                  "worker's first survey of the whole catalog takes minutes)");
   cmd.add_flag("--repair", repair,
                "start a campaign of sessions seeded with each failing kernel and its failure");
+  auto* show = cmd.add_subcommand("show", "a stored import's status and every verdict");
+  show->add_option("ID", show_id, "the import's id (opforge imports lists them)")->required();
+  return show;
 }
 
 int run_import(const std::string& control, const import_options& options, bool json,
                std::chrono::milliseconds timeout) {
-  auto fail = [](const caf::error& err, int code) {
-    std::cerr << "opforge: " << message(err) << '\n';
-    return code;
-  };
+  using cli::fail;
+  if (!options.layout)
+    return fail(caf::make_error(errc::request_invalid, "import: name the kernel set's --layout (" +
+                                                           contract::one_of<import_layout>() + ")"),
+                exit_unreadable);
+  auto layout = *options.layout;
   fs::path dir{options.dir};
-  bool installed = options.layout == import_layout::torch_library;
+  bool installed = layout == import_layout::torch_library;
   auto wrong_options = [&]() -> std::string {
     if (installed && options.package.empty())
       return "--layout torch-library judges an installed package: name it with --package";
@@ -277,7 +283,7 @@ int run_import(const std::string& control, const import_options& options, bool j
     return fail(caf::make_error(errc::request_invalid, wrong_options), exit_unreadable);
   std::vector<std::vector<kernel_file>> parts{{}};
   if (!installed) {
-    auto files = read_kernel_set(dir, options.layout);
+    auto files = read_kernel_set(dir, layout);
     if (!files)
       return fail(files.error(), exit_unreadable);
     auto split_files = parts_of(std::move(*files), dir);
@@ -299,7 +305,7 @@ int run_import(const std::string& control, const import_options& options, bool j
       listed.push_back({{"path", file.path}, {"source", file.source}});
     nlohmann::json request{{"id", id},
                            {"more", i + 1 < parts.size()},
-                           {"layout", to_string(options.layout)},
+                           {"layout", to_string(layout)},
                            {"source", source},
                            {"device_kind", options.device},
                            {"dtypes", split(options.dtypes)},
@@ -318,8 +324,8 @@ int run_import(const std::string& control, const import_options& options, bool j
     std::cout << "import " << id << ": the installed backend " << options.package
               << ", judged through the dispatcher\n";
   else if (!json)
-    std::cout << "import " << id << ": " << to_string(options.layout) << " kernels from "
-              << dir.string() << " as imported:" << source << '\n';
+    std::cout << "import " << id << ": " << to_string(layout) << " kernels from " << dir.string()
+              << " as imported:" << source << '\n';
   std::string last_line;
   for (;;) {
     auto reply = control_request(control, request_type::import_status, {{"id", id}}, timeout);
@@ -357,6 +363,45 @@ int run_import(const std::string& control, const import_options& options, bool j
     }
     std::this_thread::sleep_for(std::chrono::milliseconds{300});
   }
+}
+
+int show_import(const std::string& control, const std::string& id, bool json,
+                std::chrono::milliseconds timeout) {
+  auto reply = control_request(control, request_type::import_status, {{"id", id}}, timeout);
+  if (!reply)
+    return cli::fail(reply.error(), exit_refused);
+  const auto& status = (*reply)["import"];
+  if (json)
+    std::cout << status.dump(2) << '\n';
+  else
+    print_verdicts(status);
+  return 0;
+}
+
+int list_imports(const std::string& control, bool json, std::chrono::milliseconds timeout) {
+  auto reply = control_request(control, request_type::imports, {}, timeout);
+  if (!reply)
+    return cli::fail(reply.error(), exit_refused);
+  auto imports = reply->value("imports", nlohmann::json::array());
+  if (json) {
+    std::cout << imports.dump(2) << '\n';
+    return 0;
+  }
+  if (imports.empty()) {
+    std::cout << "no imports in this daemon's store\n";
+    return 0;
+  }
+  std::vector<std::vector<std::string>> rows{
+      {"IMPORT", "STATE", "LAYOUT", "SOURCE", "DEVICE", "ACCEPTED", "OPENED (UTC)", "ERROR"}};
+  for (const auto& s : imports)
+    rows.push_back(
+        {s.value("import_id", ""), s.value("state", ""), s.value("layout", ""),
+         s.value("source", ""), s.value("device_kind", ""),
+         std::to_string(s.value("accepted", 0)) + "/" + std::to_string(s.value("tests", 0)),
+         format_utc(s.value("created_ms", int64_t{0}), "%Y-%m-%d %H:%M"),
+         s.value("error", std::string{})});
+  cli::print_table(rows);
+  return 0;
 }
 
 } // namespace opforge

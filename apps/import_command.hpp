@@ -8,6 +8,7 @@
 #include "messages/import_messages.hpp"
 
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -16,7 +17,7 @@ namespace opforge {
 
 struct import_options {
   std::string dir;
-  import_layout layout = import_layout::candidates;
+  std::optional<import_layout> layout;
   std::string device;
   std::string dtypes;  // comma-separated
   std::string source;  // default: the directory's name, or the package's
@@ -24,8 +25,10 @@ struct import_options {
   std::string enable;  // torch-library: its enable call ("" = package.enable)
   std::string ops;     // torch-library: only these OpInfos, comma-separated
   bool repair = false;
+  std::string show_id; // `opforge import show ID`
 
-  void add_to(CLI::App& cmd);
+  /// Adds the options to `cmd` and its `show ID` subcommand, which it returns.
+  CLI::App* add_to(CLI::App& cmd);
 };
 
 /// Imports the kernel set, follows it to its end and prints the verdicts (the final status as
@@ -35,5 +38,12 @@ struct import_options {
 /// read or holds a file too large for a control request, or the options do not fit the layout.
 int run_import(const std::string& control, const import_options& options, bool json,
                std::chrono::milliseconds timeout);
+
+/// `opforge import show ID`: a stored import's status and every verdict, as `import` printed
+/// them when it ended (JSON with `json`); `opforge imports`: one line per stored import, oldest
+/// first. Exit status 0, or 1 when the daemon does not answer or knows no such import.
+int show_import(const std::string& control, const std::string& id, bool json,
+                std::chrono::milliseconds timeout);
+int list_imports(const std::string& control, bool json, std::chrono::milliseconds timeout);
 
 } // namespace opforge

@@ -128,6 +128,18 @@ nlohmann::json to_json(const import_status& s) {
 
 nlohmann::json import_reply(caf::actor_system& sys, const importer_actor& importer,
                             request_type type, const wire::map_reader& fields) {
+  if (type == request_type::imports) {
+    auto listed = ask<std::vector<import_status>>(sys, importer_bound, importer, atom::list_v);
+    if (!listed)
+      return failure(message(listed.error()));
+    auto imports = nlohmann::json::array();
+    for (const auto& status : *listed) {
+      auto entry = to_json(status);
+      entry.erase("verdicts");
+      imports.push_back(std::move(entry));
+    }
+    return {{"ok", true}, {"imports", std::move(imports)}};
+  }
   auto status = [&]() -> caf::expected<import_status> {
     if (type != request_type::import) {
       auto id = fields.string("id");

@@ -21,7 +21,8 @@ namespace opforge {
 inline constexpr size_t max_import_files_per_request = 200;
 
 /// The reply to `import` (one part of a kernel set) or `import_status` (`type`): `ok: true` with
-/// `import`, the import's status; or `ok: false` with a one-line error.
+/// `import`, the import's status; to `imports`: `ok: true` with `imports`, every stored import's
+/// status without its verdicts; or `ok: false` with a one-line error.
 nlohmann::json import_reply(caf::actor_system& sys, const importer_actor& importer,
                             request_type type, const wire::map_reader& fields);
 

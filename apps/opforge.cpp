@@ -680,11 +680,14 @@ int main(int argc, char** argv) {
   import_options import_opts;
   auto* import_cmd = app.add_subcommand(
       "import", "test a kernel set on a device worker; those that pass enter the library");
-  import_opts.add_to(*import_cmd);
+  auto* import_show_cmd = import_opts.add_to(*import_cmd);
+  auto* imports_cmd =
+      app.add_subcommand("imports", "every import the daemon's store holds, oldest first");
 
-  for (auto* cmd : {status_cmd, workers_cmd, shutdown_cmd, run_cmd, attach_cmd, campaigns_cmd,
-                    cancel_cmd, sessions_cmd, show_cmd, kernels_cmd, regressions_cmd,
-                    revalidate_cmd, repair_cmd, export_cmd, import_cmd}) {
+  for (auto* cmd :
+       {status_cmd, workers_cmd, shutdown_cmd, run_cmd, attach_cmd, campaigns_cmd, cancel_cmd,
+        sessions_cmd, show_cmd, kernels_cmd, regressions_cmd, revalidate_cmd, repair_cmd,
+        export_cmd, import_cmd, import_show_cmd, imports_cmd}) {
     common.add_to(*cmd);
     client.add_to(*cmd);
   }
@@ -699,6 +702,8 @@ int main(int argc, char** argv) {
   auto* cmd = app.get_subcommands().front();
   if (cmd == keys_cmd)
     cmd = keys_cmd->get_subcommands().front();
+  if (cmd == import_cmd && import_show_cmd->parsed())
+    cmd = import_show_cmd;
   config_sources sources{{}, process_env, std::nullopt};
   if (!common.config_file.empty())
     sources.file = common.config_file;
@@ -787,9 +792,15 @@ int main(int argc, char** argv) {
                       std::chrono::milliseconds{client.timeout_ms});
   if (cmd == export_cmd)
     return export_library(*cfg, client, exported);
+  if (cmd == import_show_cmd)
+    return show_import(cfg->control.listen, import_opts.show_id, client.json,
+                       std::chrono::milliseconds{client.timeout_ms});
   if (cmd == import_cmd)
     return run_import(cfg->control.listen, import_opts, client.json,
                       std::chrono::milliseconds{client.timeout_ms});
+  if (cmd == imports_cmd)
+    return list_imports(cfg->control.listen, client.json,
+                        std::chrono::milliseconds{client.timeout_ms});
   if (cmd == report_cmd)
     return write_report(*cfg, reported);
   if (cmd == show_cmd)

@@ -224,7 +224,9 @@ using importer_actor = caf::typed_actor<
     // Takes one part of an import (the first one opens it, the last one starts its tests);
     // replies with its status, or with errc::request_invalid.
     caf::replies_to<atom::onboard, import_request>::with<import_status>,
-    // Progress and verdicts of the import with this id.
-    caf::replies_to<atom::status, std::string>::with<import_status>>;
+    // Progress and verdicts of the import with this id, from this daemon or the store.
+    caf::replies_to<atom::status, std::string>::with<import_status>,
+    // Every stored import, oldest first, without its verdicts.
+    caf::replies_to<atom::list>::with<std::vector<import_status>>>;
 
 } // namespace opforge

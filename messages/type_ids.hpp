@@ -100,5 +100,6 @@ CAF_ADD_TYPE_ID(opforge, (opforge::maintenance_status))
 CAF_ADD_ATOM(opforge, opforge::atom, onboard, "onboard")
 CAF_ADD_TYPE_ID(opforge, (opforge::import_request))
 CAF_ADD_TYPE_ID(opforge, (opforge::import_status))
+CAF_ADD_TYPE_ID(opforge, (std::vector<opforge::import_status>))
 
 CAF_END_TYPE_ID_BLOCK(opforge)

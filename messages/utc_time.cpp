@@ -1,7 +1,9 @@
 #include "messages/utc_time.hpp"
 
 #include <chrono>
+#include <cstdio>
 #include <ctime>
+#include <random>
 
 namespace opforge {
 
@@ -18,6 +20,13 @@ int64_t unix_ms_now() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
+}
+
+std::string timestamped_id() {
+  static thread_local std::mt19937 random{std::random_device{}()};
+  char suffix[8];
+  std::snprintf(suffix, sizeof suffix, "-%04x", static_cast<unsigned>(random() & 0xffff));
+  return format_utc(unix_ms_now(), "%Y%m%d-%H%M%S") + suffix;
 }
 
 } // namespace opforge

@@ -15,4 +15,8 @@ std::string format_utc(int64_t unix_ms, const char* format);
 /// The wall clock now, in milliseconds since the epoch.
 int64_t unix_ms_now();
 
+/// A new id that sorts by when it was made and is unique across restarts: the UTC second and 16
+/// random bits, e.g. 20261206-214501-3fa2.
+std::string timestamped_id();
+
 } // namespace opforge

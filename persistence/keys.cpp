@@ -55,6 +55,14 @@ std::string conformance_key(std::string_view device_kind, std::string_view finge
   return conformance_prefix() + prefix_of(device_kind) + std::string{fingerprint};
 }
 
+std::string imports_prefix() {
+  return prefix_of("import");
+}
+
+std::string import_key(std::string_view import_id) {
+  return imports_prefix() + std::string{import_id};
+}
+
 std::string maintenance_prefix() {
   return prefix_of("maintenance");
 }

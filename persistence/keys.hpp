@@ -60,6 +60,13 @@ std::string conformance_prefix();
 /// `fingerprint` (what its workers' probes found, actors/library/library.hpp).
 std::string conformance_key(std::string_view device_kind, std::string_view fingerprint);
 
+/// The `family::meta` keys of the imports (actors/library/importer.hpp) start with this; a
+/// prefix scan yields them all, in the order their ids sort (by when they were opened).
+std::string imports_prefix();
+
+/// Key in `family::meta` of import `import_id`'s status and verdicts.
+std::string import_key(std::string_view import_id);
+
 /// `key` for error messages: printable ASCII as is, other bytes as \xNN.
 std::string printable(std::string_view key);
 

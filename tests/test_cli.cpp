@@ -374,7 +374,7 @@ TEST_F(CliTest, MalformedControlRequestsGetErrorReplies) {
   EXPECT_EQ(error_of(pack({{"v", 1}, {"type", "launch"}})),
             "unknown request type 'launch' (this daemon knows: status, workers, run, campaign, "
             "campaigns, cancel, sessions, show, kernels, regressions, revalidate, repair, export, "
-            "import, import_status, report, shutdown)");
+            "import, import_status, imports, report, shutdown)");
   // An import's layout is parsed where the request arrives, naming the layouts there are.
   EXPECT_EQ(error_of(pack({{"v", 1}, {"type", "import"}, {"layout", "flat"}, {"source", "mine"}})),
             "import: 'layout' must be backendbench, candidates or torch-library, got 'flat'");

@@ -97,6 +97,10 @@ protected:
         backends.string() + (inherited && *inherited ? ":" + std::string{inherited} : "");
     ::setenv("PYTHONPATH", pythonpath.c_str(), 1);
     write("demo.yaml", "workers: {listen: '" + workers_endpoint() + "'}\n");
+    start_daemon();
+  }
+
+  void start_daemon() {
     daemon = spawn({"serve", "--config", (dir / "demo.yaml").string(), "--data-dir", data.string(),
                     "--metrics-listen", ""},
                    dir / "serve.out", dir / "serve.err");
@@ -250,6 +254,30 @@ TEST_F(Import, AnInstalledBackendIsJudgedPerOverloadThroughTheDispatcher) {
 
   shut_down();
   EXPECT_TRUE(stored_kernels(data).empty()); // the package's kernels stay in the package
+
+  // Both imports outlive the daemon: listed oldest first, each shown with its verdicts.
+  start_daemon();
+  auto listed = opforge({"imports", "--json"});
+  ASSERT_EQ(listed.code, 0) << listed.err;
+  auto imports = json::parse(listed.out);
+  ASSERT_EQ(imports.size(), 2u) << imports.dump(2);
+  EXPECT_EQ(imports[0].at("import_id"), backend.at("import_id"));
+  EXPECT_EQ(imports[0].at("state"), "done");
+  EXPECT_EQ(imports[0].at("accepted"), 1);
+  EXPECT_FALSE(imports[0].contains("verdicts")); // a list of imports, not of their verdicts
+  EXPECT_EQ(imports[1].at("state"), "failed");
+  EXPECT_EQ(imports[1].at("source"), "no_such_backend_pkg");
+  auto shown = opforge({"import", "show", backend.at("import_id").get<std::string>(), "--json"});
+  ASSERT_EQ(shown.code, 0) << shown.err;
+  EXPECT_EQ(json::parse(shown.out), backend);
+  auto text = opforge({"imports"});
+  EXPECT_THAT(text.out, HasSubstr(backend.at("import_id").get<std::string>() +
+                                  "  done    torch-library  opforge_test_backend"))
+      << text.out;
+  auto unknown = opforge({"import", "show", "import-none"});
+  EXPECT_EQ(unknown.code, 1);
+  EXPECT_THAT(unknown.err, HasSubstr("no import 'import-none' in this daemon's store"));
+  shut_down();
 }
 
 TEST_F(Import, TheOlderBackendBenchLayoutMapsAFolderToEveryOverloadOfItsOp) {

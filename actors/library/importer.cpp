@@ -10,7 +10,9 @@
 #include "messages/errors.hpp"
 #include "messages/jobs.hpp"
 #include "messages/library_messages.hpp"
+#include "messages/utc_time.hpp"
 #include "messages/wire.hpp"
+#include "persistence/import_records.hpp"
 #include "persistence/keys.hpp"
 
 #include <algorithm>
@@ -43,12 +45,6 @@ const std::set<std::string> harness_imports{"import torch", "import triton",
                                             "from triton import language as tl"};
 
 const std::regex marker_line{R"(^#\s*opforge:\s*(wrapper|variants?)\s*=\s*([\w.,-]+)\s*$)"};
-
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 caf::error invalid(std::string what) {
   return caf::make_error(errc::request_invalid, std::move(what));
@@ -464,6 +460,31 @@ std::string failure_feedback(const contract::test_result& test) {
 
 namespace {
 
+// Stores the import's status now, or once the write under way ends: at most one write of an
+// import at a time, the last one holding its latest status.
+void persist(self_pointer self, const std::string& id) {
+  auto& run = self->state.imports[id];
+  if (run.storing) {
+    run.stale = true;
+    return;
+  }
+  run.storing = true;
+  run.stale = false;
+  write_batch batch{{{family::meta, import_key(id), encode_import(run.status)}}};
+  auto written = [self, id] {
+    auto& run = self->state.imports[id];
+    run.storing = false;
+    if (run.stale)
+      persist(self, id);
+  };
+  self->request(self->state.setup.store, caf::infinite, atom::write_v, std::move(batch))
+      .then([written](atom::ok) { written(); },
+            [id, written](const caf::error& err) {
+              spdlog::warn("import {}: its status was not stored: {}", id, render(err));
+              written();
+            });
+}
+
 import_run* find_run(self_pointer self, const std::string& id) {
   auto found = self->state.imports.find(id);
   return found == self->state.imports.end() ? nullptr : &found->second;
@@ -476,9 +497,10 @@ void finish(self_pointer self, const std::string& id) {
     auto& run = self->state.imports[id];
     run.status.state = import_state::done;
     run.status.error = std::move(error);
-    run.status.ended_ms = now_ms();
+    run.status.ended_ms = unix_ms_now();
     spdlog::info("import {} done: {} of {} tests accepted", id, run.status.accepted,
                  run.status.tests);
+    persist(self, id);
   };
   if (!run.repair || run.seeds.empty())
     return done({});
@@ -507,6 +529,8 @@ void decide(self_pointer self, const std::string& id, import_verdict verdict) {
   if (run.status.state == import_state::testing && run.pending == 0 &&
       run.status.decided == run.status.tests)
     finish(self, id);
+  else
+    persist(self, id);
 }
 
 // A failure that a repair session can start from: the candidate's fault, not the harness's.
@@ -541,7 +565,7 @@ void accept(self_pointer self, const std::string& id, const parsed_kernel& kerne
                       .outcome = contract::outcome::pass,
                       .tests_run = test.tests_run,
                       .tests_passed = test.tests_passed,
-                      .validated_at_ms = now_ms()});
+                      .validated_at_ms = unix_ms_now()});
   self->request(self->state.setup.library, caf::infinite, atom::add_v, std::move(k))
       .then(
           [self, id, verdict](kernel_version&) mutable {
@@ -632,6 +656,7 @@ void judge(self_pointer self, const std::string& id, size_t index, import_target
 void test_all(self_pointer self, const std::string& id, const contract::catalog_result& catalog) {
   auto& run = self->state.imports[id];
   run.status.state = import_state::testing;
+  persist(self, id);
   std::vector<std::pair<size_t, resolution>> resolved;
   for (size_t i = 0; i < run.kernels.size(); ++i) {
     auto r = resolve(catalog, run.kernels[i]);
@@ -680,8 +705,9 @@ void fail(self_pointer self, const std::string& id, const std::string& why) {
   auto& status = self->state.imports[id].status;
   status.state = import_state::failed;
   status.error = why;
-  status.ended_ms = now_ms();
+  status.ended_ms = unix_ms_now();
   spdlog::warn("import {} failed: {}", id, why);
+  persist(self, id);
 }
 
 // Whether a kernel is left unmapped that the full catalog may map: one none of whose names the
@@ -744,6 +770,7 @@ void full_catalog(self_pointer self, const std::string& id) {
 void resolve_all(self_pointer self, const std::string& id) {
   auto& run = self->state.imports[id];
   run.status.state = import_state::resolving;
+  persist(self, id);
   std::set<std::string> names;
   for (const auto& kernel : run.kernels)
     for (auto& name : catalog_guesses(kernel))
@@ -791,6 +818,7 @@ import_verdict overload_verdict(const contract::backend_overload& overload) {
 void judge_backend(self_pointer self, const std::string& id) {
   auto& run = self->state.imports[id];
   run.status.state = import_state::testing;
+  persist(self, id);
   const auto& setup = self->state.setup;
   auto job = backend_job(id + ":backend", run.backend, run.status.dtypes,
                          {run.status.device_kind, setup.sample_timeout_s, setup.job_deadline_ms});
@@ -856,9 +884,47 @@ caf::expected<import_status> open_import(const importer_setup& setup, import_req
         }))
       return invalid(std::string{what} + " '" + *name +
                      "': must be a dotted Python name (letters, digits, _ and .)");
-  status.created_ms = now_ms();
+  status.created_ms = unix_ms_now();
   status.state = import_state::receiving;
   return status;
+}
+
+// An import the store holds as running was cut off when the last daemon stopped: it is said to
+// have failed, its verdicts so far kept (the kernels it accepted are in the library).
+void end_interrupted(self_pointer self) {
+  self->request(self->state.setup.store, caf::infinite, atom::scan_v, family::meta,
+                imports_prefix(), scan_limit)
+      .then(
+          [self](std::vector<key_value>& stored) {
+            std::vector<write_op> ended;
+            for (const auto& kv : stored) {
+              auto status = decode_import(kv.value);
+              if (!status) {
+                spdlog::warn("{}", render(status.error()));
+                continue;
+              }
+              if (status->state == import_state::done || status->state == import_state::failed)
+                continue;
+              status->error = "the daemon stopped while the import was " +
+                              to_string(status->state) + "; the verdicts before that stand";
+              status->state = import_state::failed;
+              status->ended_ms = unix_ms_now();
+              ended.push_back({family::meta, kv.key, encode_import(*status)});
+            }
+            if (ended.empty())
+              return;
+            spdlog::info("{} imports cut off by the last stop are marked failed", ended.size());
+            self->request(self->state.setup.store, caf::infinite, atom::write_v,
+                          write_batch{std::move(ended)})
+                .then([](atom::ok) {},
+                      [](const caf::error& err) {
+                        spdlog::warn("imports cut off by the last stop: not stored: {}",
+                                     render(err));
+                      });
+          },
+          [](const caf::error& err) {
+            spdlog::warn("cannot read the stored imports: {}", render(err));
+          });
 }
 
 } // namespace
@@ -866,6 +932,7 @@ caf::expected<import_status> open_import(const importer_setup& setup, import_req
 importer_actor::behavior_type importer(importer_actor::stateful_pointer<importer_state> self,
                                        importer_setup setup) {
   self->state.setup = std::move(setup);
+  end_interrupted(self);
   return {
       [self](atom::onboard, import_request& request) -> caf::result<import_status> {
         auto id = request.import_id;
@@ -873,7 +940,7 @@ importer_actor::behavior_type importer(importer_actor::stateful_pointer<importer
           auto status = open_import(self->state.setup, request);
           if (!status)
             return status.error();
-          id = "import-" + std::to_string(self->state.next_id++);
+          id = "import-" + timestamped_id();
           status->import_id = id;
           auto& run = self->state.imports[id];
           run.status = std::move(*status);
@@ -881,6 +948,7 @@ importer_actor::behavior_type importer(importer_actor::stateful_pointer<importer
           run.backend = {request.package, request.enable, request.ops};
           spdlog::info("import {} opened: {} layout from {} on {}", id,
                        to_string(run.status.layout), run.status.source, run.status.device_kind);
+          persist(self, id);
         }
         auto* run = find_run(self, id);
         if (!run)
@@ -910,12 +978,50 @@ importer_actor::behavior_type importer(importer_actor::stateful_pointer<importer
         return run->status;
       },
       [self](atom::status, const std::string& id) -> caf::result<import_status> {
-        auto* run = find_run(self, id);
-        if (!run)
-          return invalid("no import '" + id +
-                         "' in this daemon (imports are kept until it stops; their kernels "
-                         "are in the library)");
-        return run->status;
+        if (auto* run = find_run(self, id))
+          return run->status;
+        auto promise = self->make_response_promise<import_status>();
+        self->request(self->state.setup.store, caf::infinite, atom::get_v, family::meta,
+                      import_key(id))
+            .then(
+                [promise, id](stored_value& stored) mutable {
+                  if (!stored.value) {
+                    promise.deliver(invalid("no import '" + id + "' in this daemon's store"));
+                    return;
+                  }
+                  auto status = decode_import(*stored.value);
+                  if (!status) {
+                    promise.deliver(status.error());
+                    return;
+                  }
+                  promise.deliver(std::move(*status));
+                },
+                [promise](const caf::error& err) mutable { promise.deliver(err); });
+        return promise;
+      },
+      [self](atom::list) -> caf::result<std::vector<import_status>> {
+        auto promise = self->make_response_promise<std::vector<import_status>>();
+        self->request(self->state.setup.store, caf::infinite, atom::scan_v, family::meta,
+                      imports_prefix(), scan_limit)
+            .then(
+                [self, promise](std::vector<key_value>& stored) mutable {
+                  std::vector<import_status> out;
+                  for (const auto& kv : stored) {
+                    auto status = decode_import(kv.value);
+                    if (!status) {
+                      promise.deliver(status.error());
+                      return;
+                    }
+                    // What this daemon holds is newer than a write still under way.
+                    if (auto* run = find_run(self, status->import_id))
+                      *status = run->status;
+                    status->verdicts.clear(); // a list of imports, not of their verdicts
+                    out.push_back(std::move(*status));
+                  }
+                  promise.deliver(std::move(out));
+                },
+                [promise](const caf::error& err) mutable { promise.deliver(err); });
+        return promise;
       },
   };
 }

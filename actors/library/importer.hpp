@@ -110,7 +110,8 @@ struct importer_setup {
   int64_t job_deadline_ms = 30 * 60 * 1000;
 };
 
-/// One import in this daemon's lifetime (imports are not stored: their kernels are).
+/// One import this daemon runs or ran since it started; its status is also stored
+/// (persistence/import_records.hpp), after every change, so that it outlives the daemon.
 struct import_run {
   import_status status;
   bool repair = false;
@@ -119,12 +120,13 @@ struct import_run {
   std::set<std::string> present;    // `kernels` keys the library held when the tests started
   std::vector<campaign_seed> seeds; // the failing kernels, one per operator
   uint64_t pending = 0;             // tests not decided yet
+  bool storing = false;             // a write of the status is under way
+  bool stale = false;               // the status changed since that write began
 };
 
 struct importer_state {
   importer_setup setup;
   std::map<std::string, import_run> imports; // by id
-  uint64_t next_id = 1;
 
   static inline const char* name = "importer";
 };

@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
-#include <random>
 #include <sstream>
 
 #include <spdlog/spdlog.h>
@@ -531,9 +530,9 @@ std::vector<std::string> known_kinds(const std::vector<worker_info>& workers) {
 // Stores an accepted campaign as resolving, then answers and resolves it.
 void admit(self_pointer self, status_promise promise, campaign_spec spec,
            campaign_request request) {
-  auto id = new_campaign_id();
+  auto id = timestamped_id();
   while (self->state.campaigns.count(id))
-    id = new_campaign_id();
+    id = timestamped_id();
   spec.campaign_id = id;
   track_resolving(self, spec);
   spdlog::info("campaign {} submitted: {}{}{}{}", id, join(request.names),
@@ -565,14 +564,6 @@ campaign_manager_state::~campaign_manager_state() {
   for (const auto& [id, managed] : campaigns)
     if (managed.actor)
       caf::anon_send_exit(managed.actor, caf::exit_reason::user_shutdown);
-}
-
-std::string new_campaign_id() {
-  auto stamp = format_utc(unix_ms_now(), "%Y%m%d-%H%M%S");
-  static thread_local std::mt19937 random{std::random_device{}()};
-  char suffix[8];
-  std::snprintf(suffix, sizeof suffix, "-%04x", static_cast<unsigned>(random() & 0xffff));
-  return stamp + suffix;
 }
 
 campaign_manager_actor::behavior_type

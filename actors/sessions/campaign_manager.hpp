@@ -65,9 +65,6 @@ struct campaign_manager_state {
   static inline const char* name = "campaign_manager";
 };
 
-/// A new campaign id, `YYYYMMDD-HHMMSS-xxxx` (UTC): ids sort in the order they were made.
-std::string new_campaign_id();
-
 /// Spawn with `system.spawn(campaign_manager, setup)`.
 campaign_manager_actor::behavior_type
 campaign_manager(campaign_manager_actor::stateful_pointer<campaign_manager_state> self,
