@@ -911,6 +911,17 @@ nlohmann::json to_json(const campaign_report& r) {
                          {"operators", c.operators},
                          {"created_ms", c.created_ms},
                          {"error", c.error}});
+  auto imports = nlohmann::json::array();
+  for (const auto& i : r.imports)
+    imports.push_back({{"import_id", i.import_id},
+                       {"state", to_string(i.state)},
+                       {"layout", to_string(i.layout)},
+                       {"source", i.source},
+                       {"device_kind", i.device_kind},
+                       {"tests", i.tests},
+                       {"accepted", i.accepted},
+                       {"created_ms", i.created_ms},
+                       {"error", i.error}});
   auto failed = nlohmann::json::array();
   for (const auto& f : r.failed)
     failed.push_back({{"op", f.op},
@@ -930,7 +941,8 @@ nlohmann::json to_json(const campaign_report& r) {
           {"speed_regressions", groups(r.speed_regressions)},
           {"speedups", speedups},
           {"roofline", roofline},
-          {"toolchain_defects", to_json(r.conformance)}};
+          {"toolchain_defects", to_json(r.conformance)},
+          {"imports", imports}};
 }
 
 } // namespace
@@ -977,6 +989,11 @@ nlohmann::json control_server::report(const wire::map_reader& fields) const {
     return failure("report: the library did not list the toolchains' conformance: " +
                    message(conformance.error()));
   built.conformance = std::move(*conformance);
+  auto imports =
+      ask<std::vector<import_status>>(sys, library_query_bound, context_.importer, atom::list_v);
+  if (!imports)
+    return failure("report: the importer did not list the imports: " + message(imports.error()));
+  built.imports = std::move(*imports);
   return {{"ok", true}, {"report", to_json(built)}, {"html", render_html(built)}};
 }
 

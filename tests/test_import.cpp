@@ -277,6 +277,15 @@ TEST_F(Import, AnInstalledBackendIsJudgedPerOverloadThroughTheDispatcher) {
   auto unknown = opforge({"import", "show", "import-none"});
   EXPECT_EQ(unknown.code, 1);
   EXPECT_THAT(unknown.err, HasSubstr("no import 'import-none' in this daemon's store"));
+  // The report lists them too.
+  ASSERT_EQ(opforge({"report", "--json", (dir / "report.json").string()}).code, 0);
+  auto reported = json::parse(slurp(dir / "report.json")).at("imports");
+  ASSERT_EQ(reported.size(), 2u) << reported.dump(2);
+  EXPECT_EQ(reported[0].at("import_id"), backend.at("import_id"));
+  EXPECT_EQ(reported[0].at("layout"), "torch-library");
+  EXPECT_EQ(reported[0].at("accepted"), 1);
+  EXPECT_EQ(reported[0].at("tests"), 3);
+  EXPECT_EQ(reported[1].at("state"), "failed");
   shut_down();
 }
 

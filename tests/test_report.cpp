@@ -433,3 +433,31 @@ TEST(Report, ToolchainDefectsPerDeviceKindAndFingerprint) {
   EXPECT_THAT(html, HasSubstr("<td>tl.rsqrt(x)</td><td></td><td></td><td>no</td><td></td><td>"
                               "none known</td></tr>"));
 }
+
+TEST(Report, ImportsAreListedWithWhatTheyAccepted) {
+  campaign_report report;
+  EXPECT_THAT(render_html(report),
+              HasSubstr("<h2>Imports</h2>\n<p>None: no kernel set or backend was imported.</p>"));
+  report.imports = {{.import_id = "import-20261206-101500-00ab",
+                     .state = import_state::done,
+                     .layout = import_layout::torch_library,
+                     .source = "flag_gems",
+                     .device_kind = "cuda",
+                     .created_ms = 1'796'000'000'000,
+                     .tests = 433,
+                     .accepted = 15},
+                    {.import_id = "import-20261206-101600-00cd",
+                     .state = import_state::failed,
+                     .error = "the daemon stopped while the import was testing; the verdicts "
+                              "before that stand",
+                     .layout = import_layout::candidates,
+                     .source = "team<x>",
+                     .device_kind = "interpreter"}};
+  auto html = render_html(report);
+  EXPECT_THAT(html, HasSubstr("<tr><td>import-20261206-101500-00ab</td><td>done</td><td>"
+                              "torch-library</td><td>flag_gems</td><td>cuda</td><td>15</td><td>"
+                              "433</td><td>2026-11-30 00:53 UTC</td><td>-</td></tr>"));
+  EXPECT_THAT(html, HasSubstr("<td>failed</td><td>candidates</td><td>team&lt;x&gt;</td>"));
+  EXPECT_THAT(html, HasSubstr("<td>the daemon stopped while the import was testing; the "
+                              "verdicts before that stand</td></tr>"));
+}

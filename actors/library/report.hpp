@@ -5,6 +5,7 @@
 // inline SVG plots and nothing to fetch.
 
 #include "actors/library/regressions.hpp"
+#include "messages/import_messages.hpp"
 #include "persistence/records.hpp"
 
 #include <cstdint>
@@ -119,6 +120,7 @@ struct campaign_report {
   // What the conformance probes found on each toolchain (the library's kept reports), by device
   // kind and fingerprint.
   std::vector<contract::conformance_report> conformance;
+  std::vector<import_status> imports; // every stored import, oldest first, without verdicts
 };
 
 /// A toolchain's conformance in one line, as `status` and the report say it: "no defects found
