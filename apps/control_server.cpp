@@ -913,15 +913,7 @@ nlohmann::json to_json(const campaign_report& r) {
                          {"error", c.error}});
   auto imports = nlohmann::json::array();
   for (const auto& i : r.imports)
-    imports.push_back({{"import_id", i.import_id},
-                       {"state", to_string(i.state)},
-                       {"layout", to_string(i.layout)},
-                       {"source", i.source},
-                       {"device_kind", i.device_kind},
-                       {"tests", i.tests},
-                       {"accepted", i.accepted},
-                       {"created_ms", i.created_ms},
-                       {"error", i.error}});
+    imports.push_back(import_json(i, false));
   auto failed = nlohmann::json::array();
   for (const auto& f : r.failed)
     failed.push_back({{"op", f.op},

@@ -99,7 +99,9 @@ caf::expected<import_request> parse_request(const wire::map_reader& fields) {
   return out;
 }
 
-nlohmann::json to_json(const import_status& s) {
+} // namespace
+
+nlohmann::json import_json(const import_status& s, bool with_verdicts) {
   auto verdicts = nlohmann::json::array();
   for (const auto& v : s.verdicts)
     verdicts.push_back({{"path", v.path},
@@ -107,24 +109,17 @@ nlohmann::json to_json(const import_status& s) {
                         {"verdict", to_string(v.verdict)},
                         {"detail", v.detail},
                         {"hash", v.hash}});
-  return {{"import_id", s.import_id},
-          {"state", to_string(s.state)},
-          {"error", s.error},
-          {"layout", to_string(s.layout)},
-          {"source", s.source},
-          {"device_kind", s.device_kind},
-          {"dtypes", s.dtypes},
-          {"created_ms", s.created_ms},
-          {"ended_ms", s.ended_ms},
-          {"files", s.files},
-          {"tests", s.tests},
-          {"decided", s.decided},
-          {"accepted", s.accepted},
-          {"verdicts", verdicts},
-          {"repair_campaign", s.repair_campaign}};
+  nlohmann::json out{{"import_id", s.import_id}, {"state", to_string(s.state)},
+                     {"error", s.error},         {"layout", to_string(s.layout)},
+                     {"source", s.source},       {"device_kind", s.device_kind},
+                     {"dtypes", s.dtypes},       {"created_ms", s.created_ms},
+                     {"ended_ms", s.ended_ms},   {"files", s.files},
+                     {"tests", s.tests},         {"decided", s.decided},
+                     {"accepted", s.accepted},   {"repair_campaign", s.repair_campaign}};
+  if (with_verdicts)
+    out["verdicts"] = std::move(verdicts);
+  return out;
 }
-
-} // namespace
 
 nlohmann::json import_reply(caf::actor_system& sys, const importer_actor& importer,
                             request_type type, const wire::map_reader& fields) {
@@ -133,11 +128,8 @@ nlohmann::json import_reply(caf::actor_system& sys, const importer_actor& import
     if (!listed)
       return failure(message(listed.error()));
     auto imports = nlohmann::json::array();
-    for (const auto& status : *listed) {
-      auto entry = to_json(status);
-      entry.erase("verdicts");
-      imports.push_back(std::move(entry));
-    }
+    for (const auto& status : *listed)
+      imports.push_back(import_json(status, false));
     return {{"ok", true}, {"imports", std::move(imports)}};
   }
   auto status = [&]() -> caf::expected<import_status> {
@@ -154,7 +146,7 @@ nlohmann::json import_reply(caf::actor_system& sys, const importer_actor& import
   }();
   if (!status)
     return failure(message(status.error()));
-  return {{"ok", true}, {"import", to_json(*status)}};
+  return {{"ok", true}, {"import", import_json(*status, true)}};
 }
 
 } // namespace opforge

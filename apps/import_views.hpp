@@ -20,6 +20,9 @@ namespace opforge {
 /// request's containers hold at most 1,024 (the CLI sends larger sets in parts).
 inline constexpr size_t max_import_files_per_request = 200;
 
+/// An import's status as the control socket says it, its verdicts with `with_verdicts`.
+nlohmann::json import_json(const import_status& status, bool with_verdicts);
+
 /// The reply to `import` (one part of a kernel set) or `import_status` (`type`): `ok: true` with
 /// `import`, the import's status; to `imports`: `ok: true` with `imports`, every stored import's
 /// status without its verdicts; or `ok: false` with a one-line error.
