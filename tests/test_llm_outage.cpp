@@ -13,6 +13,7 @@
 #include "persistence/keys.hpp"
 #include "persistence/rocksdb_store.hpp"
 #include "tests/cli_test_support.hpp"
+#include "tests/loopback_http_server.hpp"
 
 #include <map>
 #include <set>
@@ -229,6 +230,41 @@ TEST_F(LlmOutage, FailsOverToTheNextEndpoint) {
     EXPECT_EQ(record.model, "replay") << op;
     EXPECT_EQ(to_string(record.state), std::string{"SUCCESS"}) << op;
   }
+}
+
+TEST_F(LlmOutage, HungEndpointFailsOver) {
+  // Accepts every connection and never answers: no error ever comes, only silence.
+  opforge::testing::loopback_server silent{true, "", std::chrono::milliseconds{0}};
+  configure("{name: hung, base_url: '" + silent.url() +
+            "', model: nobody, first_byte_timeout: 500ms, breaker_open_for: 60s}, " +
+            replay_endpoint("replayed", demo_cassette));
+  ASSERT_NO_FATAL_FAILURE(serve_outage());
+  auto started = std::chrono::steady_clock::now();
+  auto run =
+      opforge({"run", "--dtypes", "float32", "--endpoint", "hung,replayed", "neg"}, campaign_bound);
+  auto took = std::chrono::steady_clock::now() - started;
+  ASSERT_EQ(run.code, 0) << run.out << run.err << slurp(dir / "serve.err");
+  EXPECT_THAT(run.out, HasSubstr("\nendpoint hung down: ")) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("  PASS  neg  (1 LLM calls")) << run.out;
+  // Seconds, not the 600 s total timeout times three attempts of a silent server.
+  EXPECT_LT(took, 120s);
+  auto show = opforge({"show", "neg"});
+  ASSERT_EQ(show.code, 0) << show.err;
+  EXPECT_THAT(show.out, ::testing::ContainsRegex(
+                            "GENERATE -> GENERATE +failover from endpoint hung to replayed: "
+                            "endpoint hung down for [0-9]+ s: "))
+      << show.out;
+  // status names the hung endpoint's state and why.
+  auto status = opforge({"status", "--json"});
+  ASSERT_EQ(status.code, 0) << status.err;
+  auto endpoints = json::parse(status.out).at("llm").at("endpoints");
+  auto hung = std::find_if(endpoints.begin(), endpoints.end(),
+                           [](const json& e) { return e.value("name", "") == "hung"; });
+  ASSERT_NE(hung, endpoints.end()) << endpoints.dump(2);
+  EXPECT_EQ(hung->value("state", ""), "down") << hung->dump(2);
+  EXPECT_THAT(hung->value("last_error", ""), HasSubstr("hung: no first byte after 0.5 s"))
+      << hung->dump(2);
+  shut_down();
 }
 
 TEST_F(LlmOutage, KilledReplayServerIsRestarted) {
