@@ -456,7 +456,9 @@ void end_interrupted(self_pointer self) {
                 spdlog::warn("{}", render(status.error()));
                 continue;
               }
-              if (status->state == import_state::done || status->state == import_state::failed)
+              // One this daemon opened since it started is live, whatever the scan read.
+              if (status->state == import_state::done || status->state == import_state::failed ||
+                  find_run(self, status->import_id))
                 continue;
               status->error = "the daemon stopped while the import was " +
                               to_string(status->state) + "; the verdicts before that stand";
