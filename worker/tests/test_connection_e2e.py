@@ -64,7 +64,7 @@ def test_device_worker_runs_test_and_catalog_jobs_and_cancels(daemon, tmp_path):
         daemon, tmp_path, "--device", DEVICE, "--slots", "1", "--role", "device"
     )
     try:
-        assert hello["jobs"] == ["benchmark", "catalog", "test"]
+        assert hello["jobs"] == ["backend", "benchmark", "catalog", "test"]
         request = exp_request(HONEST_EXP.read_text())
         daemon.send_job(identity, "t1", "test", request)
         _, result = daemon.receive_type("result", timeout_s=600)
