@@ -92,9 +92,9 @@ protected:
     ::unsetenv("OPFORGE_LLM_URL"); // the demo endpoint: the recorded answers repair with
     // The workers the daemon starts can import the hand-written installed backend, as they would
     // an installed package (worker/tests/corpus/backend/opforge_test_backend).
-    auto inherited = std::getenv("PYTHONPATH");
-    auto pythonpath =
-        backends.string() + (inherited && *inherited ? ":" + std::string{inherited} : "");
+    auto pythonpath = backends.string();
+    if (const char* inherited = std::getenv("PYTHONPATH"); inherited && *inherited)
+      pythonpath.append(":").append(inherited);
     ::setenv("PYTHONPATH", pythonpath.c_str(), 1);
     write("demo.yaml", "workers: {listen: '" + workers_endpoint() + "'}\n");
     start_daemon();

@@ -9,7 +9,6 @@
 #include <set>
 #include <tuple>
 
-
 namespace opforge {
 
 namespace {
