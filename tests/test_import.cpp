@@ -244,6 +244,12 @@ TEST_F(Import, AnInstalledBackendIsJudgedPerOverloadThroughTheDispatcher) {
       {"import", (fixtures / "candidates").string(), "--layout", "candidates", "--package", "x"});
   EXPECT_EQ(package_elsewhere.code, 2);
   EXPECT_THAT(package_elsewhere.err, HasSubstr("go with --layout torch-library"));
+  // A name the worker's contract refuses is refused when the import is asked for.
+  auto bad_name = opforge({"import", "--layout", "torch-library", "--package", "no/such"});
+  EXPECT_EQ(bad_name.code, 1) << bad_name.out << bad_name.err;
+  EXPECT_THAT(bad_name.err,
+              HasSubstr("import: key 'package': must be of the characters A-Za-z0-9_."))
+      << bad_name.err;
   // A package the worker cannot import fails the import with the worker's reason.
   auto missing = opforge({"import", "--layout", "torch-library", "--package", "no_such_backend_pkg",
                           "--ops", "abs", "--dtypes", "float32"},

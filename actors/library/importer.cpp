@@ -430,13 +430,14 @@ caf::expected<import_status> open_import(const importer_setup& setup, import_req
                    to_string(request.layout));
   if (installed && request.repair)
     return invalid("an installed backend cannot be repaired: its kernels are the package's code");
-  for (const auto& [what, name] :
-       {std::pair{"package", &request.package}, std::pair{"enable", &request.enable}})
-    if (std::any_of(name->begin(), name->end(), [](char c) {
-          return !std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.';
-        }))
-      return invalid(std::string{what} + " '" + *name +
-                     "': must be a dotted Python name (letters, digits, _ and .)");
+  if (installed) {
+    // The worker reads the job by the contract's rules (backend_request's charset and lengths):
+    // a request they refuse is refused here, by the same reader, before anything is queued.
+    auto job = backend_job("", {request.package, request.enable, request.ops}, status.dtypes,
+                           {status.device_kind, setup.sample_timeout_s, setup.job_deadline_ms});
+    if (auto checked = wire::decode_as<contract::backend_request>(job.payload, "import"); !checked)
+      return invalid(message(checked.error()));
+  }
   status.created_ms = unix_ms_now();
   status.state = import_state::receiving;
   return status;
