@@ -162,10 +162,6 @@ std::string progress_line(const nlohmann::json& s, import_state state) {
          std::to_string(s.value("accepted", 0)) + " accepted";
 }
 
-bool ended(import_state state) {
-  return state == import_state::done || state == import_state::failed;
-}
-
 std::vector<std::string> layout_names() {
   auto& names = contract::enum_traits<import_layout>::names;
   return {names.begin(), names.end()};

@@ -40,6 +40,11 @@ struct contract::enum_traits<import_state> {
   static_assert(names.size() - 1 == static_cast<size_t>(import_state::failed));
 };
 
+/// Whether an import in `state` has ended (done or failed): nothing more happens to it.
+constexpr bool ended(import_state state) {
+  return state == import_state::done || state == import_state::failed;
+}
+
 /// The verdict on one file tested as one operator: a test's outcome (pass: it is in the library
 /// now; compile_error, lint_violation, harness_error, ...), whose values come first so that
 /// `to_import_outcome` widens one, or what the importer decided without a test: present (the

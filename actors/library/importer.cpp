@@ -450,7 +450,7 @@ void end_interrupted(self_pointer self) {
                 imports_prefix(), scan_limit)
       .then(
           [self](std::vector<key_value>& stored) {
-            std::vector<write_op> ended;
+            std::vector<write_op> cut_off;
             for (const auto& kv : stored) {
               auto status = decode_import(kv.value);
               if (!status) {
@@ -458,20 +458,19 @@ void end_interrupted(self_pointer self) {
                 continue;
               }
               // One this daemon opened since it started is live, whatever the scan read.
-              if (status->state == import_state::done || status->state == import_state::failed ||
-                  find_run(self, status->import_id))
+              if (ended(status->state) || find_run(self, status->import_id))
                 continue;
               status->error = "the daemon stopped while the import was " +
                               to_string(status->state) + "; the verdicts before that stand";
               status->state = import_state::failed;
               status->ended_ms = unix_ms_now();
-              ended.push_back({family::meta, kv.key, encode_import(*status)});
+              cut_off.push_back({family::meta, kv.key, encode_import(*status)});
             }
-            if (ended.empty())
+            if (cut_off.empty())
               return;
-            spdlog::info("{} imports cut off by the last stop are marked failed", ended.size());
+            spdlog::info("{} imports cut off by the last stop are marked failed", cut_off.size());
             self->request(self->state.setup.store, caf::infinite, atom::write_v,
-                          write_batch{std::move(ended)})
+                          write_batch{std::move(cut_off)})
                 .then([](atom::ok) {},
                       [](const caf::error& err) {
                         spdlog::warn("imports cut off by the last stop: not stored: {}",
