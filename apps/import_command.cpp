@@ -394,8 +394,7 @@ int list_imports(const std::string& control, bool json, std::chrono::millisecond
         {s.value("import_id", ""), s.value("state", ""), s.value("layout", ""),
          s.value("source", ""), s.value("device_kind", ""),
          std::to_string(s.value("accepted", 0)) + "/" + std::to_string(s.value("tests", 0)),
-         format_utc(s.value("created_ms", int64_t{0}), "%Y-%m-%d %H:%M"),
-         s.value("error", std::string{})});
+         utc_minute(s.value("created_ms", int64_t{0})), s.value("error", std::string{})});
   cli::print_table(rows);
   return 0;
 }

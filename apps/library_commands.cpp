@@ -42,8 +42,8 @@ void print_kernels(const nlohmann::json& reply, const kernels_options& selected)
                     std::to_string(k.value("version", 0)) + (k.value("current", false) ? "*" : ""),
                     k.value("device_kind", ""), joined(k.value("dtypes", nlohmann::json::array())),
                     provenance.value("origin", "-"),
-                    format_utc(k.value("accepted_at_ms", int64_t{0}), "%Y-%m-%d %H:%M"),
-                    k.value("hash", ""), proofs.empty() ? "-" : proofs});
+                    utc_minute(k.value("accepted_at_ms", int64_t{0})), k.value("hash", ""),
+                    proofs.empty() ? "-" : proofs});
   }
   print_table(rows);
   std::cout << "(* current: the operator's newest kernel accepted on that device kind)\n";

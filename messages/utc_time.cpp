@@ -16,6 +16,10 @@ std::string format_utc(int64_t unix_ms, const char* format) {
   return std::string(text, written);
 }
 
+std::string utc_minute(int64_t unix_ms) {
+  return format_utc(unix_ms, "%Y-%m-%d %H:%M");
+}
+
 int64_t unix_ms_now() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())

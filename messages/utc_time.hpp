@@ -12,6 +12,9 @@ namespace opforge {
 /// (e.g. "%Y-%m-%d %H:%M"); at most 63 characters.
 std::string format_utc(int64_t unix_ms, const char* format);
 
+/// `unix_ms` to the minute, as the CLI's tables and the report show times: 2026-12-06 21:45.
+std::string utc_minute(int64_t unix_ms);
+
 /// The wall clock now, in milliseconds since the epoch.
 int64_t unix_ms_now();
 

@@ -204,8 +204,9 @@ std::string conformance_table(const std::vector<contract::conformance_report>& r
   return out + "</table>\n";
 }
 
-std::string utc_minute(int64_t ms) {
-  return format_utc(ms, "%Y-%m-%d %H:%M UTC");
+// The page names its time zone: it is read away from any terminal's clock.
+std::string report_time(int64_t ms) {
+  return utc_minute(ms) + " UTC";
 }
 
 std::string joined(const std::vector<std::string>& items) {
@@ -227,7 +228,7 @@ std::string header_html(const campaign_report& report) {
   }
   std::string out = fmt::format(
       "<p id=\"header\">Generated {}. {} campaigns on device kinds {}; dtypes {}.</p>\n",
-      report.generated_ms ? utc_minute(report.generated_ms) : std::string{"at an unknown time"},
+      report.generated_ms ? report_time(report.generated_ms) : std::string{"at an unknown time"},
       report.campaigns.size(), escape(kinds.empty() ? "-" : joined(kinds)),
       escape(dtypes.empty() ? "-" : joined(dtypes)));
   out += "<table id=\"campaigns\"><tr><th>campaign</th><th>state</th><th>model</th><th>device "
@@ -238,7 +239,7 @@ std::string header_html(const campaign_report& report) {
                        "<td>{}</td><td>{}</td></tr>\n",
                        escape(c.campaign_id), escape(c.state), escape(c.column),
                        escape(c.device_kind), escape(joined(c.dtypes)), c.operators,
-                       utc_minute(c.created_ms), escape(c.error.empty() ? "-" : c.error));
+                       report_time(c.created_ms), escape(c.error.empty() ? "-" : c.error));
   return out + "</table>\n";
 }
 
@@ -264,7 +265,7 @@ std::string imports_table(const std::vector<import_status>& imports) {
                        "<td>{}</td><td>{}</td><td>{}</td></tr>\n",
                        escape(i.import_id), to_string(i.state), to_string(i.layout),
                        escape(i.source), escape(i.device_kind), i.accepted, i.tests,
-                       utc_minute(i.created_ms), escape(i.error.empty() ? "-" : i.error));
+                       report_time(i.created_ms), escape(i.error.empty() ? "-" : i.error));
   return out + "</table>\n";
 }
 
