@@ -251,10 +251,12 @@ def _backend_job(
             )
         if cancel.is_set():
             raise JobCancelled
-        return {
-            "package": validation.backend["package"],
-            "enable": validation.backend["enable"],
-            "overloads": validation.overloads,
-        }
+        # Built as the contract's type, so that only its fields travel (a verdict also says
+        # where each kernel was registered, which the daemon has no field for).
+        return contract.BackendResult(
+            package=validation.backend["package"],
+            enable=validation.backend["enable"],
+            overloads=[contract.BackendOverload.from_dict(o) for o in validation.overloads],
+        ).to_dict()
 
     return run
